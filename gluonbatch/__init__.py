@@ -1,0 +1,11 @@
+"""gluonbatch: fast, shared-memory mini-batches for MXNet Gluon computer-vision training.
+
+>>> import gluonbatch
+>>> gluonbatch.Stack()([[1, 2], [3, 4]]).shape
+(2, 2)
+"""
+from .batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
+
+__version__ = '0.1.0'
+
+__all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple', '__version__']

@@ -1,0 +1,174 @@
+"""Pure layout arithmetic for batches: axes, shard boundaries, padded shapes, dtypes.
+
+Nothing here touches MXNet; every function is a plain computation on shapes and numbers
+so that a whole batch layout is known (and validated) before any memory is allocated.
+"""
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+__all__ = ['normalize_axes', 'check_axis_argument', 'check_positive_int', 'shard_bounds',
+           'round_up', 'padded_shape', 'check_same_shape', 'promote_dtypes', 'check_pad_value']
+
+
+def normalize_axes(axis, ndim, index=0):
+    """Turn ``axis`` (int, tuple or list; negatives allowed) into a tuple of axes of ``ndim``.
+
+    >>> normalize_axes(-1, 3)
+    (2,)
+    >>> normalize_axes((1, 2), 3)
+    (1, 2)
+    """
+    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    normalized = []
+    for ax in axes:
+        if not -ndim <= ax < ndim:
+            raise ValueError('sample %d has %d dimension(s); pad axis %d is out of range'
+                             % (index, ndim, ax))
+        normalized.append(int(ax) % ndim)
+    if len(set(normalized)) != len(normalized):
+        raise ValueError('pad axes %r name the same dimension twice' % (axis,))
+    return tuple(normalized)
+
+
+def check_axis_argument(axis):
+    """Validate the ``axis`` argument of Pad at construction time.
+
+    >>> check_axis_argument([1, 2])
+    (1, 2)
+    """
+    if isinstance(axis, numbers.Integral) and not isinstance(axis, bool):
+        return int(axis)
+    if isinstance(axis, (tuple, list)) and axis and all(
+            isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in axis):
+        return tuple(int(a) for a in axis)
+    raise TypeError('axis must be an int or a non-empty tuple/list of ints, got %r' % (axis,))
+
+
+def check_positive_int(value, name, allow_none=False):
+    """Return ``value`` as int if it is a positive integer (or None when allowed).
+
+    >>> check_positive_int(3, 'num_shards')
+    3
+    """
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+        raise ValueError('%s must be a positive integer, got %r' % (name, value))
+    return int(value)
+
+
+def shard_bounds(num_samples, num_shards):
+    """Start/stop indices of each shard, on ``np.array_split`` boundaries.
+
+    The first ``num_samples % num_shards`` shards are one sample larger. When there are more
+    shards than samples, only ``num_samples`` non-empty shards are made (with a warning).
+
+    >>> shard_bounds(7, 3)
+    [(0, 3), (3, 5), (5, 7)]
+    >>> shard_bounds(5, 4)
+    [(0, 2), (2, 3), (3, 4), (4, 5)]
+    """
+    if num_shards > num_samples:
+        warnings.warn('num_shards=%d is larger than the batch of %d sample(s); returning %d '
+                      'shard(s)' % (num_shards, num_samples, num_samples), stacklevel=3)
+        num_shards = num_samples
+    base, extra = divmod(num_samples, num_shards)
+    bounds, start = [], 0
+    for shard in range(num_shards):
+        stop = start + base + (1 if shard < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def round_up(length, multiple):
+    """Round ``length`` up to a multiple of ``multiple`` (None leaves it as is).
+
+    >>> round_up(33, 32), round_up(0, 32), round_up(5, None)
+    (64, 0, 5)
+    """
+    if multiple is None:
+        return length
+    return -(-length // multiple) * multiple
+
+
+def padded_shape(shapes, axes, round_to=None):
+    """Shape of one padded slot: the largest length on each pad axis, rounded up.
+
+    ``shapes`` must already agree on every other axis.
+
+    >>> padded_shape([(2, 5), (4, 5)], (0,))
+    (4, 5)
+    >>> padded_shape([(3, 500, 700), (3, 520, 690)], (1, 2), round_to=32)
+    (3, 544, 704)
+    """
+    slot = list(shapes[0])
+    for ax in axes:
+        slot[ax] = round_up(max(shape[ax] for shape in shapes), round_to)
+    return tuple(slot)
+
+
+def check_same_shape(shapes, expected, axes=(), first_index=0):
+    """Raise ValueError naming the first sample whose shape differs from ``expected``.
+
+    Axes listed in ``axes`` may differ (they are padded).
+
+    >>> check_same_shape([(2, 3), (2, 4)], (2, 3), axes=(1,))
+    >>> check_same_shape([(2, 3), (3, 3)], (2, 3))
+    Traceback (most recent call last):
+    ...
+    ValueError: sample 1 has shape (3, 3); expected (2, 3)
+    """
+    keep = [ax for ax in range(len(expected)) if ax not in axes]
+    wanted = [expected[ax] for ax in keep]
+    for offset, shape in enumerate(shapes):
+        if len(shape) != len(expected):
+            raise ValueError('sample %d has shape %s (%d dimensions); expected %d dimensions '
+                             'like sample %d %s' % (first_index + offset, tuple(shape),
+                                                    len(shape), len(expected), first_index,
+                                                    tuple(expected)))
+        if [shape[ax] for ax in keep] != wanted:
+            spelled = tuple('*' if ax in axes else d for ax, d in enumerate(expected))
+            raise ValueError('sample %d has shape %s; expected %s' % (
+                first_index + offset, tuple(shape), str(spelled).replace("'", '')))
+
+
+def promote_dtypes(dtypes):
+    """The dtype that holds every value of every dtype in ``dtypes`` (numpy promotion).
+
+    >>> promote_dtypes([np.dtype('int64'), np.dtype('float64')])
+    dtype('float64')
+    """
+    return np.result_type(*dtypes)
+
+
+def check_pad_value(pad_val, dtype):
+    """Raise ValueError if ``dtype`` cannot hold ``pad_val`` exactly.
+
+    >>> check_pad_value(-1, np.dtype('uint8'))
+    Traceback (most recent call last):
+    ...
+    ValueError: pad_val=-1 cannot be stored in uint8 (range 0..255)
+    >>> check_pad_value(float('nan'), np.dtype('float32'))
+    """
+    if not isinstance(pad_val, (numbers.Number, np.generic)) or isinstance(pad_val, complex):
+        raise TypeError('pad_val must be a real number, got %r' % (pad_val,))
+    if dtype.kind == 'f':
+        if math.isfinite(pad_val) and not math.isfinite(float(np.array(pad_val, dtype))):
+            raise ValueError('pad_val=%r overflows %s' % (pad_val, dtype))
+        return
+    if not math.isfinite(pad_val) or pad_val != int(pad_val):
+        raise ValueError('pad_val=%r cannot be stored in %s; use a float dtype or an integral '
+                         'pad value' % (pad_val, dtype))
+    if dtype.kind == 'b':
+        if pad_val not in (0, 1):
+            raise ValueError('pad_val=%r cannot be stored in bool (only 0 or 1)' % (pad_val,))
+        return
+    info = np.iinfo(dtype)
+    if not info.min <= int(pad_val) <= info.max:
+        raise ValueError('pad_val=%r cannot be stored in %s (range %d..%d)'
+                         % (pad_val, dtype, info.min, info.max))
+

@@ -1,0 +1,77 @@
+"""Turning one raw sample into a host numpy array, with a clear error for anything else."""
+import numbers
+import warnings
+
+import mxnet as mx
+import numpy as np
+
+from ._shared import host_view
+
+__all__ = ['as_host_array', 'as_host_arrays', 'describe']
+
+# numpy kinds a batch can be made of: bool, signed, unsigned, float.
+_NUMERIC_KINDS = 'biuf'
+_SUPPORTED = 'an mx.nd.NDArray, a numpy.ndarray, a list/tuple of numbers or a number'
+
+
+def describe(sample):
+    """Short description of a sample for error messages.
+
+    >>> describe(np.zeros((2, 3), 'uint8'))
+    'numpy.ndarray of shape (2, 3) and dtype uint8'
+    >>> describe('cat')
+    'str'
+    """
+    kind = type(sample)
+    name = kind.__name__ if kind.__module__ == 'builtins' else '%s.%s' % (
+        kind.__module__.split('.')[0], kind.__name__)
+    if hasattr(sample, 'shape') and hasattr(sample, 'dtype'):
+        return '%s of shape %s and dtype %s' % (name, tuple(sample.shape), np.dtype(sample.dtype))
+    return name
+
+
+def as_host_array(sample, index):
+    """A numpy array with the values of ``sample``, without copying arrays already on the host.
+
+    NDArrays are waited for and viewed in place; lists, tuples and numbers go through
+    ``np.asarray`` (so Python ints become int64 and floats float64).
+
+    >>> as_host_array([1, 2], 0)
+    array([1, 2])
+    >>> as_host_array({'a': 1}, 3)
+    Traceback (most recent call last):
+    ...
+    TypeError: sample 3 is a dict; expected an mx.nd.NDArray, a numpy.ndarray, a list/tuple of numbers or a number
+    """
+    if isinstance(sample, mx.nd.NDArray):
+        return host_view(sample)
+    if isinstance(sample, np.ndarray):
+        array = sample
+    elif isinstance(sample, (list, tuple, numbers.Real, np.generic)):
+        with warnings.catch_warnings():
+            # numpy < 1.24 only warns about ragged nested lists; make it an error.
+            warnings.simplefilter('error', np.VisibleDeprecationWarning)
+            try:
+                array = np.asarray(sample)
+            except (ValueError, np.VisibleDeprecationWarning, TypeError) as err:
+                raise ValueError('sample %d is a ragged or mixed nested %s that cannot form an '
+                                 'array (%s)' % (index, type(sample).__name__, err)) from None
+    else:
+        raise TypeError('sample %d is a %s; expected %s' % (index, describe(sample), _SUPPORTED))
+    if array.dtype.kind not in _NUMERIC_KINDS:
+        raise TypeError('sample %d is a %s; expected numbers (%s)'
+                        % (index, describe(array), _SUPPORTED))
+    return array
+
+
+def as_host_arrays(samples):
+    """:func:`as_host_array` of every sample; ValueError for an empty batch.
+
+    >>> [a.shape for a in as_host_arrays([[1, 2], np.ones((3,))])]
+    [(2,), (3,)]
+    """
+    if isinstance(samples, (str, bytes)) or not hasattr(samples, '__len__'):
+        raise TypeError('a batch must be a list of samples, got %s' % describe(samples))
+    if len(samples) == 0:
+        raise ValueError('the batch is empty: there are no samples to batchify')
+    return [as_host_array(sample, index) for index, sample in enumerate(samples)]

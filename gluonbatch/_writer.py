@@ -1,0 +1,121 @@
+"""Writing samples into their slots of an output view: one write per output byte.
+
+Each sample is copied once into the leading corner of its slot; only the part of the slot
+the sample does not cover is filled with the pad value. Large batches are copied by a few
+threads (numpy releases the GIL while copying), which also spreads the page faults of
+fresh shared memory over the cores.
+"""
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+__all__ = ['write_slot', 'write_batch']
+
+# Below this many output bytes, thread hand-off costs more than it saves.
+PARALLEL_MIN_BYTES = 4 << 20
+# Below this, samples padded only on their first axis (box labels) are written by two
+# vectorised masked assignments instead of two slice assignments per sample.
+SMALL_BATCH_BYTES = 1 << 20
+_MAX_THREADS = 4
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _threads():
+    return max(1, min(_MAX_THREADS, os.cpu_count() or 1))
+
+
+def _executor():
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(_threads(), thread_name_prefix='gluonbatch-copy')
+        return _pool
+
+
+def _forget_pool_after_fork():
+    # A forked DataLoader worker inherits the pool object but none of its threads.
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
+def padding_regions(sample_shape, slot_shape):
+    """Disjoint index tuples that together cover the slot outside the sample's corner.
+
+    >>> padding_regions((2, 3), (4, 5))
+    [(slice(2, 4, None), slice(None, None, None)), (slice(0, 2, None), slice(3, 5, None))]
+    """
+    regions = []
+    for ax, (have, want) in enumerate(zip(sample_shape, slot_shape)):
+        if have < want:
+            regions.append(tuple(slice(0, d) for d in sample_shape[:ax])
+                           + (slice(have, want),)
+                           + (slice(None),) * (len(slot_shape) - ax - 1))
+    return regions
+
+
+def write_slot(slot, sample, pad_val=0):
+    """Copy ``sample`` into the corner of ``slot`` and fill the rest with ``pad_val``.
+
+    >>> import numpy as np
+    >>> slot = np.empty((2, 3), 'int64')
+    >>> write_slot(slot, np.array([[1], [2]]), pad_val=-1)
+    >>> slot
+    array([[ 1, -1, -1],
+           [ 2, -1, -1]])
+    """
+    if sample.shape == slot.shape:
+        slot[...] = sample
+        return
+    slot[tuple(slice(0, d) for d in sample.shape)] = sample
+    for region in padding_regions(sample.shape, slot.shape):
+        slot[region] = pad_val
+
+
+def _write_rows(out, samples, pad_val):
+    """``write_batch`` for samples that differ only in their first axis: row masks."""
+    rows = out.reshape(out.shape[0], out.shape[1], -1)
+    lengths = np.fromiter((len(sample) for sample in samples), np.intp, len(samples))
+    valid = np.arange(rows.shape[1]) < lengths[:, None]
+    rows[valid] = np.concatenate([sample.reshape(len(sample), -1) for sample in samples])
+    rows[~valid] = pad_val
+
+
+def write_batch(out, samples, pad_val=0):
+    """Write ``samples[i]`` into ``out[i]`` for every i, in parallel when the batch is large.
+
+    ``out[i, ...]`` (not ``out[i]``) keeps 0-d slots writable views instead of scalars.
+
+    >>> import numpy as np
+    >>> out = np.empty((2, 2), 'float32')
+    >>> write_batch(out, [np.array([1.]), np.array([2., 3.])], pad_val=0)
+    >>> out
+    array([[1., 0.],
+           [2., 3.]], dtype=float32)
+    """
+    if (0 < out.nbytes < SMALL_BATCH_BYTES and out.ndim > 1 and out.flags.c_contiguous
+            and all(sample.shape[1:] == out.shape[2:] for sample in samples)):
+        _write_rows(out, samples, pad_val)
+        return
+    threads = _threads()
+    if out.nbytes < PARALLEL_MIN_BYTES or threads == 1 or len(samples) == 1:
+        for index, sample in enumerate(samples):
+            write_slot(out[index, ...], sample, pad_val)
+        return
+    # Contiguous runs of samples per thread, so each thread writes one region of memory.
+    chunk = -(-len(samples) // threads)
+
+    def write_run(start):
+        for index in range(start, min(start + chunk, len(samples))):
+            write_slot(out[index, ...], samples[index], pad_val)
+
+    for future in [_executor().submit(write_run, start)
+                   for start in range(0, len(samples), chunk)]:
+        future.result()

@@ -1,0 +1,33 @@
+"""gluonbatch: fast shared-memory batchify functions for MXNet Gluon computer vision."""
+import os
+import re
+
+from setuptools import find_packages, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def read(name):
+    with open(os.path.join(HERE, name), encoding='utf-8') as handle:
+        return handle.read()
+
+
+setup(
+    name='gluonbatch',
+    version=re.search(r"__version__ = '([^']+)'", read('gluonbatch/__init__.py')).group(1),
+    description='Batchify functions for MXNet Gluon that write batches once into shared memory',
+    long_description=read('README.md'),
+    long_description_content_type='text/markdown',
+    packages=find_packages(include=['gluonbatch', 'gluonbatch.*']),
+    python_requires='>=3.11',
+    install_requires=['mxnet>=1.9.1,<2', 'numpy>=1.23,<1.24'],
+    extras_require={
+        # gluoncv is the reference the tests and benchmarks compare against.
+        'test': ['gluoncv==0.10.5.post0', 'pytest', 'hypothesis'],
+    },
+    classifiers=[
+        'Programming Language :: Python :: 3.11',
+        'License :: OSI Approved :: Apache Software License',
+        'Topic :: Scientific/Engineering :: Artificial Intelligence',
+    ],
+)
