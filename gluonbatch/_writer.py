@@ -84,7 +84,8 @@ def _write_rows(out, samples, pad_val):
     rows = out.reshape(out.shape[0], out.shape[1], -1)
     lengths = np.fromiter((len(sample) for sample in samples), np.intp, len(samples))
     valid = np.arange(rows.shape[1]) < lengths[:, None]
-    rows[valid] = np.concatenate([sample.reshape(len(sample), -1) for sample in samples])
+    width = rows.shape[2]
+    rows[valid] = np.concatenate([sample.reshape(len(sample), width) for sample in samples])
     rows[~valid] = pad_val
 
 

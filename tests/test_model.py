@@ -159,6 +159,7 @@ def test_bool_samples_pad_and_stack():
 @given(st.integers(1, 6), st.lists(st.integers(0, 4), min_size=0, max_size=3),
        st.sampled_from(DTYPES), st.sampled_from(['numpy', 'ndarray', 'list']))
 def test_stack_matches_numpy_model(num, shape, dtype, kind):
+    assume(kind != 'list' or 0 not in shape[:-1])
     samples = [(np.arange(int(np.prod(shape))).reshape(shape) + i).astype(dtype)
                for i in range(num)]
     out = Stack()(to_kind(samples, kind))
@@ -166,3 +167,11 @@ def test_stack_matches_numpy_model(num, shape, dtype, kind):
     want_dtype = np.dtype(dtype) if kind == 'ndarray' else np.dtype(np.float32)
     assert out.context == SHARED and out.dtype == want_dtype
     np.testing.assert_array_equal(out.asnumpy(), np.stack(samples).astype(want_dtype))
+
+
+@pytest.mark.parametrize('lengths', [(0, 2), (2, 0), (0, 0, 3)])
+def test_zero_length_samples_are_padded_whole(lengths):
+    samples = [np.ones((n, 6), np.float32) for n in lengths]
+    out, valid = Pad(pad_val=-1, ret_length=True)(samples)
+    np.testing.assert_array_equal(out.asnumpy(), model_pad(samples, 0, -1, 1)[0][0])
+    np.testing.assert_array_equal(valid.asnumpy(), lengths)
