@@ -35,17 +35,6 @@ SUPPORTED_DTYPES = tuple(np.dtype(t) for t in (
 _HOST_DEVICE_TYPES = ('cpu', 'cpu_shared', 'cpu_pinned')
 
 
-class _ArrayInterface:
-    """Presents raw NDArray memory to numpy; holds the NDArray so the memory stays alive."""
-
-    __slots__ = ('__array_interface__', 'owner')
-
-    def __init__(self, owner, pointer, shape, dtype, readonly):
-        self.owner = owner
-        self.__array_interface__ = {'data': (pointer, readonly), 'shape': tuple(shape),
-                                    'typestr': dtype.str, 'version': 3}
-
-
 def _data_pointer(array):
     pointer = ctypes.c_void_p()
     check_call(_LIB.MXNDArrayGetData(array.handle, ctypes.byref(pointer)))
@@ -56,8 +45,11 @@ def _numpy_view(array, dtype, readonly):
     if array.size == 0:
         # Zero-size arrays may have no data pointer at all.
         return np.empty(array.shape, dtype)
-    interface = _ArrayInterface(array, _data_pointer(array), array.shape, dtype, readonly)
-    return np.asarray(interface)
+    memory = (ctypes.c_char * (array.size * dtype.itemsize)).from_address(_data_pointer(array))
+    memory.owner = array  # the view's base holds the NDArray, so its memory stays mapped
+    view = np.frombuffer(memory, dtype).reshape(array.shape)
+    view.flags.writeable = not readonly
+    return view
 
 
 def check_dtype(dtype):

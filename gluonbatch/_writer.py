@@ -9,30 +9,26 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
 
 __all__ = ['write_slot', 'write_batch']
 
 # Below this many output bytes, thread hand-off costs more than it saves.
 PARALLEL_MIN_BYTES = 4 << 20
-# Below this, samples padded only on their first axis (box labels) are written by two
-# vectorised masked assignments instead of two slice assignments per sample.
+# Below this, samples padded only on their first axis (box labels) take a short path
+# whose cost is two slice assignments per sample and no region bookkeeping.
 SMALL_BATCH_BYTES = 1 << 20
 _MAX_THREADS = 4
 
 _pool = None
 _pool_lock = threading.Lock()
-
-
-def _threads():
-    return max(1, min(_MAX_THREADS, os.cpu_count() or 1))
+_THREADS = max(1, min(_MAX_THREADS, os.cpu_count() or 1))
 
 
 def _executor():
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(_threads(), thread_name_prefix='gluonbatch-copy')
+            _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix='gluonbatch-copy')
         return _pool
 
 
@@ -80,13 +76,13 @@ def write_slot(slot, sample, pad_val=0):
 
 
 def _write_rows(out, samples, pad_val):
-    """``write_batch`` for samples that differ only in their first axis: row masks."""
-    rows = out.reshape(out.shape[0], out.shape[1], -1)
-    lengths = np.fromiter((len(sample) for sample in samples), np.intp, len(samples))
-    valid = np.arange(rows.shape[1]) < lengths[:, None]
-    width = rows.shape[2]
-    rows[valid] = np.concatenate([sample.reshape(len(sample), width) for sample in samples])
-    rows[~valid] = pad_val
+    """``write_batch`` for samples that differ only in their first axis (box labels)."""
+    longest = out.shape[1]
+    for index, sample in enumerate(samples):
+        length = len(sample)
+        out[index, :length] = sample
+        if length < longest:
+            out[index, length:] = pad_val
 
 
 def write_batch(out, samples, pad_val=0):
@@ -101,11 +97,11 @@ def write_batch(out, samples, pad_val=0):
     array([[1., 0.],
            [2., 3.]], dtype=float32)
     """
-    if (0 < out.nbytes < SMALL_BATCH_BYTES and out.ndim > 1 and out.flags.c_contiguous
-            and all(sample.shape[1:] == out.shape[2:] for sample in samples)):
+    if out.nbytes < SMALL_BATCH_BYTES and out.ndim > 1 and all(
+            sample.shape[1:] == out.shape[2:] for sample in samples):
         _write_rows(out, samples, pad_val)
         return
-    threads = _threads()
+    threads = _THREADS
     if out.nbytes < PARALLEL_MIN_BYTES or threads == 1 or len(samples) == 1:
         for index, sample in enumerate(samples):
             write_slot(out[index, ...], sample, pad_val)
