@@ -1,0 +1,409 @@
+"""Benchmark gluonbatch against gluoncv and against "the floor"; run by ``make bench``.
+
+How it measures
+---------------
+* **Contenders.** Every case times three callables on the same inputs: gluonbatch's
+  batchify function, gluoncv's (``gluoncv.data.batchify``) and the *floor*. The floor is
+  the least any batchify function returning a fresh ``cpu_shared`` NDArray must pay:
+  creating that array and writing it once, ``mx.nd.array(src, ctx=cpu_shared(0))``, where
+  ``src = np.ones(out_shape, dtype)`` is prepared outside the timed region.
+* **One timed call** is ``perf_counter`` around the call *and* ``wait_to_read()`` on every
+  NDArray it returns (MXNet is asynchronous). The garbage collector is paused during the
+  call; the result is dropped and ``mx.nd.waitall()`` lets MXNet finish freeing it before
+  the next call starts, so no call pays for its predecessor's output.
+* **Interleaved repeats.** One untimed warm-up call per contender (which also checks that
+  gluonbatch and gluoncv return the same values), then ``rounds`` rounds; each round runs
+  every contender once, in turn, starting from a different contender each round so no
+  contender always runs right after the same one. ``gc.collect()`` runs between rounds.
+  A contender's time is its median over rounds, so drifts in machine speed (turbo, other
+  processes) hit all contenders alike.
+* **Host temporaries** (Stack cases) are measured in separate, untimed calls with
+  ``tracemalloc``: peak traced memory during the call minus traced memory before it, as a
+  percentage of the output's bytes. numpy reports its buffers to tracemalloc; the
+  ``cpu_shared`` output is allocated by MXNet in C and is invisible to it, so the peak is
+  exactly the host temporaries a call allocates through numpy/Python. Memory MXNet
+  allocates internally (e.g. inside ``mx.nd.stack``) is not seen either.
+
+The output is a report, not a test: goals are printed with PASS/MISS next to the measured
+ratio, and the script exits 0 either way. ``--json PATH`` writes the results for plotting.
+
+Usage::
+
+    python scripts/bench.py [--repeats N] [--quick] [--seed S] [--json PATH]
+"""
+import argparse
+import gc
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+
+import mxnet as mx
+import numpy as np
+
+import gluonbatch
+import gluonbatch.batchify as gb
+import gluoncv
+import gluoncv.data.batchify as gcv
+
+SHARED = mx.Context('cpu_shared', 0)
+
+#: Default rounds for cases whose output is large (tens of MB) and small (tens of kB).
+BIG_ROUNDS, SMALL_ROUNDS, QUICK_ROUNDS = 15, 50, 3
+
+
+# --------------------------------------------------------------------------- measurement
+
+def wait_all(result):
+    """Wait for every NDArray in ``result`` (an NDArray or nested tuples/lists of them)."""
+    if isinstance(result, mx.nd.NDArray):
+        result.wait_to_read()
+    elif isinstance(result, (tuple, list)):
+        for item in result:
+            wait_all(item)
+
+
+def time_call(fn):
+    """Seconds taken by ``fn()`` until its result is ready; the result is freed afterwards."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        result = fn()
+        wait_all(result)
+        elapsed = time.perf_counter() - start
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    del result
+    mx.nd.waitall()  # MXNet frees NDArrays on its engine; finish that outside the timing.
+    return elapsed
+
+
+def interleaved_medians(contenders, rounds, times=None):
+    """Median seconds per contender over ``rounds`` interleaved rounds.
+
+    Parameters
+    ----------
+    contenders : dict of str -> callable
+        Each callable takes no argument and returns an NDArray (or tuples/lists of them).
+    rounds : int
+        Each round calls every contender once, in turn; round ``r`` starts at contender
+        ``r % len(contenders)``. One untimed warm-up call per contender comes first.
+    times : dict, optional
+        If given, filled with the list of per-round seconds of every contender.
+
+    Returns
+    -------
+    dict of str -> float
+    """
+    names = list(contenders)
+    for name in names:
+        time_call(contenders[name])
+    samples = {name: [] for name in names}
+    for round_index in range(rounds):
+        gc.collect()
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(time_call(contenders[name]))
+    if times is not None:
+        times.update(samples)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def host_temporaries(fn):
+    """Peak bytes ``fn()`` allocates through numpy/Python while it runs (via tracemalloc)."""
+    gc.collect()
+    mx.nd.waitall()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        result = fn()
+        wait_all(result)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    del result
+    mx.nd.waitall()
+    return max(0, peak - before)
+
+
+def floor_fn(shape, dtype):
+    """The floor contender for outputs of ``shape`` and ``dtype`` (source made up front)."""
+    src = np.ones(shape, dtype)
+    return lambda: mx.nd.array(src, ctx=SHARED)
+
+
+def check_same(case, ours, theirs, out_shape):
+    """Raise unless gluonbatch and gluoncv return the same ``out_shape`` array.
+
+    So a case never compares unlike work, and the floor writes exactly the output's size.
+    """
+    ours, theirs = ours.asnumpy(), theirs.asnumpy()
+    if (ours.shape != tuple(out_shape) or ours.dtype != theirs.dtype
+            or not np.array_equal(ours, theirs)):
+        raise AssertionError('%s: expected shape %s; gluonbatch returned %s %s, gluoncv %s %s'
+                             % (case, tuple(out_shape), ours.shape, ours.dtype, theirs.shape,
+                                theirs.dtype))
+
+
+# --------------------------------------------------------------------------- cases
+
+def ratio_check(metric, value, goal=None):
+    """One line of the report: ``value`` is a ratio; goal is ``('>=' or '<=', bound)``."""
+    passed = None
+    if goal is not None:
+        op, bound = goal
+        passed = value >= bound if op == '>=' else value <= bound
+    return {'metric': metric, 'value': value, 'unit': 'x', 'goal': goal, 'passed': passed}
+
+
+def percent_check(metric, value, goal=None):
+    """One report line for a percentage (host temporaries); goal as in :func:`ratio_check`."""
+    return dict(ratio_check(metric, value, goal), unit='%')
+
+
+def run_case(case, title, gb_fn, gcv_fn, out_shape, dtype, rounds, samples,
+             temporaries=False):
+    """Time the three contenders of one case; return the case's row (without checks).
+
+    With ``temporaries``, also measure each contender's host temporaries (separate calls,
+    after the timing) as a percentage of the output bytes.
+    """
+    check_same(case, gb_fn(samples), gcv_fn(samples), out_shape)
+    contenders = {'gluonbatch': lambda: gb_fn(samples),
+                  'gluoncv': lambda: gcv_fn(samples),
+                  'floor': floor_fn(out_shape, dtype)}
+    times = {}
+    medians = interleaved_medians(contenders, rounds, times)
+    out_bytes = int(np.prod(out_shape)) * np.dtype(dtype).itemsize
+    row = {
+        'case': case, 'title': title, 'rounds': rounds,
+        'out_shape': list(out_shape), 'dtype': np.dtype(dtype).name, 'out_bytes': out_bytes,
+        'medians_ms': {name: seconds * 1e3 for name, seconds in medians.items()},
+        'times_ms': {name: [s * 1e3 for s in values] for name, values in times.items()},
+        'ratios': {'gluoncv/gluonbatch': medians['gluoncv'] / medians['gluonbatch'],
+                   'gluonbatch/floor': medians['gluonbatch'] / medians['floor'],
+                   'gluoncv/floor': medians['gluoncv'] / medians['floor']},
+    }
+    if temporaries:
+        row['host_temporaries_pct'] = {name: 100.0 * host_temporaries(fn) / out_bytes
+                                       for name, fn in contenders.items()}
+    return row
+
+
+def case_pad_labels(rng, rounds, quick):
+    """Case 1: Pad 32 float32 label arrays of shape (1..50, 6) with -1."""
+    lengths = rng.integers(1, 51, size=32)
+    samples = [rng.standard_normal((int(n), 6)).astype(np.float32) for n in lengths]
+    out_shape = (len(samples), int(lengths.max()), 6)
+    row = run_case('pad_labels', 'Pad 32 labels (1..50, 6) f32', gb.Pad(pad_val=-1),
+                   gcv.Pad(pad_val=-1), out_shape, np.float32, rounds, samples)
+    row['checks'] = [
+        ratio_check('gluoncv / gluonbatch', row['ratios']['gluoncv/gluonbatch'], ('>=', 50)),
+        ratio_check('gluonbatch / floor', row['ratios']['gluonbatch/floor']),
+    ]
+    return row
+
+
+def case_pad_images(rng, rounds, quick):
+    """Case 2: Pad 8 float32 images 3x(500..600)x(800..1000) on axes (1, 2)."""
+    scale = 10 if quick else 1
+    heights = rng.integers(500 // scale, 600 // scale + 1, size=8)
+    widths = rng.integers(800 // scale, 1000 // scale + 1, size=8)
+    samples = [rng.random((3, int(h), int(w)), dtype=np.float32)
+               for h, w in zip(heights, widths)]
+    out_shape = (len(samples), 3, int(heights.max()), int(widths.max()))
+    title = 'Pad 8 images 3x(%d..%d)x(%d..%d) f32' % (500 // scale, 600 // scale,
+                                                      800 // scale, 1000 // scale)
+    row = run_case('pad_images', title, gb.Pad(axis=(1, 2)), gcv.Pad(axis=(1, 2)),
+                   out_shape, np.float32, rounds, samples)
+    row['checks'] = [
+        ratio_check('gluonbatch / floor', row['ratios']['gluonbatch/floor'], ('<=', 1.2)),
+        ratio_check('gluoncv / floor', row['ratios']['gluoncv/floor']),
+    ]
+    return row
+
+
+def _stack_case(case, title, samples, rounds, dtype):
+    """Cases 3 and 4: time Stack and measure host temporaries of every contender."""
+    out_shape = (len(samples),) + tuple(samples[0].shape)
+    row = run_case(case, title, gb.Stack(), gcv.Stack(), out_shape, dtype, rounds, samples,
+                   temporaries=True)
+    temporaries = row['host_temporaries_pct']
+    row['checks'] = [
+        ratio_check('gluonbatch / floor', row['ratios']['gluonbatch/floor'], ('<=', 1.1)),
+        ratio_check('gluoncv / floor', row['ratios']['gluoncv/floor']),
+        percent_check('gluonbatch host temporaries', temporaries['gluonbatch'], ('<=', 5.0)),
+        percent_check('gluoncv host temporaries', temporaries['gluoncv']),
+        percent_check('floor host temporaries', temporaries['floor']),
+    ]
+    return row
+
+
+def _stack_images(rng, quick):
+    """The images of cases 3 and 4 (and their side length): 32 3x512x512, or 8 3x64x64."""
+    size = 64 if quick else 512
+    count = 8 if quick else 32
+    return [rng.random((3, size, size), dtype=np.float32) for _ in range(count)], size
+
+
+def case_stack_numpy(rng, rounds, quick):
+    """Case 3: Stack 32 float32 numpy arrays 3x512x512."""
+    samples, size = _stack_images(rng, quick)
+    return _stack_case('stack_numpy', 'Stack %d numpy 3x%dx%d f32' % (len(samples), size, size),
+                       samples, rounds, np.float32)
+
+
+def case_stack_ndarray(rng, rounds, quick):
+    """Case 4: the Stack of case 3 with cpu(0) NDArray inputs."""
+    images, size = _stack_images(rng, quick)
+    samples = [mx.nd.array(image, ctx=mx.cpu(0)) for image in images]
+    mx.nd.waitall()
+    del images
+    return _stack_case('stack_ndarray', 'Stack %d NDArray 3x%dx%d f32'
+                       % (len(samples), size, size), samples, rounds, np.float32)
+
+
+#: (case function, default rounds) in report order.
+CASES = ((case_pad_labels, SMALL_ROUNDS), (case_pad_images, BIG_ROUNDS),
+         (case_stack_numpy, BIG_ROUNDS), (case_stack_ndarray, BIG_ROUNDS))
+
+
+# --------------------------------------------------------------------------- report
+
+def _version(distribution, module):
+    """Installed distribution version (gluoncv's ``__version__`` misreports 0.10.5 as 0.11.0)."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return getattr(module, '__version__', 'unknown')
+
+
+def machine_facts():
+    """Versions and CPU facts printed at the top of the report and stored in the JSON."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    return {'python': platform.python_version(), 'platform': platform.platform(),
+            'processor': platform.processor() or platform.machine(),
+            'cpu_count': os.cpu_count(), 'cpus_usable': usable,
+            'mxnet': _version('mxnet', mx), 'numpy': _version('numpy', np),
+            'gluoncv': _version('gluoncv', gluoncv),
+            'gluonbatch': _version('gluonbatch', gluonbatch),
+            'load_average_1m': os.getloadavg()[0],
+            'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS'),
+            'MXNET_CPU_WORKER_NTHREADS': os.environ.get('MXNET_CPU_WORKER_NTHREADS')}
+
+
+def format_value(check):
+    """``12.3x`` / ``0.4%`` style rendering of a check's value."""
+    if check['unit'] == '%':
+        return '%.1f%%' % check['value']
+    return '%.2fx' % check['value'] if check['value'] < 10 else '%.1fx' % check['value']
+
+
+def format_goal(check):
+    """The goal column: ``>= 50x``, ``<= 5%`` or ``-`` for information-only lines."""
+    if check['goal'] is None:
+        return '-'
+    op, bound = check['goal']
+    return '%s %g%s' % (op, bound, check['unit'])
+
+
+def format_report(facts, rows, quick):
+    """The printed report: machine facts, a table of medians, a table of ratios and goals."""
+    lines = ['gluonbatch benchmark%s' % (' (QUICK smoke mode: small sizes, few rounds; '
+                                        'goals are not meaningful)' if quick else ''),
+             'machine: %s cpus (%s usable), %s, python %s, load average %.2f at start'
+             % (facts['cpu_count'], facts['cpus_usable'], facts['processor'], facts['python'],
+                facts['load_average_1m']),
+             'versions: mxnet %s, numpy %s, gluoncv %s, gluonbatch %s'
+             % (facts['mxnet'], facts['numpy'], facts['gluoncv'], facts['gluonbatch']),
+             'floor = mx.nd.array(np.ones(out_shape), ctx=cpu_shared(0)); times are medians '
+             'of interleaved rounds, ms', '']
+    header = '%-3s %-42s %6s %8s %11s %11s %11s' % ('#', 'case', 'rounds', 'out MB',
+                                                       'gluonbatch', 'gluoncv', 'floor')
+    lines += [header, '-' * len(header)]
+    for row in rows:
+        ms = row['medians_ms']
+        lines.append('%-3d %-42s %6d %8.2f %11.3f %11.3f %11.3f'
+                     % (row['number'], row['title'], row['rounds'], row['out_bytes'] / 1e6,
+                        ms['gluonbatch'], ms['gluoncv'], ms['floor']))
+    lines.append('')
+    header = '%-3s %-30s %10s %10s  %s' % ('#', 'metric', 'measured', 'goal', 'result')
+    lines += [header, '-' * len(header)]
+    for row in rows:
+        for check in row['checks']:
+            result = {True: 'PASS', False: 'MISS', None: 'info'}[check['passed']]
+            lines.append('%-3d %-30s %10s %10s  %s' % (row['number'], check['metric'],
+                                                      format_value(check), format_goal(check),
+                                                      result))
+    missed = sum(check['passed'] is False for row in rows for check in row['checks'])
+    total = sum(check['passed'] is not None for row in rows for check in row['checks'])
+    lines += ['', '%d of %d goals met' % (total - missed, total)]
+    return '\n'.join(lines)
+
+
+def json_ready(facts, rows, quick, seed):
+    """The results as plain JSON data (goals become ``{"op": ..., "bound": ...}``)."""
+    cases = []
+    for row in rows:
+        row = dict(row, checks=[dict(check) for check in row['checks']])
+        for check in row['checks']:
+            if check['goal'] is not None:
+                check['goal'] = {'op': check['goal'][0], 'bound': check['goal'][1]}
+        cases.append(row)
+    return {'machine': facts, 'quick': quick, 'seed': seed, 'cases': cases}
+
+
+def parse_args(argv):
+    """Command-line options."""
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--repeats', type=int, default=None, metavar='N',
+                        help='interleaved rounds per case (default: %d for the small case, '
+                             '%d for the large ones, %d with --quick)'
+                             % (SMALL_ROUNDS, BIG_ROUNDS, QUICK_ROUNDS))
+    parser.add_argument('--quick', action='store_true',
+                        help='smoke mode: small inputs and few rounds (for tests)')
+    parser.add_argument('--seed', type=int, default=0, help='RNG seed for the inputs')
+    parser.add_argument('--only', action='append', metavar='CASE',
+                        choices=[fn.__name__[len('case_'):] for fn, _ in CASES],
+                        help='run only this case (repeatable): %(choices)s')
+    parser.add_argument('--json', metavar='PATH', help='also write the results as JSON here')
+    args = parser.parse_args(argv)
+    if args.repeats is not None and args.repeats < 1:
+        parser.error('--repeats must be at least 1')
+    return args
+
+
+def main(argv=None):
+    """Run every case, print the report, optionally write JSON; returns 0 (a report)."""
+    args = parse_args(argv)
+    facts = machine_facts()
+    rows = []
+    for number, (case_fn, default_rounds) in enumerate(CASES):
+        if args.only and case_fn.__name__[len('case_'):] not in args.only:
+            continue
+        rounds = args.repeats or (QUICK_ROUNDS if args.quick else default_rounds)
+        rng = np.random.default_rng([args.seed, number])
+        row = case_fn(rng, rounds, args.quick)
+        row['number'] = number + 1
+        rows.append(row)
+        gc.collect()
+    print(format_report(facts, rows, args.quick))
+    if args.json:
+        with open(args.json, 'w', encoding='utf-8') as handle:
+            json.dump(json_ready(facts, rows, args.quick, args.seed), handle, indent=1)
+            handle.write('\n')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
