@@ -5,6 +5,7 @@ so that a whole batch layout is known (and validated) before any memory is alloc
 """
 import math
 import numbers
+import operator
 import warnings
 
 import numpy as np
@@ -111,7 +112,7 @@ def padded_shape(shapes, axes, round_to=None):
     return tuple(slot)
 
 
-def check_same_shape(shapes, expected, axes=(), first_index=0):
+def check_same_shape(shapes, expected, axes=()):
     """Raise ValueError naming the first sample whose shape differs from ``expected``.
 
     Axes listed in ``axes`` may differ (they are padded).
@@ -123,17 +124,23 @@ def check_same_shape(shapes, expected, axes=(), first_index=0):
     ValueError: sample 1 has shape (3, 3); expected (2, 3)
     """
     keep = [ax for ax in range(len(expected)) if ax not in axes]
+    same_rank = all(len(shape) == len(expected) for shape in shapes)
+    if same_rank and (not keep or _all_equal(list(map(operator.itemgetter(*keep), shapes)))):
+        return  # the common case, checked at C speed
     wanted = [expected[ax] for ax in keep]
-    for offset, shape in enumerate(shapes):
+    for index, shape in enumerate(shapes):
         if len(shape) != len(expected):
             raise ValueError('sample %d has shape %s (%d dimensions); expected %d dimensions '
-                             'like sample %d %s' % (first_index + offset, tuple(shape),
-                                                    len(shape), len(expected), first_index,
-                                                    tuple(expected)))
+                             'like sample 0 %s' % (index, tuple(shape), len(shape),
+                                                   len(expected), tuple(expected)))
         if [shape[ax] for ax in keep] != wanted:
             spelled = tuple('*' if ax in axes else d for ax, d in enumerate(expected))
             raise ValueError('sample %d has shape %s; expected %s' % (
-                first_index + offset, tuple(shape), str(spelled).replace("'", '')))
+                index, tuple(shape), str(spelled).replace("'", '')))
+
+
+def _all_equal(values):
+    return values.count(values[0]) == len(values)
 
 
 def promote_dtypes(dtypes):
@@ -142,7 +149,7 @@ def promote_dtypes(dtypes):
     >>> promote_dtypes([np.dtype('int64'), np.dtype('float64')])
     dtype('float64')
     """
-    return np.result_type(*dtypes)
+    return np.result_type(*set(dtypes))  # batches rarely mix dtypes; dedupe first
 
 
 def check_pad_value(pad_val, dtype):
