@@ -5,7 +5,9 @@
 (2, 2)
 """
 from .batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
+from .rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 
 __version__ = '0.1.0'
 
-__all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple', '__version__']
+__all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple',
+           'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify', '__version__']

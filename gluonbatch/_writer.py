@@ -10,7 +10,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 
-__all__ = ['write_slot', 'write_batch']
+__all__ = ['write_slot', 'write_batch', 'write_slots']
 
 # Below this many output bytes, thread hand-off costs more than it saves.
 PARALLEL_MIN_BYTES = 4 << 20
@@ -101,18 +101,32 @@ def write_batch(out, samples, pad_val=0):
             sample.shape[1:] == out.shape[2:] for sample in samples):
         _write_rows(out, samples, pad_val)
         return
-    threads = _THREADS
-    if out.nbytes < PARALLEL_MIN_BYTES or threads == 1 or len(samples) == 1:
-        for index, sample in enumerate(samples):
-            write_slot(out[index, ...], sample, pad_val)
+    write_slots([(out[index, ...], sample, pad_val) for index, sample in enumerate(samples)],
+                out.nbytes)
+
+
+def write_slots(jobs, nbytes):
+    """Run :func:`write_slot` for every ``(slot, sample, pad_val)`` job.
+
+    ``nbytes`` (the bytes the jobs write) decides whether threads are worth it; each thread
+    takes a contiguous run of jobs, so it writes one region of memory.
+
+    >>> import numpy as np
+    >>> a, b = np.empty(3, 'int32'), np.empty(2, 'int32')
+    >>> write_slots([(a, np.array([7]), -1), (b, np.array([8, 9]), 0)], a.nbytes + b.nbytes)
+    >>> a, b
+    (array([ 7, -1, -1], dtype=int32), array([8, 9], dtype=int32))
+    """
+    if nbytes < PARALLEL_MIN_BYTES or _THREADS == 1 or len(jobs) == 1:
+        for slot, sample, pad_val in jobs:
+            write_slot(slot, sample, pad_val)
         return
-    # Contiguous runs of samples per thread, so each thread writes one region of memory.
-    chunk = -(-len(samples) // threads)
+    chunk = -(-len(jobs) // _THREADS)
 
     def write_run(start):
-        for index in range(start, min(start + chunk, len(samples))):
-            write_slot(out[index, ...], samples[index], pad_val)
+        for slot, sample, pad_val in jobs[start:start + chunk]:
+            write_slot(slot, sample, pad_val)
 
-    for future in [_executor().submit(write_run, start)
-                   for start in range(0, len(samples), chunk)]:
+    futures = [_executor().submit(write_run, start) for start in range(0, len(jobs), chunk)]
+    for future in futures:
         future.result()

@@ -31,7 +31,8 @@ from ._samples import as_host_arrays, describe
 from ._shared import allocate, check_dtype, to_shared
 from ._writer import write_batch
 
-__all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple']
+__all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple',
+           'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify']
 
 _FLOAT32 = np.dtype(np.float32)
 
@@ -156,6 +157,27 @@ class Pad:
     def __call__(self, data):
         """Pad and stack ``data``, a list of N samples, per shard."""
         arrays = as_host_arrays(data)
+        padded, lengths = self.pad_shards(arrays, shard_bounds(len(arrays), self._num_shards))
+        if self._num_shards == 1:
+            padded, lengths = padded[0], lengths[0] if lengths else None
+        return (padded, lengths) if self._ret_length else padded
+
+    def pad_shards(self, arrays, bounds):
+        """Pad host arrays shard by shard; the building block of composite batchifiers.
+
+        Parameters
+        ----------
+        arrays : list of numpy.ndarray
+            The samples, as returned by ``as_host_arrays``.
+        bounds : list of (start, stop)
+            The shards, as returned by ``shard_bounds``.
+
+        Returns
+        -------
+        (list of NDArray, list of NDArray)
+            One padded array per shard, and one int32 valid-length array per shard when
+            ``ret_length`` is set (else an empty list).
+        """
         shapes = [a.shape for a in arrays]
         axes = normalize_axes(self._axis, arrays[0].ndim)
         check_same_shape(shapes, shapes[0], axes)
@@ -163,7 +185,7 @@ class Pad:
         check_pad_value(self._pad_val, dtype)
 
         padded, lengths = [], []
-        for start, stop in shard_bounds(len(arrays), self._num_shards):
+        for start, stop in bounds:
             slot = padded_shape(shapes[start:stop], axes, self._round_to)
             out, view = allocate((stop - start,) + slot, dtype)
             write_batch(view, arrays[start:stop], self._pad_val)
@@ -173,9 +195,7 @@ class Pad:
                 if isinstance(self._axis, int):
                     valid = [row[0] for row in valid]
                 lengths.append(to_shared(valid, np.int32))
-        if self._num_shards == 1:
-            padded, lengths = padded[0], lengths[0] if lengths else None
-        return (padded, lengths) if self._ret_length else padded
+        return padded, lengths
 
     def __repr__(self):
         return ('Pad(axis=%r, pad_val=%r, num_shards=%d, ret_length=%r, dtype=%s, round_to=%r)'
@@ -432,3 +452,8 @@ class NamedTuple:
 
     def __repr__(self):
         return 'NamedTuple(%s, %r)' % (self._container.__name__, self._fns)
+
+
+# The R-CNN batchifiers build on Pad; importing them last lets gluoncv users keep
+# `from ...batchify import FasterRCNNTrainBatchify` unchanged.
+from .rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify  # noqa: E402

@@ -6,7 +6,8 @@ How it measures
   batchify function, gluoncv's (``gluoncv.data.batchify``) and the *floor*. The floor is
   the least any batchify function returning a fresh ``cpu_shared`` NDArray must pay:
   creating that array and writing it once, ``mx.nd.array(src, ctx=cpu_shared(0))``, where
-  ``src = np.ones(out_shape, dtype)`` is prepared outside the timed region.
+  ``src = np.ones(shape, dtype)`` is prepared outside the timed region (one array per
+  output when a batch has several).
 * **One timed call** is ``perf_counter`` around the call *and* ``wait_to_read()`` on every
   NDArray it returns (MXNet is asynchronous). The garbage collector is paused during the
   call; the result is dropped and ``mx.nd.waitall()`` lets MXNet finish freeing it before
@@ -147,23 +148,35 @@ def host_temporaries(fn):
     return max(0, peak - before)
 
 
-def floor_fn(shape, dtype):
-    """The floor contender for outputs of ``shape`` and ``dtype`` (source made up front)."""
-    src = np.ones(shape, dtype)
-    return lambda: mx.nd.array(src, ctx=SHARED)
+def floor_fn(outputs):
+    """The floor contender: fresh ``cpu_shared`` arrays for ``outputs`` [(shape, dtype)].
 
-
-def check_same(case, ours, theirs, out_shape):
-    """Raise unless gluonbatch and gluoncv return the same ``out_shape`` array.
-
-    So a case never compares unlike work, and the floor writes exactly the output's size.
+    Sources are made up front, so only creating and writing the outputs is timed.
     """
-    ours, theirs = ours.asnumpy(), theirs.asnumpy()
-    if (ours.shape != tuple(out_shape) or ours.dtype != theirs.dtype
-            or not np.array_equal(ours, theirs)):
-        raise AssertionError('%s: expected shape %s; gluonbatch returned %s %s, gluoncv %s %s'
-                             % (case, tuple(out_shape), ours.shape, ours.dtype, theirs.shape,
-                                theirs.dtype))
+    sources = [np.ones(shape, dtype) for shape, dtype in outputs]
+    return lambda: [mx.nd.array(src, ctx=SHARED) for src in sources]
+
+
+def leaves(result):
+    """The NDArrays of a (nested) batch, in order."""
+    if isinstance(result, mx.nd.NDArray):
+        return [result]
+    return [leaf for item in result for leaf in leaves(item)]
+
+
+def check_same(case, ours, theirs):
+    """Raise unless gluonbatch and gluoncv return the same arrays; return their layout.
+
+    So a case never compares unlike work, and the floor writes exactly the outputs' sizes.
+    """
+    ours, theirs = leaves(ours), leaves(theirs)
+    same = len(ours) == len(theirs) and all(
+        a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.asnumpy(), b.asnumpy())
+        for a, b in zip(ours, theirs))
+    if not same:
+        raise AssertionError('%s: gluonbatch returned %s, gluoncv %s' % (
+            case, [(a.shape, a.dtype) for a in ours], [(b.shape, b.dtype) for b in theirs]))
+    return [(a.shape, np.dtype(a.dtype)) for a in ours]
 
 
 # --------------------------------------------------------------------------- cases
@@ -182,24 +195,25 @@ def percent_check(metric, value, goal=None):
     return dict(ratio_check(metric, value, goal), unit='%')
 
 
-def run_case(case, title, gb_fn, gcv_fn, out_shape, dtype, rounds, samples,
-             temporaries=False, back_to_back=False):
+def run_case(case, title, gb_fn, gcv_fn, rounds, samples, temporaries=False,
+             back_to_back=False):
     """Time the three contenders of one case; return the case's row (without checks).
 
     With ``temporaries``, also measure each contender's host temporaries (separate calls,
     after the timing) as a percentage of the output bytes. With ``back_to_back``, also the
     medians of consecutive calls (:func:`back_to_back_medians`).
     """
-    check_same(case, gb_fn(samples), gcv_fn(samples), out_shape)
+    outputs = check_same(case, gb_fn(samples), gcv_fn(samples))
     contenders = {'gluonbatch': lambda: gb_fn(samples),
                   'gluoncv': lambda: gcv_fn(samples),
-                  'floor': floor_fn(out_shape, dtype)}
+                  'floor': floor_fn(outputs)}
     times = {}
     medians = interleaved_medians(contenders, rounds, times)
-    out_bytes = int(np.prod(out_shape)) * np.dtype(dtype).itemsize
+    out_bytes = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in outputs)
     row = {
         'case': case, 'title': title, 'rounds': rounds,
-        'out_shape': list(out_shape), 'dtype': np.dtype(dtype).name, 'out_bytes': out_bytes,
+        'outputs': [[list(shape), dtype.name] for shape, dtype in outputs],
+        'out_bytes': out_bytes,
         'medians_ms': {name: seconds * 1e3 for name, seconds in medians.items()},
         'times_ms': {name: [s * 1e3 for s in values] for name, values in times.items()},
         'ratios': {'gluoncv/gluonbatch': medians['gluoncv'] / medians['gluonbatch'],
@@ -219,9 +233,8 @@ def case_pad_labels(rng, rounds, quick):
     """Case 1: Pad 32 float32 label arrays of shape (1..50, 6) with -1."""
     lengths = rng.integers(1, 51, size=32)
     samples = [rng.standard_normal((int(n), 6)).astype(np.float32) for n in lengths]
-    out_shape = (len(samples), int(lengths.max()), 6)
     row = run_case('pad_labels', 'Pad 32 labels (1..50, 6) f32', gb.Pad(pad_val=-1),
-                   gcv.Pad(pad_val=-1), out_shape, np.float32, rounds, samples,
+                   gcv.Pad(pad_val=-1), rounds, samples,
                    back_to_back=True)
     warm = row['back_to_back_ms']
     row['checks'] = [
@@ -241,11 +254,10 @@ def case_pad_images(rng, rounds, quick):
     widths = rng.integers(800 // scale, 1000 // scale + 1, size=8)
     samples = [rng.random((3, int(h), int(w)), dtype=np.float32)
                for h, w in zip(heights, widths)]
-    out_shape = (len(samples), 3, int(heights.max()), int(widths.max()))
     title = 'Pad 8 images 3x(%d..%d)x(%d..%d) f32' % (500 // scale, 600 // scale,
                                                       800 // scale, 1000 // scale)
     row = run_case('pad_images', title, gb.Pad(axis=(1, 2)), gcv.Pad(axis=(1, 2)),
-                   out_shape, np.float32, rounds, samples)
+                   rounds, samples)
     row['checks'] = [
         ratio_check('gluonbatch / floor', row['ratios']['gluonbatch/floor'], ('<=', 1.2)),
         ratio_check('gluoncv / floor', row['ratios']['gluoncv/floor']),
@@ -253,10 +265,9 @@ def case_pad_images(rng, rounds, quick):
     return row
 
 
-def _stack_case(case, title, samples, rounds, dtype):
+def _stack_case(case, title, samples, rounds):
     """Cases 3 and 4: time Stack and measure host temporaries of every contender."""
-    out_shape = (len(samples),) + tuple(samples[0].shape)
-    row = run_case(case, title, gb.Stack(), gcv.Stack(), out_shape, dtype, rounds, samples,
+    row = run_case(case, title, gb.Stack(), gcv.Stack(), rounds, samples,
                    temporaries=True)
     temporaries = row['host_temporaries_pct']
     row['checks'] = [
@@ -280,7 +291,7 @@ def case_stack_numpy(rng, rounds, quick):
     """Case 3: Stack 32 float32 numpy arrays 3x512x512."""
     samples, size = _stack_images(rng, quick)
     return _stack_case('stack_numpy', 'Stack %d numpy 3x%dx%d f32' % (len(samples), size, size),
-                       samples, rounds, np.float32)
+                       samples, rounds)
 
 
 def case_stack_ndarray(rng, rounds, quick):
@@ -290,12 +301,64 @@ def case_stack_ndarray(rng, rounds, quick):
     mx.nd.waitall()
     del images
     return _stack_case('stack_ndarray', 'Stack %d NDArray 3x%dx%d f32'
-                       % (len(samples), size, size), samples, rounds, np.float32)
+                       % (len(samples), size, size), samples, rounds)
+
+
+def _rcnn_case(case, title, model, multi_stage, rng, rounds, quick):
+    """Cases 5 and 6: FasterRCNNTrainBatchify, 4 samples of gluoncv's train transform, 2 shards.
+
+    gluonbatch is timed in steady state: its feature-shape cache was filled by the warm-up
+    call, as it is after the first batches of each image size in training.
+    """
+    import warnings
+    from gluoncv.data.transforms.presets.rcnn import FasterRCNNDefaultTrainTransform
+    from gluoncv.model_zoo import get_model
+
+    net = get_model(model, pretrained=False, pretrained_base=False)
+    net.initialize()
+    short, max_size = (200, 320) if quick else (600, 1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # gluoncv's anchor generator warns about its inputs
+        transform = FasterRCNNDefaultTrainTransform(short, max_size, net,
+                                                    multi_stage=multi_stage)
+    samples = []
+    for _ in range(4):
+        height, width = (int(v) for v in rng.integers((375, 400), (500, 700)))
+        image = mx.nd.array(rng.integers(0, 255, (height, width, 3)), dtype='uint8')
+        boxes = np.array([[10, 20, 100, 150, 3], [50, 60, 200, 220, 1]], np.float32)
+        samples.append(transform(image, boxes))
+    mx.nd.waitall()
+    ours = gb.FasterRCNNTrainBatchify(net, num_shards=2)
+    row = run_case(case, '%s %d/%d, 4 img, 2 shards' % (title, short, max_size), ours,
+                   gcv.FasterRCNNTrainBatchify(net, num_shards=2), rounds, samples)
+    info = ours.feature_shapes.cache_info()
+    row['cache'] = {'hits': info.hits, 'misses': info.misses}
+    row['checks'] = [
+        ratio_check('gluoncv / gluonbatch', row['ratios']['gluoncv/gluonbatch'], ('>=', 30)),
+        ratio_check('gluonbatch / floor', row['ratios']['gluonbatch/floor']),
+        ratio_check('gluoncv / floor', row['ratios']['gluoncv/floor']),
+        percent_check('feature-shape cache hit rate', 100.0 * info.hits /
+                      max(1, info.hits + info.misses)),
+    ]
+    return row
+
+
+def case_rcnn_c4(rng, rounds, quick):
+    """Case 5: Faster R-CNN with a C4 backbone (one feature level)."""
+    return _rcnn_case('rcnn_c4', 'FasterRCNN C4', 'faster_rcnn_resnet50_v1b_voc', False,
+                      rng, rounds, quick)
+
+
+def case_rcnn_fpn(rng, rounds, quick):
+    """Case 6: Faster R-CNN with an FPN backbone (five feature levels)."""
+    return _rcnn_case('rcnn_fpn', 'FasterRCNN FPN', 'faster_rcnn_fpn_resnet50_v1b_coco', True,
+                      rng, rounds, quick)
 
 
 #: (case function, default rounds) in report order.
 CASES = ((case_pad_labels, SMALL_ROUNDS), (case_pad_images, BIG_ROUNDS),
-         (case_stack_numpy, BIG_ROUNDS), (case_stack_ndarray, BIG_ROUNDS))
+         (case_stack_numpy, BIG_ROUNDS), (case_stack_ndarray, BIG_ROUNDS),
+         (case_rcnn_c4, BIG_ROUNDS), (case_rcnn_fpn, BIG_ROUNDS))
 
 
 # --------------------------------------------------------------------------- report
@@ -349,7 +412,7 @@ def format_report(facts, rows, quick):
                 facts['load_average_1m']),
              'versions: mxnet %s, numpy %s, gluoncv %s, gluonbatch %s'
              % (facts['mxnet'], facts['numpy'], facts['gluoncv'], facts['gluonbatch']),
-             'floor = mx.nd.array(np.ones(out_shape), ctx=cpu_shared(0)); times are medians '
+             'floor = mx.nd.array(np.ones(shape), ctx=cpu_shared(0)) per output; times are medians '
              'of interleaved rounds, ms', '']
     header = '%-3s %-42s %6s %8s %11s %11s %11s' % ('#', 'case', 'rounds', 'out MB',
                                                        'gluonbatch', 'gluoncv', 'floor')

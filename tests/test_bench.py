@@ -9,7 +9,7 @@ import math
 import pathlib
 
 BENCH = pathlib.Path(__file__).resolve().parents[1] / 'scripts' / 'bench.py'
-CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray']
+CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray', 'rcnn_c4', 'rcnn_fpn']
 CONTENDERS = {'gluonbatch', 'gluoncv', 'floor'}
 
 

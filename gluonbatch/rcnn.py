@@ -1,0 +1,308 @@
+"""Training batchifiers for Faster R-CNN and Mask R-CNN, with cached feature-map shapes.
+
+Each sample carries RPN targets laid out on the feature maps of *its own* image size; a
+batch pads images to a common size per shard, so the targets must be padded to the
+feature-map sizes of the padded image. Those sizes come from the network's symbolic graph
+(``net.features``), inferred once per distinct padded image size and cached, and the
+padded targets are written straight into their shared-memory outputs.
+"""
+import functools
+import uuid
+import weakref
+
+import mxnet as mx
+import numpy as np
+
+from ._layout import check_positive_int, shard_bounds
+from ._samples import as_host_array, as_host_arrays, describe
+from ._shared import allocate
+from ._writer import write_slots
+from .batchify import Pad, _check_batch
+
+__all__ = ['FeatureShapes', 'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify']
+
+_FLOAT32 = np.dtype(np.float32)
+
+# Every FeatureShapes of this process by token. DataLoader pickles the batchify function
+# with every batch; a forked worker finds its inherited copy here and keeps its cache
+# across batches instead of rebuilding the graph each time.
+_LIVE_FEATURE_SHAPES = weakref.WeakValueDictionary()
+
+
+class FeatureShapes:
+    """Feature-map sizes of every output of ``net.features`` for an input image size.
+
+    The symbolic graph ``net.features(mx.sym.var('data'))`` is built once; its shapes are
+    inferred once per distinct ``(height, width)`` for all outputs (levels) together and
+    kept in a bounded LRU cache.
+
+    Parameters
+    ----------
+    net : mxnet.gluon.HybridBlock
+        A network with a ``features`` block (gluoncv's R-CNN networks have one).
+    maxsize : int, default 1024
+        Most image sizes remembered; training with random resizing sees a few hundred.
+
+    Examples
+    --------
+    >>> import mxnet as mx
+    >>> net = mx.gluon.nn.HybridSequential()
+    >>> net.features = mx.gluon.nn.Conv2D(8, 3, strides=2, padding=1)
+    >>> shapes = FeatureShapes(net)
+    >>> shapes(64, 96), shapes(64, 96)
+    (((32, 48),), ((32, 48),))
+    >>> shapes.cache_info().hits, shapes.cache_info().misses
+    (1, 1)
+    """
+
+    def __init__(self, net, maxsize=1024):
+        features = getattr(net, 'features', None)
+        if not callable(features):
+            raise ValueError('%s has no callable `features` block; R-CNN batchifiers need the '
+                             'Faster/Mask R-CNN network whose feature maps the RPN targets '
+                             'are laid out on' % type(net).__name__)
+        try:
+            symbol = features(mx.sym.var(name='data'))
+        except Exception as err:  # any failure here means the graph cannot be traced
+            raise ValueError('net.features of %s cannot be traced symbolically (%s: %s); '
+                             'it must be a HybridBlock' % (type(net).__name__,
+                                                           type(err).__name__, err)) from err
+        if isinstance(symbol, (list, tuple)):
+            symbol = mx.sym.Group(list(symbol))
+        if not isinstance(symbol, mx.sym.Symbol):
+            raise ValueError('net.features returned %s, not a symbol' % describe(symbol))
+        self._setup(symbol, check_positive_int(maxsize, 'maxsize'), uuid.uuid4().hex)
+
+    def _setup(self, symbol, maxsize, token):
+        self._symbol = symbol
+        self._symbol_json = None
+        self._maxsize = maxsize
+        self._token = token
+        self.num_levels = len(symbol.list_outputs())
+        self._lookup = functools.lru_cache(maxsize=maxsize)(self._infer)
+        _LIVE_FEATURE_SHAPES[token] = self
+
+    def __reduce__(self):
+        if self._symbol_json is None:
+            self._symbol_json = self._symbol.tojson()
+        return _restore_feature_shapes, (self._token, self._symbol_json, self._maxsize)
+
+    def __call__(self, height, width):
+        """Tuple of ``(feature_height, feature_width)``, one per level, for an input size."""
+        return self._lookup(int(height), int(width))
+
+    def cache_info(self):
+        """Hits, misses, maxsize and current size of the cache (``functools`` style)."""
+        return self._lookup.cache_info()
+
+    def _infer(self, height, width):
+        try:
+            _, out_shapes, _ = self._symbol.infer_shape(data=(1, 3, height, width))
+        except mx.base.MXNetError as err:
+            raise ValueError('cannot infer the feature-map shapes of net.features for an '
+                             'image of %dx%d: %s' % (height, width, str(err).strip()[:500])
+                             ) from err
+        if out_shapes is None:
+            raise ValueError('cannot infer the feature-map shapes of net.features for an image '
+                             'of %dx%d: the graph has inputs other than `data` whose shapes are '
+                             'unknown' % (height, width))
+        if any(len(shape) != 4 for shape in out_shapes):
+            raise ValueError('net.features does not give 4-d (N, C, H, W) feature maps for an '
+                             'image of %dx%d (got %s)' % (height, width, out_shapes))
+        return tuple((int(shape[2]), int(shape[3])) for shape in out_shapes)
+
+
+def _restore_feature_shapes(token, symbol_json, maxsize):
+    """Unpickle a FeatureShapes: the live one of this process if there is one."""
+    live = _LIVE_FEATURE_SHAPES.get(token)
+    if live is None:
+        live = FeatureShapes.__new__(FeatureShapes)
+        live._setup(mx.sym.load_json(symbol_json), maxsize, token)
+    return live
+
+
+def _check_samples(data, num_elements, name):
+    _check_batch(data)
+    for index, sample in enumerate(data):
+        if isinstance(sample, (str, bytes)) or not hasattr(sample, '__len__'):
+            raise TypeError('sample %d is a %s; %s expects a tuple of %d elements'
+                            % (index, describe(sample), name, num_elements))
+        if len(sample) != num_elements:
+            raise ValueError('sample %d has %d elements; %s expects %d'
+                             % (index, len(sample), name, num_elements))
+
+
+def _check_images(images):
+    for index, image in enumerate(images):
+        if image.ndim != 3:
+            raise ValueError('sample %d: image has shape %s; expected (channels, height, width)'
+                             % (index, image.shape))
+
+
+class _TargetField:
+    """One kind of RPN target (cls, box or mask): its pad value and output row width."""
+
+    def __init__(self, name, pad_val, row_width):
+        self.name, self.pad_val, self.row_width = name, pad_val, row_width
+
+    def host_levels(self, sample_levels, index, num_levels):
+        """The per-level targets of one sample as 3-d host arrays, checked."""
+        if isinstance(sample_levels, (mx.nd.NDArray, np.ndarray)) or not isinstance(
+                sample_levels, (list, tuple)):
+            raise TypeError('sample %d: %s targets are a %s; expected a list with one (height, '
+                            'width, channels) array per feature level'
+                            % (index, self.name, describe(sample_levels)))
+        if len(sample_levels) != num_levels:
+            raise ValueError('sample %d has %s targets for %d feature level(s); net.features '
+                             'has %d' % (index, self.name, len(sample_levels), num_levels))
+        levels = [as_host_array(target, index) for target in sample_levels]
+        for level, target in enumerate(levels):
+            if target.ndim != 3 or target.shape[2] % self.row_width:
+                raise ValueError('sample %d: %s target of level %d has shape %s; expected '
+                                 '(height, width, channels) with channels a multiple of %d'
+                                 % (index, self.name, level, target.shape, self.row_width))
+        return levels
+
+
+_FIELDS = (_TargetField('rpn cls', -1, 1), _TargetField('rpn box', 0, 4),
+           _TargetField('rpn box-mask', 0, 4))
+
+
+class FasterRCNNTrainBatchify:
+    """Batchify Faster R-CNN training samples: drop-in for gluoncv's.
+
+    Each sample is ``(image, boxes, rpn_cls_targets, rpn_box_targets, rpn_box_masks)`` as
+    made by gluoncv's ``FasterRCNNDefaultTrainTransform``: a (3, H, W) image, (M, 5+) boxes
+    and, per feature level, (h, w, A) / (h, w, 4A) / (h, w, 4A) targets.
+
+    Images are padded per shard on (H, W) with 0 and boxes with -1 (shards on
+    ``np.array_split`` boundaries). Each sample's targets are padded to the feature-map size
+    of its shard's padded image (cls with -1, box and mask with 0), flattened per level,
+    concatenated over levels and stacked per shard.
+
+    Parameters
+    ----------
+    net : mxnet.gluon.HybridBlock
+        The Faster R-CNN network (its ``features`` give the feature-map sizes).
+    num_shards : int, default 1
+        Number of shards, one per device.
+
+    Returns
+    -------
+    tuple
+        ``(images, boxes, cls_targets, box_targets, box_masks)``: images and boxes are an
+        NDArray (one shard) or a list of per-shard NDArrays; the targets are tuples with one
+        float32 NDArray per shard, shaped (n, anchors) and (n, anchors, 4).
+
+    Examples
+    --------
+    >>> import mxnet as mx, numpy as np
+    >>> net = mx.gluon.nn.HybridSequential()
+    >>> net.features = mx.gluon.nn.Conv2D(8, 3, strides=16, padding=1)
+    >>> sample = (np.zeros((3, 64, 80), 'float32'), np.zeros((1, 5), 'float32'),
+    ...           [np.ones((4, 5, 2))], [np.ones((4, 5, 8))], [np.ones((4, 5, 8))])
+    >>> images, boxes, cls, box, mask = FasterRCNNTrainBatchify(net)([sample, sample])
+    >>> images.shape, cls[0].shape, box[0].shape
+    ((2, 3, 64, 80), (2, 40), (2, 40, 4))
+    """
+
+    NUM_ELEMENTS = 5
+
+    def __init__(self, net, num_shards=1):
+        self._num_shards = check_positive_int(num_shards, 'num_shards')
+        self.feature_shapes = FeatureShapes(net)
+        self._image_pad = Pad(axis=(1, 2), pad_val=0)
+        self._box_pad = Pad(pad_val=-1)
+
+    def __call__(self, data):
+        """Batchify ``data``, a list of 5-element samples."""
+        _check_samples(data, self.NUM_ELEMENTS, type(self).__name__)
+        return self._batchify(data, shard_bounds(len(data), self._num_shards))
+
+    def _batchify(self, data, bounds):
+        """The five outputs for already-checked samples (shared with Mask R-CNN)."""
+        images = as_host_arrays([sample[0] for sample in data])
+        _check_images(images)
+        image_shards, _ = self._image_pad.pad_shards(images, bounds)
+        box_shards, _ = self._box_pad.pad_shards(as_host_arrays([s[1] for s in data]), bounds)
+        targets = [[] for _ in _FIELDS]
+        for (start, stop), image_shard in zip(bounds, image_shards):
+            levels = self.feature_shapes(*image_shard.shape[2:])
+            for outputs, field, position in zip(targets, _FIELDS, range(2, 5)):
+                outputs.append(self._pad_targets(field, data, start, stop, position, levels,
+                                                 image_shard.shape[2:]))
+        return (self._unshard(image_shards), self._unshard(box_shards)) + tuple(
+            tuple(outputs) for outputs in targets)
+
+    def _unshard(self, shards):
+        return shards[0] if self._num_shards == 1 else shards
+
+    def _pad_targets(self, field, data, start, stop, position, levels, image_size):
+        """One shard's targets of one field, padded per level into one shared array."""
+        samples = [field.host_levels(data[index][position], index, len(levels))
+                   for index in range(start, stop)]
+        channels = [target.shape[2] for target in samples[0]]
+        sizes = [height * width * depth for (height, width), depth in zip(levels, channels)]
+        total = sum(sizes)
+        shape = (stop - start, total) if field.row_width == 1 else (
+            stop - start, total // field.row_width, field.row_width)
+        out, view = allocate(shape, _FLOAT32)
+        flat = view.reshape(stop - start, total)
+        jobs = []
+        for row, (index, sample) in enumerate(zip(range(start, stop), samples)):
+            offset = 0
+            for level, (target, (height, width), depth, size) in enumerate(
+                    zip(sample, levels, channels, sizes)):
+                if target.shape[2] != depth or target.shape[0] > height or \
+                        target.shape[1] > width:
+                    raise ValueError(
+                        'sample %d: %s target of level %d has shape %s; the padded image %s '
+                        'has a %dx%d feature map with %d channels there'
+                        % (index, field.name, level, target.shape, tuple(image_size), height,
+                           width, depth))
+                slot = flat[row, offset:offset + size].reshape(height, width, depth)
+                jobs.append((slot, target, field.pad_val))
+                offset += size
+        write_slots(jobs, view.nbytes)
+        return out
+
+
+class MaskRCNNTrainBatchify(FasterRCNNTrainBatchify):
+    """Batchify Mask R-CNN training samples: drop-in for gluoncv's.
+
+    Samples are ``(image, boxes, rpn_cls_targets, rpn_box_targets, rpn_box_masks, masks)``
+    as made by gluoncv's ``MaskRCNNDefaultTrainTransform``; the first five are batchified
+    as in :class:`FasterRCNNTrainBatchify` and the (M, H, W) instance masks are padded on
+    all three axes with 0, per shard.
+
+    Returns
+    -------
+    tuple
+        ``(images, boxes, masks, cls_targets, box_targets, box_masks)``.
+
+    Examples
+    --------
+    >>> import mxnet as mx, numpy as np
+    >>> net = mx.gluon.nn.HybridSequential()
+    >>> net.features = mx.gluon.nn.Conv2D(8, 3, strides=16, padding=1)
+    >>> sample = (np.zeros((3, 64, 80), 'float32'), np.zeros((1, 5), 'float32'),
+    ...           [np.ones((4, 5, 2))], [np.ones((4, 5, 8))], [np.ones((4, 5, 8))],
+    ...           np.ones((1, 64, 80), 'float32'))
+    >>> batch = MaskRCNNTrainBatchify(net, num_shards=2)([sample, sample])
+    >>> [m.shape for m in batch[2]]
+    [(1, 1, 64, 80), (1, 1, 64, 80)]
+    """
+
+    NUM_ELEMENTS = 6
+
+    def __init__(self, net, num_shards=1):
+        super().__init__(net, num_shards)
+        self._mask_pad = Pad(axis=(0, 1, 2), pad_val=0)
+
+    def __call__(self, data):
+        """Batchify ``data``, a list of 6-element samples."""
+        _check_samples(data, self.NUM_ELEMENTS, type(self).__name__)
+        bounds = shard_bounds(len(data), self._num_shards)
+        images, boxes, cls, box, mask = self._batchify(data, bounds)
+        masks, _ = self._mask_pad.pad_shards(as_host_arrays([s[5] for s in data]), bounds)
+        return images, boxes, self._unshard(masks), cls, box, mask
