@@ -4,10 +4,13 @@
 >>> gluonbatch.Stack()([[1, 2], [3, 4]]).shape
 (2, 2)
 """
+from . import dataloader
 from .batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
+from .collate import Collate, default_collate
 from .rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 
 __version__ = '0.1.0'
 
 __all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple',
-           'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify', '__version__']
+           'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify', 'Collate', 'default_collate',
+           'dataloader', '__version__']

@@ -32,13 +32,36 @@ from ._shared import allocate, check_dtype, to_shared
 from ._writer import write_batch
 
 __all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple',
-           'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify']
+           'ms_batchify_fn', 'dict_batchify_fn', 'FasterRCNNTrainBatchify',
+           'MaskRCNNTrainBatchify']
 
 _FLOAT32 = np.dtype(np.float32)
 
 
 def _optional_dtype(dtype):
     return None if dtype is None else check_dtype(dtype)
+
+
+def common_dtype(arrays):
+    """The dtype of a batch of host arrays: their dtypes promoted, if MXNet can hold it.
+
+    >>> common_dtype([np.zeros(2, 'int32'), np.zeros(2, 'float32')])
+    dtype('float64')
+    """
+    return check_dtype(promote_dtypes([a.dtype for a in arrays]))
+
+
+def stack_arrays(arrays, dtype):
+    """Stack host arrays of one shape into a new ``cpu_shared`` NDArray of ``dtype``.
+
+    >>> stack_arrays([np.arange(2), np.arange(2)], np.dtype('int64')).asnumpy()
+    array([[0, 1],
+           [0, 1]])
+    """
+    check_same_shape([a.shape for a in arrays], arrays[0].shape)
+    out, view = allocate((len(arrays),) + arrays[0].shape, dtype)
+    write_batch(view, arrays)
+    return out
 
 
 class Stack:
@@ -75,16 +98,13 @@ class Stack:
     def __call__(self, data):
         """Stack ``data``, a list of N samples of equal shape, into an (N, ...) NDArray."""
         arrays = as_host_arrays(data)
-        check_same_shape([a.shape for a in arrays], arrays[0].shape)
         dtype = self._dtype
         if dtype is None:
             if all(isinstance(sample, mx.nd.NDArray) for sample in data):
-                dtype = check_dtype(promote_dtypes([a.dtype for a in arrays]))
+                dtype = common_dtype(arrays)
             else:
                 dtype = _FLOAT32
-        out, view = allocate((len(arrays),) + arrays[0].shape, dtype)
-        write_batch(view, arrays)
-        return out
+        return stack_arrays(arrays, dtype)
 
     def __repr__(self):
         return 'Stack(dtype=%s)' % (self._dtype,)
@@ -181,7 +201,7 @@ class Pad:
         shapes = [a.shape for a in arrays]
         axes = normalize_axes(self._axis, arrays[0].ndim)
         check_same_shape(shapes, shapes[0], axes)
-        dtype = self._dtype or check_dtype(promote_dtypes([a.dtype for a in arrays]))
+        dtype = self._dtype or common_dtype(arrays)
         check_pad_value(self._pad_val, dtype)
 
         padded, lengths = [], []
@@ -453,6 +473,52 @@ class NamedTuple:
     def __repr__(self):
         return 'NamedTuple(%s, %r)' % (self._container.__name__, self._fns)
 
+
+def ms_batchify_fn(data):
+    """Multi-size batchify: NDArrays and strings as lists (not stacks), tuples per field.
+
+    For evaluation at several image sizes (gluoncv's segmentation ``ms_batchify_fn``).
+    NDArrays come back as fresh ``cpu_shared`` copies with their dtype; a tuple sample gives
+    a list with one such list per field.
+
+    >>> import mxnet as mx
+    >>> batch = ms_batchify_fn([(mx.nd.ones((3, 4)), 'a'), (mx.nd.ones((3, 6)), 'b')])
+    >>> [a.shape for a in batch[0]], batch[1]
+    ([(3, 4), (3, 6)], ['a', 'b'])
+    """
+    _check_batch(data)
+    first = data[0]
+    if isinstance(first, str):
+        return list(data)
+    if isinstance(first, mx.nd.NDArray):
+        return _APPEND_AS_IS(data)
+    if isinstance(first, tuple):
+        return [ms_batchify_fn(list(field)) for field in zip(*data)]
+    raise TypeError('ms_batchify_fn takes NDArrays, strings or tuples of them; sample 0 is a '
+                    '%s' % describe(first))
+
+
+def dict_batchify_fn(data):
+    """Stack NDArrays, recursing into dicts: a dict of stacked batches (dtype kept).
+
+    >>> import mxnet as mx
+    >>> batch = dict_batchify_fn([{'depth': mx.nd.ones((2, 2)), 'meta': {'k': mx.nd.ones(1)}},
+    ...                           {'depth': mx.nd.zeros((2, 2)), 'meta': {'k': mx.nd.ones(1)}}])
+    >>> batch['depth'].shape, batch['meta']['k'].shape
+    ((2, 2, 2), (2, 1))
+    """
+    _check_batch(data)
+    first = data[0]
+    if isinstance(first, mx.nd.NDArray):
+        return _STACK_AS_IS(data)
+    if isinstance(first, dict):
+        return Dict({key: dict_batchify_fn for key in first})(data)
+    raise TypeError('dict_batchify_fn takes NDArrays or dicts of them; sample 0 is a %s'
+                    % describe(first))
+
+
+_APPEND_AS_IS = Append(expand=False)
+_STACK_AS_IS = Stack()
 
 # The R-CNN batchifiers build on Pad; importing them last lets gluoncv users keep
 # `from ...batchify import FasterRCNNTrainBatchify` unchanged.

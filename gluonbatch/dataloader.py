@@ -1,0 +1,336 @@
+"""Drop-in for ``gluoncv.data.dataloader``: default batchify functions and loaders.
+
+Every batch is written once into ``cpu_shared`` memory, so the ``_mp_`` variants are the
+same functions as their plain twins; both names exist so that gluoncv code keeps working.
+``DetectionDataLoader`` and ``RandomTransformDataLoader`` run their own worker pool whose
+errors name the dataset indices of the batch that failed.
+
+Examples
+--------
+>>> import numpy as np
+>>> from gluonbatch.dataloader import default_pad_batchify_fn
+>>> images, labels = default_pad_batchify_fn(
+...     [(np.zeros((3, 2, 2), 'float32'), np.ones((1, 5), 'float32')),
+...      (np.ones((3, 2, 2), 'float32'), np.ones((3, 5), 'float32'))])
+>>> images.shape, labels.shape, labels.asnumpy()[0, 1, 0]
+((2, 3, 2, 2), (2, 3, 5), -1.0)
+"""
+import collections
+import multiprocessing
+import multiprocessing.pool
+import pickle
+import warnings
+from multiprocessing.reduction import ForkingPickler
+
+import mxnet as mx
+import numpy as np
+
+from ._samples import as_host_arrays, describe
+from ._shared import allocate
+from ._writer import write_slots
+from .batchify import Pad, _check_batch, common_dtype, stack_arrays
+
+__all__ = ['default_batchify_fn', 'default_mp_batchify_fn', 'default_pad_batchify_fn',
+           'default_mp_pad_batchify_fn', 'tsn_mp_batchify_fn', 'DetectionDataLoader',
+           'RandomTransformDataLoader']
+
+
+def _per_field(fn, data):
+    """Tuple samples: ``fn`` applied to each field, as a list (gluoncv's layout)."""
+    return [fn(list(field)) for field in zip(*data)]
+
+
+def _stack_keeping_dtype(data):
+    arrays = as_host_arrays(data)
+    return stack_arrays(arrays, common_dtype(arrays))
+
+
+def default_batchify_fn(data):
+    """Stack samples (dtype kept); tuple samples give a list with one batch per field.
+
+    >>> default_batchify_fn([(1, [0.5, 1.0]), (2, [1.5, 2.0])])[0].asnumpy()
+    array([1, 2])
+    """
+    _check_batch(data)
+    if isinstance(data[0], tuple):
+        return _per_field(default_batchify_fn, data)
+    return _stack_keeping_dtype(data)
+
+
+#: gluonbatch always batches into shared memory: the same function as ``default_batchify_fn``.
+default_mp_batchify_fn = default_batchify_fn
+
+_LABEL_PAD = Pad(pad_val=-1)
+
+
+def default_pad_batchify_fn(data):
+    """Stack NDArrays; pad other arrays (labels) on axis 0 with -1; tuples per field.
+
+    Padded labels are at least one row long, as in gluoncv, so a batch without objects
+    still has the (N, 1, C) layout.
+
+    >>> import numpy as np
+    >>> default_pad_batchify_fn([np.zeros((0, 6)), np.zeros((0, 6))]).shape
+    (2, 1, 6)
+    """
+    _check_batch(data)
+    first = data[0]
+    if isinstance(first, tuple):
+        return _per_field(default_pad_batchify_fn, data)
+    if isinstance(first, mx.nd.NDArray):
+        return _stack_keeping_dtype(data)
+    arrays = as_host_arrays(data)
+    if any(array.ndim == 0 for array in arrays):
+        raise ValueError('default_pad_batchify_fn pads arrays on axis 0; sample %d is a number'
+                         % next(i for i, a in enumerate(arrays) if a.ndim == 0))
+    if all(len(array) == 0 for array in arrays):
+        # no sample has a row: one row of padding keeps the layout
+        arrays = [np.full((1,) + arrays[0].shape[1:], -1, arrays[0].dtype)] + arrays[1:]
+    padded, _ = _LABEL_PAD.pad_shards(arrays, [(0, len(arrays))])
+    return padded[0]
+
+
+#: gluonbatch always batches into shared memory: the same as ``default_pad_batchify_fn``.
+default_mp_pad_batchify_fn = default_pad_batchify_fn
+
+
+def tsn_mp_batchify_fn(data):
+    """Concatenate NDArrays that already carry a batch axis (temporal segment networks).
+
+    NDArray samples are concatenated on axis 0; other samples are stacked (dtype kept);
+    tuple samples give a list with one batch per field.
+
+    >>> import mxnet as mx
+    >>> tsn_mp_batchify_fn([mx.nd.ones((3, 2)), mx.nd.zeros((5, 2))]).shape
+    (8, 2)
+    """
+    _check_batch(data)
+    first = data[0]
+    if isinstance(first, tuple):
+        return _per_field(tsn_mp_batchify_fn, data)
+    if not isinstance(first, mx.nd.NDArray):
+        return _stack_keeping_dtype(data)
+    arrays = as_host_arrays(data)
+    for index, array in enumerate(arrays):
+        if array.ndim == 0 or array.shape[1:] != arrays[0].shape[1:]:
+            raise ValueError('sample %d has shape %s; expected (*,) + %s to concatenate on '
+                             'axis 0' % (index, array.shape, arrays[0].shape[1:]))
+    out, view = allocate((sum(len(a) for a in arrays),) + arrays[0].shape[1:],
+                         common_dtype(arrays))
+    jobs, start = [], 0
+    for array in arrays:
+        jobs.append((view[start:start + len(array)], array, 0))
+        start += len(array)
+    write_slots(jobs, view.nbytes)
+    return out
+
+
+# --------------------------------------------------------------------------- loaders
+
+# What every worker process needs, handed over once when the pool forks (not pickled with
+# every task): the dataset, the candidate transforms and the batchify function.
+_worker_state = None
+
+
+def _set_worker_state(dataset, transforms, batchify_fn):
+    """Pool initializer."""
+    global _worker_state
+    _worker_state = (dataset, transforms, batchify_fn)
+
+
+def _with_indices(error, indices):
+    """``error`` again, its message saying which dataset samples were being loaded."""
+    message = '%s while loading dataset samples %s: %s' % (type(error).__name__,
+                                                           list(indices), error)
+    try:
+        return type(error)(message)
+    except Exception:  # exception types whose constructor wants other arguments
+        return RuntimeError(message)
+
+
+def load_batch(dataset, indices, transform, batchify_fn):
+    """Read ``dataset[i]`` for every index (through ``transform``), then batchify.
+
+    Any error is raised again with the indices in its message.
+    """
+    try:
+        view = dataset if transform is None else dataset.transform(transform)
+        return batchify_fn([view[index] for index in indices])
+    except Exception as error:
+        raise _with_indices(error, indices) from error
+
+
+def _load_batch_in_worker(indices, transform_index):
+    dataset, transforms, batchify_fn = _worker_state
+    transform = None if transform_index is None else transforms[transform_index]
+    batch = load_batch(dataset, indices, transform, batchify_fn)
+    # NDArrays travel as shared-memory file descriptors (MXNet registers the reducer).
+    return bytes(ForkingPickler.dumps(batch, pickle.HIGHEST_PROTOCOL))
+
+
+def _to_context(batch, context):
+    if isinstance(batch, mx.nd.NDArray):
+        return batch.as_in_context(context)
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_context(item, context) for item in batch)
+    if isinstance(batch, dict):
+        return {key: _to_context(value, context) for key, value in batch.items()}
+    return batch
+
+
+class _PooledLoader(mx.gluon.data.DataLoader):
+    """A DataLoader whose worker processes report failures with dataset indices.
+
+    Workers receive the dataset, the transforms and the batchify function once, when the
+    pool starts, so none of them is pickled per batch (lambdas work too). Subclasses pick
+    the transform of every batch by its index in ``transforms`` (``_transform_for``).
+    """
+
+    def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
+                 batch_sampler=None, batchify_fn=None, num_workers=0, pin_memory=False,
+                 pin_device_id=0, prefetch=None, timeout=120, transforms=()):
+        super().__init__(dataset=dataset, batch_size=batch_size, shuffle=shuffle,
+                         sampler=sampler, last_batch=last_batch, batch_sampler=batch_sampler,
+                         batchify_fn=batchify_fn, num_workers=0, pin_memory=pin_memory,
+                         pin_device_id=pin_device_id)
+        self._num_workers = max(0, int(num_workers))
+        self._prefetch = max(1, int(prefetch) if prefetch is not None
+                             else 2 * self._num_workers)
+        self._timeout = timeout
+        self._transforms = list(transforms)
+        self._worker_pool = None
+        if self._num_workers:
+            self._worker_pool = multiprocessing.Pool(
+                self._num_workers, initializer=_set_worker_state,
+                initargs=(self._dataset, self._transforms, self._batchify_fn))
+
+    def _transform_for(self, batch_index):
+        """Index into ``transforms`` of the transform for this batch (None: no transform)."""
+        return None
+
+    def _deliver(self, batch):
+        if self._pin_memory:
+            return _to_context(batch, mx.context.cpu_pinned(self._pin_device_id))
+        return batch
+
+    def __iter__(self):
+        if self._worker_pool is None:
+            return (self._deliver(load_batch(self._dataset, indices,
+                                             self._transform(self._transform_for(i)),
+                                             self._batchify_fn))
+                    for i, indices in enumerate(self._batch_sampler))
+        return self._iter_workers()
+
+    def _transform(self, index):
+        return None if index is None else self._transforms[index]
+
+    def _iter_workers(self):
+        pending = collections.deque()
+        for batch_index, indices in enumerate(self._batch_sampler):
+            pending.append(self._worker_pool.apply_async(
+                _load_batch_in_worker, (indices, self._transform_for(batch_index))))
+            if len(pending) > self._prefetch:
+                yield self._receive(pending.popleft())
+        while pending:
+            yield self._receive(pending.popleft())
+
+    def _receive(self, result):
+        try:
+            payload = result.get(self._timeout)
+        except multiprocessing.TimeoutError:
+            raise RuntimeError('a worker did not deliver a batch within %s s; it may have '
+                               'died (out of memory?)' % self._timeout) from None
+        return self._deliver(pickle.loads(payload))
+
+    def __del__(self):
+        if getattr(self, '_worker_pool', None) is not None:
+            self._worker_pool.terminate()
+            self._worker_pool = None
+
+
+class DetectionDataLoader(_PooledLoader):
+    """Data loader for detection datasets whose labels have different numbers of objects.
+
+    Deprecated in gluoncv in favour of ``mx.gluon.data.DataLoader`` with batchify
+    functions, and kept so that gluoncv code keeps working. By default labels are padded
+    with -1 (:func:`default_pad_batchify_fn`).
+
+    Parameters
+    ----------
+    dataset : mxnet.gluon.data.Dataset
+    batch_size, shuffle, sampler, last_batch, batch_sampler, batchify_fn, num_workers :
+        As for ``mx.gluon.data.DataLoader``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np, mxnet as mx
+    >>> data = mx.gluon.data.SimpleDataset(
+    ...     [(np.zeros((3, 4, 4), 'float32'), np.ones((k + 1, 5), 'float32'))
+    ...      for k in range(5)])
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter('ignore')
+    ...     loader = DetectionDataLoader(data, batch_size=2, last_batch='keep')
+    >>> [labels.shape for _, labels in loader]
+    [(2, 2, 5), (2, 4, 5), (1, 5, 5)]
+    """
+
+    def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
+                 batch_sampler=None, batchify_fn=None, num_workers=0):
+        warnings.warn('DetectionDataLoader is deprecated; use mxnet.gluon.data.DataLoader '
+                      'with gluonbatch batchify functions', stacklevel=2)
+        super().__init__(dataset, batch_size, shuffle, sampler, last_batch, batch_sampler,
+                         batchify_fn or default_pad_batchify_fn, num_workers)
+
+
+class RandomTransformDataLoader(_PooledLoader):
+    """DataLoader that applies a transform chosen at random every ``interval`` batches.
+
+    Multi-scale training: e.g. one YOLOv3 transform per input size, switched every 10
+    batches so that a batch holds images of one size.
+
+    Parameters
+    ----------
+    transform_fns : iterable of callables
+        Candidate transforms, each applied to a sample as ``dataset.transform(fn)`` does.
+    dataset : mxnet.gluon.data.Dataset
+        The untransformed dataset.
+    interval : int, default 1
+        A new transform is drawn (``numpy.random``) every ``interval`` batches.
+    batch_size, shuffle, sampler, last_batch, batch_sampler, batchify_fn, num_workers,
+    pin_memory, pin_device_id :
+        As for ``mx.gluon.data.DataLoader``; ``batchify_fn`` defaults to
+        :func:`default_batchify_fn`.
+    prefetch : int, optional
+        Batches in flight with workers; default ``2 * num_workers``.
+
+    Examples
+    --------
+    >>> import numpy as np, mxnet as mx
+    >>> data = mx.gluon.data.SimpleDataset([np.ones((2, 2), 'float32')] * 6)
+    >>> loader = RandomTransformDataLoader([lambda x: x * 2, lambda x: x * 3], data,
+    ...                                    interval=3, batch_size=1)
+    >>> values = [batch.asnumpy()[0, 0, 0] for batch in loader]
+    >>> len(set(values[:3])) == 1 and len(set(values[3:])) == 1
+    True
+    """
+
+    def __init__(self, transform_fns, dataset, interval=1, batch_size=None, shuffle=False,
+                 sampler=None, last_batch=None, batch_sampler=None, batchify_fn=None,
+                 num_workers=0, pin_memory=False, pin_device_id=0, prefetch=None):
+        transform_fns = list(transform_fns)
+        if not transform_fns:
+            raise ValueError('RandomTransformDataLoader needs at least one transform')
+        for index, fn in enumerate(transform_fns):
+            if not callable(fn):
+                raise TypeError('transform %d must be callable, got %s' % (index, describe(fn)))
+        self._interval = max(int(interval), 1)
+        self._current = None
+        super().__init__(dataset, batch_size, shuffle, sampler, last_batch, batch_sampler,
+                         batchify_fn or default_batchify_fn, num_workers, pin_memory,
+                         pin_device_id, prefetch, transforms=transform_fns)
+
+    def _transform_for(self, batch_index):
+        if batch_index % self._interval == 0 or self._current is None:
+            self._current = np.random.randint(len(self._transforms))
+        return self._current
