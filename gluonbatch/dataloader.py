@@ -160,10 +160,13 @@ def load_batch(dataset, indices, transform, batchify_fn):
         raise _with_indices(error, indices) from error
 
 
+def _pick(transforms, index):
+    return None if index is None else transforms[index]
+
+
 def _load_batch_in_worker(indices, transform_index):
     dataset, transforms, batchify_fn = _worker_state
-    transform = None if transform_index is None else transforms[transform_index]
-    batch = load_batch(dataset, indices, transform, batchify_fn)
+    batch = load_batch(dataset, indices, _pick(transforms, transform_index), batchify_fn)
     # NDArrays travel as shared-memory file descriptors (MXNet registers the reducer).
     return bytes(ForkingPickler.dumps(batch, pickle.HIGHEST_PROTOCOL))
 
@@ -216,13 +219,10 @@ class _PooledLoader(mx.gluon.data.DataLoader):
     def __iter__(self):
         if self._worker_pool is None:
             return (self._deliver(load_batch(self._dataset, indices,
-                                             self._transform(self._transform_for(i)),
+                                             _pick(self._transforms, self._transform_for(i)),
                                              self._batchify_fn))
                     for i, indices in enumerate(self._batch_sampler))
         return self._iter_workers()
-
-    def _transform(self, index):
-        return None if index is None else self._transforms[index]
 
     def _iter_workers(self):
         pending = collections.deque()
