@@ -1,0 +1,188 @@
+"""Faster R-CNN and Mask R-CNN loaders the way gluoncv's train scripts build them.
+
+Train batches come from :class:`gluonbatch.FasterRCNNTrainBatchify` /
+:class:`gluonbatch.MaskRCNNTrainBatchify` with ``num_shards`` shards, fed by a batch
+sampler that groups images of similar aspect ratio (so little of each batch is padding);
+validation batches are ``Append()`` per field (image, boxes and scale; for Mask R-CNN
+image and image info).
+``--train-steps K`` runs K iterations of the RPN and R-CNN losses (and the mask loss),
+backward and an SGD step, one forward per shard as on one device per shard.
+"""
+import sys
+import warnings
+
+import mxnet as mx
+from mxnet import autograd, gluon
+
+from ..batchify import Append, Tuple
+from ..rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
+from .runner import (compare_with_gluoncv, detection_dataset, loader_parser, print_summary,
+                     time_loader)
+
+TRAIN_FIELDS = {'faster': ('image', 'boxes', 'rpn_cls_targets', 'rpn_box_targets',
+                           'rpn_box_masks'),
+                'mask': ('image', 'boxes', 'masks', 'rpn_cls_targets', 'rpn_box_targets',
+                         'rpn_box_masks')}
+VAL_FIELDS = {'faster': ('image', 'boxes', 'scale'), 'mask': ('image', 'im_info')}
+DEFAULT_NETWORKS = {'faster': 'faster_rcnn_resnet50_v1b_voc',
+                    'mask': 'mask_rcnn_resnet18_v1b_coco'}
+
+
+def aspect_ratios(dataset):
+    """Width / height per image: from the dataset if it knows them, else by reading them."""
+    known = getattr(dataset, 'get_im_aspect_ratio', None)
+    if known is not None:
+        return list(known())
+    return [image.shape[1] / image.shape[0] for image, *_ in dataset]
+
+
+def build(kind, args):
+    """Network, datasets and loaders for ``kind`` ('faster' or 'mask')."""
+    from gluoncv.data.sampler import SplitSortedBucketSampler
+    from gluoncv.data.transforms import presets
+    from gluoncv.model_zoo import get_model
+
+    if args.batch_size % args.num_shards:
+        raise SystemExit('--batch-size %d must be a multiple of --num-shards %d'
+                         % (args.batch_size, args.num_shards))
+    net = get_model(args.network, pretrained=False, pretrained_base=False,
+                    per_device_batch_size=args.batch_size // args.num_shards)
+    net.initialize()
+    short, max_size = args.short or 320, args.max_size or 512
+    multi_stage = 'fpn' in args.network
+    train_cls, val_cls, batchify_cls = (
+        (presets.rcnn.MaskRCNNDefaultTrainTransform, presets.rcnn.MaskRCNNDefaultValTransform,
+         MaskRCNNTrainBatchify) if kind == 'mask' else
+        (presets.rcnn.FasterRCNNDefaultTrainTransform,
+         presets.rcnn.FasterRCNNDefaultValTransform, FasterRCNNTrainBatchify))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        train_transform = train_cls(short, max_size, net, multi_stage=multi_stage)
+    train_base = detection_dataset(args, masks=kind == 'mask')
+    train_data = train_base.transform(train_transform)
+    val_data = detection_dataset(args, masks=kind == 'mask', split='val').transform(
+        val_cls(short, max_size))
+    sampler = SplitSortedBucketSampler(aspect_ratios(train_base), args.batch_size,
+                                       shuffle=True, seed=args.seed)
+
+    def train_loader(batchify_fn):
+        return gluon.data.DataLoader(train_data, batch_sampler=sampler,
+                                     batchify_fn=batchify_fn, num_workers=args.num_workers)
+
+    val_loader = gluon.data.DataLoader(val_data, args.num_shards, shuffle=False,
+                                       last_batch='keep', num_workers=args.num_workers,
+                                       batchify_fn=Tuple([Append() for _ in VAL_FIELDS[kind]]))
+    return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
+            'train_batchify': batchify_cls(net, args.num_shards),
+            'gluoncv_batchify': lambda gcv: getattr(gcv, batchify_cls.__name__)(
+                net, args.num_shards)}
+
+
+def _shards(field):
+    return field if isinstance(field, (list, tuple)) else [field]
+
+
+def _take_rows(value, indices):
+    """Per image ``i``, the entries of ``value[i]`` at ``indices[i]``."""
+    return mx.nd.stack(*[mx.nd.take(value[i], indices[i]) for i in range(indices.shape[0])])
+
+
+def train_steps(kind, net, batches, steps):
+    """Run ``steps`` SGD iterations of the R-CNN losses; returns the total losses."""
+    rpn_cls_loss = gluon.loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=False)
+    rpn_box_loss = gluon.loss.HuberLoss(rho=1 / 9.)
+    rcnn_cls_loss = gluon.loss.SoftmaxCrossEntropyLoss()
+    rcnn_box_loss = gluon.loss.HuberLoss()
+    mask_loss = gluon.loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=False)
+    trainer = gluon.Trainer(net.collect_params(), 'sgd',
+                            {'learning_rate': 0.001, 'wd': 0.0001, 'momentum': 0.9})
+    # Shards are forwarded one after the other on this one device, each with its own
+    # backward, their gradients summed (what separate devices would all-reduce).
+    params = net.collect_params()
+    params.setattr('grad_req', 'add')
+    losses = []
+    for step in range(steps):
+        batch = batches[step % len(batches)]
+        if kind == 'mask':
+            images, labels, masks, rpn_cls, rpn_box, rpn_mask = batch
+        else:
+            (images, labels, rpn_cls, rpn_box, rpn_mask), masks = batch, None
+        params.zero_grad()
+        loss = 0.0
+        for shard, fields in enumerate(zip(_shards(images), _shards(labels), rpn_cls, rpn_box,
+                                           rpn_mask)):
+            image, label, shard_rpn_cls, shard_rpn_box, shard_rpn_mask = (
+                field.as_in_context(mx.cpu()) for field in fields)
+            with autograd.record():
+                outputs = net(image, label[:, :, :4], label[:, :, 4:5])
+                if kind == 'mask':
+                    mask_pred = outputs[2]
+                    outputs = outputs[:2] + outputs[3:]
+                (cls_pred, box_pred, roi, _, matches, rpn_score, rpn_box_pred, _, cls_targets,
+                 box_targets, box_masks, indices) = outputs
+                rpn_score = rpn_score.squeeze(axis=-1)
+                num_rpn_pos = (shard_rpn_cls >= 0).sum()
+                total = (rpn_cls_loss(rpn_score, shard_rpn_cls, shard_rpn_cls >= 0)
+                         * shard_rpn_cls.size / num_rpn_pos
+                         + rpn_box_loss(rpn_box_pred, shard_rpn_box, shard_rpn_mask)
+                         * rpn_box_pred.size / num_rpn_pos).sum()
+                num_rcnn_pos = (cls_targets >= 0).sum()
+                total = total + (rcnn_cls_loss(cls_pred, cls_targets,
+                                               cls_targets.expand_dims(-1) >= 0)
+                                 * cls_targets.size / num_rcnn_pos
+                                 + rcnn_box_loss(box_pred, box_targets, box_masks)
+                                 * box_pred.size / num_rcnn_pos).sum()
+                if kind == 'mask':
+                    # the mask head only sees the sampled rois that ``indices`` picks
+                    roi, matches, picked_cls = (_take_rows(value, indices)
+                                                for value in (roi, matches, cls_targets))
+                    gt_masks = _shards(masks)[shard].as_in_context(mx.cpu())
+                    mask_targets, mask_masks = net.mask_target(roi, gt_masks, matches,
+                                                               picked_cls)
+                    total = total + (mask_loss(mask_pred, mask_targets, mask_masks)
+                                     * mask_targets.size / mask_masks.sum()).sum()
+            total.backward()
+            loss += total.asscalar()
+        trainer.step(1)
+        losses.append(loss)
+    return losses
+
+
+def main(kind, argv=None):
+    """Run the loaders for ``kind`` ('faster' or 'mask'); returns the exit code."""
+    title = {'faster': 'Faster R-CNN', 'mask': 'Mask R-CNN'}[kind]
+    parser = loader_parser('%s_rcnn_loader' % kind, '%s loaders on gluonbatch batchify'
+                           % title, 2, 'short')
+    parser.add_argument('--network', default=DEFAULT_NETWORKS[kind],
+                        help='gluoncv model-zoo network (default %(default)s)')
+    args = parser.parse_args(argv)
+    parts = build(kind, args)
+    progress = not args.no_progress
+    counts = time_loader(parts['train_loader'](parts['train_batchify']), args.batches,
+                         '%s train' % kind, progress)
+    print_summary('%s train' % title, counts, TRAIN_FIELDS[kind])
+    print_summary('%s val' % title, time_loader(parts['val_loader'], args.batches,
+                                                '%s val' % kind, progress), VAL_FIELDS[kind])
+    if args.compare_gluoncv:
+        from gluoncv.data import batchify as gcv
+        compare_with_gluoncv(parts['train_loader'], parts['train_batchify'],
+                             parts['gluoncv_batchify'](gcv), args.batches, progress)
+    if args.train_steps:
+        losses = train_steps(kind, parts['net'], counts[4], args.train_steps)
+        print('%s training: %d steps, loss %s'
+              % (title, len(losses), ' -> '.join('%.3f' % l for l in losses)))
+    return 0
+
+
+def main_faster(argv=None):
+    """``faster_rcnn_loader`` entry point."""
+    return main('faster', argv)
+
+
+def main_mask(argv=None):
+    """``mask_rcnn_loader`` entry point."""
+    return main('mask', argv)
+
+
+if __name__ == '__main__':
+    sys.exit(main_faster())

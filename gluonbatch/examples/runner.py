@@ -1,0 +1,174 @@
+"""What every example loader shares: options, datasets, timed iteration and the summary."""
+import argparse
+import os
+import time
+
+import mxnet as mx
+import numpy as np
+
+from .synthetic import SyntheticDetection
+
+__all__ = ['loader_parser', 'detection_dataset', 'time_loader', 'describe_batch',
+           'print_summary', 'compare_with_gluoncv']
+
+
+def _positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('%r is not a whole number' % text) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError('%d is not positive' % value)
+    return value
+
+
+def _not_negative(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('%r is not a whole number' % text) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError('%d is negative' % value)
+    return value
+
+
+def _directory(text):
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError('dataset directory %r does not exist' % text)
+    return text
+
+
+def loader_parser(prog, description, batch_size, image_options):
+    """Options every loader takes; ``image_options`` adds --data-shape or --short/--max-size.
+
+    >>> parser = loader_parser('ssd_loader', 'SSD', 8, 'data-shape')
+    >>> args = parser.parse_args(['--batches', '2', '--data-shape', '256'])
+    >>> args.batches, args.data_shape, args.batch_size, args.num_workers
+    (2, 256, 8, 0)
+    """
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument('--batch-size', type=_positive, default=batch_size)
+    parser.add_argument('--num-workers', type=_not_negative, default=0,
+                        help='DataLoader worker processes (default 0)')
+    parser.add_argument('--num-shards', type=_positive, default=1,
+                        help='devices the batch is split for (padding per shard)')
+    parser.add_argument('--batches', type=_positive, default=4,
+                        help='train batches to load (default 4)')
+    parser.add_argument('--samples', type=_positive, default=64,
+                        help='size of the embedded synthetic dataset (default 64)')
+    parser.add_argument('--seed', type=int, default=0)
+    if image_options == 'data-shape':
+        parser.add_argument('--data-shape', type=_positive, default=None,
+                            help='network input size (square)')
+    else:
+        parser.add_argument('--short', type=_positive, default=None,
+                            help='resize the shorter image side to this')
+        parser.add_argument('--max-size', type=_positive, default=None,
+                            help='longest image side after resizing')
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument('--voc-root', type=_directory, metavar='DIR',
+                       help='read Pascal VOC from DIR (gluoncv layout) instead of the '
+                            'embedded data')
+    group.add_argument('--coco-root', type=_directory, metavar='DIR',
+                       help='read MS COCO from DIR (gluoncv layout) instead of the '
+                            'embedded data')
+    parser.add_argument('--compare-gluoncv', action='store_true',
+                        help="also run the loader with gluoncv's batchify and print the ratio")
+    parser.add_argument('--train-steps', type=_not_negative, default=0, metavar='K',
+                        help='run K real training iterations on the loaded batches')
+    parser.add_argument('--no-progress', action='store_true', help='no progress bar')
+    return parser
+
+
+def detection_dataset(args, masks=False, split='train'):
+    """The dataset the options ask for: VOC or COCO through gluoncv, else embedded data."""
+    if args.voc_root:
+        from gluoncv.data import VOCDetection
+        splits = [(2007, 'trainval'), (2012, 'trainval')] if split == 'train' else \
+            [(2007, 'test')]
+        return VOCDetection(root=args.voc_root, splits=splits)
+    if args.coco_root:
+        from gluoncv.data import COCODetection, COCOInstance
+        kind = COCOInstance if masks else COCODetection
+        return kind(root=args.coco_root, splits='instances_%s2017' % split, skip_empty=True)
+    return SyntheticDetection(length=args.samples, masks=masks,
+                              seed=args.seed + (0 if split == 'train' else 1))
+
+
+def _leaves(batch):
+    if isinstance(batch, mx.nd.NDArray):
+        return [batch]
+    if isinstance(batch, (list, tuple)):
+        return [leaf for item in batch for leaf in _leaves(item)]
+    return []
+
+
+def time_loader(loader, batches, description, progress=True):
+    """Iterate up to ``batches`` batches; returns (batches, samples, seconds, first, kept).
+
+    ``kept`` holds the batches themselves (for training steps); the clock includes waiting
+    for every NDArray, since MXNet is asynchronous.
+    """
+    from tqdm import tqdm
+
+    kept, samples = [], 0
+    bar = tqdm(total=batches, desc=description, unit='batch', disable=not progress,
+               leave=False)
+    start = time.perf_counter()
+    for batch in loader:
+        for leaf in _leaves(batch):
+            leaf.wait_to_read()
+        kept.append(batch)
+        samples += _batch_size(batch)
+        bar.update(1)
+        if len(kept) == batches:
+            break
+    seconds = time.perf_counter() - start
+    bar.close()
+    return len(kept), samples, seconds, (kept[0] if kept else None), kept
+
+
+def _batch_size(batch):
+    first = batch
+    while isinstance(first, (list, tuple)):
+        if not first:
+            return 0
+        if isinstance(first, list) and all(isinstance(b, mx.nd.NDArray) for b in first):
+            return sum(b.shape[0] for b in first)  # shards of one field
+        first = first[0]
+    return first.shape[0] if isinstance(first, mx.nd.NDArray) else 0
+
+
+def describe_batch(batch, names):
+    """One line per field: its name and shape (shards as a list of shapes)."""
+    lines = []
+    for name, field in zip(names, batch):
+        if isinstance(field, mx.nd.NDArray):
+            text = '%s %s' % (tuple(field.shape), np.dtype(field.dtype).name)
+        else:
+            text = '[%s]' % ', '.join(str(tuple(leaf.shape)) for leaf in _leaves(field))
+        lines.append('  %-16s %s' % (name, text))
+    return lines
+
+
+def print_summary(title, counts, names):
+    """Print batches/s, samples/s and the layout of the first batch."""
+    batches, samples, seconds, first, _ = counts
+    print('%s: %d batches, %d samples in %.2f s: %.1f batches/s, %.1f samples/s'
+          % (title, batches, samples, seconds, batches / seconds if seconds else 0.0,
+             samples / seconds if seconds else 0.0))
+    if first is not None:
+        print('\n'.join(describe_batch(first, names)))
+
+
+def compare_with_gluoncv(make_loader, ours, theirs, batches, progress):
+    """Load ``batches`` batches with each batchify function; print and return the ratio."""
+    timings = {}
+    for name, batchify_fn in (('gluonbatch', ours), ('gluoncv', theirs)):
+        _, _, seconds, _, _ = time_loader(make_loader(batchify_fn), batches,
+                                          'compare ' + name, progress)
+        timings[name] = seconds
+    ratio = timings['gluoncv'] / timings['gluonbatch']
+    print('gluonbatch %.3f s vs gluoncv %.3f s for %d batches: %.2fx'
+          % (timings['gluonbatch'], timings['gluoncv'], batches, ratio))
+    return ratio

@@ -1,0 +1,99 @@
+"""SSD loaders the way gluoncv's ``train_ssd.py`` builds them, on gluonbatch batchify.
+
+Train batches are ``Tuple(Stack(), Stack(), Stack())`` of images and the class and box
+targets gluoncv's ``SSDDefaultTrainTransform`` computes from the network's anchors;
+validation batches are ``Tuple(Stack(), Pad(pad_val=-1))`` of images and padded labels.
+``--train-steps K`` runs K iterations of SSD's multibox loss, backward and an SGD step.
+"""
+import sys
+import warnings
+
+import mxnet as mx
+from mxnet import autograd, gluon
+
+from ..batchify import Pad, Stack, Tuple
+from .runner import (compare_with_gluoncv, detection_dataset, loader_parser, print_summary,
+                     time_loader)
+
+TRAIN_FIELDS = ('image', 'cls_targets', 'box_targets')
+VAL_FIELDS = ('image', 'label')
+
+
+def build(args):
+    """Network, datasets and the two loaders for ``args``; returns a dict of them."""
+    from gluoncv.data.transforms.presets.ssd import (SSDDefaultTrainTransform,
+                                                     SSDDefaultValTransform)
+    from gluoncv.model_zoo import get_model
+
+    net = get_model(args.network, pretrained=False, pretrained_base=False)
+    net.initialize()
+    size = args.data_shape or 300
+    with autograd.train_mode():
+        _, _, anchors = net(mx.nd.zeros((1, 3, size, size)))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        train_transform = SSDDefaultTrainTransform(size, size, anchors)
+    train_data = detection_dataset(args).transform(train_transform)
+    val_data = detection_dataset(args, split='val').transform(SSDDefaultValTransform(size, size))
+
+    def train_loader(batchify_fn):
+        return gluon.data.DataLoader(train_data, args.batch_size, shuffle=True,
+                                     batchify_fn=batchify_fn, last_batch='rollover',
+                                     num_workers=args.num_workers)
+
+    val_loader = gluon.data.DataLoader(
+        val_data, args.batch_size, shuffle=False, last_batch='keep',
+        batchify_fn=Tuple(Stack(), Pad(pad_val=-1, num_shards=args.num_shards)),
+        num_workers=args.num_workers)
+    return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
+            'train_batchify': Tuple(Stack(), Stack(), Stack())}
+
+
+def train_steps(net, batches, steps):
+    """Run ``steps`` SGD iterations of SSD's multibox loss; returns the losses."""
+    from gluoncv.loss import SSDMultiBoxLoss
+
+    loss_fn = SSDMultiBoxLoss()
+    trainer = gluon.Trainer(net.collect_params(), 'sgd',
+                            {'learning_rate': 0.001, 'wd': 0.0005, 'momentum': 0.9})
+    losses = []
+    for step in range(steps):
+        # as gluoncv's script does: each field onto the training device (here the CPU)
+        images, cls_targets, box_targets = (
+            field.as_in_context(mx.cpu()) for field in batches[step % len(batches)])
+        with autograd.record():
+            cls_preds, box_preds, _ = net(images)
+            total, _, _ = loss_fn(cls_preds, box_preds, cls_targets, box_targets)
+            autograd.backward(total)
+        trainer.step(1)
+        losses.append(float(sum(loss.sum().asscalar() for loss in total)))
+    return losses
+
+
+def main(argv=None):
+    """Run the SSD loaders (and optionally training steps); returns the exit code."""
+    parser = loader_parser('ssd_loader', __doc__.split('\n')[0], 8, 'data-shape')
+    parser.add_argument('--network', default='ssd_300_mobilenet0.25_voc',
+                        help='gluoncv model-zoo SSD network (default %(default)s)')
+    args = parser.parse_args(argv)
+    parts = build(args)
+    progress = not args.no_progress
+    counts = time_loader(parts['train_loader'](parts['train_batchify']), args.batches,
+                         'ssd train', progress)
+    print_summary('SSD train', counts, TRAIN_FIELDS)
+    print_summary('SSD val', time_loader(parts['val_loader'], args.batches, 'ssd val',
+                                         progress), VAL_FIELDS)
+    if args.compare_gluoncv:
+        from gluoncv.data import batchify as gcv
+        compare_with_gluoncv(parts['train_loader'], parts['train_batchify'],
+                             gcv.Tuple(gcv.Stack(), gcv.Stack(), gcv.Stack()), args.batches,
+                             progress)
+    if args.train_steps:
+        losses = train_steps(parts['net'], counts[4], args.train_steps)
+        print('SSD training: %d steps, loss %s' % (len(losses),
+                                                  ' -> '.join('%.3f' % l for l in losses)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""YOLOv3 loaders the way gluoncv's ``train_yolo3.py`` builds them, on gluonbatch batchify.
+
+Train batches are six ``Stack()`` (image, objectness, center, scale, weight and class
+targets, computed by gluoncv's ``YOLO3DefaultTrainTransform`` from the network) and
+``Pad(axis=0, pad_val=-1)`` of the ground-truth boxes; validation batches are
+``Tuple(Stack(), Pad(pad_val=-1))``. ``--train-steps K`` runs K iterations of the losses
+the network computes in training mode, backward and an SGD step.
+"""
+import sys
+import warnings
+
+import mxnet as mx
+from mxnet import autograd, gluon
+
+from ..batchify import Pad, Stack, Tuple
+from .runner import (compare_with_gluoncv, detection_dataset, loader_parser, print_summary,
+                     time_loader)
+
+TRAIN_FIELDS = ('image', 'objectness', 'center_targets', 'scale_targets', 'weights',
+                'class_targets', 'gt_boxes')
+VAL_FIELDS = ('image', 'label')
+
+
+def train_batchify(module):
+    """gluoncv's YOLOv3 train batchify, built from ``module`` (gluonbatch's or gluoncv's)."""
+    return module.Tuple(*([module.Stack() for _ in range(6)] + [module.Pad(axis=0, pad_val=-1)]))
+
+
+def build(args):
+    """Network, datasets and the two loaders for ``args``; returns a dict of them."""
+    from gluoncv.data.transforms.presets.yolo import (YOLO3DefaultTrainTransform,
+                                                      YOLO3DefaultValTransform)
+    from gluoncv.model_zoo import get_model
+
+    from .. import batchify
+
+    net = get_model(args.network, pretrained=False, pretrained_base=False)
+    net.initialize()
+    size = args.data_shape or 320
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        train_transform = YOLO3DefaultTrainTransform(size, size, net)
+    train_data = detection_dataset(args).transform(train_transform)
+    val_data = detection_dataset(args, split='val').transform(
+        YOLO3DefaultValTransform(size, size))
+
+    def train_loader(batchify_fn):
+        return gluon.data.DataLoader(train_data, args.batch_size, shuffle=True,
+                                     batchify_fn=batchify_fn, last_batch='rollover',
+                                     num_workers=args.num_workers)
+
+    val_loader = gluon.data.DataLoader(
+        val_data, args.batch_size, shuffle=False, last_batch='keep',
+        batchify_fn=Tuple(Stack(), Pad(pad_val=-1, num_shards=args.num_shards)),
+        num_workers=args.num_workers)
+    return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
+            'train_batchify': train_batchify(batchify)}
+
+
+def train_steps(net, batches, steps):
+    """Run ``steps`` SGD iterations of YOLOv3's own losses; returns the summed losses."""
+    trainer = gluon.Trainer(net.collect_params(), 'sgd',
+                            {'learning_rate': 0.001, 'wd': 0.0005, 'momentum': 0.9})
+    losses = []
+    for step in range(steps):
+        batch = [field.as_in_context(mx.cpu()) for field in batches[step % len(batches)]]
+        images, targets, gt_boxes = batch[0], batch[1:6], batch[6]
+        with autograd.record():
+            obj, center, scale, cls = net(images, gt_boxes, *targets)
+            total = obj + center + scale + cls
+            autograd.backward(total)
+        trainer.step(images.shape[0])
+        losses.append(float(total.sum().asscalar()))
+    return losses
+
+
+def main(argv=None):
+    """Run the YOLOv3 loaders (and optionally training steps); returns the exit code."""
+    parser = loader_parser('yolo_loader', __doc__.split('\n')[0], 8, 'data-shape')
+    parser.add_argument('--network', default='yolo3_mobilenet0.25_voc',
+                        help='gluoncv model-zoo YOLOv3 network (default %(default)s)')
+    args = parser.parse_args(argv)
+    parts = build(args)
+    progress = not args.no_progress
+    counts = time_loader(parts['train_loader'](parts['train_batchify']), args.batches,
+                         'yolo train', progress)
+    print_summary('YOLOv3 train', counts, TRAIN_FIELDS)
+    print_summary('YOLOv3 val', time_loader(parts['val_loader'], args.batches, 'yolo val',
+                                            progress), VAL_FIELDS)
+    if args.compare_gluoncv:
+        from gluoncv.data import batchify as gcv
+        compare_with_gluoncv(parts['train_loader'], parts['train_batchify'],
+                             train_batchify(gcv), args.batches, progress)
+    if args.train_steps:
+        losses = train_steps(parts['net'], counts[4], args.train_steps)
+        print('YOLOv3 training: %d steps, loss %s'
+              % (len(losses), ' -> '.join('%.3f' % l for l in losses)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
