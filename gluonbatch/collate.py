@@ -102,8 +102,7 @@ class Collate:
 
     Calling it on a batch (a list of samples) looks at the type of the first sample and
     runs the function registered for the most specific type it is an instance of
-    (method resolution order first, then registered abstract types in registration
-    order). Functions take ``(samples, collate)`` and may call ``collate(values)`` to
+    (abstract types such as ``collections.abc.MutableSequence`` included). Functions take ``(samples, collate)`` and may call ``collate(values)`` to
     recurse.
 
     Built in: ``mx.nd.NDArray``, ``numpy.ndarray`` and numpy scalars (stacked, dtype kept);
@@ -157,14 +156,20 @@ class Collate:
         return fn
 
     def lookup(self, kind):
-        """The function for samples of type ``kind``, or None."""
-        for base in kind.__mro__:
-            if base in self._registry:
-                return self._registry[base]
-        for registered, fn in self._registry.items():
-            if issubclass(kind, registered):
-                return fn
-        return None
+        """The function for samples of type ``kind``, or None.
+
+        Among the registered types ``kind`` is a subclass of, the most specific wins; where
+        none is more specific than the others, the first in ``kind``'s method resolution
+        order, then the first registered.
+        """
+        matches = [registered for registered in self._registry if issubclass(kind, registered)]
+        if not matches:
+            return None
+        most_specific = [m for m in matches
+                         if not any(o is not m and issubclass(o, m) for o in matches)]
+        order = {base: position for position, base in enumerate(kind.__mro__)}
+        best = min(most_specific, key=lambda m: order.get(m, len(order)))
+        return self._registry[best]
 
     def supported_types(self):
         """Names of the registered types, for error messages."""

@@ -216,13 +216,18 @@ class _PooledLoader(mx.gluon.data.DataLoader):
             return _to_context(batch, mx.context.cpu_pinned(self._pin_device_id))
         return batch
 
+    def _start_epoch(self):
+        """Called as each pass over the data begins."""
+
     def __iter__(self):
+        self._start_epoch()
         if self._worker_pool is None:
-            return (self._deliver(load_batch(self._dataset, indices,
-                                             _pick(self._transforms, self._transform_for(i)),
-                                             self._batchify_fn))
-                    for i, indices in enumerate(self._batch_sampler))
-        return self._iter_workers()
+            for batch_index, indices in enumerate(self._batch_sampler):
+                transform = _pick(self._transforms, self._transform_for(batch_index))
+                yield self._deliver(load_batch(self._dataset, indices, transform,
+                                               self._batchify_fn))
+        else:
+            yield from self._iter_workers()
 
     def _iter_workers(self):
         pending = collections.deque()
@@ -330,7 +335,12 @@ class RandomTransformDataLoader(_PooledLoader):
                          batchify_fn or default_batchify_fn, num_workers, pin_memory,
                          pin_device_id, prefetch, transforms=transform_fns)
 
+    def _start_epoch(self):
+        # gluoncv draws once as a pass begins and again for its first batch; drawing the
+        # same way keeps seeded runs choosing the same transforms after migrating.
+        self._current = np.random.randint(len(self._transforms))
+
     def _transform_for(self, batch_index):
-        if batch_index % self._interval == 0 or self._current is None:
+        if batch_index % self._interval == 0:
             self._current = np.random.randint(len(self._transforms))
         return self._current
