@@ -4,21 +4,24 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test bench setup clean
+.PHONY: test bench demo setup clean
 
 setup: $(STAMP)
 
 $(STAMP): setup.py constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,examples]'
 	touch $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
 
 bench: $(STAMP)
-	$(PY) scripts/bench.py $(BENCH_ARGS)
+	$(VENV)/bin/gluonbatch bench $(BENCH_ARGS)
+
+# The main job on embedded data: Faster R-CNN and SSD loaders, and a picture of a batch.
+demo: $(STAMP)
+	$(VENV)/bin/gluonbatch demo -o demo_batch.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

@@ -12,6 +12,8 @@ def read(name):
         return handle.read()
 
 
+EXAMPLES = ['gluoncv==0.10.5.post0', 'pycocotools', 'Pillow', 'tqdm', 'matplotlib']
+
 setup(
     name='gluonbatch',
     version=re.search(r"__version__ = '([^']+)'", read('gluonbatch/__init__.py')).group(1),
@@ -22,10 +24,13 @@ setup(
     python_requires='>=3.11',
     install_requires=['mxnet>=1.9.1,<2', 'numpy>=1.23,<1.24'],
     extras_require={
-        # gluoncv is the reference the tests and benchmarks compare against; its Mask R-CNN
+        # The example loaders use gluoncv's networks, transforms and losses; its Mask R-CNN
         # transform rasterises polygons with pycocotools.
-        'test': ['gluoncv==0.10.5.post0', 'pycocotools', 'pytest', 'hypothesis'],
+        'examples': EXAMPLES,
+        # gluoncv is also the reference the tests and benchmarks compare against.
+        'test': EXAMPLES + ['pytest', 'hypothesis'],
     },
+    entry_points={'console_scripts': ['gluonbatch = gluonbatch.cli:main']},
     classifiers=[
         'Programming Language :: Python :: 3.11',
         'License :: OSI Approved :: Apache Software License',

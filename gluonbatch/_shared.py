@@ -17,10 +17,12 @@ array([[7., 7., 7.],
        [7., 7., 7.]], dtype=float32)
 """
 import ctypes
+from multiprocessing.reduction import ForkingPickler
 
 import mxnet as mx
 import numpy as np
 from mxnet.base import _LIB, check_call
+from mxnet.gluon.data import dataloader as _mx_dataloader
 
 __all__ = ['SHARED_CONTEXT', 'SUPPORTED_DTYPES', 'allocate', 'host_view', 'to_shared']
 
@@ -119,3 +121,20 @@ def to_shared(values, dtype):
     out, view = allocate(values.shape, dtype)
     view[...] = values
     return out
+
+
+def _empty_shared(shape, dtype):
+    return mx.nd.empty(shape, ctx=SHARED_CONTEXT, dtype=dtype)
+
+
+def _reduce_ndarray(array):
+    """How DataLoader workers send NDArrays: MXNet's file-descriptor reducer, except that
+    MXNet crashes (SIGSEGV) on a zero-size array, which a batch of images without objects
+    produces; those travel as their shape and dtype instead."""
+    if array.size == 0:
+        return _empty_shared, (array.shape, np.dtype(array.dtype).str)
+    return _mx_dataloader.reduce_ndarray(array)
+
+
+# Registered after MXNet's own reducer (imported above), so this one is used.
+ForkingPickler.register(mx.nd.NDArray, _reduce_ndarray)

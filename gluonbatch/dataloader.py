@@ -265,6 +265,8 @@ class DetectionDataLoader(_PooledLoader):
     dataset : mxnet.gluon.data.Dataset
     batch_size, shuffle, sampler, last_batch, batch_sampler, batchify_fn, num_workers :
         As for ``mx.gluon.data.DataLoader``.
+    timeout : float, default 120
+        Seconds to wait for a worker's batch before raising (a worker that died).
 
     Examples
     --------
@@ -281,11 +283,11 @@ class DetectionDataLoader(_PooledLoader):
     """
 
     def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
-                 batch_sampler=None, batchify_fn=None, num_workers=0):
+                 batch_sampler=None, batchify_fn=None, num_workers=0, timeout=120):
         warnings.warn('DetectionDataLoader is deprecated; use mxnet.gluon.data.DataLoader '
                       'with gluonbatch batchify functions', stacklevel=2)
         super().__init__(dataset, batch_size, shuffle, sampler, last_batch, batch_sampler,
-                         batchify_fn or default_pad_batchify_fn, num_workers)
+                         batchify_fn or default_pad_batchify_fn, num_workers, timeout=timeout)
 
 
 class RandomTransformDataLoader(_PooledLoader):
@@ -308,6 +310,8 @@ class RandomTransformDataLoader(_PooledLoader):
         :func:`default_batchify_fn`.
     prefetch : int, optional
         Batches in flight with workers; default ``2 * num_workers``.
+    timeout : float, default 120
+        Seconds to wait for a worker's batch before raising (a worker that died).
 
     Examples
     --------
@@ -322,7 +326,7 @@ class RandomTransformDataLoader(_PooledLoader):
 
     def __init__(self, transform_fns, dataset, interval=1, batch_size=None, shuffle=False,
                  sampler=None, last_batch=None, batch_sampler=None, batchify_fn=None,
-                 num_workers=0, pin_memory=False, pin_device_id=0, prefetch=None):
+                 num_workers=0, pin_memory=False, pin_device_id=0, prefetch=None, timeout=120):
         transform_fns = list(transform_fns)
         if not transform_fns:
             raise ValueError('RandomTransformDataLoader needs at least one transform')
@@ -333,7 +337,7 @@ class RandomTransformDataLoader(_PooledLoader):
         self._current = None
         super().__init__(dataset, batch_size, shuffle, sampler, last_batch, batch_sampler,
                          batchify_fn or default_batchify_fn, num_workers, pin_memory,
-                         pin_device_id, prefetch, transforms=transform_fns)
+                         pin_device_id, prefetch, timeout, transforms=transform_fns)
 
     def _start_epoch(self):
         # gluoncv draws once as a pass begins and again for its first batch; drawing the

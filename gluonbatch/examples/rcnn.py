@@ -73,7 +73,8 @@ def build(kind, args):
                                        last_batch='keep', num_workers=args.num_workers,
                                        batchify_fn=Tuple([Append() for _ in VAL_FIELDS[kind]]))
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
-            'train_batchify': batchify_cls(net, args.num_shards),
+            'train_batchify': batchify_cls(net, args.num_shards), 'train_data': train_data,
+            'sampler': sampler,
             'gluoncv_batchify': lambda gcv: getattr(gcv, batchify_cls.__name__)(
                 net, args.num_shards)}
 

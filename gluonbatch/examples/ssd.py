@@ -41,12 +41,13 @@ def build(args):
                                      batchify_fn=batchify_fn, last_batch='rollover',
                                      num_workers=args.num_workers)
 
-    val_loader = gluon.data.DataLoader(
-        val_data, args.batch_size, shuffle=False, last_batch='keep',
-        batchify_fn=Tuple(Stack(), Pad(pad_val=-1, num_shards=args.num_shards)),
-        num_workers=args.num_workers)
+    val_batchify = Tuple(Stack(), Pad(pad_val=-1, num_shards=args.num_shards))
+    val_loader = gluon.data.DataLoader(val_data, args.batch_size, shuffle=False,
+                                       last_batch='keep', batchify_fn=val_batchify,
+                                       num_workers=args.num_workers)
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
-            'train_batchify': Tuple(Stack(), Stack(), Stack())}
+            'train_batchify': Tuple(Stack(), Stack(), Stack()), 'val_data': val_data,
+            'val_batchify': val_batchify}
 
 
 def train_steps(net, batches, steps):

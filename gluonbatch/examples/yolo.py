@@ -54,7 +54,7 @@ def build(args):
         batchify_fn=Tuple(Stack(), Pad(pad_val=-1, num_shards=args.num_shards)),
         num_workers=args.num_workers)
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
-            'train_batchify': train_batchify(batchify)}
+            'train_batchify': train_batchify(batchify), 'train_data': train_data}
 
 
 def train_steps(net, batches, steps):

@@ -1,0 +1,135 @@
+"""The example loaders, the batch picture and the ``gluonbatch`` command, end to end."""
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from gluonbatch.examples.synthetic import SyntheticDetection
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+COMMAND = pathlib.Path(sys.executable).parent / 'gluonbatch'
+SMALL = {'ssd': ['--data-shape', '128'], 'yolo': ['--data-shape', '128'],
+         'faster_rcnn': ['--short', '160', '--max-size', '256'],
+         'mask_rcnn': ['--short', '160', '--max-size', '256']}
+
+
+def run(args, timeout=600):
+    result = subprocess.run([str(a) for a in args], capture_output=True, text=True,
+                            timeout=timeout, cwd=ROOT)
+    return result.returncode, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize('num_workers', [0, 2])
+@pytest.mark.parametrize('loader', ['ssd', 'yolo', 'faster_rcnn', 'mask_rcnn'])
+def test_loader_script_runs_end_to_end(loader, num_workers):
+    code, out, err = run([sys.executable, ROOT / 'scripts' / ('%s_loader.py' % loader),
+                          '--batches', 2, '--batch-size', 2, '--num-workers', num_workers,
+                          '--samples', 8, '--no-progress'] + SMALL[loader])
+    assert code == 0, err[-3000:]
+    summary = re.search(r'train: 2 batches, (\d+) samples in [\d.]+ s: [\d.]+ batches/s', out)
+    assert summary and int(summary.group(1)) == 4, out
+    assert 'val: 2 batches' in out
+    assert re.search(r'^  image +', out, re.M)  # the first batch's layout is printed
+
+
+@pytest.mark.parametrize('loader', ['ssd', 'yolo'])
+def test_one_training_step_at_a_small_size(loader):
+    if loader == 'ssd':
+        from gluonbatch.examples.ssd import main
+    else:
+        from gluonbatch.examples.yolo import main
+    main(['--batches', '1', '--batch-size', '2', '--samples', '4', '--train-steps', '1',
+          '--no-progress'] + SMALL[loader])
+
+
+def test_training_step_reports_a_finite_loss(capsys):
+    from gluonbatch.examples.ssd import main
+    assert main(['--batches', '1', '--batch-size', '2', '--samples', '4', '--train-steps',
+                 '2', '--no-progress', '--data-shape', '128']) == 0
+    losses = re.search(r'SSD training: 2 steps, loss ([\d.]+) -> ([\d.]+)',
+                       capsys.readouterr().out)
+    assert losses and all(0 < float(v) < 1e6 for v in losses.groups())
+
+
+def test_compare_gluoncv_prints_the_ratio(capsys):
+    from gluonbatch.examples.yolo import main
+    main(['--batches', '1', '--batch-size', '2', '--samples', '4', '--compare-gluoncv',
+          '--no-progress', '--data-shape', '128'])
+    assert re.search(r'gluonbatch [\d.]+ s vs gluoncv [\d.]+ s for 1 batches: [\d.]+x',
+                     capsys.readouterr().out)
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--batch-size', '0'], '0 is not positive'),
+    (['--batches', 'many'], "'many' is not a whole number"),
+    (['--voc-root', '/no/such/dir'], "dataset directory '/no/such/dir' does not exist"),
+    (['--num-workers', '-1'], '-1 is negative'),
+])
+def test_bad_loader_options_exit_with_a_message(args, message):
+    code, _, err = run([sys.executable, ROOT / 'scripts' / 'ssd_loader.py'] + args)
+    assert code == 2 and message in err
+
+
+def test_rcnn_batch_must_split_into_shards():
+    code, _, err = run([sys.executable, ROOT / 'scripts' / 'faster_rcnn_loader.py',
+                        '--batch-size', '3', '--num-shards', '2'])
+    assert code != 0 and 'multiple of --num-shards' in err
+
+
+@pytest.mark.parametrize('loader', ['ssd', 'yolo', 'faster_rcnn'])
+def test_show_draws_a_png_of_the_expected_size(loader, tmp_path):
+    out = tmp_path / ('%s.png' % loader)
+    code, stdout, err = run([COMMAND, 'show', '--loader', loader, '-o', out,
+                             '--batch-size', 4, '--num-shards', 2])
+    assert code == 0, err[-3000:]
+    assert stdout.strip() == str(out)
+    with Image.open(out) as picture:
+        assert picture.format == 'PNG'
+        assert picture.size == (1280, 320)  # 4 images in a row, 4 x 3.4 in + title at 80 dpi
+
+
+def test_demo_runs_both_loaders_and_draws_the_batch(tmp_path):
+    out = tmp_path / 'demo_batch.png'
+    code, stdout, err = run([COMMAND, 'demo', '-o', out, '--batches', 2, '--num-workers', 0])
+    assert code == 0, err[-3000:]
+    assert 'Faster R-CNN train: 2 batches' in stdout and 'SSD train: 2 batches' in stdout
+    assert 'drawn in %s' % out in stdout
+    with Image.open(out) as picture:
+        assert picture.size == (1280, 320)
+
+
+def test_bench_command_prints_its_table():
+    code, stdout, err = run([COMMAND, 'bench', '--quick', '--only', 'pad_labels'])
+    assert code == 0, err[-3000:]
+    assert 'gluoncv / gluonbatch' in stdout and 'goals met' in stdout
+
+
+@pytest.mark.parametrize('args', [['--help'], ['demo', '--help'], ['show', '--help'],
+                                  ['bench', '--help']])
+def test_help_of_every_command(args):
+    code, stdout, _ = run([COMMAND] + args)
+    assert code == 0 and 'usage' in stdout.lower()
+
+
+@pytest.mark.parametrize('args, message', [
+    (['show', '--loader', 'rcnn'], "invalid choice: 'rcnn'"),
+    (['show'], 'the following arguments are required: --loader'),
+    (['demo', '--batches', '0'], '0 is not positive'),
+    ([], 'required: COMMAND'),
+])
+def test_bad_command_arguments(args, message):
+    code, _, err = run([COMMAND] + args)
+    assert code == 2 and message in err
+
+
+def test_synthetic_masks_follow_the_boxes():
+    image, label, polygons = SyntheticDetection(length=3, masks=True, seed=4)[2]
+    assert len(polygons) == len(label)
+    for box, (outline,) in zip(label, polygons):
+        assert outline[:, 0].min() == pytest.approx(box[0], abs=1e-3)
+        assert outline[:, 1].max() == pytest.approx(box[3], abs=1e-3)
+    height, width = image.shape[:2]
+    assert (label[:, 2] <= width).all() and (label[:, 3] <= height).all()
