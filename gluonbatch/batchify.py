@@ -284,7 +284,7 @@ def _check_callable(fn, name):
         raise TypeError('batchify function %s must be callable, got %s' % (name, describe(fn)))
 
 
-def _apply(fn, values, field):
+def apply_to_field(fn, values, field):
     """Run one field's batchify function, naming the field in input errors."""
     try:
         return fn(values)
@@ -343,7 +343,7 @@ class Tuple:
             if len(sample) != width:
                 raise ValueError('sample %d has %d fields; this Tuple has %d batchify '
                                  'functions' % (index, len(sample), width))
-        return tuple(_apply(fn, [sample[i] for sample in data], i)
+        return tuple(apply_to_field(fn, [sample[i] for sample in data], i)
                      for i, fn in enumerate(self._fn))
 
     def __repr__(self):
@@ -408,7 +408,7 @@ class Dict:
                                  % (index, sorted(map(str, sample)), sorted(map(str, keys)),
                                     sorted(map(str, keys - set(sample))),
                                     sorted(map(str, set(sample) - keys))))
-        return {key: _apply(fn, [sample[key] for sample in data], repr(key))
+        return {key: apply_to_field(fn, [sample[key] for sample in data], repr(key))
                 for key, fn in self._fn_dict.items()}
 
     def __repr__(self):
@@ -467,7 +467,7 @@ class NamedTuple:
                 raise ValueError('sample %d is a %s; expected %s'
                                  % (index, describe(sample), self._container.__name__))
         fields = self._container._fields
-        return self._container(*(_apply(fn, [sample[i] for sample in data], fields[i])
+        return self._container(*(apply_to_field(fn, [sample[i] for sample in data], fields[i])
                                  for i, fn in enumerate(self._fns)))
 
     def __repr__(self):

@@ -9,6 +9,8 @@ import argparse
 import os
 import sys
 
+from ._args import positive_int
+
 __all__ = ['main']
 
 
@@ -47,16 +49,6 @@ def _show(args):
     return 0
 
 
-def _positive(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError('%r is not a whole number' % text) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError('%d is not positive' % value)
-    return value
-
-
 def build_parser():
     """The argument parser of the ``gluonbatch`` command."""
     parser = argparse.ArgumentParser(
@@ -67,7 +59,7 @@ def build_parser():
     demo = commands.add_parser('demo', help='run the Faster R-CNN and SSD loaders on embedded '
                                             'data and draw a batch')
     demo.add_argument('-o', '--output', default='demo_batch.png', help='PNG to write')
-    demo.add_argument('--batches', type=_positive, default=4)
+    demo.add_argument('--batches', type=positive_int, default=4)
     demo.add_argument('--num-workers', type=int, choices=range(0, 65), default=2,
                       metavar='N', help='DataLoader worker processes (default 2)')
     demo.set_defaults(run=_demo)
@@ -80,8 +72,8 @@ def build_parser():
     show = commands.add_parser('show', help='draw the first batch of an example loader')
     show.add_argument('--loader', required=True, choices=('ssd', 'yolo', 'faster_rcnn'))
     show.add_argument('-o', '--output', default='batch.png', help='PNG to write')
-    show.add_argument('--batch-size', type=_positive, default=4)
-    show.add_argument('--num-shards', type=_positive, default=2)
+    show.add_argument('--batch-size', type=positive_int, default=4)
+    show.add_argument('--num-shards', type=positive_int, default=2)
     show.set_defaults(run=_show)
     return parser
 

@@ -23,7 +23,7 @@ import mxnet as mx
 import numpy as np
 
 from ._samples import as_host_arrays, describe
-from .batchify import _check_batch, common_dtype, stack_arrays
+from .batchify import _check_batch, apply_to_field, common_dtype, stack_arrays
 
 __all__ = ['Collate', 'default_collate']
 
@@ -59,7 +59,7 @@ def collate_mapping(samples, collate):
         if set(sample) != keys:
             raise ValueError('sample %d has keys %s; sample 0 has %s'
                              % (index, sorted(map(str, sample)), sorted(map(str, keys))))
-    collated = {key: _field(collate, [sample[key] for sample in samples], key)
+    collated = {key: apply_to_field(collate, [sample[key] for sample in samples], repr(key))
                 for key in first}
     try:
         return type(first)(collated)
@@ -78,23 +78,13 @@ def collate_sequence(samples, collate):
         if len(sample) != width:
             raise ValueError('each element in the batch should be of equal size: sample %d '
                              'has %d items, sample 0 has %d' % (index, len(sample), width))
-    fields = [_field(collate, [sample[i] for sample in samples], i) for i in range(width)]
+    fields = [apply_to_field(collate, [sample[i] for sample in samples], i) for i in range(width)]
     if hasattr(first, '_fields'):  # namedtuple
         return type(first)(*fields)
     try:
         return type(first)(fields)
     except TypeError:  # sequence types that cannot be built from a list
         return fields
-
-
-def _field(collate, values, name):
-    """Collate one field, naming it in input errors."""
-    try:
-        return collate(values)
-    except (ValueError, TypeError) as err:
-        if type(err) not in (ValueError, TypeError):
-            raise
-        raise type(err)('field %r: %s' % (name, err)) from err
 
 
 class Collate:

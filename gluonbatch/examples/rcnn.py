@@ -16,8 +16,7 @@ from mxnet import autograd, gluon
 
 from ..batchify import Append, Tuple
 from ..rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
-from .runner import (compare_with_gluoncv, detection_dataset, loader_parser, print_summary,
-                     time_loader)
+from .runner import detection_dataset, loader_parser, run_example
 
 TRAIN_FIELDS = {'faster': ('image', 'boxes', 'rpn_cls_targets', 'rpn_box_targets',
                            'rpn_box_masks'),
@@ -158,21 +157,8 @@ def main(kind, argv=None):
                         help='gluoncv model-zoo network (default %(default)s)')
     args = parser.parse_args(argv)
     parts = build(kind, args)
-    progress = not args.no_progress
-    counts = time_loader(parts['train_loader'](parts['train_batchify']), args.batches,
-                         '%s train' % kind, progress)
-    print_summary('%s train' % title, counts, TRAIN_FIELDS[kind])
-    print_summary('%s val' % title, time_loader(parts['val_loader'], args.batches,
-                                                '%s val' % kind, progress), VAL_FIELDS[kind])
-    if args.compare_gluoncv:
-        from gluoncv.data import batchify as gcv
-        compare_with_gluoncv(parts['train_loader'], parts['train_batchify'],
-                             parts['gluoncv_batchify'](gcv), args.batches, progress)
-    if args.train_steps:
-        losses = train_steps(kind, parts['net'], counts[4], args.train_steps)
-        print('%s training: %d steps, loss %s'
-              % (title, len(losses), ' -> '.join('%.3f' % l for l in losses)))
-    return 0
+    return run_example(title, args, parts, (TRAIN_FIELDS[kind], VAL_FIELDS[kind]),
+                       lambda batches, steps: train_steps(kind, parts['net'], batches, steps))
 
 
 def main_faster(argv=None):

@@ -6,30 +6,11 @@ import time
 import mxnet as mx
 import numpy as np
 
+from .._args import non_negative_int, positive_int
 from .synthetic import SyntheticDetection
 
 __all__ = ['loader_parser', 'detection_dataset', 'time_loader', 'describe_batch',
-           'print_summary', 'compare_with_gluoncv']
-
-
-def _positive(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError('%r is not a whole number' % text) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError('%d is not positive' % value)
-    return value
-
-
-def _not_negative(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError('%r is not a whole number' % text) from None
-    if value < 0:
-        raise argparse.ArgumentTypeError('%d is negative' % value)
-    return value
+           'print_summary', 'compare_with_gluoncv', 'run_example']
 
 
 def _directory(text):
@@ -47,23 +28,23 @@ def loader_parser(prog, description, batch_size, image_options):
     (2, 256, 8, 0)
     """
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument('--batch-size', type=_positive, default=batch_size)
-    parser.add_argument('--num-workers', type=_not_negative, default=0,
+    parser.add_argument('--batch-size', type=positive_int, default=batch_size)
+    parser.add_argument('--num-workers', type=non_negative_int, default=0,
                         help='DataLoader worker processes (default 0)')
-    parser.add_argument('--num-shards', type=_positive, default=1,
+    parser.add_argument('--num-shards', type=positive_int, default=1,
                         help='devices the batch is split for (padding per shard)')
-    parser.add_argument('--batches', type=_positive, default=4,
+    parser.add_argument('--batches', type=positive_int, default=4,
                         help='train batches to load (default 4)')
-    parser.add_argument('--samples', type=_positive, default=64,
+    parser.add_argument('--samples', type=positive_int, default=64,
                         help='size of the embedded synthetic dataset (default 64)')
     parser.add_argument('--seed', type=int, default=0)
     if image_options == 'data-shape':
-        parser.add_argument('--data-shape', type=_positive, default=None,
+        parser.add_argument('--data-shape', type=positive_int, default=None,
                             help='network input size (square)')
     else:
-        parser.add_argument('--short', type=_positive, default=None,
+        parser.add_argument('--short', type=positive_int, default=None,
                             help='resize the shorter image side to this')
-        parser.add_argument('--max-size', type=_positive, default=None,
+        parser.add_argument('--max-size', type=positive_int, default=None,
                             help='longest image side after resizing')
     group = parser.add_mutually_exclusive_group()
     group.add_argument('--voc-root', type=_directory, metavar='DIR',
@@ -74,7 +55,7 @@ def loader_parser(prog, description, batch_size, image_options):
                             'embedded data')
     parser.add_argument('--compare-gluoncv', action='store_true',
                         help="also run the loader with gluoncv's batchify and print the ratio")
-    parser.add_argument('--train-steps', type=_not_negative, default=0, metavar='K',
+    parser.add_argument('--train-steps', type=non_negative_int, default=0, metavar='K',
                         help='run K real training iterations on the loaded batches')
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
     return parser
@@ -172,3 +153,28 @@ def compare_with_gluoncv(make_loader, ours, theirs, batches, progress):
     print('gluonbatch %.3f s vs gluoncv %.3f s for %d batches: %.2fx'
           % (timings['gluonbatch'], timings['gluoncv'], batches, ratio))
     return ratio
+
+
+def run_example(title, args, parts, fields, train):
+    """The body of every example loader: load, summarise, compare, train; exit code 0.
+
+    ``parts`` holds ``train_loader`` (a function of the batchify function), ``val_loader``,
+    ``train_batchify`` and ``gluoncv_batchify`` (a function of gluoncv's batchify module);
+    ``fields`` names the train and the val fields; ``train(batches, steps)`` runs training
+    iterations and returns their losses.
+    """
+    progress = not args.no_progress
+    counts = time_loader(parts['train_loader'](parts['train_batchify']), args.batches,
+                         title + ' train', progress)
+    print_summary(title + ' train', counts, fields[0])
+    print_summary(title + ' val', time_loader(parts['val_loader'], args.batches,
+                                              title + ' val', progress), fields[1])
+    if args.compare_gluoncv:
+        from gluoncv.data import batchify as gcv
+        compare_with_gluoncv(parts['train_loader'], parts['train_batchify'],
+                             parts['gluoncv_batchify'](gcv), args.batches, progress)
+    if args.train_steps:
+        losses = train(counts[4], args.train_steps)
+        print('%s training: %d steps, loss %s'
+              % (title, len(losses), ' -> '.join('%.3f' % loss for loss in losses)))
+    return 0

@@ -12,8 +12,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from ..batchify import Pad, Stack, Tuple
-from .runner import (compare_with_gluoncv, detection_dataset, loader_parser, print_summary,
-                     time_loader)
+from .runner import detection_dataset, loader_parser, run_example
 
 TRAIN_FIELDS = ('image', 'cls_targets', 'box_targets')
 VAL_FIELDS = ('image', 'label')
@@ -47,6 +46,7 @@ def build(args):
                                        num_workers=args.num_workers)
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
             'train_batchify': Tuple(Stack(), Stack(), Stack()), 'val_data': val_data,
+            'gluoncv_batchify': lambda gcv: gcv.Tuple(gcv.Stack(), gcv.Stack(), gcv.Stack()),
             'val_batchify': val_batchify}
 
 
@@ -78,22 +78,8 @@ def main(argv=None):
                         help='gluoncv model-zoo SSD network (default %(default)s)')
     args = parser.parse_args(argv)
     parts = build(args)
-    progress = not args.no_progress
-    counts = time_loader(parts['train_loader'](parts['train_batchify']), args.batches,
-                         'ssd train', progress)
-    print_summary('SSD train', counts, TRAIN_FIELDS)
-    print_summary('SSD val', time_loader(parts['val_loader'], args.batches, 'ssd val',
-                                         progress), VAL_FIELDS)
-    if args.compare_gluoncv:
-        from gluoncv.data import batchify as gcv
-        compare_with_gluoncv(parts['train_loader'], parts['train_batchify'],
-                             gcv.Tuple(gcv.Stack(), gcv.Stack(), gcv.Stack()), args.batches,
-                             progress)
-    if args.train_steps:
-        losses = train_steps(parts['net'], counts[4], args.train_steps)
-        print('SSD training: %d steps, loss %s' % (len(losses),
-                                                  ' -> '.join('%.3f' % l for l in losses)))
-    return 0
+    return run_example('SSD', args, parts, (TRAIN_FIELDS, VAL_FIELDS),
+                       lambda batches, steps: train_steps(parts['net'], batches, steps))
 
 
 if __name__ == '__main__':

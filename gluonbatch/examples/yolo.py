@@ -13,8 +13,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from ..batchify import Pad, Stack, Tuple
-from .runner import (compare_with_gluoncv, detection_dataset, loader_parser, print_summary,
-                     time_loader)
+from .runner import detection_dataset, loader_parser, run_example
 
 TRAIN_FIELDS = ('image', 'objectness', 'center_targets', 'scale_targets', 'weights',
                 'class_targets', 'gt_boxes')
@@ -54,7 +53,8 @@ def build(args):
         batchify_fn=Tuple(Stack(), Pad(pad_val=-1, num_shards=args.num_shards)),
         num_workers=args.num_workers)
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
-            'train_batchify': train_batchify(batchify), 'train_data': train_data}
+            'train_batchify': train_batchify(batchify), 'train_data': train_data,
+            'gluoncv_batchify': train_batchify}
 
 
 def train_steps(net, batches, steps):
@@ -81,21 +81,8 @@ def main(argv=None):
                         help='gluoncv model-zoo YOLOv3 network (default %(default)s)')
     args = parser.parse_args(argv)
     parts = build(args)
-    progress = not args.no_progress
-    counts = time_loader(parts['train_loader'](parts['train_batchify']), args.batches,
-                         'yolo train', progress)
-    print_summary('YOLOv3 train', counts, TRAIN_FIELDS)
-    print_summary('YOLOv3 val', time_loader(parts['val_loader'], args.batches, 'yolo val',
-                                            progress), VAL_FIELDS)
-    if args.compare_gluoncv:
-        from gluoncv.data import batchify as gcv
-        compare_with_gluoncv(parts['train_loader'], parts['train_batchify'],
-                             train_batchify(gcv), args.batches, progress)
-    if args.train_steps:
-        losses = train_steps(parts['net'], counts[4], args.train_steps)
-        print('YOLOv3 training: %d steps, loss %s'
-              % (len(losses), ' -> '.join('%.3f' % l for l in losses)))
-    return 0
+    return run_example('YOLOv3', args, parts, (TRAIN_FIELDS, VAL_FIELDS),
+                       lambda batches, steps: train_steps(parts['net'], batches, steps))
 
 
 if __name__ == '__main__':
