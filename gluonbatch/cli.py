@@ -24,8 +24,7 @@ def _demo(args):
     rcnn.main_faster(common + ['--batch-size', '4', '--num-shards', '2'])
     print('\n== SSD loader (embedded data) ==')
     ssd.main(common + ['--batch-size', '8'])
-    parser = loader_parser('demo', 'demo', 4, 'short')
-    parser.add_argument('--network', default=rcnn.DEFAULT_NETWORKS['faster'])
+    parser = loader_parser('demo', 'demo', 4, 'short', rcnn.DEFAULT_NETWORKS['faster'])
     picture_args = parser.parse_args(['--batch-size', '4', '--num-shards', '2',
                                       '--no-progress'])
     path = show_batch('faster_rcnn', picture_args, os.path.abspath(args.output))
@@ -39,10 +38,10 @@ def _show(args):
     from .examples.show import show_batch
 
     image = 'short' if args.loader == 'faster_rcnn' else 'data-shape'
-    parser = loader_parser('gluonbatch show', 'show', args.batch_size, image)
-    defaults = {'ssd': 'ssd_300_mobilenet0.25_voc', 'yolo': 'yolo3_mobilenet0.25_voc',
+    networks = {'ssd': 'ssd_300_mobilenet0.25_voc', 'yolo': 'yolo3_mobilenet0.25_voc',
                 'faster_rcnn': rcnn.DEFAULT_NETWORKS['faster']}
-    parser.add_argument('--network', default=defaults[args.loader])
+    parser = loader_parser('gluonbatch show', 'show', args.batch_size, image,
+                           networks[args.loader])
     options = parser.parse_args(['--batch-size', str(args.batch_size), '--num-shards',
                                  str(args.num_shards), '--no-progress'])
     print(show_batch(args.loader, options, os.path.abspath(args.output)))

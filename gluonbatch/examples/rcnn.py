@@ -152,9 +152,7 @@ def main(kind, argv=None):
     """Run the loaders for ``kind`` ('faster' or 'mask'); returns the exit code."""
     title = {'faster': 'Faster R-CNN', 'mask': 'Mask R-CNN'}[kind]
     parser = loader_parser('%s_rcnn_loader' % kind, '%s loaders on gluonbatch batchify'
-                           % title, 2, 'short')
-    parser.add_argument('--network', default=DEFAULT_NETWORKS[kind],
-                        help='gluoncv model-zoo network (default %(default)s)')
+                           % title, 2, 'short', DEFAULT_NETWORKS[kind])
     args = parser.parse_args(argv)
     parts = build(kind, args)
     return run_example(title, args, parts, (TRAIN_FIELDS[kind], VAL_FIELDS[kind]),

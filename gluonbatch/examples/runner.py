@@ -19,15 +19,18 @@ def _directory(text):
     return text
 
 
-def loader_parser(prog, description, batch_size, image_options):
+def loader_parser(prog, description, batch_size, image_options, network):
     """Options every loader takes; ``image_options`` adds --data-shape or --short/--max-size.
 
-    >>> parser = loader_parser('ssd_loader', 'SSD', 8, 'data-shape')
+    >>> parser = loader_parser('ssd_loader', 'SSD', 8, 'data-shape', 'ssd_300_vgg16_atrous_voc')
     >>> args = parser.parse_args(['--batches', '2', '--data-shape', '256'])
     >>> args.batches, args.data_shape, args.batch_size, args.num_workers
     (2, 256, 8, 0)
     """
     parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument('--network', default=network,
+                        help='gluoncv model-zoo network, built without weights '
+                             '(default %(default)s)')
     parser.add_argument('--batch-size', type=positive_int, default=batch_size)
     parser.add_argument('--num-workers', type=non_negative_int, default=0,
                         help='DataLoader worker processes (default 0)')

@@ -73,9 +73,8 @@ def train_steps(net, batches, steps):
 
 def main(argv=None):
     """Run the SSD loaders (and optionally training steps); returns the exit code."""
-    parser = loader_parser('ssd_loader', __doc__.split('\n')[0], 8, 'data-shape')
-    parser.add_argument('--network', default='ssd_300_mobilenet0.25_voc',
-                        help='gluoncv model-zoo SSD network (default %(default)s)')
+    parser = loader_parser('ssd_loader', __doc__.split('\n')[0], 8, 'data-shape',
+                           'ssd_300_mobilenet0.25_voc')
     args = parser.parse_args(argv)
     parts = build(args)
     return run_example('SSD', args, parts, (TRAIN_FIELDS, VAL_FIELDS),

@@ -76,9 +76,8 @@ def train_steps(net, batches, steps):
 
 def main(argv=None):
     """Run the YOLOv3 loaders (and optionally training steps); returns the exit code."""
-    parser = loader_parser('yolo_loader', __doc__.split('\n')[0], 8, 'data-shape')
-    parser.add_argument('--network', default='yolo3_mobilenet0.25_voc',
-                        help='gluoncv model-zoo YOLOv3 network (default %(default)s)')
+    parser = loader_parser('yolo_loader', __doc__.split('\n')[0], 8, 'data-shape',
+                           'yolo3_mobilenet0.25_voc')
     args = parser.parse_args(argv)
     parts = build(args)
     return run_example('YOLOv3', args, parts, (TRAIN_FIELDS, VAL_FIELDS),
