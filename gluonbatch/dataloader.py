@@ -17,7 +17,6 @@ Examples
 """
 import collections
 import multiprocessing
-import multiprocessing.pool
 import pickle
 import warnings
 from multiprocessing.reduction import ForkingPickler
