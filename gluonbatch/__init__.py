@@ -7,10 +7,11 @@
 from . import dataloader
 from .batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
 from .collate import Collate, default_collate
+from .memory import SharedMemoryError, get_memory, set_memory
 from .rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 
 __version__ = '0.1.0'
 
 __all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple',
            'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify', 'Collate', 'default_collate',
-           'dataloader', '__version__']
+           'dataloader', 'set_memory', 'get_memory', 'SharedMemoryError', '__version__']

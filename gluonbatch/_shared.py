@@ -1,7 +1,8 @@
 """The one place where gluonbatch allocates output memory and looks inside NDArrays.
 
-Every batch gluonbatch returns is allocated here, in ``cpu_shared`` memory, so that
-DataLoader worker processes hand batches to the main process by file descriptor.
+Every batch gluonbatch returns is allocated here, by default in ``cpu_shared`` memory, so
+that DataLoader worker processes hand batches to the main process by file descriptor (see
+:mod:`gluonbatch.memory` for the other settings and the free-space checks).
 Outputs are allocated *without* being written (``mx.nd.empty``) and exposed as writable
 numpy views, so each output byte is written exactly once by the combinators.
 
@@ -24,10 +25,13 @@ import numpy as np
 from mxnet.base import _LIB, check_call
 from mxnet.gluon.data import dataloader as _mx_dataloader
 
+from .memory import check_room, reserve, use_shared_memory
+
 __all__ = ['SHARED_CONTEXT', 'SUPPORTED_DTYPES', 'allocate', 'host_view', 'to_shared']
 
-#: The context of every NDArray gluonbatch returns.
+#: The context of the NDArrays gluonbatch returns (with the default memory setting).
 SHARED_CONTEXT = mx.Context('cpu_shared', 0)
+_PLAIN_CONTEXT = mx.cpu(0)
 
 #: dtypes a legacy ``mx.nd.NDArray`` can hold.
 SUPPORTED_DTYPES = tuple(np.dtype(t) for t in (
@@ -71,6 +75,10 @@ def allocate(shape, dtype):
     """Allocate an unwritten ``cpu_shared`` NDArray and a writable numpy view of it.
 
     The view is only valid while the NDArray lives; it keeps the NDArray alive itself.
+    Shared arrays are checked against the free space of ``/dev/shm`` and their pages
+    reserved, so a batch that does not fit raises ``SharedMemoryError`` (never SIGBUS);
+    with the ``'cpu'`` memory setting (or ``'auto'`` in the main process) the array is in
+    ordinary ``cpu(0)`` memory.
 
     Parameters
     ----------
@@ -87,7 +95,16 @@ def allocate(shape, dtype):
     ((0, 4), (0, 4))
     """
     dtype = check_dtype(dtype)
-    out = mx.nd.empty(tuple(int(d) for d in shape), ctx=SHARED_CONTEXT, dtype=dtype)
+    shape = tuple(int(d) for d in shape)
+    if not use_shared_memory():
+        out = mx.nd.empty(shape, ctx=_PLAIN_CONTEXT, dtype=dtype)
+        return out, _numpy_view(out, dtype, readonly=False)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    if nbytes:
+        check_room(nbytes)
+    out = mx.nd.empty(shape, ctx=SHARED_CONTEXT, dtype=dtype)
+    if nbytes:
+        reserve(out)
     return out, _numpy_view(out, dtype, readonly=False)
 
 

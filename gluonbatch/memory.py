@@ -1,0 +1,120 @@
+"""Where batches live, and shared-memory allocations that fail safely.
+
+MXNet sizes a file in ``/dev/shm`` for every ``cpu_shared`` array; that succeeds even when
+the tmpfs has no room, and the first write past its free space kills the process with
+SIGBUS ("Bus error"). gluonbatch checks the free space before every shared allocation and
+then reserves the pages (``posix_fallocate``), so a batch that does not fit raises
+:class:`SharedMemoryError` instead, in the main process or in a DataLoader worker.
+
+Where batches live is a setting, ``set_memory(mode)`` or the ``GLUONBATCH_MEMORY``
+environment variable:
+
+* ``'shared'`` (default, as gluoncv): always ``cpu_shared``;
+* ``'auto'``: ``cpu_shared`` only in worker processes, which send batches to the main
+  process by file descriptor; plain ``cpu`` memory in the main process (``num_workers=0``,
+  ``thread_pool=True``), where shared memory buys nothing and its page faults cost more;
+* ``'cpu'``: never shared memory.
+
+Examples
+--------
+>>> import gluonbatch
+>>> gluonbatch.set_memory('cpu')
+>>> gluonbatch.Stack()([[1, 2], [3, 4]]).context
+cpu(0)
+>>> gluonbatch.set_memory('shared')
+>>> gluonbatch.Stack()([[1, 2], [3, 4]]).context
+cpu_shared(0)
+"""
+import errno
+import multiprocessing
+import os
+
+__all__ = ['MODES', 'SharedMemoryError', 'set_memory', 'get_memory', 'use_shared_memory']
+
+#: The memory settings.
+MODES = ('shared', 'auto', 'cpu')
+#: The tmpfs MXNet creates shared arrays in.
+SHM_MOUNT = '/dev/shm'
+_ENV = 'GLUONBATCH_MEMORY'
+_MiB = 1 << 20
+
+_mode = None  # None: read the environment variable
+
+
+class SharedMemoryError(MemoryError):
+    """A batch does not fit in the free shared memory (``/dev/shm``)."""
+
+
+def _checked(mode, source):
+    if mode not in MODES:
+        raise ValueError('%s must be one of %s, got %r' % (source, ', '.join(MODES), mode))
+    return mode
+
+
+def set_memory(mode):
+    """Choose where batches live: ``'shared'``, ``'auto'`` or ``'cpu'`` (see module doc).
+
+    Overrides ``GLUONBATCH_MEMORY``; worker processes forked afterwards inherit it.
+    """
+    global _mode
+    _mode = _checked(mode, 'the memory setting')
+
+
+def get_memory():
+    """The memory setting in force: ``set_memory``'s, else ``GLUONBATCH_MEMORY``'s, else
+    ``'shared'``.
+
+    >>> get_memory() in MODES
+    True
+    """
+    if _mode is not None:
+        return _mode
+    return _checked(os.environ.get(_ENV, 'shared'), 'the environment variable ' + _ENV)
+
+
+def use_shared_memory():
+    """Whether a batch allocated now goes to ``cpu_shared`` memory."""
+    mode = get_memory()
+    if mode == 'auto':
+        return multiprocessing.parent_process() is not None  # a worker process
+    return mode == 'shared'
+
+
+def _explain(nbytes, free, total):
+    return ('cannot allocate %.1f MiB of shared memory for a batch: %s has %.1f MiB free of '
+            '%.1f MiB. Remedies: give the container more shared memory (docker run '
+            '--shm-size=2g), use fewer DataLoader workers or a smaller batch, use '
+            'thread_pool=True, or gluonbatch.set_memory(\'auto\') (GLUONBATCH_MEMORY=auto) so '
+            'that the main process batches into ordinary memory'
+            % (nbytes / _MiB, SHM_MOUNT, free / _MiB, total / _MiB))
+
+
+def check_room(nbytes):
+    """Raise SharedMemoryError unless ``/dev/shm`` has ``nbytes`` free plus a margin.
+
+    The margin, the larger of 1 MiB and 1% of the mount, leaves room for the interpreter,
+    MXNet and other processes. Arrays gluonbatch allocated before have reserved their pages,
+    so the other outputs of the same batch are already counted in the free space.
+    """
+    stats = os.statvfs(SHM_MOUNT)
+    free, total = stats.f_bavail * stats.f_frsize, stats.f_blocks * stats.f_frsize
+    if nbytes + max(_MiB, total // 100) > free:
+        raise SharedMemoryError(_explain(nbytes, free, total))
+
+
+def reserve(array):
+    """Allocate the pages of a fresh ``cpu_shared`` array now, or raise SharedMemoryError.
+
+    Without this, a tmpfs that runs out of room kills the process with SIGBUS on the first
+    write; ``posix_fallocate`` fails with ENOSPC instead.
+    """
+    _, fd, _, _ = array._to_shared_mem()
+    size = os.fstat(fd).st_size
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise
+        stats = os.statvfs(SHM_MOUNT)
+        raise SharedMemoryError(_explain(size, stats.f_bavail * stats.f_frsize,
+                                         stats.f_blocks * stats.f_frsize)) from None

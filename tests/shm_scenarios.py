@@ -1,0 +1,78 @@
+"""Oversized batches in a 16 MiB /dev/shm: run by test_memory.py inside a private mount
+namespace. Prints one line per scenario: ``<name> <outcome>``."""
+import sys
+
+import mxnet as mx
+import numpy as np
+
+import gluonbatch
+from gluonbatch.batchify import Append, Pad, Stack, Tuple
+
+BIG = [np.ones((3, 512, 512), np.float32) for _ in range(8)]  # 24 MiB of output
+SMALL = [np.ones((3, 8, 8), np.float32) for _ in range(2)]
+
+
+def tiny_rcnn():
+    net = mx.gluon.nn.HybridSequential()
+    net.features = mx.gluon.nn.Conv2D(8, 3, strides=16, padding=1)
+    return gluonbatch.FasterRCNNTrainBatchify(net)
+
+
+def rcnn_samples(size):
+    return [(np.ones((3, size, size), np.float32), np.zeros((1, 5), np.float32),
+             [np.ones((2, 2, 1))], [np.ones((2, 2, 4))], [np.ones((2, 2, 4))])] * 4
+
+
+SCENARIOS = {
+    'stack': (Stack(), BIG, SMALL),
+    'pad': (Pad(axis=(1, 2)), BIG, SMALL),
+    'append': (Append(), BIG, SMALL),
+    'tuple': (Tuple(Stack(), Stack()), [(b, b) for b in BIG], [(s, s) for s in SMALL]),
+    'rcnn': (tiny_rcnn(), rcnn_samples(1024), rcnn_samples(32)),
+    'collate': (gluonbatch.default_collate, [{'x': b} for b in BIG], [{'x': s} for s in SMALL]),
+}
+
+
+def outcome(call):
+    try:
+        call()
+    except gluonbatch.SharedMemoryError as err:
+        return 'SharedMemoryError' if 'docker run --shm-size' in str(err) else 'bad-message'
+    except Exception as err:  # any other failure is reported, not hidden
+        return 'other:%s' % type(err).__name__
+    return 'ok'
+
+
+def run_in_loader(fn, samples, num_workers):
+    loader = mx.gluon.data.DataLoader(mx.gluon.data.SimpleDataset(samples),
+                                      batch_size=len(samples), batchify_fn=fn,
+                                      num_workers=num_workers, timeout=60)
+    for batch in loader:
+        del batch
+
+
+def reservation_alone():
+    """Without the free-space check, reserving the pages still refuses the batch."""
+    import gluonbatch._shared as shared
+    check = shared.check_room
+    shared.check_room = lambda nbytes: None
+    try:
+        print('reserve main', outcome(lambda: Stack()(BIG)), flush=True)
+    finally:
+        shared.check_room = check
+
+
+def main(names):
+    if 'reserve' in names:
+        reservation_alone()
+        names = [name for name in names if name != 'reserve']
+    for name in names:
+        fn, big, small = SCENARIOS[name]
+        print(name, 'main', outcome(lambda: fn(big)), flush=True)
+        print(name, 'main-after', outcome(lambda: fn(small)), flush=True)
+        print(name, 'workers', outcome(lambda: run_in_loader(fn, big, 2)), flush=True)
+        print(name, 'workers-after', outcome(lambda: run_in_loader(fn, small, 2)), flush=True)
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:] or list(SCENARIOS) + ['reserve'])
