@@ -13,6 +13,8 @@ def read(name):
 
 
 EXAMPLES = ['gluoncv==0.10.5.post0', 'pycocotools', 'Pillow', 'tqdm', 'matplotlib']
+# gluonbatch.webdataset: parquet metadata through pandas/pyarrow, JPEGs written with Pillow.
+WEBDATASET = ['pandas', 'pyarrow', 'Pillow']
 
 setup(
     name='gluonbatch',
@@ -27,8 +29,9 @@ setup(
         # The example loaders use gluoncv's networks, transforms and losses; its Mask R-CNN
         # transform rasterises polygons with pycocotools.
         'examples': EXAMPLES,
+        'webdataset': WEBDATASET,
         # gluoncv is also the reference the tests and benchmarks compare against.
-        'test': EXAMPLES + ['pytest', 'hypothesis'],
+        'test': EXAMPLES + WEBDATASET + ['pytest', 'hypothesis'],
     },
     entry_points={'console_scripts': ['gluonbatch = gluonbatch.cli:main']},
     classifiers=[

@@ -34,6 +34,16 @@ How it measures
   above does, ``mx.nd.array(src, ctx=cpu_shared(0))`` per output of the batch's shape from
   a source prepared before the workers fork, and passes it back the same way.
 
+* **The webdataset case** reads a sharded image-text dataset (``NNNNN.tar`` + ``.parquet``
+  + ``.idx``, small JPEGs) with :class:`gluonbatch.webdataset.ImageTextPairDataset`. Its
+  gluonbatch and gluoncv contenders are whole shuffled epochs of the same 2-worker
+  DataLoader (random access, JPEG decode, then ``Tuple(Pad(axis=(0, 1)), List(), List())``
+  of gluonbatch or gluoncv's ``Pad``); its floor is reading the same tar bytes front to back
+  (1 MB reads). Times are per record. Raw record reads (no decode) in random order are
+  compared with that sequential read per record (the goal: at most 2x), with the same reads
+  in tar order and with a ``tarfile`` stream; resharding throughput with
+  ``shutil.copyfile`` of the same tar bytes. Every file is in the page cache (just written).
+
 The output is a report, not a test: goals are printed with PASS/MISS next to the measured
 ratio, and the script exits 0 either way. ``--json PATH`` writes the results for plotting.
 
@@ -476,11 +486,149 @@ def case_loader(rng, rounds, quick):
     return row
 
 
+def _read_front_to_back(paths):
+    """Read every file in 1 MB chunks into one buffer (the sequential floor)."""
+    buf = bytearray(1 << 20)
+    for path in paths:
+        with open(path, 'rb', buffering=0) as handle:
+            while handle.readinto(buf):
+                pass
+
+
+def _stream_tars(paths):
+    """Read every member of every tar in order with ``tarfile`` (a sequential reader)."""
+    import tarfile
+    for path in paths:
+        with tarfile.open(path, 'r:') as tar:
+            for info in tar:
+                tar.extractfile(info).read()
+
+
+def case_webdataset(rng, rounds, quick):
+    """Case 8: records/s of an ImageTextPairDataset through a 2-worker DataLoader.
+
+    2,000 records (200 with ``--quick``) of 64..128 px JPEGs, a caption and JSON metadata in
+    4 shards with ``.idx`` files; batch size 32, shuffled, ``Tuple(Pad(axis=(0, 1)), List(),
+    List())``. Also raw random reads vs sequential reads per record, and resharding MB/s vs
+    a file copy.
+    """
+    import shutil
+    import tempfile
+    from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
+
+    count, shards, batch_size, workers = (200, 4, 32, 2) if quick else (2000, 4, 32, 2)
+    root = tempfile.mkdtemp(prefix='gluonbatch-bench-wds-')
+    try:
+        source = make_example_dataset(os.path.join(root, 'source'), num_shards=shards,
+                                      samples_per_shard=count // shards, min_size=64,
+                                      max_size=128, seed=int(rng.integers(2 ** 31)), index=True)
+        ds = ImageTextPairDataset.from_webdataset(source, 'key')
+        tars = ds.tar_files
+        tar_bytes = sum(os.path.getsize(path) for path in tars)
+        gb_fn = gb.Tuple(gb.Pad(axis=(0, 1)), gb.List(), gb.List())
+        gcv_fn = gcv.Tuple(gcv.Pad(axis=(0, 1)), list, list)
+        first = [ds[i] for i in range(batch_size)]
+        outputs = check_same('webdataset', gb_fn(first)[0], gcv_fn(first)[0])
+        del first
+
+        def loader(batchify_fn):
+            return mx.gluon.data.DataLoader(ds, batch_size=batch_size, shuffle=True,
+                                            last_batch='keep', batchify_fn=batchify_fn,
+                                            num_workers=workers)
+
+        batches = -(-count // batch_size)
+        loaders = {'gluonbatch': loader(gb_fn), 'gluoncv': loader(gcv_fn)}
+        contenders = {name: (lambda ld=ld: time_epoch(ld) * batches)
+                      for name, ld in loaders.items()}
+        contenders['floor'] = lambda: time_call(lambda: _read_front_to_back(tars))
+        order = list(range(count))
+
+        def raw_reads(indices):
+            start = time.perf_counter()
+            for i in indices:
+                ds.read_raw(i)
+            return time.perf_counter() - start
+
+        def reshard(round_index):
+            target = os.path.join(root, 'reshard%d' % round_index)
+            start = time.perf_counter()
+            ds.to_webdataset(target, None, samples_per_shard=count // shards)
+            elapsed = time.perf_counter() - start
+            shutil.rmtree(target)
+            return elapsed
+
+        def copy(round_index):
+            target = os.path.join(root, 'copy%d' % round_index)
+            os.makedirs(target)
+            start = time.perf_counter()
+            for path in tars:
+                shutil.copyfile(path, os.path.join(target, os.path.basename(path)))
+            elapsed = time.perf_counter() - start
+            shutil.rmtree(target)
+            return elapsed
+
+        extras = {'random': lambda r: raw_reads(rng.permutation(count).tolist()),
+                  'in_order': lambda r: raw_reads(order),
+                  'tarfile_stream': lambda r: time_call(lambda: _stream_tars(tars)),
+                  'reshard': reshard, 'copyfile': copy}
+        names = list(contenders)
+        for name in names:  # warm-up: worker pools running, every record read once
+            contenders[name]()
+        for name in extras:
+            extras[name](-1)
+        times = {name: [] for name in names}
+        extra_times = {name: [] for name in extras}
+        for round_index in range(rounds):
+            gc.collect()
+            shift = round_index % len(names)
+            for name in names[shift:] + names[:shift]:
+                times[name].append(contenders[name]() / count)
+            for name, fn in extras.items():
+                extra_times[name].append(fn(round_index))
+        del loaders, contenders
+        gc.collect()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    extra = {name: statistics.median(values) for name, values in extra_times.items()}
+    raw_us = {name: extra[name] / count * 1e6
+              for name in ('random', 'in_order', 'tarfile_stream')}
+    raw_us['sequential'] = medians['floor'] * 1e6
+    reshard_mb_s, copy_mb_s = tar_bytes / extra['reshard'] / 1e6, tar_bytes / extra['copyfile'] / 1e6
+    row = {
+        'case': 'webdataset',
+        'title': 'WebDataset %d rec, %d workers, B=%d' % (count, workers, batch_size),
+        'rounds': rounds,
+        'unit': 'ms per record; rounds are shuffled epochs of %d records' % count,
+        'outputs': [[list(shape), dtype.name] for shape, dtype in outputs],
+        'out_bytes': sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in outputs),
+        'tar_bytes': tar_bytes, 'records': count,
+        'medians_ms': {name: seconds * 1e3 for name, seconds in medians.items()},
+        'times_ms': {name: [s * 1e3 for s in values] for name, values in times.items()},
+        'records_per_s': {name: 1.0 / seconds for name, seconds in medians.items()},
+        'raw_read_us_per_record': raw_us,
+        'reshard_mb_per_s': reshard_mb_s, 'copyfile_mb_per_s': copy_mb_s,
+        'ratios': {'gluoncv/gluonbatch': medians['gluoncv'] / medians['gluonbatch'],
+                   'gluonbatch/floor': medians['gluonbatch'] / medians['floor'],
+                   'gluoncv/floor': medians['gluoncv'] / medians['floor']},
+    }
+    row['checks'] = [
+        ratio_check('records/s gluonbatch / gluoncv', row['ratios']['gluoncv/gluonbatch']),
+        ratio_check('loader / raw sequential read', row['ratios']['gluonbatch/floor']),
+        ratio_check('random raw read / sequential', raw_us['random'] / raw_us['sequential'],
+                    ('<=', 2)),
+        ratio_check('random / in-order raw read', raw_us['random'] / raw_us['in_order']),
+        ratio_check('random raw / tarfile stream', raw_us['random'] / raw_us['tarfile_stream']),
+        ratio_check('reshard MB/s / copyfile MB/s', reshard_mb_s / copy_mb_s),
+    ]
+    return row
+
+
 #: (case function, default rounds) in report order.
 CASES = ((case_pad_labels, SMALL_ROUNDS), (case_pad_images, BIG_ROUNDS),
          (case_stack_numpy, BIG_ROUNDS), (case_stack_ndarray, BIG_ROUNDS),
          (case_rcnn_c4, BIG_ROUNDS), (case_rcnn_fpn, BIG_ROUNDS),
-         (case_loader, LOADER_ROUNDS))
+         (case_loader, LOADER_ROUNDS), (case_webdataset, LOADER_ROUNDS))
 
 
 # --------------------------------------------------------------------------- report
@@ -539,6 +687,17 @@ def format_report(facts, rows, quick):
     if any(row['case'] == 'loader' for row in rows):
         lines.append('loader: ms per batch over whole epochs of a 2-worker DataLoader (rounds are '
                      'epochs); its floor makes each batch that way in the worker')
+    for row in rows:
+        if row['case'] == 'webdataset':
+            raw = row['raw_read_us_per_record']
+            lines.append('webdataset: ms per record over shuffled epochs of a 2-worker DataLoader '
+                         '(read + decode + batchify); its floor reads the tar bytes front to back')
+            lines.append('webdataset: %.0f records/s; raw reads per record: random %.1f us, in '
+                         'order %.1f us, sequential bytes %.2f us, tarfile stream %.1f us; '
+                         'reshard %.0f MB/s, copyfile %.0f MB/s'
+                         % (row['records_per_s']['gluonbatch'], raw['random'], raw['in_order'],
+                            raw['sequential'], raw['tarfile_stream'], row['reshard_mb_per_s'],
+                            row['copyfile_mb_per_s']))
     lines.append('')
     header = '%-3s %-42s %6s %8s %11s %11s %11s' % ('#', 'case', 'rounds', 'out MB',
                                                        'gluonbatch', 'gluoncv', 'floor')

@@ -9,7 +9,7 @@ import math
 from gluonbatch import benchmark
 
 CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray', 'rcnn_c4', 'rcnn_fpn',
-         'loader']
+         'loader', 'webdataset']
 CONTENDERS = {'gluonbatch', 'gluoncv', 'floor'}
 
 
@@ -41,3 +41,10 @@ def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
         if case['case'] == 'loader':  # information only: epochs of a 2-worker DataLoader
             assert set(case['batches_per_s']) == CONTENDERS
             assert all(check['goal'] is None for check in case['checks'])
+        if case['case'] == 'webdataset':  # per record; one goal: random vs sequential reads
+            assert set(case['records_per_s']) == CONTENDERS
+            assert set(case['raw_read_us_per_record']) == {'random', 'in_order', 'sequential',
+                                                           'tarfile_stream'}
+            assert case['reshard_mb_per_s'] > 0 and case['copyfile_mb_per_s'] > 0
+            goals = [check for check in case['checks'] if check['goal'] is not None]
+            assert [check['goal'] for check in goals] == [{'op': '<=', 'bound': 2}]
