@@ -218,19 +218,22 @@ def percent_check(metric, value, goal=None):
 
 
 def run_case(case, title, gb_fn, gcv_fn, rounds, samples, temporaries=False,
-             back_to_back=False):
+             back_to_back=False, extra=None):
     """Time the three contenders of one case; return the case's row (without checks).
 
     With ``temporaries``, also measure each contender's host temporaries (separate calls,
     after the timing) as a percentage of the output bytes. With ``back_to_back``, also the
-    medians of consecutive calls (:func:`back_to_back_medians`).
+    medians of consecutive calls (:func:`back_to_back_medians`). ``extra`` maps names to
+    more no-argument callables, timed in the same interleaved rounds into ``extra_ms``.
     """
     outputs = check_same(case, gb_fn(samples), gcv_fn(samples))
     contenders = {'gluonbatch': lambda: gb_fn(samples),
                   'gluoncv': lambda: gcv_fn(samples),
                   'floor': floor_fn(outputs)}
     times = {}
-    medians = interleaved_medians(contenders, rounds, times)
+    medians = interleaved_medians(dict(contenders, **(extra or {})), rounds, times)
+    extra_medians = {name: medians.pop(name) for name in extra or {}}
+    extra_times = {name: times.pop(name) for name in extra or {}}
     out_bytes = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in outputs)
     row = {
         'case': case, 'title': title, 'rounds': rounds,
@@ -242,6 +245,10 @@ def run_case(case, title, gb_fn, gcv_fn, rounds, samples, temporaries=False,
                    'gluonbatch/floor': medians['gluonbatch'] / medians['floor'],
                    'gluoncv/floor': medians['gluoncv'] / medians['floor']},
     }
+    if extra:
+        row['extra_ms'] = {name: seconds * 1e3 for name, seconds in extra_medians.items()}
+        row['extra_times_ms'] = {name: [s * 1e3 for s in values]
+                                 for name, values in extra_times.items()}
     if back_to_back:
         row['back_to_back_ms'] = {name: seconds * 1e3 for name, seconds in
                                   back_to_back_medians(contenders, rounds).items()}
@@ -624,11 +631,52 @@ def case_webdataset(rng, rounds, quick):
     return row
 
 
+def in_memory_mode(mode, fn, samples):
+    """``fn(samples)`` under the memory setting ``mode`` (the setting is restored)."""
+    from . import memory
+
+    def call():
+        previous = memory._mode
+        memory.set_memory(mode)
+        try:
+            return fn(samples)
+        finally:
+            memory._mode = previous
+    return call
+
+
+def case_memory(rng, rounds, quick):
+    """Case 9: Stack and Pad of image batches in the main process, memory 'shared' vs 'auto'.
+
+    With ``'auto'`` the main process batches into ordinary memory, whose fresh pages cost
+    less than fresh shared pages.
+    """
+    images, size = _stack_images(rng, quick)
+    scale = 10 if quick else 1
+    padded = [rng.random((3, int(h), int(w)), dtype=np.float32) for h, w in zip(
+        rng.integers(500 // scale, 600 // scale + 1, size=8),
+        rng.integers(800 // scale, 1000 // scale + 1, size=8))]
+    pad = gb.Pad(axis=(1, 2))
+    row = run_case('memory', 'Stack %d 3x%dx%d in the main process' % (len(images), size, size),
+                   gb.Stack(), gcv.Stack(), rounds, images,
+                   extra={'stack auto': in_memory_mode('auto', gb.Stack(), images),
+                          'pad shared': in_memory_mode('shared', pad, padded),
+                          'pad auto': in_memory_mode('auto', pad, padded)})
+    ms = dict(row['extra_ms'], **{'stack shared': row['medians_ms']['gluonbatch']})
+    row['checks'] = [
+        ratio_check('Stack shared / auto', ms['stack shared'] / ms['stack auto']),
+        ratio_check('Pad (1, 2) shared / auto', ms['pad shared'] / ms['pad auto']),
+        ratio_check('Stack shared / floor', row['ratios']['gluonbatch/floor']),
+    ]
+    return row
+
+
 #: (case function, default rounds) in report order.
 CASES = ((case_pad_labels, SMALL_ROUNDS), (case_pad_images, BIG_ROUNDS),
          (case_stack_numpy, BIG_ROUNDS), (case_stack_ndarray, BIG_ROUNDS),
          (case_rcnn_c4, BIG_ROUNDS), (case_rcnn_fpn, BIG_ROUNDS),
-         (case_loader, LOADER_ROUNDS), (case_webdataset, LOADER_ROUNDS))
+         (case_loader, LOADER_ROUNDS), (case_webdataset, LOADER_ROUNDS),
+         (case_memory, BIG_ROUNDS))
 
 
 # --------------------------------------------------------------------------- report

@@ -9,7 +9,7 @@ import math
 from gluonbatch import benchmark
 
 CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray', 'rcnn_c4', 'rcnn_fpn',
-         'loader', 'webdataset']
+         'loader', 'webdataset', 'memory']
 CONTENDERS = {'gluonbatch', 'gluoncv', 'floor'}
 
 
