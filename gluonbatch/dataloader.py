@@ -28,10 +28,11 @@ from ._samples import as_host_arrays, describe
 from ._shared import allocate
 from ._writer import write_slots
 from .batchify import Pad, _check_batch, common_dtype, stack_arrays
+from .sharding import split_to_devices, ShardedLoader, SplitSampler
 
 __all__ = ['default_batchify_fn', 'default_mp_batchify_fn', 'default_pad_batchify_fn',
            'default_mp_pad_batchify_fn', 'tsn_mp_batchify_fn', 'DetectionDataLoader',
-           'RandomTransformDataLoader']
+           'RandomTransformDataLoader', 'split_to_devices', 'ShardedLoader', 'SplitSampler']
 
 
 def _per_field(fn, data):

@@ -663,11 +663,15 @@ def _open_fds(pid='self'):
 
 
 def _settled_counts(workers):
-    """(/dev/shm entries, open fds here, open fds of each worker) once frees have run."""
+    """(MXNet /dev/shm blocks, open fds here, open fds of each worker) once frees have run.
+
+    Only MXNet's blocks (``mx_*``) count: loaders of earlier tests, finalised by a garbage
+    collection in the middle of this one, remove their own semaphores from /dev/shm.
+    """
     gc.collect()
     mx.nd.waitall()  # MXNet frees NDArrays (and closes their fds) on its engine
-    return (len(os.listdir('/dev/shm')), _open_fds(),
-            [_open_fds(worker.pid) for worker in workers])
+    return (len([name for name in os.listdir('/dev/shm') if name.startswith('mx_')]),
+            _open_fds(), [_open_fds(worker.pid) for worker in workers])
 
 
 @pytest.mark.parametrize('loader_type,num_workers,thread_pool', [
@@ -675,6 +679,7 @@ def _settled_counts(workers):
     ('DetectionDataLoader', 2, False)], ids=['main', '2proc', '2threads', 'Detection-2proc'])
 def test_twenty_epochs_leave_no_shared_memory_or_descriptors_behind(loader_type, num_workers,
                                                                      thread_pool):
+    _settled_counts([])  # finalise what earlier tests left, before anything is counted
     before = set(multiprocessing.active_children())
     options = dict(batch_size=BATCH, shuffle=True, last_batch='rollover',
                    batchify_fn=CheckedInWorker(ALL), num_workers=num_workers)

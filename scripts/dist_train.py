@@ -1,0 +1,177 @@
+#!/usr/bin/env python
+"""A few ``dist_sync`` training steps of a small gluon network, one part of the data per worker.
+
+Run under ``scripts/launch_local.py`` (or MXNet's ``tools/launch.py``), which sets the
+``DMLC_*`` variables::
+
+    python scripts/launch_local.py --num-workers 2 -- \\
+        python scripts/dist_train.py --steps 4 --report-dir /tmp/reports
+
+Each worker creates the ``dist_sync`` kvstore, takes its part of a synthetic dataset with
+``gluonbatch.SplitSampler(len, num_workers, rank, shuffle=True)`` (or, with
+``--webdataset DIR``, its shards of an image-text dataset), batches it with gluonbatch
+(``Pad(num_shards=D)`` per device), splits every batch onto ``--devices`` CPU contexts
+with ``ShardedLoader`` and trains with ``gluon.Trainer(..., kvstore=kv)``. With
+``--report-dir`` every worker writes ``rank<R>.json``: the sample ids it loaded per epoch
+and its final parameters.
+
+In a scheduler or server process (``DMLC_ROLE`` is ``scheduler`` or ``server``),
+``import mxnet`` runs the parameter server and exits; nothing below it runs there.
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+import warnings
+
+import mxnet as mx  # in a scheduler/server process this line serves, then exits
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+
+from gluonbatch.batchify import List, Pad, Stack, Tuple  # noqa: E402
+from gluonbatch.dataloader import ShardedLoader, SplitSampler  # noqa: E402
+
+
+def synthetic_dataset(num_samples, seed):
+    """Sample i: a (1, h, w) picture of varying size, a target and the id i."""
+    rng = np.random.RandomState(seed)
+    samples = []
+    for index in range(num_samples):
+        height, width = rng.randint(6, 13, size=2)
+        image = rng.uniform(-1, 1, size=(1, height, width)).astype('float32')
+        samples.append((image, np.float32(image.mean() * 3 + 0.5), index))
+    return mx.gluon.data.SimpleDataset(samples)
+
+
+def webdataset_dataset(path, id_col, rank, num_workers):
+    """This rank's shards of an image-text dataset: (CHW float image, target, id)."""
+    from gluonbatch.webdataset import ImageTextPairDataset
+
+    dataset = ImageTextPairDataset.from_webdataset(path, id_col, rank=rank,
+                                                   world_size=num_workers)
+    if len(dataset) == 0:
+        raise SystemExit('rank %d of %d has no records in %s (fewer shards than workers)'
+                         % (rank, num_workers, path))
+
+    def sample(image, caption, meta):
+        chw = image.transpose((2, 0, 1)).astype('float32') / 255
+        return chw, np.float32(len(caption.split()) / 10), str(meta[id_col])
+
+    return dataset.transform(sample, lazy=True)
+
+
+def build_net(ctx_list, seed):
+    mx.random.seed(seed)
+    net = mx.gluon.nn.HybridSequential()
+    net.add(mx.gluon.nn.Conv2D(4, 3, padding=1, activation='relu'),
+            mx.gluon.nn.GlobalAvgPool2D(), mx.gluon.nn.Dense(1))
+    net.initialize(mx.init.Xavier(), ctx=ctx_list)
+    return net
+
+
+def parameters(net):
+    """name -> values as nested lists (float32 values survive JSON exactly)."""
+    return {name: param.data(param.list_ctx()[0]).asnumpy().tolist()
+            for name, param in sorted(net.collect_params().items())}
+
+
+def digest(params):
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--steps', type=int, default=4, help='training steps (batches)')
+    parser.add_argument('--batch-size', type=int, default=8, help='per worker')
+    parser.add_argument('--samples', type=int, default=64, help='synthetic dataset size')
+    parser.add_argument('--devices', type=int, default=2,
+                        help='CPU contexts per worker, one shard of every batch each')
+    parser.add_argument('--last-part', choices=('pad', 'drop'), default='pad')
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--num-loader-workers', type=int, default=0)
+    parser.add_argument('--webdataset', metavar='DIR',
+                        help='train on this rank\'s shards of an image-text dataset '
+                             '(gluonbatch.webdataset) instead of synthetic data')
+    parser.add_argument('--id-col', default='key', help='id column of --webdataset')
+    parser.add_argument('--report-dir', help='write rank<R>.json here')
+    parser.add_argument('--kvstore', default='dist_sync')
+    parser.add_argument('--fail-rank', type=int, default=None,
+                        help='(testing) this rank exits with status 3 after one step')
+    args = parser.parse_args(argv)
+
+    # Pad(num_shards=D) warns when a (last) batch has fewer samples than D
+    warnings.filterwarnings('ignore', message='num_shards=.* is larger than the batch')
+    kv = mx.kv.create(args.kvstore)
+    rank, num_workers = kv.rank, kv.num_workers
+    ctx_list = [mx.cpu(i) for i in range(args.devices)]
+    started = time.time()
+
+    if args.webdataset:
+        dataset = webdataset_dataset(args.webdataset, args.id_col, rank, num_workers)
+        # the shards are already this rank's part; sample all of them
+        sampler = SplitSampler(len(dataset), shuffle=True, seed=args.seed)
+    else:
+        dataset = synthetic_dataset(args.samples, args.seed)
+        sampler = SplitSampler(len(dataset), num_workers, rank, shuffle=True, seed=args.seed,
+                               last_part=args.last_part)
+    batchify = Tuple(Pad(axis=(1, 2), num_shards=args.devices), Stack(), List())
+    loader = ShardedLoader(mx.gluon.data.DataLoader(
+        dataset, batch_size=args.batch_size, sampler=sampler, last_batch='keep',
+        batchify_fn=batchify, num_workers=args.num_loader_workers), ctx_list)
+
+    net = build_net(ctx_list, args.seed)
+    trainer = mx.gluon.Trainer(net.collect_params(), 'sgd',
+                               {'learning_rate': 0.1, 'momentum': 0.9}, kvstore=kv)
+    loss_fn = mx.gluon.loss.L2Loss()
+
+    seen, losses, step, epoch = {}, [], 0, 0
+    while step < args.steps:
+        sampler.set_epoch(epoch)
+        ids = seen.setdefault(str(epoch), [])
+        for per_device in loader:
+            batch_size = sum(len(names) for _, _, names in per_device)
+            if len(per_device) < len(ctx_list):
+                # a short last batch leaves devices idle: their gradients must not count
+                # again (backward only overwrites the gradients of the devices it ran on)
+                net.collect_params().zero_grad()
+            with mx.autograd.record():
+                # the mean over the whole batch (all devices); the last batch of an epoch
+                # may be short, and a dist kvstore that updates on the servers needs one
+                # constant trainer.step() scale, so the loss is normalized here instead
+                batch_losses = [loss_fn(net(x), y).sum() / batch_size
+                                for x, y, _ in per_device]
+            for loss in batch_losses:
+                loss.backward()
+            trainer.step(1)
+            ids.extend(name for _, _, names in per_device for name in names)
+            losses.append(float(sum(loss.asscalar() for loss in batch_losses)))
+            step += 1
+            if args.fail_rank == rank:
+                print('rank %d fails on purpose' % rank, flush=True)
+                os._exit(3)
+            if step == args.steps:
+                break
+        epoch += 1
+    mx.nd.waitall()
+
+    params = parameters(net)
+    report = {'rank': rank, 'num_workers': num_workers, 'steps': step,
+              'batches_per_epoch': len(loader), 'seen': seen, 'losses': losses,
+              'params': params, 'digest': digest(params),
+              'seconds': round(time.time() - started, 3)}
+    print('rank %d/%d: %d steps, loss %.4f -> %.4f, parameters %s'
+          % (rank, num_workers, step, losses[0], losses[-1], report['digest'][:12]), flush=True)
+    if args.report_dir:
+        os.makedirs(args.report_dir, exist_ok=True)
+        path = os.path.join(args.report_dir, 'rank%d.json' % rank)
+        with open(path + '.tmp', 'w') as out:
+            json.dump(report, out)
+        os.replace(path + '.tmp', path)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

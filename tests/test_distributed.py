@@ -1,0 +1,141 @@
+"""N-worker data-parallel training on MXNet's distributed kvstore, all on 127.0.0.1.
+
+scripts/launch_local.py starts 1 scheduler, 1 server and 2 workers running
+scripts/dist_train.py; every worker writes a report of the samples it loaded and of its
+final parameters.
+"""
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAUNCH = os.path.join(ROOT, 'scripts', 'launch_local.py')
+TRAIN = os.path.join(ROOT, 'scripts', 'dist_train.py')
+NUM_WORKERS = 2
+
+
+def _loopback_ok():
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(('127.0.0.1', 0))
+            sock.listen(1)
+        return True
+    except OSError:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _loopback_ok(),
+                                reason='this machine forbids binding TCP ports on 127.0.0.1')
+
+
+def _launch(train_args, timeout=50, launcher_args=()):
+    command = [sys.executable, LAUNCH, '--num-workers', str(NUM_WORKERS),
+               '--timeout', str(timeout - 5), *launcher_args,
+               '--', sys.executable, TRAIN, *train_args]
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    started = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 15,
+                            env=env, cwd=ROOT)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _reports(directory):
+    reports = []
+    for rank in range(NUM_WORKERS):
+        with open(os.path.join(directory, 'rank%d.json' % rank)) as report:
+            reports.append(json.load(report))
+    return reports
+
+
+def _explain(result):
+    return 'exit %d\nstdout:\n%s\nstderr:\n%s' % (result.returncode, result.stdout[-4000:],
+                                                  result.stderr[-4000:])
+
+
+def _check_sync(reports, steps):
+    assert [r['rank'] for r in reports] == list(range(NUM_WORKERS))
+    assert all(r['num_workers'] == NUM_WORKERS and r['steps'] == steps for r in reports)
+    # identical parameters on every worker after the steps, and training moved them
+    assert len({r['digest'] for r in reports}) == 1
+    assert reports[0]['params'] == reports[1]['params']
+    assert all(r['losses'][0] != r['losses'][-1] for r in reports)
+
+
+@pytest.mark.parametrize('samples, last_part', [(64, 'drop'), (67, 'pad')])
+def test_two_workers_split_the_data_and_agree(tmp_path, samples, last_part):
+    batch_size = 8
+    part = samples // NUM_WORKERS if last_part == 'drop' else -(-samples // NUM_WORKERS)
+    steps = -(-part // batch_size)  # exactly one epoch
+    result = _launch(['--steps', str(steps), '--samples', str(samples), '--batch-size',
+                      str(batch_size), '--last-part', last_part, '--report-dir',
+                      str(tmp_path)])
+    assert result.returncode == 0, _explain(result)
+    assert result.seconds < 45
+    reports = _reports(tmp_path)
+    _check_sync(reports, steps)
+    seen = [r['seen']['0'] for r in reports]
+    assert [len(s) for s in seen] == [part] * NUM_WORKERS  # equal parts
+    for ids in seen:
+        assert len(set(ids)) == len(ids)
+    union = set(seen[0]) | set(seen[1])
+    if last_part == 'drop':
+        assert not set(seen[0]) & set(seen[1])  # disjoint
+        assert len(union) == samples - samples % NUM_WORKERS
+    else:
+        assert union == set(range(samples))  # complete
+        assert len(set(seen[0]) & set(seen[1])) == (-samples) % NUM_WORKERS
+
+
+def test_webdataset_shards_by_rank(tmp_path):
+    webdataset = pytest.importorskip('gluonbatch.webdataset')
+    if not hasattr(webdataset, 'make_example_dataset') or not hasattr(
+            webdataset.ImageTextPairDataset, 'from_webdataset'):
+        pytest.skip('gluonbatch.webdataset has no from_webdataset / make_example_dataset')
+    pytest.importorskip('PIL')
+    data = webdataset.make_example_dataset(str(tmp_path / 'wds'), num_shards=4,
+                                           samples_per_shard=3)
+    reports_dir = tmp_path / 'reports'
+    result = _launch(['--steps', '2', '--batch-size', '3', '--webdataset', data,
+                      '--report-dir', str(reports_dir)])
+    assert result.returncode == 0, _explain(result)
+    reports = _reports(reports_dir)
+    _check_sync(reports, 2)
+    seen = [set(r['seen']['0']) for r in reports]
+    everything = set(webdataset.ImageTextPairDataset.from_webdataset(data, 'key')
+                     .metadata['key'])
+    assert not seen[0] & seen[1] and seen[0] | seen[1] == everything
+
+
+def test_a_failing_worker_stops_everything(tmp_path):
+    result = _launch(['--steps', '50', '--fail-rank', '1'], timeout=40)
+    assert result.returncode == 3, _explain(result)
+    assert result.seconds < 30, _explain(result)
+    assert 'exited with status 3; stopping the others' in result.stderr
+    pids = [int(pid) for pid in re.findall(r'started \w+ pid (\d+)', result.stderr)]
+    assert len(pids) == 2 + NUM_WORKERS
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_the_launcher_times_out():
+    command = [sys.executable, LAUNCH, '--num-workers', '1', '--timeout', '1', '--',
+               sys.executable, '-c', 'import time; time.sleep(60)']
+    started = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 124, result.stderr
+    assert time.monotonic() - started < 15
+    assert 'timed out' in result.stderr
+
+
+def test_the_launcher_needs_a_command():
+    result = subprocess.run([sys.executable, LAUNCH, '--num-workers', '2'],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and 'command' in result.stderr

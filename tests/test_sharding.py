@@ -1,0 +1,312 @@
+"""split_to_devices, ShardedLoader and SplitSampler."""
+import collections
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from gluonbatch.batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
+from gluonbatch.dataloader import ShardedLoader, SplitSampler, split_to_devices
+from gluonbatch.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
+
+CTX = [mx.cpu(i) for i in range(4)]
+
+
+def _quiet(fn, *args):
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        return fn(*args)
+
+
+def _samples(n, seed=0):
+    rng = np.random.RandomState(seed)
+    return [(rng.rand(3, rng.randint(2, 6), rng.randint(2, 6)).astype('float32'),
+             rng.rand(rng.randint(1, 4), 5).astype('float32'), 'name-%d' % i)
+            for i in range(n)]
+
+
+def _assert_copy(out, src):
+    """``out`` has ``src``'s values and does not share its memory."""
+    mx.nd.waitall()
+    np.testing.assert_array_equal(out.asnumpy(), src.asnumpy())
+    assert out.dtype == src.dtype
+    before = out.asnumpy().copy()
+    if src.size:
+        src[:] = src + 1
+        mx.nd.waitall()
+        np.testing.assert_array_equal(out.asnumpy(), before)
+        src[:] = src - 1
+
+
+@pytest.mark.parametrize('num_samples', [4, 7, 9])
+def test_pad_shards_go_to_their_devices(num_samples):
+    data = [np.arange(k + 1) for k in range(num_samples)]
+    shards = Pad(num_shards=4)(data)
+    parts = split_to_devices(shards, CTX)
+    assert len(parts) == 4
+    for part, shard, ctx in zip(parts, shards, CTX):
+        assert part.context == ctx
+        _assert_copy(part, shard)
+
+
+def test_values_equal_the_unsharded_batch():
+    samples = _samples(7)
+    images, boxes, names = Tuple(Pad(axis=(1, 2), num_shards=3), Pad(pad_val=-1,
+                                 num_shards=3), List())(samples)
+    parts = split_to_devices((images, boxes, names), CTX[:3])
+    start = 0
+    for (image, box, name), ctx in zip(parts, CTX):
+        assert image.context == ctx and box.context == ctx
+        for row in range(image.shape[0]):
+            want_image, want_box, want_name = samples[start + row]
+            c, h, w = want_image.shape
+            np.testing.assert_array_equal(image[row].asnumpy()[:, :h, :w], want_image)
+            assert (image[row].asnumpy()[:, h:, :] == 0).all()
+            np.testing.assert_array_equal(box[row].asnumpy()[:len(want_box)], want_box)
+            assert name[row] == want_name
+        start += image.shape[0]
+    assert start == 7
+    assert [n for _, _, part in parts for n in part] == [s[2] for s in samples]
+
+
+def test_unsharded_fields_split_on_the_shard_boundaries():
+    samples = [(np.ones((3, 4, 4)) * k, np.arange(k + 1)) for k in range(5)]
+    images, labels = Tuple(Stack(), Pad(num_shards=3))(samples)
+    parts = split_to_devices((images, labels), CTX)
+    assert [(x.shape[0], y.shape[0]) for x, y in parts] == [(2, 2), (2, 2), (1, 1)]
+    got = np.concatenate([x.asnumpy() for x, _ in parts])
+    np.testing.assert_array_equal(got, images.asnumpy())
+    for (x, y), ctx in zip(parts, CTX):
+        assert x.context == ctx and y.context == ctx
+    _assert_copy(parts[0][0], images[0:2])
+
+
+def test_ret_length_and_namedtuple_and_dict():
+    Sample = collections.namedtuple('Sample', ['tokens', 'label'])
+    samples = [Sample(list(range(k + 1)), k) for k in range(5)]
+    batch = NamedTuple(Sample, [Pad(num_shards=2, ret_length=True), Stack()])(samples)
+    parts = split_to_devices(batch, CTX[:2])
+    assert [type(p).__name__ for p in parts] == ['Sample', 'Sample']
+    (tokens0, lengths0), label0 = parts[0]
+    assert tokens0.shape == (3, 3) and lengths0.asnumpy().tolist() == [1, 2, 3]
+    assert label0.asnumpy().tolist() == [0, 1, 2] and lengths0.context == mx.cpu(0)
+    assert parts[1].tokens[1].context == mx.cpu(1)
+
+    batch = Dict({'x': Pad(num_shards=2), 'name': List()})(
+        [{'x': [1] * (k + 1), 'name': str(k)} for k in range(3)])
+    parts = split_to_devices(batch, CTX)
+    assert [p['name'] for p in parts] == [['0', '1'], ['2']]
+    assert parts[1]['x'].context == mx.cpu(1)
+
+
+def _rcnn_net():
+    net = mx.gluon.nn.HybridSequential()
+    net.features = mx.gluon.nn.Conv2D(8, 3, strides=16, padding=1)
+    return net
+
+
+def _rcnn_sample(rng, height, width, masks=False):
+    fh, fw = -(-height // 16), -(-width // 16)
+    sample = (rng.rand(3, height, width).astype('float32'),
+              rng.rand(rng.randint(1, 4), 5).astype('float32'),
+              [rng.rand(fh, fw, 2).astype('float32')], [rng.rand(fh, fw, 8).astype('float32')],
+              [rng.rand(fh, fw, 8).astype('float32')])
+    if masks:
+        sample += (rng.rand(len(sample[1]), height, width).astype('float32'),)
+    return sample
+
+
+@pytest.mark.parametrize('masks', [False, True])
+def test_rcnn_batches(masks):
+    rng = np.random.RandomState(1)
+    samples = [_rcnn_sample(rng, 32 + 16 * (k % 3), 48 + 16 * (k % 2), masks) for k in range(6)]
+    cls = MaskRCNNTrainBatchify if masks else FasterRCNNTrainBatchify
+    sharded = cls(_rcnn_net(), num_shards=3)(samples)
+    parts = split_to_devices(sharded, CTX[:3])
+    assert len(parts) == 3
+    for shard, (part, ctx) in enumerate(zip(parts, CTX)):
+        assert len(part) == len(sharded)
+        for field, value in enumerate(part):
+            assert value.context == ctx
+            _assert_copy(value, sharded[field][shard])
+        # each shard equals the same samples batchified alone
+        alone = cls(_rcnn_net())(samples[2 * shard:2 * shard + 2])
+        for value, want in zip(part, alone):
+            want = want[0] if isinstance(want, tuple) else want
+            np.testing.assert_array_equal(value.asnumpy(), want.asnumpy())
+
+
+def test_rcnn_one_shard_goes_to_the_first_device():
+    rng = np.random.RandomState(2)
+    samples = [_rcnn_sample(rng, 32, 48) for _ in range(2)]
+    batch = FasterRCNNTrainBatchify(_rcnn_net())(samples)
+    (part,) = split_to_devices(batch, CTX)
+    assert all(value.context == mx.cpu(0) for value in part)
+    np.testing.assert_array_equal(part[2].asnumpy(), batch[2][0].asnumpy())
+
+
+def test_fewer_shards_than_devices_use_the_first_devices():
+    batch = _quiet(Tuple(Pad(num_shards=4), List()), [([1, 2], 'a'), ([3], 'b')])
+    parts = split_to_devices(batch, CTX)
+    assert len(parts) == 2
+    assert [p[0].context for p in parts] == CTX[:2] and [p[1] for p in parts] == [['a'], ['b']]
+    # one shard (num_shards=1): the first device only
+    (only,) = split_to_devices(Tuple(Stack(), Stack())([(1, 2), (3, 4)]), CTX)
+    assert only[0].context == mx.cpu(0) and only[0].shape == (2,)
+
+
+def test_num_shards_splits_a_batch_without_sharded_fields():
+    batch = Tuple(Stack(), Stack(), List())([(k, [k, k], str(k)) for k in range(5)])
+    parts = split_to_devices(batch, CTX, num_shards=4)
+    assert [p[0].asnumpy().tolist() for p in parts] == [[0, 1], [2], [3], [4]]
+    assert [p[2] for p in parts] == [['0', '1'], ['2'], ['3'], ['4']]
+    assert [p[1].context for p in parts] == CTX
+    assert len(split_to_devices(batch[0][:2], CTX, num_shards=4)) == 2
+
+
+def test_append_lists_are_split_per_sample():
+    samples = [(np.arange(k + 1), np.ones(k + 2)) for k in range(4)]
+    padded, appended = Tuple(Pad(num_shards=2), Append())(samples)
+    parts = split_to_devices((padded, appended), CTX[:2])
+    assert [len(p[1]) for p in parts] == [2, 2]
+    assert parts[1][1][0].shape == (1, 4) and parts[1][1][0].context == mx.cpu(1)
+
+
+def test_every_shard_is_copied_once(monkeypatch):
+    calls = []
+    original = mx.nd.NDArray.copyto
+
+    def counting(self, other):
+        calls.append(self.shape)
+        return original(self, other)
+
+    monkeypatch.setattr(mx.nd.NDArray, 'copyto', counting)
+    batch = Tuple(Pad(num_shards=3), Stack())([([1] * (k + 1), k) for k in range(6)])
+    split_to_devices(batch, CTX[:3])
+    assert len(calls) == 6  # 3 shards x 2 fields, nothing else
+
+
+def test_same_context_is_still_a_copy():
+    shards = Pad(num_shards=2)([[1, 2], [3]])
+    ctx = [shards[0].context, shards[1].context]  # cpu_shared(0) twice
+    parts = split_to_devices(shards, ctx)
+    for part, shard in zip(parts, shards):
+        assert part.context == shard.context and part is not shard
+        _assert_copy(part, shard)
+
+
+def test_errors():
+    shards = Pad(num_shards=4)([[1], [2], [3], [4]])
+    with pytest.raises(ValueError, match='4 shards but only 2 device'):
+        split_to_devices(shards, CTX[:2])
+    with pytest.raises(ValueError, match='empty'):
+        split_to_devices(shards, [])
+    with pytest.raises(TypeError, match='not an mx.Context'):
+        split_to_devices(shards, ['gpu0'])
+    bad = (Pad(num_shards=2)([[1], [2], [3]]), Pad(num_shards=2)([[1], [2], [3], [4]]))
+    with pytest.raises(ValueError, match='sharded alike'):
+        split_to_devices(bad, CTX)
+    with pytest.raises(ValueError, match='must have 3 rows'):
+        split_to_devices((Pad(num_shards=2)([[1], [2], [3]]), mx.nd.ones((4, 2))), CTX)
+    with pytest.raises(ValueError, match='different batch sizes'):
+        split_to_devices((mx.nd.ones(3), mx.nd.ones(4)), CTX, num_shards=2)
+    with pytest.raises(ValueError, match='num_shards'):
+        split_to_devices(shards, CTX, num_shards=0)
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+def test_sharded_loader(num_workers):
+    samples = _samples(10)
+    data = mx.gluon.data.SimpleDataset([s[:2] for s in samples])
+    batchify = Tuple(Pad(axis=(1, 2), num_shards=3), Pad(pad_val=-1, num_shards=3))
+    loader = ShardedLoader(mx.gluon.data.DataLoader(
+        data, batch_size=4, batchify_fn=batchify, num_workers=num_workers), CTX[:3])
+    assert len(loader) == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        batches = list(loader)
+    assert [len(per_device) for per_device in batches] == [3, 3, 2]
+    seen = 0
+    for per_device in batches:
+        for (images, boxes), ctx in zip(per_device, CTX):
+            assert images.context == ctx and boxes.context == ctx
+            for row in range(images.shape[0]):
+                image, box = samples[seen][:2]
+                np.testing.assert_array_equal(
+                    images[row].asnumpy()[:, :image.shape[1], :image.shape[2]], image)
+                np.testing.assert_array_equal(boxes[row].asnumpy()[:len(box)], box)
+                seen += 1
+    assert seen == 10
+
+
+# --------------------------------------------------------------------------- SplitSampler
+
+@settings(max_examples=60, deadline=None)
+@given(length=st.integers(0, 60), num_parts=st.integers(1, 9), shuffle=st.booleans(),
+       seed=st.integers(0, 2 ** 31), epoch=st.integers(0, 5),
+       last_part=st.sampled_from(['pad', 'drop']))
+def test_split_sampler_properties(length, num_parts, shuffle, seed, epoch, last_part):
+    def parts():
+        out = []
+        for rank in range(num_parts):
+            sampler = SplitSampler(length, num_parts, rank, shuffle=shuffle, seed=seed,
+                                   last_part=last_part)
+            sampler.set_epoch(epoch)
+            out.append(list(sampler))
+        return out
+
+    got = parts()
+    assert got == parts()  # deterministic: every rank computes the same split
+    lengths = {len(part) for part in got}
+    assert len(lengths) == 1  # equal: synchronous training does not deadlock
+    part_len = lengths.pop()
+    every = [i for part in got for i in part]
+    assert all(0 <= i < length for i in every)
+    if last_part == 'drop':
+        assert part_len == length // num_parts
+        assert len(set(every)) == len(every)  # disjoint
+        assert len(every) == length - length % num_parts
+    else:
+        assert part_len == -(-length // num_parts)
+        assert set(every) == set(range(length))  # complete
+        if length >= num_parts:
+            assert len(every) - len(set(every)) == (-length) % num_parts  # few duplicates
+    if not shuffle and last_part == 'drop':
+        assert every == list(range(len(every)))
+
+
+def test_split_sampler_epochs():
+    sampler = SplitSampler(20, 2, 0, shuffle=True, seed=3)
+    first, second = list(sampler), list(sampler)
+    assert first != second and sampler.epoch == 2
+    sampler.set_epoch(1)
+    assert list(sampler) == second and sampler.epoch == 2
+    other = SplitSampler(20, 2, 1, shuffle=True, seed=3)
+    assert sorted(first + list(other)) == list(range(20))
+    assert list(SplitSampler(20, 2, 0, shuffle=True, seed=4)) != first
+    np.testing.assert_array_equal(sampler.indices(0), first)
+    assert len(mx.gluon.data.BatchSampler(sampler, 3, 'keep')) == 4
+
+
+@pytest.mark.parametrize('kwargs, match', [
+    (dict(length=-1), 'length'), (dict(length=3.5), 'length'),
+    (dict(length=4, num_parts=0), 'num_parts'),
+    (dict(length=4, num_parts=2, part_index=2), 'part_index'),
+    (dict(length=4, part_index=-1), 'part_index'),
+    (dict(length=4, seed=-1), 'seed'), (dict(length=4, last_part='keep'), 'last_part'),
+    (dict(length=True), 'length'),
+])
+def test_split_sampler_validation(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SplitSampler(**kwargs)
+    with pytest.raises(ValueError, match='epoch'):
+        SplitSampler(4).set_epoch(-1)
+
+
+def test_scalars_are_given_to_every_device():
+    batch = (Pad(num_shards=2)([[1], [2, 3]]), 0.5, None)
+    parts = split_to_devices(batch, CTX[:2])
+    assert [p[1:] for p in parts] == [(0.5, None), (0.5, None)]
+    assert [p[0].context for p in parts] == CTX[:2]
