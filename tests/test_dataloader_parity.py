@@ -38,6 +38,7 @@ from hypothesis.extra import numpy as hnp
 
 import gluonbatch.batchify as gbb
 import gluonbatch.dataloader as gb
+from snapshots import assert_unchanged, overwrite_all, snapshot
 
 SHARED = mx.Context('cpu_shared', 0)
 DTYPES = tuple(np.dtype(t) for t in (
@@ -96,58 +97,6 @@ def assert_same(ours, theirs, path='batch'):
             assert_same(ours[key], theirs[key], '%s[%r]' % (path, key))
     else:
         assert ours == theirs, '%s: %r != %r' % (path, ours, theirs)
-
-
-def snapshot(value):
-    """An independent record of ``value`` (NDArrays and numpy arrays copied)."""
-    if isinstance(value, mx.nd.NDArray):
-        return ('nd', value.shape, np.dtype(value.dtype), value.context, value.asnumpy().copy())
-    if isinstance(value, np.ndarray):
-        return ('np', value.shape, value.dtype, value.copy())
-    if isinstance(value, (list, tuple)):
-        return (type(value), [snapshot(item) for item in value])
-    if isinstance(value, dict):
-        return (type(value), [(key, snapshot(item)) for key, item in value.items()])
-    return ('value', type(value), value)
-
-
-def assert_unchanged(before, after, path='input'):
-    assert before[0] == after[0], path
-    if before[0] in ('nd', 'np'):
-        assert before[1:-1] == after[1:-1], path
-        np.testing.assert_array_equal(after[-1], before[-1], err_msg=path)
-    elif before[0] == 'value':
-        assert before[1] is after[1], path
-        assert before[2] == after[2] or (before[2] != before[2] and after[2] != after[2]), path
-    else:
-        assert len(before[1]) == len(after[1]), path
-        for index, (b, a) in enumerate(zip(before[1], after[1])):
-            if issubclass(before[0], dict):  # (key, snapshot) pairs
-                assert b[0] == a[0], path
-                b, a = b[1], a[1]
-            assert_unchanged(b, a, '%s[%d]' % (path, index))
-
-
-def ndarrays(value):
-    if isinstance(value, mx.nd.NDArray):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from ndarrays(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from ndarrays(item)
-
-
-def overwrite_all(batch):
-    """Change every element of every writable, non-empty NDArray in ``batch``."""
-    for array in ndarrays(batch):
-        if array.size == 0:
-            continue
-        current = array.asnumpy()
-        changed = (current == 0).astype(current.dtype)  # 0 -> 1, anything else -> 0
-        array[:] = changed
-        np.testing.assert_array_equal(array.asnumpy(), changed)
 
 
 def gluoncv_call(fn, samples):
