@@ -4,13 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test bench demo setup clean
+.PHONY: test bench demo docs setup clean
 
 setup: $(STAMP)
 
 $(STAMP): setup.py constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,examples]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,examples,docs]'
 	touch $(STAMP)
 
 test: $(STAMP)
@@ -22,6 +22,10 @@ bench: $(STAMP)
 # The main job on embedded data: Faster R-CNN and SSD loaders, and a picture of a batch.
 demo: $(STAMP)
 	$(VENV)/bin/gluonbatch demo -o demo_batch.png
+
+# The HTML pages, warnings as errors; open docs/_build/html/index.html.
+docs: $(STAMP)
+	$(PY) -m sphinx -W --keep-going -n -b html docs docs/_build/html
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

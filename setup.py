@@ -32,6 +32,9 @@ setup(
         'webdataset': WEBDATASET,
         # gluoncv is also the reference the tests and benchmarks compare against.
         'test': EXAMPLES + WEBDATASET + ['pytest', 'hypothesis'],
+        # `make docs`: Sphinx with its built-in theme (alabaster) and napoleon; the figures
+        # are drawn with matplotlib, the API pages import the example and webdataset modules.
+        'docs': EXAMPLES + WEBDATASET + ['sphinx'],
     },
     entry_points={'console_scripts': ['gluonbatch = gluonbatch.cli:main']},
     classifiers=[

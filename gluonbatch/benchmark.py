@@ -45,11 +45,13 @@ How it measures
   ``shutil.copyfile`` of the same tar bytes. Every file is in the page cache (just written).
 
 The output is a report, not a test: goals are printed with PASS/MISS next to the measured
-ratio, and the script exits 0 either way. ``--json PATH`` writes the results for plotting.
+ratio, and the script exits 0 either way. ``--json PATH`` writes the results for plotting;
+``--plot PATH`` draws them as a bar chart of the ratios to the floor (:func:`plot_ratios`).
 
 Usage::
 
     gluonbatch bench [--repeats N] [--quick] [--seed S] [--only CASE] [--json PATH]
+                     [--plot PATH]
 """
 import argparse
 import gc
@@ -782,6 +784,66 @@ def json_ready(facts, rows, quick, seed):
     return {'machine': facts, 'quick': quick, 'seed': seed, 'cases': cases}
 
 
+def plot_ratios(results, path, title=None):
+    """Write a bar chart of every case's time over the floor's to the PNG ``path``.
+
+    Two bars per case, ``gluonbatch / floor`` and ``gluoncv / floor`` (lower is better, 1
+    is the floor), on a logarithmic axis; cases without both ratios are left out.
+
+    Parameters
+    ----------
+    results : dict
+        The results as ``--json`` writes them: ``{'machine': {...}, 'cases': [...]}``, each
+        case with ``'case'`` and ``'ratios'``.
+    path : str
+        Where the PNG goes.
+    title : str, optional
+        The chart's title (default: a line naming the machine's CPUs and the mode).
+
+    Returns
+    -------
+    str
+        ``path``.
+    """
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    cases = [case for case in results['cases']
+             if {'gluonbatch/floor', 'gluoncv/floor'} <= set(case.get('ratios', {}))]
+    if not cases:
+        raise ValueError('no case with gluonbatch/floor and gluoncv/floor ratios to plot')
+    machine = results.get('machine', {})
+    if title is None:
+        title = 'time / floor per case (lower is better; %s CPUs, python %s%s)' % (
+            machine.get('cpus_usable', '?'), machine.get('python', '?'),
+            ', QUICK mode' if results.get('quick') else '')
+    names = [case['case'] for case in cases]
+    positions = np.arange(len(cases))
+    height = 0.38
+    figure, axis = plt.subplots(figsize=(8, 0.55 * len(cases) + 1.4))
+    for offset, (key, label, color) in enumerate((
+            ('gluonbatch/floor', 'gluonbatch / floor', 'tab:blue'),
+            ('gluoncv/floor', 'gluoncv / floor', 'tab:orange'))):
+        values = [case['ratios'][key] for case in cases]
+        bars = axis.barh(positions + (offset - 0.5) * height, values, height, label=label,
+                         color=color)
+        axis.bar_label(bars, labels=['%.2fx' % v if v < 10 else '%.0fx' % v for v in values],
+                       padding=3, fontsize=8)
+    axis.axvline(1.0, color='black', linewidth=1, linestyle='--')
+    axis.set_xscale('log')
+    axis.set_yticks(positions, names)
+    axis.invert_yaxis()
+    axis.set_xlabel('median time / floor time (log scale; 1 = the floor)')
+    axis.set_title(title, fontsize=10)
+    axis.legend(loc='lower right', fontsize=8)
+    axis.margins(x=0.15)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+    return path
+
+
 def parse_args(argv):
     """Command-line options."""
     parser = argparse.ArgumentParser(prog='gluonbatch bench', description=__doc__.split('\n\n')[0])
@@ -796,6 +858,8 @@ def parse_args(argv):
                         choices=[fn.__name__[len('case_'):] for fn, _ in CASES],
                         help='run only this case (repeatable): %(choices)s')
     parser.add_argument('--json', metavar='PATH', help='also write the results as JSON here')
+    parser.add_argument('--plot', metavar='PATH',
+                        help='also draw a bar chart of the ratios to the floor (PNG) here')
     args = parser.parse_args(argv)
     if args.repeats is not None and args.repeats < 1:
         parser.error('--repeats must be at least 1')
@@ -817,10 +881,13 @@ def main(argv=None):
         rows.append(row)
         gc.collect()
     print(format_report(facts, rows, args.quick))
+    results = json_ready(facts, rows, args.quick, args.seed)
     if args.json:
         with open(args.json, 'w', encoding='utf-8') as handle:
-            json.dump(json_ready(facts, rows, args.quick, args.seed), handle, indent=1)
+            json.dump(results, handle, indent=1)
             handle.write('\n')
+    if args.plot:
+        plot_ratios(results, args.plot)
     return 0
 
 

@@ -304,8 +304,9 @@ class RandomTransformDataLoader(_PooledLoader):
         The untransformed dataset.
     interval : int, default 1
         A new transform is drawn (``numpy.random``) every ``interval`` batches.
-    batch_size, shuffle, sampler, last_batch, batch_sampler, batchify_fn, num_workers,
-    pin_memory, pin_device_id :
+    batch_size, shuffle, sampler, last_batch, batch_sampler :
+        As for ``mx.gluon.data.DataLoader``.
+    batchify_fn, num_workers, pin_memory, pin_device_id :
         As for ``mx.gluon.data.DataLoader``; ``batchify_fn`` defaults to
         :func:`default_batchify_fn`.
     prefetch : int, optional

@@ -1,7 +1,7 @@
 """Faster R-CNN and Mask R-CNN loaders the way gluoncv's train scripts build them.
 
-Train batches come from :class:`gluonbatch.FasterRCNNTrainBatchify` /
-:class:`gluonbatch.MaskRCNNTrainBatchify` with ``num_shards`` shards, fed by a batch
+Train batches come from :class:`gluonbatch.rcnn.FasterRCNNTrainBatchify` /
+:class:`gluonbatch.rcnn.MaskRCNNTrainBatchify` with ``num_shards`` shards, fed by a batch
 sampler that groups images of similar aspect ratio (so little of each batch is padding);
 validation batches are ``Append()`` per field (image, boxes and scale; for Mask R-CNN
 image and image info).

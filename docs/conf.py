@@ -1,0 +1,170 @@
+"""Sphinx configuration of the gluonbatch documentation (``make docs``).
+
+Besides the usual settings, this file generates, at every build, the files the pages
+include from ``docs/_generated/`` (ignored by git):
+
+* one PNG per batchify function, drawn by :mod:`gluonbatch.examples.figures` from the
+  real outputs of the functions;
+* the benchmark bar chart, drawn from the committed ``docs/bench_results.json`` by
+  :func:`gluonbatch.benchmark.plot_ratios` (what ``gluonbatch bench --plot`` uses), and its
+  table and machine facts (the benchmark itself is not run);
+* the ``--help`` text of the ``gluonbatch`` command and its sub-commands;
+* the table of deliberate differences, taken from README.md so the two never disagree.
+"""
+import contextlib
+import io
+import json
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+GENERATED = os.path.join(HERE, '_generated')
+sys.path.insert(0, ROOT)
+os.environ['COLUMNS'] = '88'  # argparse wraps --help text to this width
+
+import gluonbatch  # noqa: E402
+
+project = 'gluonbatch'
+author = 'the gluonbatch authors'
+copyright = '2024, the gluonbatch authors'
+version = release = gluonbatch.__version__
+
+extensions = ['sphinx.ext.autodoc', 'sphinx.ext.napoleon', 'sphinx.ext.viewcode']
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+autodoc_member_order = 'bysource'
+autodoc_default_options = {'members': True}
+# "Attributes" sections as fields, so a documented property is not described twice.
+napoleon_use_ivar = True
+
+exclude_patterns = ['_build', '_generated', 'Thumbs.db', '.DS_Store']
+html_theme = 'alabaster'
+html_static_path = []
+html_theme_options = {'description': 'fast shared-memory batches for MXNet Gluon',
+                      'fixed_sidebar': True}
+
+# `-n` checks every cross-reference. References into gluonbatch must resolve; types of
+# other libraries named in docstrings (numpy.ndarray, mx.nd.NDArray, "int, optional", ...)
+# have no inventory offline, so they are not checked.
+nitpick_ignore_regex = [(r'py:.*', r'(?!gluonbatch\b).*')]
+
+
+# --------------------------------------------------------------------------- generated files
+
+def _write(name, text):
+    path = os.path.join(GENERATED, name)
+    with open(path, 'w', encoding='utf-8') as handle:
+        handle.write(text)
+    return path
+
+
+def _indent(text, spaces=3):
+    return '\n'.join((' ' * spaces + line) if line.strip() else '' for line in
+                     text.splitlines())
+
+
+def _help_text(argv):
+    """What ``gluonbatch ARGV --help`` prints."""
+    from gluonbatch import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            cli.main(argv + ['--help'])
+        except SystemExit:
+            pass
+    return out.getvalue().rstrip()
+
+
+def cli_help():
+    """``_generated/cli_help.txt``: literal blocks of every command's ``--help``."""
+    commands = [[], ['demo'], ['bench'], ['show'], ['wds'], ['wds', 'index'],
+                ['wds', 'inspect'], ['wds', 'reshard']]
+    parts = []
+    for argv in commands:
+        command = ' '.join(['gluonbatch'] + argv)
+        parts.append('``%s --help``\n\n.. code-block:: text\n\n%s\n'
+                     % (command, _indent(_help_text(argv))))
+    _write('cli_help.txt', '\n'.join(parts))
+
+
+def _rst_inline(text):
+    """Markdown inline code to reStructuredText literals."""
+    return re.sub(r'`([^`]+)`', r'``\1``', text).replace('\\|', '|')
+
+
+def markdown_table(heading, columns):
+    """The first markdown table after README's ``## heading``, as rows of cells."""
+    with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as handle:
+        text = handle.read()
+    section = text.split('\n## %s\n' % heading, 1)[1]
+    rows = []
+    for line in section.splitlines():
+        if line.startswith('|'):
+            cells = [cell.strip() for cell in line.strip().strip('|').split('|')]
+            if all(set(cell) <= set('-: ') for cell in cells):
+                continue
+            if len(cells) != columns:
+                raise ValueError('README table under %r: row with %d cells: %s'
+                                 % (heading, len(cells), line))
+            rows.append(cells)
+        elif rows:
+            break
+    return rows
+
+
+def list_table(rows, widths):
+    """An rst list-table of ``rows`` (the first is the header)."""
+    lines = ['.. list-table::', '   :header-rows: 1',
+             '   :widths: %s' % ' '.join(map(str, widths)), '']
+    for row in rows:
+        for index, cell in enumerate(row):
+            lines.append('   %s %s' % ('* -' if index == 0 else '  -',
+                                       _rst_inline(cell) or '\\'))
+    return '\n'.join(lines) + '\n'
+
+
+def readme_tables():
+    """``_generated/differences.txt`` from README's table of deliberate differences."""
+    rows = markdown_table('Deliberate differences from gluoncv 0.10.5', 4)
+    _write('differences.txt', list_table(rows, (22, 22, 26, 20)))
+
+
+def benchmark_files():
+    """The chart, the table and the machine facts of ``docs/bench_results.json``."""
+    from gluonbatch.benchmark import plot_ratios
+
+    with open(os.path.join(HERE, 'bench_results.json'), encoding='utf-8') as handle:
+        results = json.load(handle)
+    plot_ratios(results, os.path.join(GENERATED, 'bench_ratios.png'))
+    rows = [['case', 'what is batched', 'gluonbatch ms', 'gluoncv ms', 'floor ms',
+             'gluoncv / gluonbatch', 'gluonbatch / floor', 'gluoncv / floor']]
+    for case in results['cases']:
+        medians, ratios = case.get('medians_ms', {}), case.get('ratios', {})
+        if not ratios:
+            continue
+        rows.append(['``%s``' % case['case'], case.get('title', '')]
+                    + ['%.3f' % medians[name] for name in ('gluonbatch', 'gluoncv', 'floor')]
+                    + ['%.2fx' % ratios[key] for key in
+                       ('gluoncv/gluonbatch', 'gluonbatch/floor', 'gluoncv/floor')])
+    _write('bench_table.txt', list_table(rows, (12, 30, 9, 9, 9, 10, 10, 10)))
+    machine = results.get('machine', {})
+    facts = ['* **%s**: ``%s``' % (key, value) for key, value in machine.items()]
+    facts.append('* **mode**: %s, seed %s' % ('quick (smoke) mode' if results.get('quick')
+                                              else 'full run', results.get('seed')))
+    _write('bench_machine.txt', '\n'.join(facts) + '\n')
+
+
+def generate():
+    from gluonbatch.examples.figures import draw_all
+
+    os.makedirs(GENERATED, exist_ok=True)
+    draw_all(GENERATED)
+    benchmark_files()
+    cli_help()
+    readme_tables()
+
+
+generate()

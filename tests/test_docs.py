@@ -1,0 +1,121 @@
+"""The documentation builds with warnings as errors, its internal links resolve, and the
+benchmark's bar chart is a PNG.
+
+The build is what ``make docs`` runs (``-W --keep-going -n``), into a temporary directory.
+"""
+import html.parser
+import os
+import posixpath
+import urllib.parse
+
+import pytest
+
+from gluonbatch import benchmark
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, 'docs')
+PNG = b'\x89PNG\r\n\x1a\n'
+
+sphinx_build = pytest.importorskip('sphinx.cmd.build')
+
+
+@pytest.fixture(scope='module')
+def html_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp('docs_html')
+    doctrees = tmp_path_factory.mktemp('doctrees')
+    status = sphinx_build.build_main(['-W', '--keep-going', '-n', '-q', '-E', '-b', 'html',
+                                      '-d', str(doctrees), DOCS, str(out)])
+    assert status == 0, 'sphinx reported warnings or errors (see the captured output)'
+    return out
+
+
+def _read(path):
+    with open(path, encoding='utf-8') as handle:
+        return handle.read()
+
+
+def test_docs_build_without_warnings(html_dir):
+    index = _read(html_dir / 'index.html')
+    assert 'gluonbatch' in index
+    api = _read(html_dir / 'api.html')
+    for name in ('Pad', 'Stack', 'FasterRCNNTrainBatchify', 'ImageTextPairDataset',
+                 'SplitSampler', 'default_collate', 'SharedMemoryError'):
+        assert name in api, name
+    for page in ('migration', 'choosing', 'detection', 'scaling', 'memory', 'webdataset',
+                 'performance', 'cli'):
+        assert (html_dir / ('%s.html' % page)).is_file(), page
+    assert 'usage: gluonbatch' in _read(html_dir / 'cli.html')
+
+
+def test_detection_page_names_every_field(html_dir):
+    from gluonbatch.examples import rcnn, ssd, yolo
+
+    fields = set(ssd.TRAIN_FIELDS + ssd.VAL_FIELDS + yolo.TRAIN_FIELDS + yolo.VAL_FIELDS)
+    for kind in ('faster', 'mask'):
+        fields.update(rcnn.TRAIN_FIELDS[kind] + rcnn.VAL_FIELDS[kind])
+    page = _read(html_dir / 'detection.html')
+    missing = sorted(name for name in fields if '>%s<' % name not in page)
+    assert not missing, 'fields not described on the detection page: %s' % missing
+
+
+class _Links(html.parser.HTMLParser):
+    """Collects every href and src attribute of a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.links = []
+
+    def handle_starttag(self, tag, attrs):
+        self.links.extend(value for name, value in attrs if name in ('href', 'src') and value)
+
+
+def test_internal_links_resolve(html_dir):
+    broken, checked = [], 0
+    for folder, _, files in os.walk(html_dir):
+        for name in files:
+            if not name.endswith('.html'):
+                continue
+            page = os.path.join(folder, name)
+            parser = _Links()
+            parser.feed(_read(page))
+            for link in parser.links:
+                parts = urllib.parse.urlsplit(link)
+                if parts.scheme or parts.netloc or not parts.path:
+                    continue  # http(s), mailto, javascript, or a '#fragment' on this page
+                target = os.path.normpath(os.path.join(
+                    folder, urllib.parse.unquote(posixpath.normpath(parts.path))))
+                checked += 1
+                if not os.path.exists(target):
+                    broken.append('%s: %s' % (os.path.relpath(page, html_dir), link))
+    assert checked > 50
+    assert not broken, 'broken links:\n' + '\n'.join(broken)
+
+
+def test_every_picture_is_in_the_build(html_dir):
+    images = os.listdir(html_dir / '_images')
+    from gluonbatch.examples.figures import FIGURES
+
+    for name in list(FIGURES) + ['bench_ratios', 'demo_batch']:
+        assert name + '.png' in images, name
+
+
+def test_plot_ratios_writes_a_png(tmp_path):
+    def case(name, ours, theirs):
+        return {'case': name, 'ratios': {'gluonbatch/floor': ours, 'gluoncv/floor': theirs,
+                                         'gluoncv/gluonbatch': theirs / ours}}
+
+    results = {'machine': {'cpus_usable': 2, 'python': '3.11'}, 'quick': False,
+               'cases': [case('pad_labels', 1.1, 43.0), case('stack_numpy', 0.5, 1.2),
+                         {'case': 'memory', 'medians_ms': {}}]}  # no ratios: left out
+    out = tmp_path / 'ratios.png'
+    assert benchmark.plot_ratios(results, str(out)) == str(out)
+    data = out.read_bytes()
+    assert data[:8] == PNG and len(data) > 1000
+    with pytest.raises(ValueError):
+        benchmark.plot_ratios({'cases': [{'case': 'memory'}]}, str(tmp_path / 'none.png'))
+
+
+def test_bench_plot_option(tmp_path):
+    out = tmp_path / 'bench.png'
+    assert benchmark.main(['--quick', '--only', 'pad_labels', '--plot', str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG
