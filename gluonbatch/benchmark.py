@@ -219,6 +219,18 @@ def percent_check(metric, value, goal=None):
     return dict(ratio_check(metric, value, goal), unit='%')
 
 
+def timing_fields(medians, times):
+    """The row fields every case reports: medians and per-round times in ms, and the ratios
+    of gluonbatch, gluoncv and the floor (``medians`` and ``times`` in seconds)."""
+    return {
+        'medians_ms': {name: seconds * 1e3 for name, seconds in medians.items()},
+        'times_ms': {name: [s * 1e3 for s in values] for name, values in times.items()},
+        'ratios': {'gluoncv/gluonbatch': medians['gluoncv'] / medians['gluonbatch'],
+                   'gluonbatch/floor': medians['gluonbatch'] / medians['floor'],
+                   'gluoncv/floor': medians['gluoncv'] / medians['floor']},
+    }
+
+
 def run_case(case, title, gb_fn, gcv_fn, rounds, samples, temporaries=False,
              back_to_back=False, extra=None):
     """Time the three contenders of one case; return the case's row (without checks).
@@ -241,11 +253,7 @@ def run_case(case, title, gb_fn, gcv_fn, rounds, samples, temporaries=False,
         'case': case, 'title': title, 'rounds': rounds,
         'outputs': [[list(shape), dtype.name] for shape, dtype in outputs],
         'out_bytes': out_bytes,
-        'medians_ms': {name: seconds * 1e3 for name, seconds in medians.items()},
-        'times_ms': {name: [s * 1e3 for s in values] for name, values in times.items()},
-        'ratios': {'gluoncv/gluonbatch': medians['gluoncv'] / medians['gluonbatch'],
-                   'gluonbatch/floor': medians['gluonbatch'] / medians['floor'],
-                   'gluoncv/floor': medians['gluoncv'] / medians['floor']},
+        **timing_fields(medians, times),
     }
     if extra:
         row['extra_ms'] = {name: seconds * 1e3 for name, seconds in extra_medians.items()}
@@ -480,12 +488,8 @@ def case_loader(rng, rounds, quick):
                                   % len(batches),
         'outputs': [[list(shape), dtype.name] for shape, dtype in outputs],
         'out_bytes': out_bytes,
-        'medians_ms': {name: seconds * 1e3 for name, seconds in medians.items()},
-        'times_ms': {name: [s * 1e3 for s in values] for name, values in times.items()},
         'batches_per_s': {name: 1.0 / seconds for name, seconds in medians.items()},
-        'ratios': {'gluoncv/gluonbatch': medians['gluoncv'] / medians['gluonbatch'],
-                   'gluonbatch/floor': medians['gluonbatch'] / medians['floor'],
-                   'gluoncv/floor': medians['gluoncv'] / medians['floor']},
+        **timing_fields(medians, times),
     }
     row['checks'] = [
         ratio_check('batches/s gluonbatch / gluoncv', row['ratios']['gluoncv/gluonbatch']),
@@ -612,14 +616,10 @@ def case_webdataset(rng, rounds, quick):
         'outputs': [[list(shape), dtype.name] for shape, dtype in outputs],
         'out_bytes': sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in outputs),
         'tar_bytes': tar_bytes, 'records': count,
-        'medians_ms': {name: seconds * 1e3 for name, seconds in medians.items()},
-        'times_ms': {name: [s * 1e3 for s in values] for name, values in times.items()},
         'records_per_s': {name: 1.0 / seconds for name, seconds in medians.items()},
         'raw_read_us_per_record': raw_us,
         'reshard_mb_per_s': reshard_mb_s, 'copyfile_mb_per_s': copy_mb_s,
-        'ratios': {'gluoncv/gluonbatch': medians['gluoncv'] / medians['gluonbatch'],
-                   'gluonbatch/floor': medians['gluonbatch'] / medians['floor'],
-                   'gluoncv/floor': medians['gluoncv'] / medians['floor']},
+        **timing_fields(medians, times),
     }
     row['checks'] = [
         ratio_check('records/s gluonbatch / gluoncv', row['ratios']['gluoncv/gluonbatch']),
