@@ -10,8 +10,9 @@ import warnings
 
 import numpy as np
 
-__all__ = ['normalize_axes', 'check_axis_argument', 'check_positive_int', 'shard_bounds',
-           'round_up', 'padded_shape', 'check_same_shape', 'promote_dtypes', 'check_pad_value']
+__all__ = ['normalize_axes', 'check_axis_argument', 'check_positive_int', 'split_bounds',
+           'shard_bounds', 'round_up', 'padded_shape', 'check_same_shape', 'promote_dtypes',
+           'check_pad_value']
 
 
 def normalize_axes(axis, ndim, index=0):
@@ -61,21 +62,18 @@ def check_positive_int(value, name, allow_none=False):
     return int(value)
 
 
-def shard_bounds(num_samples, num_shards):
-    """Start/stop indices of each shard, on ``np.array_split`` boundaries.
+def split_bounds(num_samples, num_shards):
+    """Start/stop indices of ``np.array_split`` boundaries, at most one shard per sample.
 
-    The first ``num_samples % num_shards`` shards are one sample larger. When there are more
-    shards than samples, only ``num_samples`` non-empty shards are made (with a warning).
+    The first ``num_samples % num_shards`` shards are one sample larger; zero samples make
+    one empty shard.
 
-    >>> shard_bounds(7, 3)
+    >>> split_bounds(7, 3)
     [(0, 3), (3, 5), (5, 7)]
-    >>> shard_bounds(5, 4)
-    [(0, 2), (2, 3), (3, 4), (4, 5)]
+    >>> split_bounds(2, 4), split_bounds(0, 2)
+    ([(0, 1), (1, 2)], [(0, 0)])
     """
-    if num_shards > num_samples:
-        warnings.warn('num_shards=%d is larger than the batch of %d sample(s); returning %d '
-                      'shard(s)' % (num_shards, num_samples, num_samples), stacklevel=3)
-        num_shards = num_samples
+    num_shards = max(1, min(num_shards, num_samples))
     base, extra = divmod(num_samples, num_shards)
     bounds, start = [], 0
     for shard in range(num_shards):
@@ -83,6 +81,18 @@ def shard_bounds(num_samples, num_shards):
         bounds.append((start, stop))
         start = stop
     return bounds
+
+
+def shard_bounds(num_samples, num_shards):
+    """:func:`split_bounds` of a batch, warning when there are more shards than samples.
+
+    >>> shard_bounds(5, 4)
+    [(0, 2), (2, 3), (3, 4), (4, 5)]
+    """
+    if num_shards > num_samples:
+        warnings.warn('num_shards=%d is larger than the batch of %d sample(s); returning %d '
+                      'shard(s)' % (num_shards, num_samples, num_samples), stacklevel=3)
+    return split_bounds(num_samples, num_shards)
 
 
 def round_up(length, multiple):

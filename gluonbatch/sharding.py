@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import mxnet as mx
 import numpy as np
 
-from ._layout import check_positive_int
+from ._layout import check_positive_int, split_bounds
 
 __all__ = ['split_to_devices', 'ShardedLoader', 'SplitSampler']
 
@@ -86,18 +86,6 @@ def _shard_sizes(leaf):
     return sizes
 
 
-def _even_bounds(num_samples, num_shards):
-    """``np.array_split`` boundaries, at most one shard per sample."""
-    num_shards = max(1, min(num_shards, num_samples))
-    base, extra = divmod(num_samples, num_shards)
-    bounds, start = [], 0
-    for shard in range(num_shards):
-        stop = start + base + (shard < extra)
-        bounds.append((start, stop))
-        start = stop
-    return bounds
-
-
 def _field_rows(leaf):
     if leaf.kind == _Leaf.ARRAY:
         return _rows(leaf.value)
@@ -125,7 +113,7 @@ def _layout(leaves, num_shards):
     if len(set(rows.values())) > 1:
         raise ValueError('the fields have different batch sizes (%s); cannot split them into '
                          'shards' % ', '.join('%s: %d' % item for item in rows.items()))
-    return _even_bounds(next(iter(rows.values())), num_shards), None
+    return split_bounds(next(iter(rows.values())), num_shards), None
 
 
 def _check_field(leaf, bounds, reference):
