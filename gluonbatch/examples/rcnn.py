@@ -16,7 +16,7 @@ from mxnet import autograd, gluon
 
 from ..batchify import Append, Tuple
 from ..rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
-from .runner import detection_dataset, loader_parser, run_example
+from .runner import detection_dataset, loader_parser, run_example, shard_list
 
 TRAIN_FIELDS = {'faster': ('image', 'boxes', 'rpn_cls_targets', 'rpn_box_targets',
                            'rpn_box_masks'),
@@ -78,10 +78,6 @@ def build(kind, args):
                 net, args.num_shards)}
 
 
-def _shards(field):
-    return field if isinstance(field, (list, tuple)) else [field]
-
-
 def _take_rows(value, indices):
     """Per image ``i``, the entries of ``value[i]`` at ``indices[i]``."""
     return mx.nd.stack(*[mx.nd.take(value[i], indices[i]) for i in range(indices.shape[0])])
@@ -109,8 +105,8 @@ def train_steps(kind, net, batches, steps):
             (images, labels, rpn_cls, rpn_box, rpn_mask), masks = batch, None
         params.zero_grad()
         loss = 0.0
-        for shard, fields in enumerate(zip(_shards(images), _shards(labels), rpn_cls, rpn_box,
-                                           rpn_mask)):
+        for shard, fields in enumerate(zip(shard_list(images), shard_list(labels), rpn_cls,
+                                           rpn_box, rpn_mask)):
             image, label, shard_rpn_cls, shard_rpn_box, shard_rpn_mask = (
                 field.as_in_context(mx.cpu()) for field in fields)
             with autograd.record():
@@ -136,7 +132,7 @@ def train_steps(kind, net, batches, steps):
                     # the mask head only sees the sampled rois that ``indices`` picks
                     roi, matches, picked_cls = (_take_rows(value, indices)
                                                 for value in (roi, matches, cls_targets))
-                    gt_masks = _shards(masks)[shard].as_in_context(mx.cpu())
+                    gt_masks = shard_list(masks)[shard].as_in_context(mx.cpu())
                     mask_targets, mask_masks = net.mask_target(roi, gt_masks, matches,
                                                                picked_cls)
                     total = total + (mask_loss(mask_pred, mask_targets, mask_masks)

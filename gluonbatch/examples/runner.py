@@ -79,6 +79,11 @@ def detection_dataset(args, masks=False, split='train'):
                               seed=args.seed + (0 if split == 'train' else 1))
 
 
+def shard_list(field):
+    """A batch field as a list of per-shard arrays (a bare NDArray is one shard)."""
+    return list(field) if isinstance(field, (list, tuple)) else [field]
+
+
 def _leaves(batch):
     if isinstance(batch, mx.nd.NDArray):
         return [batch]

@@ -3,15 +3,12 @@ import numpy as np
 
 from .._layout import shard_bounds
 from .picture import draw_detection_batch
+from .runner import shard_list
 
 __all__ = ['LOADERS', 'show_batch']
 
 #: Loaders ``show`` can draw, with the batch size and shard count used by default.
 LOADERS = ('ssd', 'yolo', 'faster_rcnn')
-
-
-def _shards(field):
-    return list(field) if isinstance(field, (list, tuple)) else [field]
 
 
 def _rows(shards):
@@ -27,7 +24,7 @@ def show_batch(loader, args, path):
         indices = next(iter(parts['sampler']))
         samples = [parts['train_data'][i] for i in indices]
         batch = parts['train_batchify'](samples)
-        images, labels = _shards(batch[0]), _shards(batch[1])
+        images, labels = shard_list(batch[0]), shard_list(batch[1])
         title = 'Faster R-CNN train batch: %d images in %d shard(s), each padded to its own ' \
                 'largest image' % (len(samples), len(images))
     elif loader in ('ssd', 'yolo'):
@@ -41,7 +38,7 @@ def show_batch(loader, args, path):
             data, batchify, box_field = parts['train_data'], parts['train_batchify'], 6
         samples = [data[i] for i in range(min(args.batch_size, len(data)))]
         batch = batchify(samples)
-        images, labels = _shards(batch[0]), _shards(batch[box_field])
+        images, labels = shard_list(batch[0]), shard_list(batch[box_field])
         title = '%s batch: %d images, boxes padded with -1 to the longest list' % (
             loader.upper(), len(samples))
     else:
