@@ -1,0 +1,8 @@
+"""gluonbatch's internal machinery, one mechanism per module.
+
+``checks`` (the one input-check policy), ``layout`` (shape and shard arithmetic),
+``native`` (the only ctypes code: views of NDArray memory), ``alloc`` (the one allocator),
+``samples`` (raw samples as host arrays), ``write`` (slot writing), ``tree`` (walking
+nested batches), ``pickling`` (the worker reducer, installed explicitly) and ``process``
+(per-process state, one at-fork mechanism). Nothing here is public API.
+"""

@@ -1,0 +1,154 @@
+"""The one input-check policy of gluonbatch.
+
+A wrong type raises ``TypeError``, a bad value ``ValueError``; each message names what was
+seen and what was expected (and the sample index where there is one). Misusing a
+combinator -- ``Dict`` given a non-dict, a non-callable batchify function, a
+``NamedTuple`` field mismatch, samples of the wrong container type -- raises
+:class:`BatchifyUsageError`, which is both: GluonNLP raises ``ValueError`` there and
+gluoncv-style code catches ``TypeError``, and migrating code that catches either keeps
+working.
+
+Examples
+--------
+>>> check_int(3, 'num_shards', minimum=1)
+3
+>>> check_int('3', 'num_shards', minimum=1)
+Traceback (most recent call last):
+...
+TypeError: num_shards must be an integer, got '3' (str)
+>>> check_int(0, 'num_shards', minimum=1)
+Traceback (most recent call last):
+...
+ValueError: num_shards must be an integer >= 1, got 0
+"""
+import numbers
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ['BatchifyUsageError', 'describe', 'check_int', 'check_choice', 'check_callable',
+           'check_batch', 'check_dtype', 'SUPPORTED_DTYPES']
+
+#: dtypes a legacy ``mx.nd.NDArray`` can hold.
+SUPPORTED_DTYPES = tuple(np.dtype(t) for t in (
+    np.float32, np.float64, np.float16, np.uint8, np.int8, np.int32, np.int64, np.bool_))
+
+
+class BatchifyUsageError(TypeError, ValueError):
+    """A batchify function misused: wrong container, field mismatch, a non-callable.
+
+    Derives from both ``TypeError`` (gluoncv-style code) and ``ValueError`` (GluonNLP's
+    contract), so code that catches either keeps working.
+
+    >>> issubclass(BatchifyUsageError, TypeError), issubclass(BatchifyUsageError, ValueError)
+    (True, True)
+    """
+
+
+def describe(value):
+    """Short description of a value for error messages.
+
+    >>> describe(np.zeros((2, 3), 'uint8'))
+    'numpy.ndarray of shape (2, 3) and dtype uint8'
+    >>> describe('cat')
+    'str'
+    """
+    kind = type(value)
+    name = kind.__name__ if kind.__module__ == 'builtins' else '%s.%s' % (
+        kind.__module__.split('.')[0], kind.__name__)
+    if hasattr(value, 'shape') and hasattr(value, 'dtype'):
+        return '%s of shape %s and dtype %s' % (name, tuple(value.shape), np.dtype(value.dtype))
+    return name
+
+
+def is_int(value):
+    """Whether ``value`` is an integer (bool is not).
+
+    >>> is_int(3), is_int(np.int64(3)), is_int(True), is_int(3.0)
+    (True, True, False, False)
+    """
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_int(value, name, minimum=None, allow_none=False):
+    """Return ``value`` as an int: TypeError if it is not an integer, ValueError if it is
+    below ``minimum``; ``None`` passes when ``allow_none``.
+
+    >>> check_int(None, 'round_to', minimum=1, allow_none=True) is None
+    True
+    >>> check_int(True, 'seed')
+    Traceback (most recent call last):
+    ...
+    TypeError: seed must be an integer, got True (bool)
+    """
+    if value is None and allow_none:
+        return None
+    if not is_int(value):
+        raise TypeError('%s must be an integer%s, got %r (%s)'
+                        % (name, ' or None' if allow_none else '', value, describe(value)))
+    if minimum is not None and value < minimum:
+        raise ValueError('%s must be an integer >= %d, got %r' % (name, minimum, value))
+    return int(value)
+
+
+def check_choice(value, name, choices):
+    """Return ``value`` if it is one of ``choices``, else raise ValueError.
+
+    >>> check_choice('pad', 'last_part', ('pad', 'drop'))
+    'pad'
+    >>> check_choice('keep', 'last_part', ('pad', 'drop'))
+    Traceback (most recent call last):
+    ...
+    ValueError: last_part must be one of 'pad', 'drop'; got 'keep'
+    """
+    if value not in choices:
+        raise ValueError('%s must be one of %s; got %r'
+                         % (name, ', '.join(repr(c) for c in choices), value))
+    return value
+
+
+def check_callable(fn, name):
+    """Raise BatchifyUsageError unless ``fn`` is callable.
+
+    >>> check_callable(len, '0')
+    >>> check_callable(3, '0')
+    Traceback (most recent call last):
+    ...
+    gluonbatch._core.checks.BatchifyUsageError: batchify function 0 must be callable, got int
+    """
+    if not callable(fn):
+        raise BatchifyUsageError('batchify function %s must be callable, got %s'
+                                 % (name, describe(fn)))
+
+
+def check_batch(data):
+    """Raise unless ``data`` is a non-empty sequence of samples.
+
+    A string, a mapping or anything without a length is a TypeError (a dict passed as a
+    batch would otherwise be batchified by its keys); an empty batch a ValueError.
+
+    >>> check_batch([1, 2])
+    >>> check_batch({0: [1, 2]})
+    Traceback (most recent call last):
+    ...
+    TypeError: a batch must be a list of samples, got dict
+    """
+    sized = isinstance(data, Sequence) or (
+        hasattr(data, '__getitem__') and getattr(data, 'ndim', 1) > 0 and hasattr(data, '__len__'))
+    if isinstance(data, (str, bytes, Mapping)) or not sized:
+        raise TypeError('a batch must be a list of samples, got %s' % describe(data))
+    if len(data) == 0:
+        raise ValueError('the batch is empty: there are no samples to batchify')
+
+
+def check_dtype(dtype):
+    """Return ``np.dtype(dtype)`` if an NDArray can hold it, else raise TypeError.
+
+    >>> check_dtype('float16')
+    dtype('float16')
+    """
+    dtype = np.dtype(dtype)
+    if dtype not in SUPPORTED_DTYPES:
+        raise TypeError('MXNet NDArrays cannot hold dtype %s; pass dtype= one of %s'
+                        % (dtype, ', '.join(str(t) for t in SUPPORTED_DTYPES)))
+    return dtype

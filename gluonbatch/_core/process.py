@@ -1,0 +1,75 @@
+"""Per-process state: the one place gluonbatch reacts to ``fork``.
+
+A DataLoader worker is a forked copy of the main process: it inherits thread pools
+without their threads, file handles whose offsets it would share with its parent, and
+caches it may keep. Every such object is a :class:`ProcessLocal`, made on first use in
+each process, so a forked child makes its own instead of using its parent's.
+
+Examples
+--------
+>>> import os
+>>> pids = ProcessLocal(os.getpid)
+>>> pids.get() == os.getpid()
+True
+>>> pids.get() is pids.get()
+True
+"""
+import os
+import threading
+
+__all__ = ['ProcessLocal', 'generation']
+
+# Bumped in every forked child; a ProcessLocal made in another generation is stale.
+_generation = 0
+_lock = threading.Lock()
+
+
+def _after_fork_in_child():
+    global _generation, _lock
+    _generation += 1
+    # The parent's lock may have been held by a thread that does not exist here.
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def generation():
+    """How many forks lie between the first process and this one (0 in the first).
+
+    >>> generation() >= 0
+    True
+    """
+    return _generation
+
+
+class ProcessLocal:
+    """A value made by ``factory()`` once per process, made again in a forked child.
+
+    Parameters
+    ----------
+    factory : callable
+        Makes the value; called at most once per process, under a lock.
+
+    Examples
+    --------
+    >>> cache = ProcessLocal(dict)
+    >>> cache.get()['k'] = 1
+    >>> cache.get()
+    {'k': 1}
+    """
+
+    def __init__(self, factory):
+        self._factory = factory
+        self._value = None
+        self._generation = None
+
+    def get(self):
+        """This process's value, made now if this process has none yet."""
+        if self._generation == _generation:
+            return self._value
+        with _lock:
+            if self._generation != _generation:
+                self._value = self._factory()
+                self._generation = _generation
+        return self._value
