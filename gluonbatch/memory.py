@@ -25,11 +25,15 @@ cpu(0)
 >>> gluonbatch.Stack()([[1, 2], [3, 4]]).context
 cpu_shared(0)
 """
+import contextlib
 import errno
 import multiprocessing
 import os
 
-__all__ = ['MODES', 'SharedMemoryError', 'set_memory', 'get_memory', 'use_shared_memory']
+from ._core.checks import check_choice
+
+__all__ = ['MODES', 'SharedMemoryError', 'set_memory', 'get_memory', 'use_memory',
+           'use_shared_memory']
 
 #: The memory settings.
 MODES = ('shared', 'auto', 'cpu')
@@ -45,19 +49,33 @@ class SharedMemoryError(MemoryError):
     """A batch does not fit in the free shared memory (``/dev/shm``)."""
 
 
-def _checked(mode, source):
-    if mode not in MODES:
-        raise ValueError('%s must be one of %s, got %r' % (source, ', '.join(MODES), mode))
-    return mode
-
-
 def set_memory(mode):
     """Choose where batches live: ``'shared'``, ``'auto'`` or ``'cpu'`` (see module doc).
 
     Overrides ``GLUONBATCH_MEMORY``; worker processes forked afterwards inherit it.
     """
     global _mode
-    _mode = _checked(mode, 'the memory setting')
+    _mode = check_choice(mode, 'the memory setting', MODES)
+
+
+@contextlib.contextmanager
+def use_memory(mode):
+    """Use memory setting ``mode`` inside a ``with`` block, then restore the previous one.
+
+    >>> import gluonbatch
+    >>> with use_memory('cpu'):
+    ...     gluonbatch.Stack()([[1, 2]]).context
+    cpu(0)
+    >>> gluonbatch.Stack()([[1, 2]]).context
+    cpu_shared(0)
+    """
+    global _mode
+    previous = _mode
+    set_memory(mode)
+    try:
+        yield
+    finally:
+        _mode = previous
 
 
 def get_memory():
@@ -69,7 +87,8 @@ def get_memory():
     """
     if _mode is not None:
         return _mode
-    return _checked(os.environ.get(_ENV, 'shared'), 'the environment variable ' + _ENV)
+    return check_choice(os.environ.get(_ENV, 'shared'), 'the environment variable ' + _ENV,
+                        MODES)
 
 
 def use_shared_memory():

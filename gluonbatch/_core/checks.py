@@ -99,11 +99,11 @@ def check_choice(value, name, choices):
     >>> check_choice('keep', 'last_part', ('pad', 'drop'))
     Traceback (most recent call last):
     ...
-    ValueError: last_part must be one of 'pad', 'drop'; got 'keep'
+    ValueError: last_part must be one of pad, drop, got 'keep'
     """
     if value not in choices:
-        raise ValueError('%s must be one of %s; got %r'
-                         % (name, ', '.join(repr(c) for c in choices), value))
+        raise ValueError('%s must be one of %s, got %r'
+                         % (name, ', '.join(map(str, choices)), value))
     return value
 
 
