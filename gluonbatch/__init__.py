@@ -5,13 +5,20 @@
 (2, 2)
 """
 from . import dataloader
+from ._core.checks import BatchifyUsageError
 from .batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
 from .collate import Collate, default_collate
-from .memory import SharedMemoryError, get_memory, set_memory
+from .memory import SharedMemoryError, get_memory, set_memory, use_memory
 from .rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
+from ._core.pickling import install as _install_reducer
 
 __version__ = '0.1.0'
 
+# DataLoader workers send batches with ForkingPickler; gluonbatch's reducer must be the one
+# registered for NDArray (see gluonbatch._core.pickling).
+_install_reducer()
+
 __all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple',
            'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify', 'Collate', 'default_collate',
-           'dataloader', 'set_memory', 'get_memory', 'SharedMemoryError', '__version__']
+           'dataloader', 'set_memory', 'get_memory', 'use_memory', 'SharedMemoryError',
+           'BatchifyUsageError', '__version__']

@@ -18,18 +18,18 @@ Examples
 array([[ 1,  2,  3],
        [ 4, -1, -1]])
 """
-import numbers
 from collections.abc import Mapping, Sequence
 
 import mxnet as mx
 import numpy as np
 
-from ._layout import (check_axis_argument, check_pad_value, check_positive_int,
-                      check_same_shape, normalize_axes, padded_shape, promote_dtypes,
-                      shard_bounds)
-from ._samples import as_host_arrays, describe
-from ._shared import allocate, check_dtype, to_shared
-from ._writer import write_batch
+from ._core.alloc import allocate
+from ._core.assemble import apply_to_field, pad_shards, stack_arrays
+from ._core.checks import (BatchifyUsageError, check_batch, check_callable, check_dtype,
+                           check_int, describe)
+from ._core.layout import check_axis_argument, check_pad_value, common_dtype, shard_bounds
+from ._core.samples import as_host_arrays
+from .rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 
 __all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple',
            'ms_batchify_fn', 'dict_batchify_fn', 'FasterRCNNTrainBatchify',
@@ -40,28 +40,6 @@ _FLOAT32 = np.dtype(np.float32)
 
 def _optional_dtype(dtype):
     return None if dtype is None else check_dtype(dtype)
-
-
-def common_dtype(arrays):
-    """The dtype of a batch of host arrays: their dtypes promoted, if MXNet can hold it.
-
-    >>> common_dtype([np.zeros(2, 'int32'), np.zeros(2, 'float32')])
-    dtype('float64')
-    """
-    return check_dtype(promote_dtypes([a.dtype for a in arrays]))
-
-
-def stack_arrays(arrays, dtype):
-    """Stack host arrays of one shape into a new ``cpu_shared`` NDArray of ``dtype``.
-
-    >>> stack_arrays([np.arange(2), np.arange(2)], np.dtype('int64')).asnumpy()
-    array([[0, 1],
-           [0, 1]])
-    """
-    check_same_shape([a.shape for a in arrays], arrays[0].shape)
-    out, view = allocate((len(arrays),) + arrays[0].shape, dtype)
-    write_batch(view, arrays)
-    return out
 
 
 class Stack:
@@ -167,10 +145,10 @@ class Pad:
                  round_to=None):
         self._axis = check_axis_argument(axis)
         self._pad_val = pad_val
-        self._num_shards = check_positive_int(num_shards, 'num_shards')
+        self._num_shards = check_int(num_shards, 'num_shards', minimum=1)
         self._ret_length = bool(ret_length)
         self._dtype = _optional_dtype(dtype)
-        self._round_to = check_positive_int(round_to, 'round_to', allow_none=True)
+        self._round_to = check_int(round_to, 'round_to', minimum=1, allow_none=True)
         # Fail at construction for what can be known then.
         check_pad_value(pad_val, self._dtype or np.dtype(np.float64))
 
@@ -198,24 +176,8 @@ class Pad:
             One padded array per shard, and one int32 valid-length array per shard when
             ``ret_length`` is set (else an empty list).
         """
-        shapes = [a.shape for a in arrays]
-        axes = normalize_axes(self._axis, arrays[0].ndim)
-        check_same_shape(shapes, shapes[0], axes)
-        dtype = self._dtype or common_dtype(arrays)
-        check_pad_value(self._pad_val, dtype)
-
-        padded, lengths = [], []
-        for start, stop in bounds:
-            slot = padded_shape(shapes[start:stop], axes, self._round_to)
-            out, view = allocate((stop - start,) + slot, dtype)
-            write_batch(view, arrays[start:stop], self._pad_val)
-            padded.append(out)
-            if self._ret_length:
-                valid = [[shape[ax] for ax in axes] for shape in shapes[start:stop]]
-                if isinstance(self._axis, int):
-                    valid = [row[0] for row in valid]
-                lengths.append(to_shared(valid, np.int32))
-        return padded, lengths
+        return pad_shards(arrays, bounds, self._axis, self._pad_val, self._dtype,
+                          self._round_to, self._ret_length)
 
     def __repr__(self):
         return ('Pad(axis=%r, pad_val=%r, num_shards=%d, ret_length=%r, dtype=%s, round_to=%r)'
@@ -250,10 +212,8 @@ class Append:
     """
 
     def __init__(self, expand=True, batch_axis=0):
-        if not isinstance(batch_axis, numbers.Integral) or isinstance(batch_axis, bool):
-            raise TypeError('batch_axis must be an int, got %r' % (batch_axis,))
         self._expand = bool(expand)
-        self._batch_axis = int(batch_axis)
+        self._batch_axis = check_int(batch_axis, 'batch_axis')
 
     def __call__(self, data):
         """Return a list with one NDArray per sample of ``data``."""
@@ -279,28 +239,6 @@ class Append:
         return 'Append(expand=%r, batch_axis=%d)' % (self._expand, self._batch_axis)
 
 
-def _check_callable(fn, name):
-    if not callable(fn):
-        raise TypeError('batchify function %s must be callable, got %s' % (name, describe(fn)))
-
-
-def apply_to_field(fn, values, field):
-    """Run one field's batchify function, naming the field in input errors."""
-    try:
-        return fn(values)
-    except (ValueError, TypeError) as err:
-        if type(err) not in (ValueError, TypeError):
-            raise
-        raise type(err)('field %s: %s' % (field, err)) from err
-
-
-def _check_batch(data):
-    if isinstance(data, (str, bytes, Mapping)) or not isinstance(data, Sequence):
-        raise TypeError('a batch must be a list of samples, got %s' % describe(data))
-    if len(data) == 0:
-        raise ValueError('the batch is empty: there are no samples to batchify')
-
-
 class Tuple:
     r"""Apply one batchify function per field of samples that are tuples (or lists).
 
@@ -320,29 +258,29 @@ class Tuple:
     def __init__(self, fn, *args):
         if isinstance(fn, (list, tuple)):
             if args:
-                raise ValueError('Tuple takes Tuple(A, B, C), Tuple([A, B, C]) or '
-                                 'Tuple((A, B, C)); got a sequence followed by %d more '
-                                 'argument(s)' % len(args))
+                raise BatchifyUsageError('Tuple takes Tuple(A, B, C), Tuple([A, B, C]) or '
+                                         'Tuple((A, B, C)); got a sequence followed by %d '
+                                         'more argument(s)' % len(args))
             fns = tuple(fn)
         else:
             fns = (fn,) + args
         if not fns:
-            raise ValueError('Tuple needs at least one batchify function')
+            raise BatchifyUsageError('Tuple needs at least one batchify function')
         for index, ele_fn in enumerate(fns):
-            _check_callable(ele_fn, str(index))
+            check_callable(ele_fn, str(index))
         self._fn = fns
 
     def __call__(self, data):
         """Return a tuple: field i of every sample batchified by the i-th function."""
-        _check_batch(data)
+        check_batch(data)
         width = len(self._fn)
         for index, sample in enumerate(data):
             if isinstance(sample, (str, bytes, Mapping)) or not isinstance(sample, Sequence):
-                raise TypeError('sample %d is a %s; Tuple expects a tuple or list of %d fields'
-                                % (index, describe(sample), width))
+                raise BatchifyUsageError('sample %d is a %s; Tuple expects a tuple or list of %d '
+                                         'fields' % (index, describe(sample), width))
             if len(sample) != width:
-                raise ValueError('sample %d has %d fields; this Tuple has %d batchify '
-                                 'functions' % (index, len(sample), width))
+                raise BatchifyUsageError('sample %d has %d fields; this Tuple has %d batchify '
+                                         'functions' % (index, len(sample), width))
         return tuple(apply_to_field(fn, [sample[i] for sample in data], i)
                      for i, fn in enumerate(self._fn))
 
@@ -365,7 +303,7 @@ class List:
 
     def __call__(self, data):
         """Return ``list(data)``."""
-        _check_batch(data)
+        check_batch(data)
         return list(data)
 
     def __repr__(self):
@@ -389,25 +327,25 @@ class Dict:
 
     def __init__(self, fn_dict):
         if not isinstance(fn_dict, Mapping):
-            raise TypeError('Dict takes a dict of batchify functions, got %s'
-                            % describe(fn_dict))
+            raise BatchifyUsageError('Dict takes a dict of batchify functions, got %s'
+                                     % describe(fn_dict))
         for key, fn in fn_dict.items():
-            _check_callable(fn, repr(key))
+            check_callable(fn, repr(key))
         self._fn_dict = dict(fn_dict)
 
     def __call__(self, data):
         """Return a dict: for each key, that key of every sample batchified by its function."""
-        _check_batch(data)
+        check_batch(data)
         keys = set(self._fn_dict)
         for index, sample in enumerate(data):
             if not isinstance(sample, Mapping):
-                raise TypeError('sample %d is a %s; Dict expects a dict with keys %s'
-                                % (index, describe(sample), sorted(map(str, keys))))
+                raise BatchifyUsageError('sample %d is a %s; Dict expects a dict with keys %s'
+                                         % (index, describe(sample), sorted(map(str, keys))))
             if set(sample) != keys:
-                raise ValueError('sample %d has keys %s; expected %s (missing %s, extra %s)'
-                                 % (index, sorted(map(str, sample)), sorted(map(str, keys)),
-                                    sorted(map(str, keys - set(sample))),
-                                    sorted(map(str, set(sample) - keys))))
+                raise BatchifyUsageError(
+                    'sample %d has keys %s; expected %s (missing %s, extra %s)'
+                    % (index, sorted(map(str, sample)), sorted(map(str, keys)),
+                       sorted(map(str, keys - set(sample))), sorted(map(str, set(sample) - keys))))
         return {key: apply_to_field(fn, [sample[key] for sample in data], repr(key))
                 for key, fn in self._fn_dict.items()}
 
@@ -438,34 +376,34 @@ class NamedTuple:
     def __init__(self, container, fn_info):
         fields = getattr(container, '_fields', None)
         if not (isinstance(container, type) and issubclass(container, tuple) and fields):
-            raise TypeError('NamedTuple needs a namedtuple type, got %r' % (container,))
+            raise BatchifyUsageError('NamedTuple needs a namedtuple type, got %r' % (container,))
         if isinstance(fn_info, Mapping):
             if set(fn_info) != set(fields):
-                raise ValueError('the functions are for fields %s but %s has fields %s'
-                                 % (sorted(map(str, fn_info)), container.__name__,
-                                    list(fields)))
+                raise BatchifyUsageError('the functions are for fields %s but %s has fields %s'
+                                         % (sorted(map(str, fn_info)), container.__name__,
+                                            list(fields)))
             fns = tuple(fn_info[name] for name in fields)
         elif isinstance(fn_info, (list, tuple)):
             if len(fn_info) != len(fields):
-                raise ValueError('%d functions given but %s has %d fields %s'
-                                 % (len(fn_info), container.__name__, len(fields),
-                                    list(fields)))
+                raise BatchifyUsageError('%d functions given but %s has %d fields %s'
+                                         % (len(fn_info), container.__name__, len(fields),
+                                            list(fields)))
             fns = tuple(fn_info)
         else:
-            raise TypeError('fn_info must be a list, tuple or dict of batchify functions, '
-                            'got %s' % describe(fn_info))
+            raise BatchifyUsageError('fn_info must be a list, tuple or dict of batchify '
+                                     'functions, got %s' % describe(fn_info))
         for name, fn in zip(fields, fns):
-            _check_callable(fn, name)
+            check_callable(fn, name)
         self._container = container
         self._fns = fns
 
     def __call__(self, data):
         """Return a ``container`` whose fields are the batchified fields of ``data``."""
-        _check_batch(data)
+        check_batch(data)
         for index, sample in enumerate(data):
             if not isinstance(sample, self._container):
-                raise ValueError('sample %d is a %s; expected %s'
-                                 % (index, describe(sample), self._container.__name__))
+                raise BatchifyUsageError('sample %d is a %s; expected %s'
+                                         % (index, describe(sample), self._container.__name__))
         fields = self._container._fields
         return self._container(*(apply_to_field(fn, [sample[i] for sample in data], fields[i])
                                  for i, fn in enumerate(self._fns)))
@@ -486,7 +424,7 @@ def ms_batchify_fn(data):
     >>> [a.shape for a in batch[0]], batch[1]
     ([(3, 4), (3, 6)], ['a', 'b'])
     """
-    _check_batch(data)
+    check_batch(data)
     first = data[0]
     if isinstance(first, str):
         return list(data)
@@ -507,7 +445,7 @@ def dict_batchify_fn(data):
     >>> batch['depth'].shape, batch['meta']['k'].shape
     ((2, 2, 2), (2, 1))
     """
-    _check_batch(data)
+    check_batch(data)
     first = data[0]
     if isinstance(first, mx.nd.NDArray):
         return _STACK_AS_IS(data)
@@ -519,7 +457,3 @@ def dict_batchify_fn(data):
 
 _APPEND_AS_IS = Append(expand=False)
 _STACK_AS_IS = Stack()
-
-# The R-CNN batchifiers build on Pad; importing them last lets gluoncv users keep
-# `from ...batchify import FasterRCNNTrainBatchify` unchanged.
-from .rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify  # noqa: E402

@@ -22,8 +22,10 @@ from collections.abc import Mapping, Sequence
 import mxnet as mx
 import numpy as np
 
-from ._samples import as_host_arrays, describe
-from .batchify import _check_batch, apply_to_field, common_dtype, stack_arrays
+from ._core.assemble import apply_to_field, stack_arrays
+from ._core.checks import check_batch, describe
+from ._core.layout import common_dtype
+from ._core.samples import as_host_arrays
 
 __all__ = ['Collate', 'default_collate']
 
@@ -167,7 +169,7 @@ class Collate:
 
     def __call__(self, batch):
         """Collate ``batch``, a list of samples."""
-        _check_batch(batch)
+        check_batch(batch)
         fn = self.lookup(type(batch[0]))
         if fn is None:
             raise TypeError('cannot collate samples of type %s; supported types: %s (register '

@@ -24,10 +24,13 @@ from multiprocessing.reduction import ForkingPickler
 import mxnet as mx
 import numpy as np
 
-from ._samples import as_host_arrays, describe
-from ._shared import allocate
-from ._writer import write_slots
-from .batchify import Pad, _check_batch, common_dtype, stack_arrays
+from ._core.alloc import allocate
+from ._core.assemble import stack_arrays
+from ._core.checks import check_batch, describe
+from ._core.layout import common_dtype
+from ._core.samples import as_host_arrays
+from ._core.write import write_slots
+from .batchify import Pad
 from .sharding import split_to_devices, ShardedLoader, SplitSampler
 
 __all__ = ['default_batchify_fn', 'default_mp_batchify_fn', 'default_pad_batchify_fn',
@@ -51,7 +54,7 @@ def default_batchify_fn(data):
     >>> default_batchify_fn([(1, [0.5, 1.0]), (2, [1.5, 2.0])])[0].asnumpy()
     array([1, 2])
     """
-    _check_batch(data)
+    check_batch(data)
     if isinstance(data[0], tuple):
         return _per_field(default_batchify_fn, data)
     return _stack_keeping_dtype(data)
@@ -73,7 +76,7 @@ def default_pad_batchify_fn(data):
     >>> default_pad_batchify_fn([np.zeros((0, 6)), np.zeros((0, 6))]).shape
     (2, 1, 6)
     """
-    _check_batch(data)
+    check_batch(data)
     first = data[0]
     if isinstance(first, tuple):
         return _per_field(default_pad_batchify_fn, data)
@@ -104,7 +107,7 @@ def tsn_mp_batchify_fn(data):
     >>> tsn_mp_batchify_fn([mx.nd.ones((3, 2)), mx.nd.zeros((5, 2))]).shape
     (8, 2)
     """
-    _check_batch(data)
+    check_batch(data)
     first = data[0]
     if isinstance(first, tuple):
         return _per_field(tsn_mp_batchify_fn, data)

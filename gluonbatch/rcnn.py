@@ -8,25 +8,21 @@ padded targets are written straight into their shared-memory outputs.
 """
 import functools
 import uuid
-import weakref
 
 import mxnet as mx
 import numpy as np
 
-from ._layout import check_positive_int, shard_bounds
-from ._samples import as_host_array, as_host_arrays, describe
-from ._shared import allocate
-from ._writer import write_slots
-from .batchify import Pad, _check_batch
+from ._core.alloc import allocate
+from ._core.assemble import pad_shards
+from ._core.checks import BatchifyUsageError, check_batch, check_int, describe
+from ._core.layout import shard_bounds
+from ._core.process import shared_by_key
+from ._core.samples import as_host_array, as_host_arrays
+from ._core.write import write_slots
 
 __all__ = ['FeatureShapes', 'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify']
 
 _FLOAT32 = np.dtype(np.float32)
-
-# Every FeatureShapes of this process by token. DataLoader pickles the batchify function
-# with every batch; a forked worker finds its inherited copy here and keeps its cache
-# across batches instead of rebuilding the graph each time.
-_LIVE_FEATURE_SHAPES = weakref.WeakValueDictionary()
 
 
 class FeatureShapes:
@@ -71,33 +67,46 @@ class FeatureShapes:
             symbol = mx.sym.Group(list(symbol))
         if not isinstance(symbol, mx.sym.Symbol):
             raise ValueError('net.features returned %s, not a symbol' % describe(symbol))
-        self._setup(symbol, check_positive_int(maxsize, 'maxsize'), uuid.uuid4().hex)
+        self._setup(lambda: symbol, check_int(maxsize, 'maxsize', minimum=1), uuid.uuid4().hex)
 
-    def _setup(self, symbol, maxsize, token):
-        self._symbol = symbol
-        self._symbol_json = None
-        self._maxsize = maxsize
+    def _setup(self, make_symbol, maxsize, token):
+        # DataLoader pickles the batchify function with every batch; every copy of this
+        # FeatureShapes in a process (a forked worker's inherited one included) shares one
+        # inference cache, found by token, instead of rebuilding the graph each time.
+        self._inference = shared_by_key(token, lambda: _Inference(make_symbol(), maxsize))
         self._token = token
-        self.num_levels = len(symbol.list_outputs())
-        self._lookup = functools.lru_cache(maxsize=maxsize)(self._infer)
-        _LIVE_FEATURE_SHAPES[token] = self
+        self.num_levels = len(self._inference.symbol.list_outputs())
 
     def __reduce__(self):
-        if self._symbol_json is None:
-            self._symbol_json = self._symbol.tojson()
-        return _restore_feature_shapes, (self._token, self._symbol_json, self._maxsize)
+        inference = self._inference
+        return _restore_feature_shapes, (self._token, inference.symbol_json(), inference.maxsize)
 
     def __call__(self, height, width):
         """Tuple of ``(feature_height, feature_width)``, one per level, for an input size."""
-        return self._lookup(int(height), int(width))
+        return self._inference.lookup(int(height), int(width))
 
     def cache_info(self):
         """Hits, misses, maxsize and current size of the cache (``functools`` style)."""
-        return self._lookup.cache_info()
+        return self._inference.lookup.cache_info()
+
+
+class _Inference:
+    """A traced ``net.features`` symbol and its cache of inferred feature-map sizes."""
+
+    def __init__(self, symbol, maxsize):
+        self.symbol = symbol
+        self.maxsize = maxsize
+        self._json = None
+        self.lookup = functools.lru_cache(maxsize=maxsize)(self._infer)
+
+    def symbol_json(self):
+        if self._json is None:
+            self._json = self.symbol.tojson()
+        return self._json
 
     def _infer(self, height, width):
         try:
-            _, out_shapes, _ = self._symbol.infer_shape(data=(1, 3, height, width))
+            _, out_shapes, _ = self.symbol.infer_shape(data=(1, 3, height, width))
         except mx.base.MXNetError as err:
             raise ValueError('cannot infer the feature-map shapes of net.features for an '
                              'image of %dx%d: %s' % (height, width, str(err).strip()[:500])
@@ -113,23 +122,21 @@ class FeatureShapes:
 
 
 def _restore_feature_shapes(token, symbol_json, maxsize):
-    """Unpickle a FeatureShapes: the live one of this process if there is one."""
-    live = _LIVE_FEATURE_SHAPES.get(token)
-    if live is None:
-        live = FeatureShapes.__new__(FeatureShapes)
-        live._setup(mx.sym.load_json(symbol_json), maxsize, token)
-    return live
+    """Unpickle a FeatureShapes, sharing this process's cache for its token if it has one."""
+    restored = FeatureShapes.__new__(FeatureShapes)
+    restored._setup(lambda: mx.sym.load_json(symbol_json), maxsize, token)
+    return restored
 
 
 def _check_samples(data, num_elements, name):
-    _check_batch(data)
+    check_batch(data)
     for index, sample in enumerate(data):
         if isinstance(sample, (str, bytes)) or not hasattr(sample, '__len__'):
-            raise TypeError('sample %d is a %s; %s expects a tuple of %d elements'
-                            % (index, describe(sample), name, num_elements))
+            raise BatchifyUsageError('sample %d is a %s; %s expects a tuple of %d elements'
+                                     % (index, describe(sample), name, num_elements))
         if len(sample) != num_elements:
-            raise ValueError('sample %d has %d elements; %s expects %d'
-                             % (index, len(sample), name, num_elements))
+            raise BatchifyUsageError('sample %d has %d elements; %s expects %d'
+                                     % (index, len(sample), name, num_elements))
 
 
 def _check_images(images):
@@ -209,10 +216,8 @@ class FasterRCNNTrainBatchify:
     NUM_ELEMENTS = 5
 
     def __init__(self, net, num_shards=1):
-        self._num_shards = check_positive_int(num_shards, 'num_shards')
+        self._num_shards = check_int(num_shards, 'num_shards', minimum=1)
         self.feature_shapes = FeatureShapes(net)
-        self._image_pad = Pad(axis=(1, 2), pad_val=0)
-        self._box_pad = Pad(pad_val=-1)
 
     def __call__(self, data):
         """Batchify ``data``, a list of 5-element samples."""
@@ -223,8 +228,9 @@ class FasterRCNNTrainBatchify:
         """The five outputs for already-checked samples (shared with Mask R-CNN)."""
         images = as_host_arrays([sample[0] for sample in data])
         _check_images(images)
-        image_shards, _ = self._image_pad.pad_shards(images, bounds)
-        box_shards, _ = self._box_pad.pad_shards(as_host_arrays([s[1] for s in data]), bounds)
+        image_shards, _ = pad_shards(images, bounds, axis=(1, 2), pad_val=0)
+        box_shards, _ = pad_shards(as_host_arrays([s[1] for s in data]), bounds, axis=0,
+                                   pad_val=-1)
         targets = [[] for _ in _FIELDS]
         for (start, stop), image_shard in zip(bounds, image_shards):
             levels = self.feature_shapes(*image_shard.shape[2:])
@@ -297,12 +303,12 @@ class MaskRCNNTrainBatchify(FasterRCNNTrainBatchify):
 
     def __init__(self, net, num_shards=1):
         super().__init__(net, num_shards)
-        self._mask_pad = Pad(axis=(0, 1, 2), pad_val=0)
 
     def __call__(self, data):
         """Batchify ``data``, a list of 6-element samples."""
         _check_samples(data, self.NUM_ELEMENTS, type(self).__name__)
         bounds = shard_bounds(len(data), self._num_shards)
         images, boxes, cls, box, mask = self._batchify(data, bounds)
-        masks, _ = self._mask_pad.pad_shards(as_host_arrays([s[5] for s in data]), bounds)
+        masks, _ = pad_shards(as_host_arrays([s[5] for s in data]), bounds, axis=(0, 1, 2),
+                              pad_val=0)
         return images, boxes, self._unshard(masks), cls, box, mask

@@ -23,7 +23,8 @@ from collections.abc import Mapping
 import mxnet as mx
 import numpy as np
 
-from ._layout import check_positive_int, split_bounds
+from ._core.checks import check_int
+from ._core.layout import split_bounds
 
 __all__ = ['split_to_devices', 'ShardedLoader', 'SplitSampler']
 
@@ -281,7 +282,7 @@ def split_to_devices(batch, ctx_list, num_shards=None):
     """
     ctx_list = _check_contexts(ctx_list)
     if num_shards is not None:
-        num_shards = check_positive_int(num_shards, 'num_shards')
+        num_shards = check_int(num_shards, 'num_shards', minimum=1)
     tree = _parse(batch, 'field', True)
     if isinstance(tree, _Leaf):
         tree.name = 'the batch'
@@ -333,7 +334,7 @@ class ShardedLoader:
         self.loader = loader
         self.ctx_list = _check_contexts(ctx_list)
         self.num_shards = (None if num_shards is None
-                           else check_positive_int(num_shards, 'num_shards'))
+                           else check_int(num_shards, 'num_shards', minimum=1))
 
     def __iter__(self):
         for batch in self.loader:

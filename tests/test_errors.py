@@ -91,7 +91,8 @@ def test_nan_padding_is_fine_for_floats():
 
 @pytest.mark.parametrize('kwargs, error', [
     ({'axis': 'x'}, TypeError), ({'axis': ()}, TypeError), ({'axis': 1.0}, TypeError),
-    ({'num_shards': 0}, ValueError), ({'num_shards': 1.5}, ValueError),
+    ({'num_shards': 0}, ValueError), ({'num_shards': 1.5}, TypeError),
+    ({'num_shards': '2'}, TypeError), ({'axis': '1'}, TypeError),
     ({'round_to': 0}, ValueError), ({'dtype': 'uint16'}, TypeError),
 ])
 def test_pad_constructor_checks_arguments(kwargs, error):

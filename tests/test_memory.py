@@ -18,9 +18,9 @@ SHARED, PLAIN = mx.Context('cpu_shared', 0), mx.cpu(0)
 
 @pytest.fixture
 def memory_setting():
-    """Run a test with a memory setting and restore the default afterwards."""
-    yield gluonbatch.set_memory
-    gluonbatch.memory._mode = None
+    """Run a test with a memory setting and restore the previous one afterwards."""
+    with gluonbatch.use_memory(gluonbatch.get_memory()):
+        yield gluonbatch.set_memory
 
 
 @pytest.mark.parametrize('mode, context', [('shared', SHARED), ('cpu', PLAIN), ('auto', PLAIN)])
@@ -121,3 +121,17 @@ def test_check_room_counts_the_margin(monkeypatch):
     with pytest.raises(gluonbatch.SharedMemoryError, match=r'9.5 MiB .* 10.0 MiB free of '
                                                            r'100.0 MiB'):
         memory.check_room(int(9.5 * (1 << 20)))
+
+
+def test_use_memory_is_scoped_and_restores_on_error():
+    before = gluonbatch.get_memory()
+    with pytest.raises(KeyError):
+        with gluonbatch.use_memory('cpu'):
+            assert Stack()([[1], [2]]).context == PLAIN
+            raise KeyError('inside')
+    assert gluonbatch.get_memory() == before
+    assert Stack()([[1], [2]]).context == SHARED
+    with pytest.raises(ValueError, match="one of shared, auto, cpu, got 'disk'"):
+        with gluonbatch.use_memory('disk'):
+            pass
+    assert gluonbatch.get_memory() == before

@@ -245,8 +245,13 @@ def test_pickling_keeps_the_live_cache_and_restores_elsewhere(nets, tmp_path):
     batchify = FasterRCNNTrainBatchify(nets['fpn'], num_shards=2)
     expected = batchify.feature_shapes(160, 224)
     restored = pickle.loads(pickle.dumps(batchify))
-    # in this process (and in forked DataLoader workers) the live cache is reused
-    assert restored.feature_shapes is batchify.feature_shapes
+    # a new object (pickling round trips are not identities) that, in this process and in
+    # forked DataLoader workers, shares the live cache
+    assert restored.feature_shapes is not batchify.feature_shapes
+    hits = batchify.feature_shapes.cache_info().hits
+    assert restored.feature_shapes(160, 224) == expected
+    assert batchify.feature_shapes.cache_info().hits == hits + 1
+    assert restored.feature_shapes.cache_info() == batchify.feature_shapes.cache_info()
     path = tmp_path / 'batchify.pkl'
     path.write_bytes(pickle.dumps(batchify))
     code = ('import pickle, sys; b = pickle.load(open(sys.argv[1], "rb")); '

@@ -1,9 +1,12 @@
-"""Per-process state: the one place gluonbatch reacts to ``fork``.
+"""Per-process state: the one place gluonbatch keeps state for a process and reacts to
+``fork``.
 
 A DataLoader worker is a forked copy of the main process: it inherits thread pools
-without their threads, file handles whose offsets it would share with its parent, and
-caches it may keep. Every such object is a :class:`ProcessLocal`, made on first use in
-each process, so a forked child makes its own instead of using its parent's.
+without their threads and file handles whose offsets it would share with its parent.
+Every such object is a :class:`ProcessLocal`, made on first use in each process, so a
+forked child makes its own instead of using its parent's. Pure caches are the opposite:
+what the parent computed stays true in the child, so :func:`shared_by_key` objects are
+kept across a fork.
 
 Examples
 --------
@@ -16,8 +19,9 @@ True
 """
 import os
 import threading
+import weakref
 
-__all__ = ['ProcessLocal', 'generation']
+__all__ = ['ProcessLocal', 'generation', 'shared_by_key']
 
 # Bumped in every forked child; a ProcessLocal made in another generation is stale.
 _generation = 0
@@ -73,3 +77,29 @@ class ProcessLocal:
                 self._value = self._factory()
                 self._generation = _generation
         return self._value
+
+
+# Pure caches by key, held weakly: each lives as long as something uses it.
+_shared = weakref.WeakValueDictionary()
+
+
+def shared_by_key(key, factory):
+    """The live object for ``key`` in this process, made by ``factory()`` if there is none.
+
+    For pure caches only: objects made before a fork stay in use in the child (a DataLoader
+    worker keeps the caches of the batchify function it inherited, although the function is
+    pickled anew with every batch). Objects are held weakly; ``factory`` must return an
+    object that supports weak references.
+
+    >>> class Cache(dict):
+    ...     pass
+    >>> first = shared_by_key('example-key', Cache)
+    >>> shared_by_key('example-key', Cache) is first
+    True
+    """
+    with _lock:
+        value = _shared.get(key)
+        if value is None:
+            value = factory()
+            _shared[key] = value
+        return value

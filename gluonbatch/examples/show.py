@@ -1,7 +1,7 @@
 """Draw the first batch of an example loader (``gluonbatch show``, ``make demo``)."""
 import numpy as np
 
-from .._layout import shard_bounds
+from .._core.layout import shard_bounds
 from .picture import draw_detection_batch
 from .runner import shard_list
 

@@ -6,9 +6,9 @@ threads (numpy releases the GIL while copying), which also spreads the page faul
 fresh shared memory over the cores.
 """
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from .process import ProcessLocal
 
 __all__ = ['write_slot', 'write_batch', 'write_slots']
 
@@ -18,28 +18,11 @@ PARALLEL_MIN_BYTES = 4 << 20
 # whose cost is two slice assignments per sample and no region bookkeeping.
 SMALL_BATCH_BYTES = 1 << 20
 _MAX_THREADS = 4
-
-_pool = None
-_pool_lock = threading.Lock()
 _THREADS = max(1, min(_MAX_THREADS, os.cpu_count() or 1))
 
-
-def _executor():
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix='gluonbatch-copy')
-        return _pool
-
-
-def _forget_pool_after_fork():
-    # A forked DataLoader worker inherits the pool object but none of its threads.
-    global _pool, _pool_lock
-    _pool = None
-    _pool_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool_after_fork)
+# A forked DataLoader worker inherits the pool object but none of its threads: one pool
+# per process.
+_POOL = ProcessLocal(lambda: ThreadPoolExecutor(_THREADS, thread_name_prefix='gluonbatch-copy'))
 
 
 def padding_regions(sample_shape, slot_shape):
@@ -127,6 +110,6 @@ def write_slots(jobs, nbytes):
         for slot, sample, pad_val in jobs[start:start + chunk]:
             write_slot(slot, sample, pad_val)
 
-    futures = [_executor().submit(write_run, start) for start in range(0, len(jobs), chunk)]
+    futures = [_POOL.get().submit(write_run, start) for start in range(0, len(jobs), chunk)]
     for future in futures:
         future.result()

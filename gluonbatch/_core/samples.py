@@ -5,29 +5,14 @@ import warnings
 import mxnet as mx
 import numpy as np
 
-from ._shared import host_view
+from .checks import check_batch, describe
+from .native import host_view
 
-__all__ = ['as_host_array', 'as_host_arrays', 'describe']
+__all__ = ['as_host_array', 'as_host_arrays']
 
 # numpy kinds a batch can be made of: bool, signed, unsigned, float.
 _NUMERIC_KINDS = 'biuf'
 _SUPPORTED = 'an mx.nd.NDArray, a numpy.ndarray, a list/tuple of numbers or a number'
-
-
-def describe(sample):
-    """Short description of a sample for error messages.
-
-    >>> describe(np.zeros((2, 3), 'uint8'))
-    'numpy.ndarray of shape (2, 3) and dtype uint8'
-    >>> describe('cat')
-    'str'
-    """
-    kind = type(sample)
-    name = kind.__name__ if kind.__module__ == 'builtins' else '%s.%s' % (
-        kind.__module__.split('.')[0], kind.__name__)
-    if hasattr(sample, 'shape') and hasattr(sample, 'dtype'):
-        return '%s of shape %s and dtype %s' % (name, tuple(sample.shape), np.dtype(sample.dtype))
-    return name
 
 
 def as_host_array(sample, index):
@@ -65,13 +50,11 @@ def as_host_array(sample, index):
 
 
 def as_host_arrays(samples):
-    """:func:`as_host_array` of every sample; ValueError for an empty batch.
+    """:func:`as_host_array` of every sample of a batch checked by
+    :func:`~gluonbatch._core.checks.check_batch`.
 
     >>> [a.shape for a in as_host_arrays([[1, 2], np.ones((3,))])]
     [(2,), (3,)]
     """
-    if isinstance(samples, (str, bytes)) or not hasattr(samples, '__len__'):
-        raise TypeError('a batch must be a list of samples, got %s' % describe(samples))
-    if len(samples) == 0:
-        raise ValueError('the batch is empty: there are no samples to batchify')
+    check_batch(samples)
     return [as_host_array(sample, index) for index, sample in enumerate(samples)]

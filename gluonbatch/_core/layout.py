@@ -10,9 +10,10 @@ import warnings
 
 import numpy as np
 
-__all__ = ['normalize_axes', 'check_axis_argument', 'check_positive_int', 'split_bounds',
-           'shard_bounds', 'round_up', 'padded_shape', 'check_same_shape', 'promote_dtypes',
-           'check_pad_value']
+from .checks import check_dtype, is_int
+
+__all__ = ['normalize_axes', 'check_axis_argument', 'split_bounds', 'shard_bounds',
+           'round_up', 'padded_shape', 'check_same_shape', 'common_dtype', 'check_pad_value']
 
 
 def normalize_axes(axis, ndim, index=0):
@@ -41,25 +42,11 @@ def check_axis_argument(axis):
     >>> check_axis_argument([1, 2])
     (1, 2)
     """
-    if isinstance(axis, numbers.Integral) and not isinstance(axis, bool):
+    if is_int(axis):
         return int(axis)
-    if isinstance(axis, (tuple, list)) and axis and all(
-            isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in axis):
+    if isinstance(axis, (tuple, list)) and axis and all(map(is_int, axis)):
         return tuple(int(a) for a in axis)
     raise TypeError('axis must be an int or a non-empty tuple/list of ints, got %r' % (axis,))
-
-
-def check_positive_int(value, name, allow_none=False):
-    """Return ``value`` as int if it is a positive integer (or None when allowed).
-
-    >>> check_positive_int(3, 'num_shards')
-    3
-    """
-    if value is None and allow_none:
-        return None
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-        raise ValueError('%s must be a positive integer, got %r' % (name, value))
-    return int(value)
 
 
 def split_bounds(num_samples, num_shards):
@@ -153,13 +140,15 @@ def _all_equal(values):
     return values.count(values[0]) == len(values)
 
 
-def promote_dtypes(dtypes):
-    """The dtype that holds every value of every dtype in ``dtypes`` (numpy promotion).
+def common_dtype(arrays):
+    """The dtype of a batch of host arrays: their dtypes promoted (numpy promotion), if an
+    NDArray can hold it.
 
-    >>> promote_dtypes([np.dtype('int64'), np.dtype('float64')])
+    >>> common_dtype([np.zeros(2, 'int32'), np.zeros(2, 'float32')])
     dtype('float64')
     """
-    return np.result_type(*set(dtypes))  # batches rarely mix dtypes; dedupe first
+    # batches rarely mix dtypes; dedupe first
+    return check_dtype(np.result_type(*{a.dtype for a in arrays}))
 
 
 def check_pad_value(pad_val, dtype):

@@ -1,0 +1,63 @@
+"""The only ctypes code of gluonbatch: numpy views of an NDArray's host memory.
+
+MXNet copies whenever its own API hands memory to numpy (``asnumpy``); gluonbatch reads
+samples and writes outputs in place instead, through views built from the data pointer.
+
+Examples
+--------
+>>> import mxnet as mx
+>>> host_view(mx.nd.array([1, 2]))
+array([1., 2.], dtype=float32)
+"""
+import ctypes
+
+import numpy as np
+from mxnet.base import _LIB, check_call
+
+__all__ = ['numpy_view', 'host_view']
+
+# Contexts whose memory is ordinary host memory that numpy may read directly.
+_HOST_DEVICE_TYPES = ('cpu', 'cpu_shared', 'cpu_pinned')
+
+
+def _data_pointer(array):
+    pointer = ctypes.c_void_p()
+    check_call(_LIB.MXNDArrayGetData(array.handle, ctypes.byref(pointer)))
+    return pointer.value
+
+
+def numpy_view(array, readonly):
+    """A numpy array over the memory of a dense host NDArray, keeping the NDArray alive.
+
+    The caller makes sure no engine operation is writing ``array`` while the view is read,
+    and none is reading it while the view is written.
+
+    >>> import mxnet as mx
+    >>> out = mx.nd.zeros((2,))
+    >>> numpy_view(out, readonly=False)[:] = 5
+    >>> out.asnumpy()
+    array([5., 5.], dtype=float32)
+    """
+    dtype = np.dtype(array.dtype)
+    if array.size == 0:
+        # Zero-size arrays may have no data pointer at all.
+        return np.empty(array.shape, dtype)
+    memory = (ctypes.c_char * (array.size * dtype.itemsize)).from_address(_data_pointer(array))
+    memory.owner = array  # the view's base holds the NDArray, so its memory stays mapped
+    view = np.frombuffer(memory, dtype).reshape(array.shape)
+    view.flags.writeable = not readonly
+    return view
+
+
+def host_view(array):
+    """A read-only numpy view of an NDArray's memory, without copying host arrays.
+
+    Waits for pending engine writes first. Arrays on a device (GPU) are copied to the host.
+    """
+    if array.stype != 'default':
+        raise TypeError('sparse NDArrays (stype %r) are not supported; convert them with '
+                        ".tostype('default') first" % array.stype)
+    if array.context.device_type not in _HOST_DEVICE_TYPES:
+        return array.asnumpy()
+    array.wait_to_read()
+    return numpy_view(array, readonly=True)

@@ -1,0 +1,92 @@
+"""One check policy everywhere: TypeError for a wrong type, ValueError for a bad value,
+and misuse of a combinator catchable as either (GluonNLP raises ValueError there)."""
+import collections
+
+import mxnet as mx
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import gluonbatch
+from gluonbatch import BatchifyUsageError, default_collate
+from gluonbatch.batchify import (Append, Dict, List, NamedTuple, Pad, Stack, Tuple,
+                                 dict_batchify_fn, ms_batchify_fn)
+from gluonbatch.dataloader import default_batchify_fn, default_pad_batchify_fn
+
+Point = collections.namedtuple('Point', ['x', 'y'])
+
+# Every public batchify function, ready to be called on a batch.
+BATCHIFIERS = {
+    'Stack': Stack(), 'Pad': Pad(), 'Append': Append(), 'List': List(),
+    'Tuple': Tuple(Stack(), Stack()), 'Dict': Dict({'a': Stack()}),
+    'NamedTuple': NamedTuple(Point, [Stack(), Stack()]), 'default_collate': default_collate,
+    'default_batchify_fn': default_batchify_fn,
+    'default_pad_batchify_fn': default_pad_batchify_fn, 'ms_batchify_fn': ms_batchify_fn,
+    'dict_batchify_fn': dict_batchify_fn,
+}
+
+
+@pytest.mark.parametrize('name', sorted(BATCHIFIERS))
+def test_a_mapping_passed_as_a_batch_is_a_type_error_everywhere(name):
+    # Iterating a dict gives its keys: a batch of keys would be silently wrong.
+    with pytest.raises(TypeError, match='a batch must be a list of samples, got dict'):
+        BATCHIFIERS[name]({0: [1, 2], 1: [3, 4]})
+
+
+@pytest.mark.parametrize('name', sorted(BATCHIFIERS))
+def test_an_empty_batch_is_a_value_error_everywhere(name):
+    with pytest.raises(ValueError, match='the batch is empty'):
+        BATCHIFIERS[name]([])
+
+
+@pytest.mark.parametrize('make', [
+    lambda: Tuple(Stack(), 3), lambda: Tuple([Stack()], Stack()), lambda: Tuple([]),
+    lambda: Dict([Stack()]), lambda: Dict({'a': 'not callable'}),
+    lambda: NamedTuple(tuple, [Stack()]), lambda: NamedTuple(Point, [Stack()]),
+    lambda: NamedTuple(Point, {'x': Stack(), 'z': Stack()}), lambda: NamedTuple(Point, Stack()),
+    lambda: Tuple(Stack(), Stack())([(1, 2), (1, 2, 3)]),
+    lambda: Tuple(Stack(), Stack())([(1, 2), 7]),
+    lambda: Dict({'a': Stack()})([{'a': 1}, [1]]),
+    lambda: Dict({'a': Stack()})([{'a': 1}, {'b': 1}]),
+    lambda: NamedTuple(Point, [Stack(), Stack()])([Point(1, 2), (1, 2)]),
+], ids=['tuple-not-callable', 'tuple-seq-and-args', 'tuple-empty', 'dict-not-mapping',
+        'dict-not-callable', 'namedtuple-not-namedtuple', 'namedtuple-count',
+        'namedtuple-names', 'namedtuple-fn-info', 'tuple-width', 'tuple-sample-type',
+        'dict-sample-type', 'dict-keys', 'namedtuple-sample-type'])
+def test_combinator_misuse_is_catchable_as_type_error_and_as_value_error(make):
+    with pytest.raises(BatchifyUsageError) as info:
+        make()
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize('make, name', [
+    (lambda v: Pad(num_shards=v), 'num_shards'), (lambda v: Pad(round_to=v), 'round_to'),
+    (lambda v: Append(batch_axis=v), 'batch_axis'),
+    (lambda v: gluonbatch.FasterRCNNTrainBatchify(_TinyNet(), num_shards=v), 'num_shards'),
+])
+@given(value=st.one_of(st.text(max_size=3), st.floats(allow_nan=False), st.booleans(),
+                       st.lists(st.integers(), max_size=2)))
+def test_integer_arguments_of_a_wrong_type_are_type_errors(make, name, value):
+    with pytest.raises(TypeError, match='%s must be an integer' % name):
+        make(value)
+
+
+@pytest.mark.parametrize('make, name', [
+    (lambda v: Pad(num_shards=v), 'num_shards'), (lambda v: Pad(round_to=v), 'round_to'),
+    (lambda v: gluonbatch.FasterRCNNTrainBatchify(_TinyNet(), num_shards=v), 'num_shards'),
+])
+@given(value=st.integers(max_value=0))
+def test_integer_arguments_below_their_minimum_are_value_errors(make, name, value):
+    with pytest.raises(ValueError, match=r'%s must be an integer >= 1, got %d' % (name, value)):
+        make(value)
+
+
+def test_mxnet_and_numpy_arrays_are_batches_too():
+    assert Stack()(np.ones((3, 2))).shape == (3, 2)
+    assert Stack()(mx.nd.ones((3, 2))).shape == (3, 2)
+
+
+class _TinyNet(mx.gluon.nn.HybridSequential):
+    def __init__(self):
+        super().__init__()
+        self.features = mx.gluon.nn.Conv2D(2, 3, strides=16, padding=1)
