@@ -1,0 +1,42 @@
+"""Sharded image-text datasets (the NeMo Curator layout), read at random on the CPU.
+
+A dataset is a directory of shards ``00000.tar, 00001.tar, ...``, each with a
+``00000.parquet`` beside it (one row of metadata per record) and optionally a
+``00000.idx`` (v1.2 index: where each member's bytes are in the tar). A tar holds, per
+record, ``<id>.jpg`` (the image), ``<id>.txt`` (the caption) and ``<id>.json`` (metadata);
+the members sharing the name before the first ``'.'`` are one record, and the parquet has
+one row per record with the same id in its id column.
+
+:class:`ImageTextPairDataset` is a gluon ``Dataset`` over such a directory:
+``ds[i]`` reads only the bytes of record ``i`` (offsets from the ``.idx`` files, or from
+the tar headers scanned once when the dataset is opened) and returns
+``(image, caption, metadata)``. :meth:`ImageTextPairDataset.to_webdataset` writes a
+filtered, renumbered copy; :func:`write_index` writes ``.idx`` files.
+
+Examples
+--------
+>>> import tempfile
+>>> import mxnet as mx
+>>> from gluonbatch.batchify import Tuple, Pad, List
+>>> from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
+>>> tmp = tempfile.TemporaryDirectory()
+>>> path = make_example_dataset(tmp.name, num_shards=2, samples_per_shard=3)
+>>> ds = ImageTextPairDataset.from_webdataset(path, id_col='key')
+>>> len(ds), [name[-9:] for name in ds.tar_files]
+(6, ['00000.tar', '00001.tar'])
+>>> image, caption, meta = ds[4]
+>>> image.dtype, image.shape[2], type(caption).__name__, meta['key']
+(<class 'numpy.uint8'>, 3, 'str', '000011')
+>>> loader = mx.gluon.data.DataLoader(ds, batch_size=4,
+...                                   batchify_fn=Tuple(Pad(axis=(0, 1)), List(), List()))
+>>> [(images.shape[0], len(captions)) for images, captions, metas in loader]
+[(4, 4), (2, 2)]
+>>> tmp.cleanup()
+"""
+from .dataset import ImageTextPairDataset
+from .example import make_example_dataset
+from .index import INDEX_VERSION, write_index
+from .records import IMAGE_EXTENSIONS
+
+__all__ = ['ImageTextPairDataset', 'write_index', 'make_example_dataset',
+           'IMAGE_EXTENSIONS', 'INDEX_VERSION']

@@ -1,0 +1,479 @@
+"""The dataset: :class:`ImageTextPairDataset`, random access to a sharded image-text dataset."""
+import json
+import logging
+import operator
+import os
+import threading
+
+import mxnet as mx
+import numpy as np
+import pandas as pd
+
+from .index import read_index, group_members
+from .records import RecordTable, read_parquet, record_spans
+from .shards import Shard, find_shards, check_int, remove_quietly
+from .tar import BLOCK, header_error, scan_tar
+from .writer import reshard
+
+__all__ = ['ImageTextPairDataset']
+
+_LOG = logging.getLogger(__name__)
+
+
+#: Incremented in every child process after a fork: datasets then reopen their files.
+_FORK_GENERATION = [0]
+
+
+def _after_fork_in_child():
+    _FORK_GENERATION[0] += 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# --------------------------------------------------------------------------- the dataset
+
+class ImageTextPairDataset(mx.gluon.data.Dataset):
+    """Random access to a sharded image-text dataset: ``ds[i] -> (image, caption, metadata)``.
+
+    Open one with :meth:`from_webdataset`. ``image`` is an ``mx.nd.NDArray`` (H, W, 3)
+    uint8 (RGB, decoded by ``mx.image.imdecode``), ``caption`` the ``.txt`` member as a
+    ``str`` and ``metadata`` the ``.json`` member as a ``dict``. Record ``i`` is row ``i``
+    of :attr:`metadata`: shards in numeric order, each shard's rows sorted by id.
+
+    Reading a record reads only its bytes (usually one ``pread`` for all its members), and
+    checks each member's tar header on the way, so a stale ``.idx`` cannot return another
+    member's bytes. File handles are opened lazily, per process: DataLoader worker
+    processes each open their own.
+
+    Attributes
+    ----------
+    metadata : pandas.DataFrame
+        One row per record, in record order. Columns added here are used by
+        :meth:`to_webdataset` and saved by :meth:`save_metadata`; rows must stay as they are.
+    path : str
+        The dataset directory (absolute).
+    id_col : str
+        The id column of the parquet files.
+    tar_files : list of str
+        The tar of every shard of this dataset (this rank's, with ``world_size > 1``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from gluonbatch.webdataset import make_example_dataset
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = make_example_dataset(tmp.name, num_shards=3, samples_per_shard=2)
+    >>> ds = ImageTextPairDataset.from_webdataset(path, 'key')
+    >>> list(ds.metadata['key'])
+    ['000000', '000001', '000010', '000011', '000020', '000021']
+    >>> resized = ds.transform_first(lambda image: mx.image.imresize(image, 8, 8))
+    >>> resized[0][0].shape
+    (8, 8, 3)
+    >>> sorted(ds.read_raw(0))
+    ['jpg', 'json', 'txt']
+    >>> tmp.cleanup()
+    """
+
+    def __init__(self, path, id_col, rank=0, world_size=1, use_index=True):
+        if not isinstance(id_col, str):
+            raise TypeError('id_col must be a str, got %r' % (id_col,))
+        world_size = check_int(world_size, 'world_size', 1)
+        rank = check_int(rank, 'rank', 0)
+        if rank >= world_size:
+            raise ValueError('rank must be in [0, world_size); got rank %d with world_size %d'
+                             % (rank, world_size))
+        self.path = os.path.abspath(os.fspath(path))
+        self.id_col = id_col
+        self.rank, self.world_size = rank, world_size
+        stems, indexed = find_shards(self.path)
+        self._all_shards = len(stems)
+        stems = stems[rank::world_size]
+        if not stems:
+            _LOG.warning('%s: rank %d of %d gets no shard (the dataset has %d); its dataset '
+                         'is empty', self.path, rank, world_size, self._all_shards)
+        self._shards = [Shard(self.path, stem, use_index and stem in indexed)
+                        for stem in stems]
+        self._reset_handles()
+
+        frames, table = [], RecordTable()
+        for number, shard in enumerate(self._shards):
+            frame = read_parquet(shard, id_col)
+            shard.tar_size = os.path.getsize(shard.tar)
+            if shard.idx:
+                samples = read_index(shard.idx, shard.tar, shard.tar_size)
+                if len(samples) != len(frame):
+                    raise ValueError('%s does not match %s: it lists %d samples, the parquet '
+                                     '%d rows (rebuild it with `gluonbatch wds index %s`)'
+                                     % (shard.idx, shard.tar, len(samples), len(frame),
+                                        shard.tar))
+            else:
+                samples = group_members(scan_tar(shard.tar), shard.tar)
+            shard.start = len(table.shards)
+            table.add_shard(number, shard, samples, frame[id_col].tolist())
+            shard.stop = len(table.shards)
+            frames.append(frame)
+        (self._members, self._starts, self._record_shard,
+         self._slots) = table.arrays()
+        self._spans = record_spans(self._members, self._starts)
+        self._verified = np.zeros(len(self._record_shard), dtype=bool)
+        self._exts = table.exts
+        if frames:
+            self.metadata = pd.concat(frames, ignore_index=True)
+        else:
+            self.metadata = pd.DataFrame({id_col: pd.Series([], dtype=object)})
+        self._ids = self.metadata[id_col].to_numpy(dtype=str)
+        self._check_unique_ids()
+        for shard in self._shards:  # an idx for another tar fails here, not mid-epoch
+            if shard.idx and shard.stop > shard.start:
+                self._read_members(shard.start)
+                self._read_members(shard.stop - 1)
+
+    @classmethod
+    def from_webdataset(cls, path, id_col, rank=0, world_size=1, use_index=True):
+        """Open the dataset in directory ``path``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Directory of ``NNNNN.tar`` shards, each with its ``NNNNN.parquet`` and
+            optionally ``NNNNN.idx``.
+        id_col : str
+            The parquet column holding the record ids (string ids, e.g. ``'key'``).
+        rank, world_size : int, default 0 and 1
+            Keep only the shards of this rank: shard ``k`` (in numeric order) belongs to
+            rank ``k % world_size``. Ranks are disjoint and together cover every shard; a
+            rank beyond the number of shards gets an empty dataset (and a log warning)
+            rather than an error, so every rank can run the same code.
+        use_index : bool, default True
+            Use the ``.idx`` files present. Without one (or with ``False``) a shard's tar
+            headers are scanned once here; no file is written either way.
+
+        Raises
+        ------
+        FileNotFoundError
+            No such directory, no shards, or a tar without its parquet (or the reverse).
+        TypeError
+            Ids that are not strings.
+        ValueError
+            Ids or records that do not match between a parquet and its tar, a truncated or
+            corrupt tar, an index that does not match its tar, member names with path
+            components; each names the file and record.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from gluonbatch.webdataset import make_example_dataset
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = make_example_dataset(tmp, num_shards=3, samples_per_shard=2)
+        ...     print([len(ImageTextPairDataset.from_webdataset(path, 'key', rank=r,
+        ...                                                     world_size=2))
+        ...            for r in (0, 1)])
+        [4, 2]
+        """
+        return cls(path, id_col, rank=rank, world_size=world_size, use_index=use_index)
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def tar_files(self):
+        """The tar path of every shard of this dataset, in shard order."""
+        return [shard.tar for shard in self._shards]
+
+    def __len__(self):
+        return len(self._record_shard)
+
+    def __repr__(self):
+        return ('%s(%r, id_col=%r, shards=%d, records=%d%s)'
+                % (type(self).__name__, self.path, self.id_col, len(self._shards), len(self),
+                   ', rank=%d, world_size=%d' % (self.rank, self.world_size)
+                   if self.world_size > 1 else ''))
+
+    def _check_unique_ids(self):
+        duplicated = self.metadata[self.id_col].duplicated()
+        if duplicated.any():
+            key = self.metadata[self.id_col][duplicated].iloc[0]
+            shards = [shard.parquet for shard in self._shards
+                      if key in set(self._ids[shard.start:shard.stop])]
+            raise ValueError('record id %r is in more than one shard: %s' % (key, shards))
+
+    # ---------------------------------------------------------------- file handles
+
+    def _reset_handles(self):
+        self._generation = _FORK_GENERATION[0]
+        self._lock = threading.Lock()
+        self._handles = {}
+
+    def _fd(self, shard):
+        """This process's read-only descriptor of ``shard``'s tar, opened on first use."""
+        if self._generation != _FORK_GENERATION[0]:
+            # a forked worker: open its own handles, never share the parent's
+            self._reset_handles()
+        handle = self._handles.get(shard.tar)
+        if handle is None:
+            with self._lock:
+                handle = self._handles.get(shard.tar)
+                if handle is None:
+                    handle = open(shard.tar, 'rb', buffering=0)
+                    self._handles[shard.tar] = handle
+        return handle.fileno()
+
+    def close(self):
+        """Close this process's file handles (they reopen on the next read)."""
+        handles, self._handles = self._handles, {}
+        if self._generation == _FORK_GENERATION[0]:
+            for handle in handles.values():
+                handle.close()
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for name in ('_handles', '_lock', '_generation'):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._reset_handles()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    # ---------------------------------------------------------------- reading
+
+    def _index(self, idx):
+        try:
+            i = operator.index(idx)
+        except TypeError:
+            raise TypeError('record index must be an int, got %r' % (idx,)) from None
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError('record index %d out of range for %d records' % (idx, n))
+        return i
+
+    def _describe(self, i, member=None):
+        shard = self._shards[self._record_shard[i]]
+        what = 'member %s of record %r' % (member, self._ids[i]) if member else \
+            'record %r' % self._ids[i]
+        return '%s (index %d) in %s' % (what, i, shard.tar)
+
+    def _read_members(self, i):
+        """``[(ext, bytes), ...]``: every member of record ``i``, in tar order.
+
+        One ``pread`` of the record's span when its members are adjacent (the usual case),
+        else one per member. The tar header before each member is checked against the
+        member's name and size the first time a process reads the record.
+        """
+        shard = self._shards[self._record_shard[i]]
+        fd = self._fd(shard)
+        rows = self._members[self._starts[i]:self._starts[i + 1]].tolist()
+        start, length = self._spans[i].tolist()
+        if length >= 0:
+            buf = os.pread(fd, length, start)
+            if len(buf) != length:
+                self._truncated(i, shard)
+            if not self._verified[i]:
+                self._verify(i, shard, [(buf, offset - BLOCK - start, offset, size, code)
+                                        for offset, size, code in rows])
+            exts = self._exts
+            return [(exts[code], buf[offset - start:offset - start + size])
+                    for offset, size, code in rows]
+        pieces = []
+        for offset, size, code in rows:
+            buf = os.pread(fd, BLOCK + size, offset - BLOCK)
+            if len(buf) != BLOCK + size:
+                self._truncated(i, shard)
+            pieces.append((buf, 0, offset, size, code))
+        if not self._verified[i]:
+            self._verify(i, shard, pieces)
+        return [(self._exts[code], buf[BLOCK:]) for buf, _, _, _, code in pieces]
+
+    def _truncated(self, i, shard):
+        raise ValueError('%s ends before the bytes of %s: the tar was truncated after the '
+                         'dataset was opened' % (shard.tar, self._describe(i)))
+
+    def _verify(self, i, shard, pieces):
+        """Check the tar header of every member of record ``i``; remember that it matched."""
+        key = self._ids[i]
+        for buf, pos, offset, size, code in pieces:
+            name = '%s.%s' % (key, self._exts[code])
+            problem = header_error(buf, pos, name, size)
+            if problem:
+                source = ('its index %s does not match it' % shard.idx if shard.idx
+                          else 'it changed after the dataset was opened')
+                raise ValueError('%s: expected member %s (%d bytes) at byte %d but %s; %s'
+                                 % (shard.tar, name, size, offset, problem, source))
+        self._verified[i] = True
+
+    def read_raw(self, idx):
+        """The undecoded members of record ``idx`` as ``{extension: bytes}``.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from gluonbatch.webdataset import make_example_dataset
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     ds = ImageTextPairDataset.from_webdataset(
+        ...         make_example_dataset(tmp, num_shards=1), 'key')
+        ...     print(ds.read_raw(0)['jpg'][:2])
+        b'\\xff\\xd8'
+        """
+        return dict(self._read_members(self._index(idx)))
+
+    def __getitem__(self, idx):
+        i = self._index(idx)
+        members = self._read_members(i)
+        image_slot, text_slot, json_slot = self._slots[i].tolist()
+        image_ext, image_bytes = members[image_slot]
+        try:
+            image = mx.image.imdecode(image_bytes)
+        except mx.base.MXNetError as err:
+            reason = str(err).strip().splitlines()[-1]
+            raise ValueError('cannot decode the image of %s: %s'
+                             % (self._describe(i, '%s.%s' % (self._ids[i], image_ext)),
+                                reason)) from None
+        try:
+            caption = members[text_slot][1].decode('utf-8')
+        except UnicodeDecodeError as err:
+            raise ValueError('the caption of %s is not UTF-8 text: %s'
+                             % (self._describe(i), err)) from None
+        try:
+            metadata = json.loads(members[json_slot][1])
+        except ValueError as err:
+            raise ValueError('the .json member of %s is not valid JSON: %s'
+                             % (self._describe(i), err)) from None
+        if not isinstance(metadata, dict):
+            raise ValueError('the .json member of %s holds a %s, not an object'
+                             % (self._describe(i), type(metadata).__name__))
+        return image, caption, metadata
+
+    # ---------------------------------------------------------------- writing
+
+    def _checked_metadata(self):
+        frame = self.metadata
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError('metadata must be a pandas DataFrame, got %s' % type(frame).__name__)
+        if self.id_col not in frame.columns:
+            raise ValueError('metadata lost its id column %r' % self.id_col)
+        if len(frame) != len(self) or not np.array_equal(
+                frame[self.id_col].to_numpy(dtype=str), self._ids):
+            raise ValueError('metadata no longer matches the records of %s: rows were added, '
+                             'removed or reordered, or ids changed (%d rows for %d records); '
+                             'add columns, but keep the rows' % (self.path, len(frame),
+                                                                 len(self)))
+        return frame.reset_index(drop=True)
+
+    def save_metadata(self, path=None, columns=None):
+        """Write the metadata back as one parquet per shard, with the shards' file names.
+
+        Parameters
+        ----------
+        path : str or os.PathLike, optional
+            Directory to write into (created if needed). By default the dataset's own
+            directory, whose parquet files are then replaced atomically (each is written to
+            a temporary name and renamed over the old one).
+        columns : list of str, optional
+            Save only these columns; the id column is always saved (first, if not listed).
+
+        Returns
+        -------
+        list of str
+            The parquet files written.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from gluonbatch.webdataset import make_example_dataset
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> path = make_example_dataset(tmp.name, num_shards=2)
+        >>> ds = ImageTextPairDataset.from_webdataset(path, 'key')
+        >>> ds.metadata['long'] = ds.metadata['caption'].str.len() > 12
+        >>> [p[-13:] for p in ds.save_metadata(columns=['long'])]
+        ['00000.parquet', '00001.parquet']
+        >>> list(ImageTextPairDataset.from_webdataset(path, 'key').metadata.columns)
+        ['key', 'long']
+        >>> tmp.cleanup()
+        """
+        frame = self._checked_metadata()
+        if columns is not None:
+            if isinstance(columns, str):
+                columns = [columns]
+            columns = list(columns)
+            unknown = [c for c in columns if c not in frame.columns]
+            if unknown:
+                raise ValueError('save_metadata: no column(s) %s in the metadata; it has %s'
+                                 % (unknown, list(map(str, frame.columns))))
+            if self.id_col not in columns:
+                columns.insert(0, self.id_col)
+            frame = frame[columns]
+        directory = self.path if path is None else os.path.abspath(os.fspath(path))
+        os.makedirs(directory, exist_ok=True)
+        written = []
+        for shard in self._shards:
+            final = os.path.join(directory, shard.stem + '.parquet')
+            tmp = os.path.join(directory, '.%s.parquet.tmp' % shard.stem)
+            try:
+                frame.iloc[shard.start:shard.stop].to_parquet(tmp, index=False)
+                os.replace(tmp, final)
+            finally:
+                remove_quietly(tmp)
+            written.append(final)
+        return written
+
+    def to_webdataset(self, path, filter_column, samples_per_shard=10000, max_shards=5,
+                      old_id_col=None):
+        """Write the records whose ``filter_column`` is True as a new, renumbered dataset.
+
+        Record ``s`` of new shard ``k`` gets id ``s + 10**d * k`` zero-padded to
+        ``max_shards + d`` digits, where ``d = ceil(log10(samples_per_shard))``; its members
+        are renamed ``<new id>.<ext>``. Each shard is written as ``NNNNN.tar`` (``max_shards``
+        digits), ``NNNNN.parquet`` (the metadata, id column renumbered) and ``NNNNN.idx``,
+        each to a temporary name (``.NNNNN.tar.tmp``) renamed when complete; the tar before
+        the index and the parquet. Records are read and written one at a time, so memory is
+        bounded by one output shard's metadata, not by the dataset.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Destination directory (created if needed). It may not be the source directory,
+            nor hold shard files already.
+        filter_column : str or None
+            A bool column of :attr:`metadata` (columns added in memory count); None keeps
+            every record.
+        samples_per_shard : int, default 10000
+        max_shards : int, default 5
+            Digits of the shard number; more than ``10**max_shards`` shards is an error,
+            raised before anything is written.
+        old_id_col : str, optional
+            Keep each record's previous id in this new column.
+
+        Returns
+        -------
+        list of str
+            The tar files written, in order; empty (and nothing written, the directory not
+            even created) when no record is kept.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> from gluonbatch.webdataset import make_example_dataset
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> ds = ImageTextPairDataset.from_webdataset(
+        ...     make_example_dataset(os.path.join(tmp.name, 'source'), num_shards=2), 'key')
+        >>> ds.metadata['keep'] = [True, False, True, True, True, False]
+        >>> out = os.path.join(tmp.name, 'kept')
+        >>> [p[-9:] for p in ds.to_webdataset(out, 'keep', samples_per_shard=3,
+        ...                                   old_id_col='old_key')]
+        ['00000.tar', '00001.tar']
+        >>> new = ImageTextPairDataset.from_webdataset(out, 'key')
+        >>> new.metadata[['key', 'old_key']].values.tolist()
+        [['000000', '000000'], ['000001', '000002'], ['000002', '000010'], ['000010', '000011']]
+        >>> tmp.cleanup()
+        """
+        frame = self._checked_metadata()
+        return reshard(frame, self._read_members, self.path, self.id_col, path,
+                       filter_column, samples_per_shard, max_shards, old_id_col)

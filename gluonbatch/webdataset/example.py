@@ -1,0 +1,60 @@
+"""A small synthetic dataset in the NeMo Curator layout, for examples and tests."""
+import io
+import json
+import os
+
+import numpy as np
+import pandas as pd
+
+from .shards import check_int
+from .writer import ShardWriter, id_digits
+
+_WORDS = ('red', 'blue', 'green', 'small', 'large', 'striped', 'cat', 'dog', 'boat', 'tree',
+          'house', 'bird', 'on', 'a', 'the', 'beach', 'road', 'hill', 'at', 'night')
+
+
+def make_example_dataset(path, num_shards=2, samples_per_shard=3, min_size=16, max_size=32,
+                         seed=0, index=False):
+    """Write a small synthetic dataset in the NeMo Curator layout; returns ``path``.
+
+    Each record has a JPEG (smooth random colours, sides between ``min_size`` and
+    ``max_size`` pixels), a caption and JSON metadata (``key``, ``caption``, ``url``,
+    ``width``, ``height``); ids follow the resharding rule with 5-digit shard numbers.
+    Needs Pillow.
+
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     print(sorted(os.listdir(make_example_dataset(tmp, num_shards=1, index=True))))
+    ['00000.idx', '00000.parquet', '00000.tar']
+    """
+    from PIL import Image
+
+    num_shards = check_int(num_shards, 'num_shards', 1)
+    samples_per_shard = check_int(samples_per_shard, 'samples_per_shard', 1)
+    rng = np.random.default_rng(seed)
+    path = os.fspath(path)
+    os.makedirs(path, exist_ok=True)
+    digits = id_digits(samples_per_shard)
+    for shard_number in range(num_shards):
+        writer = ShardWriter(path, '%05d' % shard_number, 0)
+        rows = []
+        try:
+            for sample in range(samples_per_shard):
+                key = '%0*d' % (5 + digits, sample + 10 ** digits * shard_number)
+                height, width = (int(v) for v in rng.integers(min_size, max_size + 1, 2))
+                coarse = rng.integers(0, 256, (3, 3, 3), dtype=np.uint8)
+                picture = Image.fromarray(coarse).resize((width, height), Image.BILINEAR)
+                encoded = io.BytesIO()
+                picture.save(encoded, 'JPEG', quality=90)
+                caption = ' '.join(rng.choice(_WORDS, int(rng.integers(3, 8))))
+                meta = {'key': key, 'caption': caption, 'width': width, 'height': height,
+                        'url': 'https://example.com/%s.jpg' % key}
+                writer.add(key, [('jpg', encoded.getvalue()), ('txt', caption.encode()),
+                                 ('json', json.dumps(meta).encode())])
+                rows.append(meta)
+            writer.finish(pd.DataFrame(rows))
+        finally:
+            writer.abort()
+        if not index:
+            os.remove(writer.final['idx'])
+    return path

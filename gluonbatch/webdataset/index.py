@@ -1,0 +1,144 @@
+"""The ``.idx`` index: where each member's bytes are in a tar, one line per sample."""
+import os
+
+from .shards import remove_quietly
+from .tar import BLOCK, scan_tar, split_member_name
+
+__all__ = ['INDEX_VERSION', 'write_index', 'read_index', 'group_members', 'format_index']
+
+#: The first token of an ``.idx`` file this module reads and writes.
+INDEX_VERSION = 'v1.2'
+
+
+def group_members(members, where):
+    """``[(key, [(ext, offset, size), ...]), ...]``: members grouped by key, first-seen order."""
+    samples = {}
+    for name, offset, size in members:
+        key, ext = split_member_name(name, where)
+        files = samples.setdefault(key, [])
+        if any(ext == other for other, _, _ in files):
+            raise ValueError('%s holds member %r twice (record %r)' % (where, name, key))
+        files.append((ext, offset, size))
+    return list(samples.items())
+
+
+def format_index(samples):
+    lines = ['%s %d' % (INDEX_VERSION, len(samples))]
+    for key, files in samples:
+        lines.append(' '.join('%s %d %d %s.%s' % (ext, offset, size, key, ext)
+                              for ext, offset, size in files))
+    return '\n'.join(lines) + '\n'
+
+
+def _default_index_path(tar_path):
+    return tar_path[:-len('.tar')] + '.idx' if tar_path.endswith('.tar') else tar_path + '.idx'
+
+
+def write_index(tar_path, idx_path=None):
+    """Write the v1.2 index of a tar: where every member's bytes are, one line per sample.
+
+    The first line is ``v1.2 <number of samples>``; then each sample (members sharing the
+    name before the first ``'.'``, in tar order) is one line of
+    ``<ext> <data offset> <size> <member name>`` per member, separated by spaces. The data
+    offset is the byte offset of the member's content in the tar. The file is written to a
+    temporary name and renamed when complete.
+
+    Parameters
+    ----------
+    tar_path : str or os.PathLike
+        An uncompressed tar of plain file names.
+    idx_path : str or os.PathLike, optional
+        Where to write; by default the tar's path with ``.tar`` replaced by ``.idx``.
+
+    Returns
+    -------
+    str
+        The path written.
+
+    Examples
+    --------
+    >>> import io, os, tarfile, tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> tar_path = os.path.join(tmp.name, '00000.tar')
+    >>> with tarfile.open(tar_path, 'w') as tar:
+    ...     for name, data in [('0001.txt', b'a cat'), ('0001.json', b'{}')]:
+    ...         info = tarfile.TarInfo(name)
+    ...         info.size = len(data)
+    ...         tar.addfile(info, io.BytesIO(data))
+    >>> print(open(write_index(tar_path)).read(), end='')
+    v1.2 1
+    txt 512 5 0001.txt json 1536 2 0001.json
+    >>> tmp.cleanup()
+    """
+    tar_path = os.fspath(tar_path)
+    if not os.path.isfile(tar_path):
+        raise FileNotFoundError('no tar file %s' % tar_path)
+    idx_path = _default_index_path(tar_path) if idx_path is None else os.fspath(idx_path)
+    samples = group_members(scan_tar(tar_path), tar_path)
+    directory, name = os.path.split(os.path.abspath(idx_path))
+    tmp = os.path.join(directory, '.%s.tmp' % name)
+    try:
+        with open(tmp, 'w', encoding='utf-8') as handle:
+            handle.write(format_index(samples))
+        os.replace(tmp, idx_path)
+    finally:
+        remove_quietly(tmp)
+    return idx_path
+
+
+def read_index(idx_path, tar_path, tar_size):
+    """Parse and check a v1.2 index against its tar's size; samples as :func:`group_members`."""
+    try:
+        with open(idx_path, 'rb') as handle:
+            text = handle.read().decode('utf-8')
+    except UnicodeDecodeError as err:
+        raise ValueError('%s is not a text index file: %s' % (idx_path, err)) from None
+    lines = text.splitlines()
+    head = lines[0].split() if lines else []
+    if len(head) != 2 or head[0] != INDEX_VERSION or not head[1].isdigit():
+        raise ValueError('%s: the first line must be "%s <number of samples>", found %r'
+                         % (idx_path, INDEX_VERSION, lines[0] if lines else ''))
+    body = [line for line in lines[1:] if line.strip()]
+    if len(body) != int(head[1]):
+        raise ValueError('%s does not match itself: its first line says %s samples but it '
+                         'lists %d' % (idx_path, head[1], len(body)))
+    samples, seen = [], set()
+    for number, line in enumerate(body, start=2):
+        tokens = line.split()
+        if len(tokens) % 4:
+            raise ValueError('%s line %d: expected groups of "<ext> <offset> <size> <name>", '
+                             'found %d tokens' % (idx_path, number, len(tokens)))
+        files, key = [], None
+        for ext, offset, size, name in zip(*[iter(tokens)] * 4):
+            where = '%s line %d' % (idx_path, number)
+            member_key, member_ext = split_member_name(name, where)
+            if member_ext != ext:
+                raise ValueError('%s: extension %r does not match member %r'
+                                 % (where, ext, name))
+            if key is None:
+                key = member_key
+            elif member_key != key:
+                raise ValueError('%s: members %r and %r of one sample have different ids'
+                                 % (where, '%s.%s' % (key, files[0][0]), name))
+            if not (offset.isdigit() and size.isdigit()):
+                raise ValueError('%s: offset and size of %r must be whole numbers, found %r '
+                                 'and %r' % (where, name, offset, size))
+            offset, size = int(offset), int(size)
+            if offset < BLOCK or offset % BLOCK:
+                raise ValueError('%s does not match %s: member %r has data offset %d, which '
+                                 'is not a tar data offset (a multiple of %d after the first '
+                                 'header)' % (idx_path, tar_path, name, offset, BLOCK))
+            if offset + size > tar_size:
+                raise ValueError('%s does not match %s: member %r at bytes %d..%d is past the '
+                                 'end of the tar (%d bytes)' % (idx_path, tar_path, name,
+                                                                offset, offset + size, tar_size))
+            if any(ext == other for other, _, _ in files):
+                raise ValueError('%s: member %r is listed twice' % (where, name))
+            files.append((ext, offset, size))
+        if key in seen:
+            raise ValueError('%s line %d: record %r is listed twice' % (idx_path, number, key))
+        seen.add(key)
+        samples.append((key, files))
+    return samples
+
+

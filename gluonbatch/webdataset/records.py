@@ -1,0 +1,113 @@
+"""The record table: per record its shard, its members' offsets, sizes and extensions."""
+import numpy as np
+import pandas as pd
+
+from .shards import examples
+from .tar import BLOCK
+
+
+#: Member extensions taken as the record's image (exactly one per record).
+IMAGE_EXTENSIONS = ('jpg', 'jpeg', 'png', 'webp')
+
+
+def read_parquet(shard, id_col):
+    """A shard's metadata, rows sorted by id, with the checks that name the file and row."""
+    try:
+        frame = pd.read_parquet(shard.parquet)
+    except ImportError:
+        raise
+    except Exception as err:  # pyarrow raises its own error types for damaged files
+        raise ValueError('%s is not a readable parquet file: %s' % (shard.parquet, err)) from None
+    if id_col not in frame.columns:
+        raise ValueError('%s has no id column %r; its columns are %s'
+                         % (shard.parquet, id_col, list(map(str, frame.columns))))
+    ids = frame[id_col].to_numpy()
+    for row, value in enumerate(ids):
+        if not isinstance(value, str):
+            raise TypeError('%s row %d: id %r in column %r is not a str (%s); ids must be '
+                            'strings such as \'000420031\' (zero-padded digits)' % (
+                                shard.parquet, row, value, id_col, type(value).__name__))
+    duplicated = frame[id_col].duplicated()
+    if duplicated.any():
+        raise ValueError('%s lists record ids more than once: %s'
+                         % (shard.parquet, examples(set(frame[id_col][duplicated]))))
+    return frame.sort_values(id_col, kind='stable').reset_index(drop=True)
+
+
+class RecordTable:
+    """The record arrays under construction: numpy arrays, no per-record Python objects.
+
+    Worker processes forked from the DataLoader share these pages; Python objects per
+    record would be copied into every worker as their reference counts change.
+    """
+
+    def __init__(self):
+        self.exts, self.codes = [], {}
+        self.members, self.starts, self.shards, self.slots = [], [0], [], []
+
+    def code(self, ext):
+        if ext not in self.codes:
+            self.codes[ext] = len(self.exts)
+            self.exts.append(ext)
+        return self.codes[ext]
+
+    def add_shard(self, number, shard, samples, ids):
+        """Add a shard's records in the order of ``ids``, checking them against its tar."""
+        where = shard.idx or shard.tar
+        by_key = dict(samples)
+        missing = [key for key in ids if key not in by_key]
+        if missing:
+            raise ValueError('%s lists ids that %s does not hold: %s'
+                             % (shard.parquet, where, examples(missing)))
+        if len(by_key) != len(ids):
+            extra = set(by_key) - set(ids)
+            raise ValueError('%s holds records missing from %s: %s'
+                             % (where, shard.parquet, examples(extra)))
+        for key in ids:
+            files = by_key[key]
+            exts = [ext for ext, _, _ in files]
+            images = [pos for pos, ext in enumerate(exts) if ext.lower() in IMAGE_EXTENSIONS]
+            if len(images) != 1:
+                raise ValueError('record %r in %s has %s image members (%s); a record needs '
+                                 'exactly one of .%s' % (
+                                     key, where, len(images) or 'no',
+                                     ', '.join('.' + ext for ext in exts),
+                                     ', .'.join(IMAGE_EXTENSIONS)))
+            slots = [images[0]]
+            for wanted, what in (('txt', 'caption'), ('json', 'metadata')):
+                if wanted not in exts:
+                    raise ValueError('record %r in %s has no %s member (.%s); it has %s'
+                                     % (key, where, what, wanted,
+                                        ', '.join('.' + ext for ext in exts)))
+                slots.append(exts.index(wanted))
+            self.members.extend((offset, size, self.code(ext)) for ext, offset, size in files)
+            self.starts.append(len(self.members))
+            self.shards.append(number)
+            self.slots.append(slots)
+
+    def arrays(self):
+        return (np.array(self.members, dtype=np.int64).reshape(-1, 3),
+                np.array(self.starts, dtype=np.int64),
+                np.array(self.shards, dtype=np.int32),
+                np.array(self.slots, dtype=np.int16).reshape(-1, 3))
+
+
+def record_spans(members, starts):
+    """Per record ``(first byte, length)`` covering its headers and data in one read.
+
+    The length is -1 for records whose members are not adjacent in the tar (read member by
+    member then): the span may hold up to 8 blocks more than the members themselves (pax
+    headers).
+    """
+    spans = np.full((len(starts) - 1, 2), -1, dtype=np.int64)
+    if len(spans):
+        offsets, sizes = members[:, 0], members[:, 1]
+        begin = starts[:-1]
+        low = np.minimum.reduceat(offsets, begin) - BLOCK
+        high = np.maximum.reduceat(offsets + sizes, begin)
+        needed = np.add.reduceat(BLOCK + -(-sizes // BLOCK) * BLOCK, begin) + 8 * BLOCK
+        spans[:, 0] = low
+        spans[:, 1] = np.where(high - low <= needed, high - low, -1)
+    return spans
+
+

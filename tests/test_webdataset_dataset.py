@@ -1,0 +1,176 @@
+"""ImageTextPairDataset: reading records, DataLoaders, worker processes, decoding errors."""
+import os
+import pickle
+
+import mxnet as mx
+import numpy as np
+import pandas as pd
+import pytest
+
+from gluonbatch import default_collate
+from gluonbatch.batchify import List, Pad, Tuple
+from gluonbatch.webdataset import ImageTextPairDataset
+
+from wds_testdata import (ID, TIMEOUT, check_record, cut, data, files, make_dataset, record,
+                          tar_infos, write_shard)
+
+
+@pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])
+def test_reads_every_record_in_shard_order_sorted_by_id(tmp_path, index):
+    path = str(tmp_path / 'data')
+    expected = make_dataset(path, sizes=(4, 3, 5), index=index, shuffle_seed=7)
+    before = files(path)
+    ds = ImageTextPairDataset.from_webdataset(path, id_col=ID)
+    assert len(ds) == len(expected) == 12
+    assert list(ds.metadata[ID]) == [rec['key'] for rec in expected]
+    assert list(ds.metadata['shard']) == [0] * 4 + [1] * 3 + [2] * 5
+    assert list(ds.metadata.index) == list(range(12))
+    for i, rec in enumerate(expected):
+        check_record(ds, i, rec)
+        assert ds.read_raw(i) == {ext: rec[ext] for ext in ('jpg', 'txt', 'json')}
+    assert files(path) == before  # nothing written beside the data
+
+
+def test_attributes_and_indexing(data):
+    path, expected = data
+    ds = ImageTextPairDataset.from_webdataset(os.path.relpath(path), ID)
+    assert ds.path == path and ds.id_col == ID
+    assert ds.tar_files == [os.path.join(path, '%05d.tar' % k) for k in range(3)]
+    assert isinstance(ds.metadata, pd.DataFrame)
+    assert isinstance(ds, mx.gluon.data.Dataset)
+    assert 'shards=3, records=9' in repr(ds)
+    assert ds[-1][1] == ds[8][1] == ds[np.int64(8)][1] == expected[8]['txt'].decode()
+    with pytest.raises(IndexError, match='out of range'):
+        ds[9]
+    with pytest.raises(IndexError):
+        ds[-10]
+    with pytest.raises(TypeError, match='must be an int'):
+        ds['0']
+
+
+def test_transform_and_transform_first(data):
+    path, expected = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    first = ds.transform_first(lambda image: mx.image.imresize(image, 5, 4))
+    image, caption, meta = first[2]
+    assert image.shape == (4, 5, 3) and caption == expected[2]['txt'].decode()
+    whole = ds.transform(lambda image, caption, meta: (image.shape, caption.upper(), meta[ID]))
+    assert whole[3] == (ds[3][0].shape, expected[3]['txt'].decode().upper(), expected[3]['key'])
+
+
+@pytest.mark.parametrize('num_workers, thread_pool', [(0, False), (1, False), (2, False),
+                                                      (2, True)],
+                         ids=['main', '1proc', '2proc', '2threads'])
+def test_dataloader_with_gluonbatch_batchify(data, num_workers, thread_pool):
+    path, expected = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds[0]  # the parent opens a handle before the workers fork
+    loader = mx.gluon.data.DataLoader(ds, batch_size=4, shuffle=True, last_batch='keep',
+                                      batchify_fn=Tuple(Pad(axis=(0, 1)), List(), List()),
+                                      num_workers=num_workers, thread_pool=thread_pool,
+                                      timeout=TIMEOUT)
+    by_key = {rec['key']: rec for rec in expected}
+    for _ in range(2):
+        seen = []
+        for images, captions, metas in loader:
+            assert images.dtype == np.uint8 and images.shape[0] == len(captions) == len(metas)
+            for image, meta in zip(images.asnumpy(), metas):
+                rec = by_key[meta[ID]]
+                height, width = rec['row']['height'], rec['row']['width']
+                np.testing.assert_array_equal(image[:height, :width],
+                                              mx.image.imdecode(rec['jpg']).asnumpy())
+                assert not image[height:].any() and not image[:, width:].any()
+            seen += [meta[ID] for meta in metas]
+        assert sorted(seen) == sorted(by_key)
+
+
+def test_default_collate_after_resize(data):
+    path, expected = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID).transform_first(
+        lambda image: mx.image.imresize(image, 6, 6))
+    loader = mx.gluon.data.DataLoader(ds, batch_size=5, batchify_fn=default_collate)
+    images, captions, metas = next(iter(loader))
+    assert images.shape == (5, 6, 6, 3) and images.context == mx.Context('cpu_shared', 0)
+    assert captions == [rec['txt'].decode() for rec in expected[:5]]
+    assert metas[ID] == [rec['key'] for rec in expected[:5]]
+    assert metas['width'].asnumpy().tolist() == [rec['row']['width'] for rec in expected[:5]]
+
+
+def test_forked_process_opens_its_own_handles(data):
+    path, _ = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds[0]
+    parent_handle = ds._handles[ds.tar_files[0]]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: read, report whether it used the parent's handle object
+        code = 1
+        try:
+            ds[1]
+            os.write(write, b'own' if ds._handles[ds.tar_files[0]] is not parent_handle
+                     else b'shared')
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    answer = os.read(read, 64)
+    os.close(read)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert answer == b'own'
+    assert ds._handles[ds.tar_files[0]] is parent_handle and not parent_handle.closed
+    ds[1]
+
+
+def test_pickled_dataset_reads_after_unpickling(data):
+    path, expected = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds[0]
+    copy = pickle.loads(pickle.dumps(ds))
+    check_record(copy, 5, expected[5])
+    ds.close()
+    check_record(ds, 4, expected[4])  # reopens
+
+
+def test_tar_truncated_after_opening(data):
+    path, _ = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    cut(ds.tar_files[0], tar_infos(ds.tar_files[0])[4].offset_data)
+    with pytest.raises(ValueError, match="truncated after the dataset was opened"):
+        ds[1]
+    ds[0]  # still there
+    ds[3]  # another shard
+
+
+@pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])
+def test_undecodable_image_names_the_record_and_loses_nothing_else(tmp_path, index):
+    records = [record(0, k) for k in range(4)]
+    records[2] = dict(records[2], jpg=b'\xff\xd8 this is no jpeg')
+    write_shard(str(tmp_path), '00000', records, index=index)
+    ds = ImageTextPairDataset.from_webdataset(tmp_path, ID)
+    with pytest.raises(ValueError, match=r"cannot decode the image of member 000000002.jpg of "
+                                         r"record '000000002' \(index 2\) in .*00000.tar: "
+                                         r".*Decoding failed"):
+        ds[2]
+    for i in (0, 1, 3):
+        check_record(ds, i, records[i])
+    assert ds.read_raw(2)['jpg'] == records[2]['jpg']
+    loader = mx.gluon.data.DataLoader(ds, batch_size=2, num_workers=2, timeout=TIMEOUT,
+                                      batchify_fn=Tuple(Pad(axis=(0, 1)), List(), List()))
+    with pytest.raises(ValueError, match="record '000000002'"):
+        list(loader)
+
+
+def test_bad_caption_or_json_names_the_record(tmp_path):
+    records = [record(0, k) for k in range(3)]
+    records[0] = dict(records[0], txt=b'\xff\xfe not utf-8')
+    records[1] = dict(records[1], json=b'{"unclosed": ')
+    records[2] = dict(records[2], json=b'[1, 2]')
+    write_shard(str(tmp_path), '00000', records)
+    ds = ImageTextPairDataset.from_webdataset(tmp_path, ID)
+    with pytest.raises(ValueError, match=r"caption of record '000000000' \(index 0\) in .* is "
+                                         r"not UTF-8"):
+        ds[0]
+    with pytest.raises(ValueError, match=r"json member of record '000000001' .* not valid JSON"):
+        ds[1]
+    with pytest.raises(ValueError, match=r"record '000000002' .* holds a list, not an object"):
+        ds[2]

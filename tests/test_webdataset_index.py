@@ -1,0 +1,169 @@
+"""The .idx index: its format, and indexes that do not match their tar."""
+import os
+import shutil
+import tarfile
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gluonbatch.webdataset import ImageTextPairDataset, write_index
+
+from wds_testdata import (ID, check_record, edit_index, files, make_dataset, members_of, record,
+                          tar_infos, write_tar)
+
+
+def test_index_and_scan_give_the_same_dataset(tmp_path):
+    path = str(tmp_path / 'data')
+    make_dataset(path, sizes=(5, 1, 3), index=True)
+    with_idx = ImageTextPairDataset.from_webdataset(path, ID)
+    scanned = ImageTextPairDataset.from_webdataset(path, ID, use_index=False)
+    assert all(shard.idx for shard in with_idx._shards)
+    assert not any(shard.idx for shard in scanned._shards)
+    pd.testing.assert_frame_equal(with_idx.metadata, scanned.metadata)
+    np.testing.assert_array_equal(with_idx._members, scanned._members)
+    for i in range(len(scanned)):
+        assert with_idx.read_raw(i) == scanned.read_raw(i)
+
+
+@settings(max_examples=15, deadline=None)
+@given(sizes=st.lists(st.integers(0, 4), min_size=1, max_size=4), seed=st.integers(0, 99))
+def test_any_shard_sizes_read_alike_with_and_without_index(tmp_path_factory, sizes, seed):
+    path = str(tmp_path_factory.mktemp('sizes'))
+    expected = make_dataset(path, sizes=sizes, shuffle_seed=seed)
+    scanned = ImageTextPairDataset.from_webdataset(path, ID)
+    for tar in scanned.tar_files:
+        write_index(tar)
+    indexed = ImageTextPairDataset.from_webdataset(path, ID)
+    assert len(scanned) == len(indexed) == sum(sizes)
+    assert list(indexed.metadata[ID]) == [rec['key'] for rec in expected]
+    pd.testing.assert_frame_equal(indexed.metadata, scanned.metadata)
+    for i, rec in enumerate(expected):
+        assert indexed.read_raw(i) == scanned.read_raw(i) == {
+            ext: rec[ext] for ext in ('jpg', 'txt', 'json')}
+
+
+def test_write_index_format_matches_tarfile_offsets(tmp_path):
+    path = str(tmp_path / 'data')
+    make_dataset(path, sizes=(3,))
+    tar_path = os.path.join(path, '00000.tar')
+    assert write_index(tar_path) == os.path.join(path, '00000.idx')
+    lines = open(os.path.join(path, '00000.idx')).read().splitlines()
+    assert lines[0] == 'v1.2 3'
+    with tarfile.open(tar_path) as tar:
+        infos = tar.getmembers()
+    for line, sample in zip(lines[1:], [infos[0:3], infos[3:6], infos[6:9]]):
+        tokens = line.split(' ')
+        assert len(tokens) == 12
+        for (ext, offset, size, name), info in zip(zip(*[iter(tokens)] * 4), sample):
+            assert (name, int(offset), int(size)) == (info.name, info.offset_data, info.size)
+            assert ext == info.name.split('.', 1)[1]
+    custom = str(tmp_path / 'elsewhere.idx')
+    assert write_index(tar_path, custom) == custom
+    assert open(custom).read() == '\n'.join(lines) + '\n'
+    assert not [name for name in files(path) if name.endswith('.tmp')]
+
+
+def test_multi_dot_extensions_and_extra_members(tmp_path):
+    path = str(tmp_path)
+    rec = record(0, 0)
+    write_tar(os.path.join(path, '00000.tar'),
+              members_of([rec]) + [(rec['key'] + '.seg.png', b'not read')])
+    pd.DataFrame([rec['row']]).to_parquet(os.path.join(path, '00000.parquet'))
+    write_index(os.path.join(path, '00000.tar'))
+    last = tar_infos(os.path.join(path, '00000.tar'))[-1]
+    assert open(os.path.join(path, '00000.idx')).read().split()[-4:] == [
+        'seg.png', str(last.offset_data), '8', rec['key'] + '.seg.png']
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    check_record(ds, 0, rec)
+    assert ds.read_raw(0)['seg.png'] == b'not read'
+
+
+def test_index_offset_past_the_end(tmp_path):
+    path = str(tmp_path)
+    make_dataset(path, sizes=(3,), index=True)
+
+    def past_end(lines):
+        tokens = lines[2].split()
+        tokens[1] = str(os.path.getsize(os.path.join(path, '00000.tar')))
+        return lines[:2] + [' '.join(tokens)] + lines[3:]
+
+    edit_index(path, past_end)
+    with pytest.raises(ValueError, match=r"00000.idx does not match .*00000.tar: member "
+                                         r"'000000001.jpg' at bytes .* past the end"):
+        ImageTextPairDataset.from_webdataset(path, ID)
+
+
+def test_index_member_name_mismatch(tmp_path):
+    """An index whose offsets point at other members: found at open or at the read."""
+    path = str(tmp_path)
+    make_dataset(path, sizes=(4,), index=True)
+
+    def swap_records(first, second):
+        def edit(lines):
+            a, b = lines[first].split(), lines[second].split()
+            for k in (1, 2, 5, 6, 9, 10):  # swap offsets and sizes, keep the names
+                a[k], b[k] = b[k], a[k]
+            lines[first], lines[second] = ' '.join(a), ' '.join(b)
+            return lines
+        return edit
+
+    edit_index(path, swap_records(2, 3))  # records 1 and 2: not checked at open
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    with pytest.raises(ValueError, match=r"00000.tar: expected member 000000001.jpg .* found the "
+                                         r"header of '000000002.jpg'; its index .*00000.idx "
+                                         r"does not match it"):
+        ds[1]
+    ds[0]
+    ds[3]  # the other records still read
+    edit_index(path, swap_records(3, 2))  # undo
+    edit_index(path, swap_records(1, 4))  # the first and last records: found at open
+    with pytest.raises(ValueError, match='expected member 000000000.jpg'):
+        ImageTextPairDataset.from_webdataset(path, ID)
+
+
+def test_index_of_another_tar(tmp_path):
+    path = str(tmp_path)
+    make_dataset(path, sizes=(3, 3), index=True)
+    shutil.copyfile(os.path.join(path, '00001.idx'), os.path.join(path, '00000.idx'))
+    with pytest.raises(ValueError, match=r"00000.parquet lists ids that .*00000.idx does not "
+                                         r"hold"):
+        ImageTextPairDataset.from_webdataset(path, ID)
+
+
+@pytest.mark.parametrize('edit, message', [
+    (lambda lines: ['v1.2 4'] + lines[1:], r'first line says 4 samples but it lists 3'),
+    (lambda lines: ['v1.2 2'] + lines[1:3], r'lists 2 samples, the parquet 3 rows'),
+    (lambda lines: ['v1.1 3'] + lines[1:], r'first line must be "v1.2 <number of samples>"'),
+    (lambda lines: lines[:1] + [lines[1] + ' txt'] + lines[2:], r'line 2: expected groups'),
+    (lambda lines: lines[:1] + [lines[1].replace(' 512 ', ' 100 ', 1)] + lines[2:],
+     r'data offset 100, which is not a tar data offset'),
+    (lambda lines: lines[:1] + [lines[1].replace(' 512 ', ' x ', 1)] + lines[2:],
+     r'must be whole numbers'),
+    (lambda lines: lines[:1] + [lines[1].replace('jpg 512', 'png 512', 1)] + lines[2:],
+     r"extension 'png' does not match member '000000000.jpg'"),
+    (lambda lines: lines[:2] + [lines[1]] + lines[3:], r"record '000000000' is listed twice"),
+    (lambda lines: ['v1.2 2'] + [lines[1] + ' ' + lines[2]] + lines[3:],
+     r'one sample have different ids'),
+], ids=['count-vs-lines', 'count-vs-parquet', 'version', 'tokens', 'offset-not-block',
+        'not-a-number', 'ext-mismatch', 'duplicate', 'mixed-ids'])
+def test_malformed_or_mismatched_index(tmp_path, edit, message):
+    path = str(tmp_path)
+    make_dataset(path, sizes=(3,), index=True)
+    edit_index(path, edit)
+    with pytest.raises(ValueError, match=r'00000.idx.*' + message):
+        ImageTextPairDataset.from_webdataset(path, ID)
+    assert len(ImageTextPairDataset.from_webdataset(path, ID, use_index=False)) == 3
+
+
+def test_index_member_size_mismatch(tmp_path):
+    path = str(tmp_path)
+    make_dataset(path, sizes=(3,), index=True)
+    edit_index(path, lambda lines: lines[:1] + [lines[1].replace(' 000000000.txt',
+                                                                 '0 000000000.txt')]
+               + lines[2:])
+    with pytest.raises(ValueError, match='expected member 000000000.txt .* its tar header '
+                                         'says'):
+        ImageTextPairDataset.from_webdataset(path, ID)

@@ -1,0 +1,97 @@
+"""The record table: parquet ids against tar records, members of a record."""
+
+import pandas as pd
+import pytest
+
+from gluonbatch.webdataset import ImageTextPairDataset, write_index
+
+from wds_testdata import ID, members_of, record, write_shard, write_tar
+
+
+@pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])
+def test_parquet_ids_missing_from_the_tar(tmp_path, index):
+    records = [record(0, k) for k in range(3)]
+    write_tar(tmp_path / '00000.tar', members_of(records[:2]))
+    pd.DataFrame([rec['row'] for rec in records]).to_parquet(tmp_path / '00000.parquet')
+    if index:
+        write_index(tmp_path / '00000.tar')
+    with pytest.raises(ValueError, match=r"00000.parquet lists .*(ids that|rows)"
+                                         if not index else r'00000.idx does not match'):
+        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+    if not index:
+        with pytest.raises(ValueError, match=r"00000.parquet lists ids that .*00000.tar does "
+                                             r"not hold: '000000002'"):
+            ImageTextPairDataset.from_webdataset(tmp_path, ID)
+
+
+def test_tar_records_missing_from_the_parquet(tmp_path):
+    records = [record(0, k) for k in range(3)]
+    write_tar(tmp_path / '00000.tar', members_of(records))
+    pd.DataFrame([rec['row'] for rec in records[1:]]).to_parquet(tmp_path / '00000.parquet')
+    with pytest.raises(ValueError, match=r"00000.tar holds records missing from .*00000.parquet"
+                                         r": '000000000'"):
+        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+
+
+def test_same_count_different_ids(tmp_path):
+    records = [record(0, k) for k in range(3)]
+    write_tar(tmp_path / '00000.tar', members_of(records))
+    rows = [rec['row'] for rec in records]
+    rows[1] = dict(rows[1], key='000009999')
+    pd.DataFrame(rows).to_parquet(tmp_path / '00000.parquet')
+    write_index(tmp_path / '00000.tar')
+    with pytest.raises(ValueError, match=r"00000.parquet lists ids that .*00000.idx does not "
+                                         r"hold: '000009999'"):
+        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+
+
+@pytest.mark.parametrize('members, message', [
+    (lambda rec: [m for m in members_of([rec]) if not m[0].endswith('.txt')],
+     r"record '000000000' in .*00000.tar has no caption member \(\.txt\)"),
+    (lambda rec: [m for m in members_of([rec]) if not m[0].endswith('.json')],
+     r"has no metadata member \(\.json\)"),
+    (lambda rec: [m for m in members_of([rec]) if not m[0].endswith('.jpg')],
+     r"has no image members"),
+    (lambda rec: members_of([rec]) + [(rec['key'] + '.png', rec['jpg'])],
+     r"has 2 image members \(\.jpg, \.txt, \.json, \.png\)"),
+    (lambda rec: members_of([rec]) + [(rec['key'] + '.txt', b'again')],
+     r"holds member '000000000\.txt' twice"),
+], ids=['no-txt', 'no-json', 'no-image', 'two-images', 'duplicate-member'])
+def test_records_with_missing_or_extra_members(tmp_path, members, message):
+    rec = record(0, 0)
+    write_tar(tmp_path / '00000.tar', members(rec))
+    pd.DataFrame([rec['row']]).to_parquet(tmp_path / '00000.parquet')
+    with pytest.raises(ValueError, match=message):
+        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+
+
+def test_bad_id_columns(tmp_path):
+    records = [record(0, k) for k in range(3)]
+    write_tar(tmp_path / '00000.tar', members_of(records))
+    frame = pd.DataFrame([rec['row'] for rec in records])
+    frame.to_parquet(tmp_path / '00000.parquet')
+    with pytest.raises(ValueError, match=r"00000.parquet has no id column 'id'; its columns "
+                                         r"are \['key'"):
+        ImageTextPairDataset.from_webdataset(tmp_path, 'id')
+    with pytest.raises(TypeError, match='id_col must be a str'):
+        ImageTextPairDataset.from_webdataset(tmp_path, 0)
+    frame.assign(key=frame[ID].astype(int)).to_parquet(tmp_path / '00000.parquet')
+    with pytest.raises(TypeError, match=r"00000.parquet row 0: id 0 in column 'key' is not a str "
+                                        r"\(int64\); ids must be strings"):
+        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+    frame.assign(key=[records[0]['key']] * 3).to_parquet(tmp_path / '00000.parquet')
+    with pytest.raises(ValueError, match=r"00000.parquet lists record ids more than once: "
+                                         r"'000000000'"):
+        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+    open(tmp_path / '00000.parquet', 'wb').write(b'not parquet at all')
+    with pytest.raises(ValueError, match='00000.parquet is not a readable parquet file'):
+        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+
+
+def test_same_id_in_two_shards(tmp_path):
+    rec = record(0, 0)
+    for stem in ('00000', '00001'):
+        write_shard(str(tmp_path), stem, [rec])
+    with pytest.raises(ValueError, match=r"record id '000000000' is in more than one shard: "
+                                         r".*00000.parquet.*00001.parquet"):
+        ImageTextPairDataset.from_webdataset(tmp_path, ID)

@@ -1,0 +1,228 @@
+"""Writing: save_metadata and the resharding writer (to_webdataset)."""
+import logging
+import math
+import os
+import shutil
+import tarfile
+import tracemalloc
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gluonbatch.webdataset import ImageTextPairDataset
+
+from wds_testdata import (ID, check_record, cut, data, files, make_dataset, members_of, record,
+                          tar_infos, write_tar)
+
+
+def test_save_metadata_replaces_own_parquets_atomically(data, monkeypatch):
+    path, expected = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds.metadata['long'] = ds.metadata['caption'].str.len() > 33
+    replaced = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, 'replace',
+                        lambda src, dst: (replaced.append((src, dst)), real_replace(src, dst)))
+    written = ds.save_metadata()
+    assert written == [os.path.join(path, '%05d.parquet' % k) for k in range(3)]
+    assert [dst for _, dst in replaced] == written
+    assert all(os.path.basename(src).startswith('.') and src.endswith('.tmp')
+               and os.path.dirname(src) == path for src, _ in replaced)
+    assert not [name for name in files(path) if name.endswith('.tmp')]
+    again = ImageTextPairDataset.from_webdataset(path, ID)
+    pd.testing.assert_frame_equal(again.metadata, ds.metadata)
+    check_record(again, 3, expected[3])
+
+
+def test_save_metadata_subset_and_other_path(data, tmp_path):
+    path, _ = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    out = tmp_path / 'meta'
+    written = ds.save_metadata(out, columns=['score', 'width'])
+    assert files(out) == ['00000.parquet', '00001.parquet', '00002.parquet']
+    assert written == [str(out / name) for name in files(out)]
+    second = pd.read_parquet(out / '00001.parquet')
+    assert list(second.columns) == [ID, 'score', 'width']  # the id is always saved
+    pd.testing.assert_frame_equal(second, ds.metadata[[ID, 'score', 'width']].iloc[3:5]
+                                  .reset_index(drop=True))
+    ds.save_metadata(out, columns=[ID, 'caption'])
+    assert list(pd.read_parquet(out / '00000.parquet').columns) == [ID, 'caption']
+    with pytest.raises(ValueError, match=r"no column\(s\) \['nope'\]"):
+        ds.save_metadata(out, columns=['nope'])
+
+
+def test_metadata_rows_must_stay(data):
+    path, _ = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds.metadata = ds.metadata.iloc[::-1]
+    with pytest.raises(ValueError, match='reordered'):
+        ds.save_metadata()
+    ds.metadata = ds.metadata.iloc[1:]
+    with pytest.raises(ValueError, match='8 rows for 9 records'):
+        ds.to_webdataset(os.path.join(path, 'out'), None)
+
+
+def check_resharded(out, source_records, mask, samples_per_shard, max_shards, old_id_col,
+                    written):
+    """The new dataset: shard sizes, ids by the rule, member bytes and metadata kept."""
+    kept = [rec for rec, keep in zip(source_records, mask) if keep]
+    digits = math.ceil(math.log10(samples_per_shard)) if samples_per_shard > 1 else 0
+    num_shards = -(-len(kept) // samples_per_shard)
+    stems = ['%0*d' % (max_shards, k) for k in range(num_shards)]
+    assert written == [os.path.join(out, stem + '.tar') for stem in stems]
+    assert files(out) == sorted(stem + ext for stem in stems
+                                for ext in ('.tar', '.parquet', '.idx'))
+    new = ImageTextPairDataset.from_webdataset(out, ID)
+    scanned = ImageTextPairDataset.from_webdataset(out, ID, use_index=False)
+    pd.testing.assert_frame_equal(new.metadata, scanned.metadata)
+    expected_ids = ['%0*d' % (max_shards + digits, sample + 10 ** digits * shard)
+                    for shard in range(num_shards)
+                    for sample in range(min(samples_per_shard,
+                                            len(kept) - shard * samples_per_shard))]
+    assert list(new.metadata[ID]) == expected_ids
+    for i, (rec, new_id) in enumerate(zip(kept, expected_ids)):
+        assert new.read_raw(i) == {ext: rec[ext] for ext in ('jpg', 'txt', 'json')}
+        assert new.metadata['score'][i] == rec['row']['score']
+        if old_id_col:
+            assert new.metadata[old_id_col][i] == rec['key']
+    with tarfile.open(written[0]) as tar:
+        assert tar.getnames()[:3] == ['%s.%s' % (expected_ids[0], ext)
+                                      for ext in ('jpg', 'txt', 'json')]
+    return new
+
+
+@pytest.fixture(scope='module')
+def source(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp('source'))
+    return path, make_dataset(path, sizes=(4, 3, 5))
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mask=st.lists(st.booleans(), min_size=12, max_size=12).filter(any),
+       samples_per_shard=st.integers(1, 13), max_shards=st.integers(2, 3),
+       old_id_col=st.sampled_from([None, 'old_key']))
+def test_reshard_keeps_filtered_records_renumbered(source, tmp_path_factory, mask,
+                                                   samples_per_shard, max_shards, old_id_col):
+    path, records = source
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds.metadata['keep'] = mask  # a column added in memory
+    out = str(tmp_path_factory.mktemp('out'))
+    written = ds.to_webdataset(out, 'keep', samples_per_shard=samples_per_shard,
+                               max_shards=max_shards, old_id_col=old_id_col)
+    new = check_resharded(out, records, mask, samples_per_shard, max_shards, old_id_col,
+                          written)
+    assert new.metadata['keep'].all()
+
+
+@pytest.mark.parametrize('samples_per_shard', [1, 5, 10, 10000])
+def test_reshard_default_layout(source, tmp_path, samples_per_shard):
+    path, records = source
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    written = ds.to_webdataset(tmp_path / 'out', None, samples_per_shard=samples_per_shard)
+    check_resharded(str(tmp_path / 'out'), records, [True] * 12, samples_per_shard, 5, None,
+                    written)
+    if samples_per_shard == 10000:  # DESIGN's example: shard 0, 4-digit record numbers
+        assert ImageTextPairDataset.from_webdataset(tmp_path / 'out', ID).metadata[ID][11] \
+            == '000000011'
+
+
+def test_reshard_with_nothing_kept_writes_nothing(source, tmp_path, caplog):
+    path, _ = source
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds.metadata['keep'] = False
+    with caplog.at_level(logging.INFO, logger='gluonbatch.webdataset'):
+        assert ds.to_webdataset(tmp_path / 'new', 'keep') == []
+    assert not (tmp_path / 'new').exists()
+    assert 'nothing written' in caplog.text
+    (tmp_path / 'empty').mkdir()
+    assert ds.to_webdataset(tmp_path / 'empty', 'keep', samples_per_shard=1) == []
+    assert files(tmp_path / 'empty') == []
+
+
+def test_reshard_refuses_the_source_directory(source, tmp_path):
+    path, _ = source
+    before = files(path)
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    os.symlink(path, tmp_path / 'link')
+    for target in (path, path + '/', os.path.relpath(path), str(tmp_path / 'link')):
+        with pytest.raises(ValueError, match='is the source directory'):
+            ds.to_webdataset(target, None)
+    assert files(path) == before
+
+
+def test_reshard_refuses_bad_arguments_before_writing(source, tmp_path):
+    path, _ = source
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    out = tmp_path / 'out'
+    with pytest.raises(ValueError, match="no filter column 'nope'"):
+        ds.to_webdataset(out, 'nope')
+    ds.metadata['score_kept'] = ds.metadata['score']
+    with pytest.raises(TypeError, match="filter column 'score_kept' must be bool"):
+        ds.to_webdataset(out, 'score_kept')
+    with pytest.raises(ValueError, match="old_id_col 'caption' is already a column"):
+        ds.to_webdataset(out, None, old_id_col='caption')
+    with pytest.raises(ValueError, match='need 12 shards, more than max_shards=1'):
+        ds.to_webdataset(out, None, samples_per_shard=1, max_shards=1)
+    with pytest.raises(ValueError, match='samples_per_shard must be at least 1'):
+        ds.to_webdataset(out, None, samples_per_shard=0)
+    with pytest.raises(TypeError, match='max_shards must be an int'):
+        ds.to_webdataset(out, None, max_shards=2.0)
+    assert not out.exists()
+    out.mkdir()
+    (out / '00003.parquet').write_bytes(b'')
+    with pytest.raises(ValueError, match='already holds shard files'):
+        ds.to_webdataset(out, None)
+    assert files(out) == ['00003.parquet']
+    # exactly 10**max_shards shards fit
+    written = ds.to_webdataset(tmp_path / 'ten', None, samples_per_shard=2, max_shards=1)
+    assert len(written) == 6
+
+
+def test_reshard_failure_leaves_only_complete_shards(source, tmp_path):
+    """A record that cannot be read (its tar cut short after opening) stops the writer;
+    the shards written before it stay, the one being written leaves no file."""
+    path, records = source
+    copy = str(tmp_path / 'source')
+    shutil.copytree(path, copy)
+    ds = ImageTextPairDataset.from_webdataset(copy, ID)
+    tar = os.path.join(copy, '00001.tar')
+    cut(tar, tar_infos(tar)[6].offset)  # record 6 (the third of shard 1) and after
+    out = tmp_path / 'out'
+    with pytest.raises(ValueError, match='truncated after the dataset was opened'):
+        ds.to_webdataset(out, None, samples_per_shard=4)
+    assert files(out) == ['00000.idx', '00000.parquet', '00000.tar']
+    new = ImageTextPairDataset.from_webdataset(out, ID)
+    assert [new.read_raw(i)['jpg'] for i in range(4)] == [rec['jpg'] for rec in records[:4]]
+
+
+def test_reshard_streams_one_record_at_a_time(tmp_path, monkeypatch):
+    """Records are read one by one as they are written: peak memory stays near one record
+    while a shard of 8 records of 1 MiB each is written; each file is renamed into place."""
+    path = str(tmp_path / 'big')
+    records = [record(0, k) for k in range(8)]
+    rng = np.random.default_rng(0)
+    os.makedirs(path)
+    write_tar(os.path.join(path, '00000.tar'),
+              [member for rec in records for member in members_of([rec]) + [
+                  (rec['key'] + '.bin', rng.bytes(1 << 20))]])
+    pd.DataFrame([rec['row'] for rec in records]).to_parquet(os.path.join(path, '00000.parquet'))
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    replaced = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, 'replace',
+                        lambda src, dst: (replaced.append((src, dst)), real_replace(src, dst)))
+    out = str(tmp_path / 'out')
+    tracemalloc.start()
+    try:
+        ds.to_webdataset(out, None, samples_per_shard=5)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, 'peak %.1f MiB: more than a record held in memory' % (peak / 2 ** 20)
+    assert replaced == [(os.path.join(out, '.%s.tmp' % name), os.path.join(out, name))
+                        for stem in ('00000', '00001')
+                        for name in (stem + '.tar', stem + '.idx', stem + '.parquet')]

@@ -1,0 +1,119 @@
+"""Test data for the gluonbatch.webdataset tests: shards written by the stdlib and Pillow.
+
+Every dataset here is built by this file's own writer (tarfile, Pillow JPEGs, pandas
+parquet), not by gluonbatch's, so the reader is checked against independently written
+shards; faults (truncation, corrupt headers, stale indexes, bad names) are injected into
+those files.
+"""
+import io
+import json
+import os
+import tarfile
+
+import mxnet as mx
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from gluonbatch.webdataset import write_index
+
+ID = 'key'
+TIMEOUT = 60  # seconds a DataLoader waits for a worker
+
+
+def jpeg_bytes(seed, height, width):
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, 'JPEG', quality=85)
+    return out.getvalue()
+
+
+def record(shard, sample, digits=4):
+    """One record of shard ``shard``: id by the layout's rule, real JPEG, caption, json."""
+    key = '%05d%0*d' % (shard, digits, sample)
+    height, width = 8 + (3 * shard + sample) % 9, 8 + (5 * shard + 2 * sample) % 11
+    caption = 'caption of %s: a café, number %d' % (key, sample)
+    meta = {ID: key, 'width': width, 'height': height, 'url': 'http://x/%s.jpg' % key}
+    return {'key': key, 'jpg': jpeg_bytes(int(key), height, width),
+            'txt': caption.encode('utf-8'), 'json': json.dumps(meta).encode('utf-8'),
+            'row': {ID: key, 'caption': caption, 'width': width, 'height': height,
+                    'score': float(sample) / 10, 'shard': shard}}
+
+
+def write_tar(path, members):
+    """A tar of ``[(name, bytes), ...]`` written by the stdlib."""
+    with tarfile.open(path, 'w') as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 1700000000
+            tar.addfile(info, io.BytesIO(data))
+
+
+def members_of(records):
+    return [('%s.%s' % (rec['key'], ext), rec[ext]) for rec in records
+            for ext in ('jpg', 'txt', 'json')]
+
+
+def write_shard(directory, stem, records, shuffle=None, index=False):
+    """``stem.tar`` + ``stem.parquet`` (+ ``stem.idx``); ``shuffle`` permutes both orders."""
+    order = list(records)
+    if shuffle is not None:
+        order = [order[i] for i in shuffle.permutation(len(order))]
+    write_tar(os.path.join(directory, stem + '.tar'), members_of(order))
+    if shuffle is not None:
+        order = [order[i] for i in shuffle.permutation(len(order))]
+    frame = pd.DataFrame([rec['row'] for rec in order],
+                         columns=[ID, 'caption', 'width', 'height', 'score', 'shard'])
+    frame.to_parquet(os.path.join(directory, stem + '.parquet'), index=False)
+    if index:
+        write_index(os.path.join(directory, stem + '.tar'))
+
+
+def make_dataset(directory, sizes=(3, 2, 4), index=False, shuffle_seed=None):
+    """Shards of the given sizes; returns the records in the dataset's expected order."""
+    os.makedirs(directory, exist_ok=True)
+    expected = []
+    rng = None if shuffle_seed is None else np.random.default_rng(shuffle_seed)
+    for shard, size in enumerate(sizes):
+        records = [record(shard, sample) for sample in range(size)]
+        write_shard(directory, '%05d' % shard, records, shuffle=rng, index=index)
+        expected += sorted(records, key=lambda rec: rec['key'])
+    return expected
+
+
+def check_record(ds, i, rec):
+    image, caption, meta = ds[i]
+    assert isinstance(image, mx.nd.NDArray) and image.dtype == np.uint8
+    assert image.shape == (rec['row']['height'], rec['row']['width'], 3)
+    np.testing.assert_array_equal(image.asnumpy(), mx.image.imdecode(rec['jpg']).asnumpy())
+    assert caption == rec['txt'].decode('utf-8') and isinstance(caption, str)
+    assert meta == json.loads(rec['json'])
+
+
+def files(directory):
+    return sorted(os.listdir(directory))
+
+
+@pytest.fixture
+def data(tmp_path):
+    path = str(tmp_path / 'data')
+    return path, make_dataset(path)
+
+
+def cut(path, size):
+    with open(path, 'r+b') as handle:
+        handle.truncate(size)
+
+
+def tar_infos(path):
+    with tarfile.open(path) as tar:
+        return tar.getmembers()
+
+
+def edit_index(path, edit):
+    idx = os.path.join(path, '00000.idx')
+    lines = open(idx).read().splitlines()
+    open(idx, 'w').write('\n'.join(edit(lines)) + '\n')
