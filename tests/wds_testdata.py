@@ -30,26 +30,35 @@ def jpeg_bytes(seed, height, width):
     return out.getvalue()
 
 
-def record(shard, sample, digits=4):
-    """One record of shard ``shard``: id by the layout's rule, real JPEG, caption, json."""
-    key = '%05d%0*d' % (shard, digits, sample)
+def record(shard, sample, digits=4, key=None):
+    """One record of shard ``shard``: id by the layout's rule (or ``key``), real JPEG,
+    caption, json."""
+    key = '%05d%0*d' % (shard, digits, sample) if key is None else key
     height, width = 8 + (3 * shard + sample) % 9, 8 + (5 * shard + 2 * sample) % 11
     caption = 'caption of %s: a café, number %d' % (key, sample)
     meta = {ID: key, 'width': width, 'height': height, 'url': 'http://x/%s.jpg' % key}
-    return {'key': key, 'jpg': jpeg_bytes(int(key), height, width),
+    return {'key': key, 'jpg': jpeg_bytes(shard * 10 ** digits + sample, height, width),
             'txt': caption.encode('utf-8'), 'json': json.dumps(meta).encode('utf-8'),
             'row': {ID: key, 'caption': caption, 'width': width, 'height': height,
                     'score': float(sample) / 10, 'shard': shard}}
 
 
-def write_tar(path, members):
-    """A tar of ``[(name, bytes), ...]`` written by the stdlib."""
-    with tarfile.open(path, 'w') as tar:
+def write_tar(path, members, fmt=tarfile.PAX_FORMAT, mtime=1700000000):
+    """A tar of ``[(name, bytes), ...]`` written by the stdlib; ``bytes`` None is a directory.
+
+    A float ``mtime`` gives every member a pax header in ``PAX_FORMAT`` (as the
+    ``webdataset`` library's TarWriter writes them).
+    """
+    with tarfile.open(path, 'w', format=fmt) as tar:
         for name, data in members:
             info = tarfile.TarInfo(name)
-            info.size = len(data)
-            info.mtime = 1700000000
-            tar.addfile(info, io.BytesIO(data))
+            info.mtime = mtime
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
 
 
 def members_of(records):

@@ -12,7 +12,7 @@ import pandas as pd
 from .index import read_index, group_members
 from .records import RecordTable, read_parquet, record_spans
 from .shards import Shard, find_shards, check_int, remove_quietly
-from .tar import BLOCK, header_error, scan_tar
+from .tar import check_headers, scan_tar
 from .writer import reshard
 
 __all__ = ['ImageTextPairDataset']
@@ -265,49 +265,44 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         """``[(ext, bytes), ...]``: every member of record ``i``, in tar order.
 
         One ``pread`` of the record's span when its members are adjacent (the usual case),
-        else one per member. The tar header before each member is checked against the
-        member's name and size the first time a process reads the record.
+        else one per member. The first time a process reads the record, each member's tar
+        headers, read along with it, are checked against its name, offset and size.
         """
         shard = self._shards[self._record_shard[i]]
         fd = self._fd(shard)
         rows = self._members[self._starts[i]:self._starts[i + 1]].tolist()
         start, length = self._spans[i].tolist()
         if length >= 0:
+            reads = [(start, length, rows)]
+        else:
+            # row: (data offset, size, extension code, header start)
+            reads = [(row[3], row[0] + row[1] - row[3], [row]) for row in rows]
+        members = []
+        for start, length, read_rows in reads:
             buf = os.pread(fd, length, start)
             if len(buf) != length:
                 self._truncated(i, shard)
             if not self._verified[i]:
-                self._verify(i, shard, [(buf, offset - BLOCK - start, offset, size, code)
-                                        for offset, size, code in rows])
-            exts = self._exts
-            return [(exts[code], buf[offset - start:offset - start + size])
-                    for offset, size, code in rows]
-        pieces = []
-        for offset, size, code in rows:
-            buf = os.pread(fd, BLOCK + size, offset - BLOCK)
-            if len(buf) != BLOCK + size:
-                self._truncated(i, shard)
-            pieces.append((buf, 0, offset, size, code))
-        if not self._verified[i]:
-            self._verify(i, shard, pieces)
-        return [(self._exts[code], buf[BLOCK:]) for buf, _, _, _, code in pieces]
+                self._verify(i, shard, buf, start, read_rows)
+            members += [(code, buf[offset - start:offset - start + size])
+                        for offset, size, code, _ in read_rows]
+        self._verified[i] = True
+        return [(self._exts[code], data) for code, data in members]
 
     def _truncated(self, i, shard):
         raise ValueError('%s ends before the bytes of %s: the tar was truncated after the '
                          'dataset was opened' % (shard.tar, self._describe(i)))
 
-    def _verify(self, i, shard, pieces):
-        """Check the tar header of every member of record ``i``; remember that it matched."""
+    def _verify(self, i, shard, buf, start, rows):
+        """Check the tar headers of the members ``rows`` of record ``i`` in ``buf``."""
         key = self._ids[i]
-        for buf, pos, offset, size, code in pieces:
-            name = '%s.%s' % (key, self._exts[code])
-            problem = header_error(buf, pos, name, size)
-            if problem:
-                source = ('its index %s does not match it' % shard.idx if shard.idx
-                          else 'it changed after the dataset was opened')
-                raise ValueError('%s: expected member %s (%d bytes) at byte %d but %s; %s'
-                                 % (shard.tar, name, size, offset, problem, source))
-        self._verified[i] = True
+        mismatch = check_headers(buf, start, [('%s.%s' % (key, self._exts[code]), offset, size)
+                                              for offset, size, code, _ in rows])
+        if mismatch:
+            source = ('its index %s does not match it' % shard.idx if shard.idx
+                      else 'it changed after the dataset was opened')
+            raise ValueError('%s: expected member %s (%d bytes) at byte %d but %s; %s'
+                             % ((shard.tar,) + mismatch + (source,)))
 
     def read_raw(self, idx):
         """The undecoded members of record ``idx`` as ``{extension: bytes}``.

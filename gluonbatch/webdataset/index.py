@@ -75,6 +75,9 @@ def write_index(tar_path, idx_path=None):
         raise FileNotFoundError('no tar file %s' % tar_path)
     idx_path = _default_index_path(tar_path) if idx_path is None else os.fspath(idx_path)
     samples = group_members(scan_tar(tar_path), tar_path)
+    if not samples:
+        raise ValueError('%s holds no records: an index of no samples ("%s 0") is not '
+                         'written (DALI refuses one)' % (tar_path, INDEX_VERSION))
     directory, name = os.path.split(os.path.abspath(idx_path))
     tmp = os.path.join(directory, '.%s.tmp' % name)
     try:

@@ -44,6 +44,7 @@ class RecordTable:
     def __init__(self):
         self.exts, self.codes = [], {}
         self.members, self.starts, self.shards, self.slots = [], [0], [], []
+        self.heads = []
 
     def code(self, ext):
         if ext not in self.codes:
@@ -84,30 +85,49 @@ class RecordTable:
             self.starts.append(len(self.members))
             self.shards.append(number)
             self.slots.append(slots)
+        added = np.array(self.members[len(self.heads):], dtype=np.int64).reshape(-1, 3)
+        self.heads.extend(header_starts(added[:, 0], added[:, 1]).tolist())
 
     def arrays(self):
-        return (np.array(self.members, dtype=np.int64).reshape(-1, 3),
+        members = np.array(self.members, dtype=np.int64).reshape(-1, 3)
+        return (np.column_stack([members, np.array(self.heads, dtype=np.int64)]),
                 np.array(self.starts, dtype=np.int64),
                 np.array(self.shards, dtype=np.int32),
                 np.array(self.slots, dtype=np.int16).reshape(-1, 3))
 
 
+def header_starts(offsets, sizes):
+    """Per member, the byte where its tar headers begin: the end of the member before it.
+
+    The headers of a member are its ustar header, after any pax or GNU long-name headers
+    and directory entries that precede it; all of them lie between the end of the previous
+    member's data (in byte order) and its own data. A member whose data overlaps the
+    previous one (a stale index) gets the one block before its data; reading it fails.
+
+    >>> header_starts(np.array([2048, 512, 4096]), np.array([3, 700, 0])).tolist()
+    [1536, 0, 2560]
+    """
+    order = np.argsort(offsets, kind='stable')
+    ends = offsets[order] + -(-sizes[order] // BLOCK) * BLOCK
+    starts = np.empty_like(offsets)
+    starts[order] = np.concatenate([[0], ends])[:-1].astype(offsets.dtype)
+    return np.minimum(starts, offsets - BLOCK)
+
+
 def record_spans(members, starts):
     """Per record ``(first byte, length)`` covering its headers and data in one read.
 
-    The length is -1 for records whose members are not adjacent in the tar (read member by
-    member then): the span may hold up to 8 blocks more than the members themselves (pax
-    headers).
+    ``members`` has a row ``(data offset, size, extension code, header start)`` per member.
+    The length is -1 for records whose members are not adjacent in the tar (other members
+    lie between them): those are read member by member.
     """
     spans = np.full((len(starts) - 1, 2), -1, dtype=np.int64)
     if len(spans):
-        offsets, sizes = members[:, 0], members[:, 1]
+        offsets, sizes, heads = members[:, 0], members[:, 1], members[:, 3]
         begin = starts[:-1]
-        low = np.minimum.reduceat(offsets, begin) - BLOCK
-        high = np.maximum.reduceat(offsets + sizes, begin)
-        needed = np.add.reduceat(BLOCK + -(-sizes // BLOCK) * BLOCK, begin) + 8 * BLOCK
+        ends = offsets + -(-sizes // BLOCK) * BLOCK
+        low = np.minimum.reduceat(heads, begin)
+        adjacent = np.maximum.reduceat(ends, begin) - low == np.add.reduceat(ends - heads, begin)
         spans[:, 0] = low
-        spans[:, 1] = np.where(high - low <= needed, high - low, -1)
+        spans[:, 1] = np.where(adjacent, np.maximum.reduceat(offsets + sizes, begin) - low, -1)
     return spans
-
-

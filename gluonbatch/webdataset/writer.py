@@ -27,8 +27,9 @@ def id_digits(samples_per_shard):
 class ShardWriter:
     """Writes one shard: ``.NNNNN.tar.tmp`` etc., renamed into place by :meth:`finish`.
 
-    The tar is plain POSIX ustar, written directly (a header, the data, zero padding per
-    member; two zero blocks and padding to a 10240-byte record at the end).
+    The tar is POSIX (ustar headers by ``TarInfo.tobuf``, with pax headers only for a
+    member that needs them), written directly: the headers, the data and zero padding per
+    member; two zero blocks and padding to a 10240-byte record at the end.
     """
 
     def __init__(self, directory, stem, mtime):
@@ -47,13 +48,12 @@ class ShardWriter:
         write = self.handle.write
         for ext, data in members:
             size = len(data)
-            write(member_header('%s.%s' % (key, ext), size, self.mtime))
+            header = member_header('%s.%s' % (key, ext), size, self.mtime)
+            write(header)
             write(data)
-            padding = padded(size) - size
-            if padding:
-                write(bytes(padding))
-            files.append((ext, self.position + BLOCK, size))
-            self.position += BLOCK + size + padding
+            write(bytes(padded(size) - size))
+            files.append((ext, self.position + len(header), size))
+            self.position += len(header) + padded(size)
         self.samples.append((key, files))
 
     def finish(self, metadata):
