@@ -1,4 +1,5 @@
 """ImageTextPairDataset: reading records, DataLoaders, worker processes, decoding errors."""
+import json
 import os
 import pickle
 
@@ -44,8 +45,10 @@ def test_attributes_and_indexing(data):
         ds[9]
     with pytest.raises(IndexError):
         ds[-10]
-    with pytest.raises(TypeError, match='must be an int'):
+    with pytest.raises(TypeError, match=r"record index must be an integer, got '0' \(str\)"):
         ds['0']
+    with pytest.raises(TypeError, match='got True'):
+        ds[True]
 
 
 def test_transform_and_transform_first(data):
@@ -96,29 +99,49 @@ def test_default_collate_after_resize(data):
     assert metas['width'].asnumpy().tolist() == [rec['row']['width'] for rec in expected[:5]]
 
 
+def descriptors_of(path):
+    """This process's open file descriptors on ``path`` (from /proc/self/fd)."""
+    found = []
+    for fd in os.listdir('/proc/self/fd'):
+        try:
+            if os.readlink('/proc/self/fd/' + fd) == path:
+                found.append(int(fd))
+        except OSError:  # the descriptor of the listing itself, closed by now
+            pass
+    return sorted(found)
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self/fd'), reason='needs /proc/self/fd')
 def test_forked_process_opens_its_own_handles(data):
+    """The child moves the file position of the descriptor it inherited, then reads: the
+    descriptor it reads through must be a new open file (position 0), not the parent's."""
     path, _ = data
     ds = ImageTextPairDataset.from_webdataset(path, ID)
+    tar = ds.tar_files[0]
     ds[0]
-    parent_handle = ds._handles[ds.tar_files[0]]
+    inherited = descriptors_of(tar)
+    assert len(inherited) == 1
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # child: read, report whether it used the parent's handle object
+    if pid == 0:  # child: report (descriptor, file position) of what it has on the tar
         code = 1
         try:
+            os.lseek(inherited[0], 1234, os.SEEK_SET)  # shared with the parent's handle
             ds[1]
-            os.write(write, b'own' if ds._handles[ds.tar_files[0]] is not parent_handle
-                     else b'shared')
+            os.write(write, json.dumps([(fd, os.lseek(fd, 0, os.SEEK_CUR))
+                                        for fd in descriptors_of(tar)]).encode())
             code = 0
         finally:
             os._exit(code)
     os.close(write)
-    answer = os.read(read, 64)
+    answer = os.read(read, 256)
     os.close(read)
     assert os.waitpid(pid, 0)[1] == 0
-    assert answer == b'own'
-    assert ds._handles[ds.tar_files[0]] is parent_handle and not parent_handle.closed
-    ds[1]
+    child = json.loads(answer)
+    assert child and all(position == 0 for _, position in child)
+    assert os.lseek(inherited[0], 0, os.SEEK_CUR) == 1234  # the child did move the parent's
+    assert descriptors_of(tar) == inherited
+    check_record(ds, 1, data[1][1])  # the parent's handle still reads
 
 
 def test_pickled_dataset_reads_after_unpickling(data):

@@ -1,9 +1,8 @@
 """The dataset: :class:`ImageTextPairDataset`, random access to a sharded image-text dataset."""
 import json
 import logging
-import operator
 import os
-import threading
+import warnings
 
 import mxnet as mx
 import numpy as np
@@ -11,24 +10,15 @@ import pandas as pd
 
 from .index import read_index, group_members
 from .records import RecordTable, read_parquet, record_spans
-from .shards import Shard, find_shards, check_int, remove_quietly
+from .._core.checks import check_int
+from .._core.process import ProcessLocal
+from .shards import Shard, find_shards, part_arguments, remove_quietly, select_part
 from .tar import check_headers, scan_tar
 from .writer import reshard
 
 __all__ = ['ImageTextPairDataset']
 
 _LOG = logging.getLogger(__name__)
-
-
-#: Incremented in every child process after a fork: datasets then reopen their files.
-_FORK_GENERATION = [0]
-
-
-def _after_fork_in_child():
-    _FORK_GENERATION[0] += 1
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # --------------------------------------------------------------------------- the dataset
@@ -56,7 +46,10 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
     id_col : str
         The id column of the parquet files.
     tar_files : list of str
-        The tar of every shard of this dataset (this rank's, with ``world_size > 1``).
+        The tar of every shard of this dataset (of its part, with ``num_parts > 1``).
+    num_parts, part_index : int
+        This dataset is part ``part_index`` of ``num_parts`` (see :meth:`from_webdataset`).
+        ``world_size`` and ``rank`` are deprecated aliases.
 
     Examples
     --------
@@ -75,26 +68,24 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
     >>> tmp.cleanup()
     """
 
-    def __init__(self, path, id_col, rank=0, world_size=1, use_index=True):
+    def __init__(self, path, id_col, *, num_parts=None, part_index=None, use_index=True,
+                 rank=None, world_size=None):
         if not isinstance(id_col, str):
             raise TypeError('id_col must be a str, got %r' % (id_col,))
-        world_size = check_int(world_size, 'world_size', 1)
-        rank = check_int(rank, 'rank', 0)
-        if rank >= world_size:
-            raise ValueError('rank must be in [0, world_size); got rank %d with world_size %d'
-                             % (rank, world_size))
+        self.num_parts, self.part_index = part_arguments(num_parts, part_index, rank,
+                                                         world_size, stacklevel=2)
         self.path = os.path.abspath(os.fspath(path))
         self.id_col = id_col
-        self.rank, self.world_size = rank, world_size
         stems, indexed = find_shards(self.path)
         self._all_shards = len(stems)
-        stems = stems[rank::world_size]
+        stems = select_part(stems, self.num_parts, self.part_index)
         if not stems:
-            _LOG.warning('%s: rank %d of %d gets no shard (the dataset has %d); its dataset '
-                         'is empty', self.path, rank, world_size, self._all_shards)
+            _LOG.warning('%s: part %d of %d gets no shard (the dataset has %d); its dataset '
+                         'is empty', self.path, self.part_index, self.num_parts,
+                         self._all_shards)
         self._shards = [Shard(self.path, stem, use_index and stem in indexed)
                         for stem in stems]
-        self._reset_handles()
+        self._handles = ProcessLocal(dict)
 
         frames, table = [], RecordTable()
         for number, shard in enumerate(self._shards):
@@ -130,7 +121,8 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
                 self._read_members(shard.stop - 1)
 
     @classmethod
-    def from_webdataset(cls, path, id_col, rank=0, world_size=1, use_index=True):
+    def from_webdataset(cls, path, id_col, *, num_parts=None, part_index=None, use_index=True,
+                        rank=None, world_size=None):
         """Open the dataset in directory ``path``.
 
         Parameters
@@ -140,14 +132,19 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
             optionally ``NNNNN.idx``.
         id_col : str
             The parquet column holding the record ids (string ids, e.g. ``'key'``).
-        rank, world_size : int, default 0 and 1
-            Keep only the shards of this rank: shard ``k`` (in numeric order) belongs to
-            rank ``k % world_size``. Ranks are disjoint and together cover every shard; a
-            rank beyond the number of shards gets an empty dataset (and a log warning)
-            rather than an error, so every rank can run the same code.
+        num_parts, part_index : int, default 1 and 0
+            Keep only the shards of part ``part_index`` of ``num_parts`` (one part per
+            rank, as GluonNLP's and gluonbatch's ``SplitSampler`` spell it): shard ``k`` (in
+            numeric order) belongs to part ``k % num_parts``. Parts are disjoint and
+            together cover every shard; a part beyond the number of shards gets an empty
+            dataset (and a log warning) rather than an error, so every rank can run the
+            same code.
         use_index : bool, default True
             Use the ``.idx`` files present. Without one (or with ``False``) a shard's tar
             headers are scanned once here; no file is written either way.
+        rank, world_size : int, optional
+            Deprecated aliases of ``part_index`` and ``num_parts`` (a DeprecationWarning);
+            giving both spellings of one is a TypeError.
 
         Raises
         ------
@@ -166,12 +163,15 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         >>> from gluonbatch.webdataset import make_example_dataset
         >>> with tempfile.TemporaryDirectory() as tmp:
         ...     path = make_example_dataset(tmp, num_shards=3, samples_per_shard=2)
-        ...     print([len(ImageTextPairDataset.from_webdataset(path, 'key', rank=r,
-        ...                                                     world_size=2))
-        ...            for r in (0, 1)])
+        ...     print([len(ImageTextPairDataset.from_webdataset(path, 'key', num_parts=2,
+        ...                                                     part_index=part))
+        ...            for part in (0, 1)])
         [4, 2]
         """
-        return cls(path, id_col, rank=rank, world_size=world_size, use_index=use_index)
+        num_parts, part_index = part_arguments(num_parts, part_index, rank, world_size,
+                                               stacklevel=2)
+        return cls(path, id_col, num_parts=num_parts, part_index=part_index,
+                   use_index=use_index)
 
     # ---------------------------------------------------------------- properties
 
@@ -183,11 +183,24 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
     def __len__(self):
         return len(self._record_shard)
 
+    @property
+    def rank(self):
+        """Deprecated alias of :attr:`part_index`."""
+        warnings.warn('rank is deprecated; use part_index', DeprecationWarning, stacklevel=2)
+        return self.part_index
+
+    @property
+    def world_size(self):
+        """Deprecated alias of :attr:`num_parts`."""
+        warnings.warn('world_size is deprecated; use num_parts', DeprecationWarning,
+                      stacklevel=2)
+        return self.num_parts
+
     def __repr__(self):
         return ('%s(%r, id_col=%r, shards=%d, records=%d%s)'
                 % (type(self).__name__, self.path, self.id_col, len(self._shards), len(self),
-                   ', rank=%d, world_size=%d' % (self.rank, self.world_size)
-                   if self.world_size > 1 else ''))
+                   ', part_index=%d, num_parts=%d' % (self.part_index, self.num_parts)
+                   if self.num_parts > 1 else ''))
 
     def _check_unique_ids(self):
         duplicated = self.metadata[self.id_col].duplicated()
@@ -199,41 +212,35 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
 
     # ---------------------------------------------------------------- file handles
 
-    def _reset_handles(self):
-        self._generation = _FORK_GENERATION[0]
-        self._lock = threading.Lock()
-        self._handles = {}
-
     def _fd(self, shard):
-        """This process's read-only descriptor of ``shard``'s tar, opened on first use."""
-        if self._generation != _FORK_GENERATION[0]:
-            # a forked worker: open its own handles, never share the parent's
-            self._reset_handles()
-        handle = self._handles.get(shard.tar)
+        """This process's read-only descriptor of ``shard``'s tar, opened on first use.
+
+        The handles are per process: a forked DataLoader worker opens its own rather than
+        sharing its parent's.
+        """
+        handles = self._handles.get()
+        handle = handles.get(shard.tar)
         if handle is None:
-            with self._lock:
-                handle = self._handles.get(shard.tar)
-                if handle is None:
-                    handle = open(shard.tar, 'rb', buffering=0)
-                    self._handles[shard.tar] = handle
+            opened = open(shard.tar, 'rb', buffering=0)
+            handle = handles.setdefault(shard.tar, opened)
+            if handle is not opened:  # another thread opened it first
+                opened.close()
         return handle.fileno()
 
     def close(self):
         """Close this process's file handles (they reopen on the next read)."""
-        handles, self._handles = self._handles, {}
-        if self._generation == _FORK_GENERATION[0]:
-            for handle in handles.values():
-                handle.close()
+        handles = self._handles.get()
+        while handles:
+            handles.popitem()[1].close()
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        for name in ('_handles', '_lock', '_generation'):
-            state.pop(name, None)
+        del state['_handles']  # open files: the copy opens its own
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._reset_handles()
+        self._handles = ProcessLocal(dict)
 
     def __del__(self):
         try:
@@ -244,10 +251,7 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
     # ---------------------------------------------------------------- reading
 
     def _index(self, idx):
-        try:
-            i = operator.index(idx)
-        except TypeError:
-            raise TypeError('record index must be an int, got %r' % (idx,)) from None
+        i = check_int(idx, 'record index')
         n = len(self)
         if i < 0:
             i += n

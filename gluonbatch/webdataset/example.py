@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from .shards import check_int
+from .._core.checks import check_int
 from .writer import ShardWriter, id_digits
 
 _WORDS = ('red', 'blue', 'green', 'small', 'large', 'striped', 'cat', 'dog', 'boat', 'tree',
@@ -29,8 +29,10 @@ def make_example_dataset(path, num_shards=2, samples_per_shard=3, min_size=16, m
     """
     from PIL import Image
 
-    num_shards = check_int(num_shards, 'num_shards', 1)
-    samples_per_shard = check_int(samples_per_shard, 'samples_per_shard', 1)
+    num_shards = check_int(num_shards, 'num_shards', minimum=1)
+    samples_per_shard = check_int(samples_per_shard, 'samples_per_shard', minimum=1)
+    min_size = check_int(min_size, 'min_size', minimum=1)
+    max_size = check_int(max_size, 'max_size', minimum=min_size)
     rng = np.random.default_rng(seed)
     path = os.fspath(path)
     os.makedirs(path, exist_ok=True)

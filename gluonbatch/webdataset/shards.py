@@ -1,8 +1,14 @@
-"""Shard discovery: ``NNNNN.tar`` with ``NNNNN.parquet`` (and ``NNNNN.idx``) beside it."""
+"""Shard discovery (``NNNNN.tar`` with ``NNNNN.parquet`` and optionally ``NNNNN.idx``
+beside it) and the split of a dataset's shards into parts, one per rank.
+
+A *shard* is one tar file with its parquet (and index); a *part* is the shards one rank
+reads: shard ``k``, in numeric order, belongs to part ``k % num_parts``.
+"""
 import os
 import re
+import warnings
 
-import numpy as np
+from .._core.checks import check_int
 
 SHARD_FILE = re.compile(r'^(\d+)\.(tar|parquet|idx)$')
 _EXAMPLES = 5                       # ids listed in an error message
@@ -12,14 +18,6 @@ def examples(values):
     values = sorted(values)
     more = ' and %d more' % (len(values) - _EXAMPLES) if len(values) > _EXAMPLES else ''
     return ', '.join(map(repr, values[:_EXAMPLES])) + more
-
-
-def check_int(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError('%s must be an int, got %r' % (name, value))
-    if value < minimum:
-        raise ValueError('%s must be at least %d, got %d' % (name, minimum, value))
-    return int(value)
 
 
 def remove_quietly(path):
@@ -71,3 +69,42 @@ def find_shards(directory):
     return sorted(tars, key=lambda s: (int(s), s)), found['idx']
 
 
+
+
+def part_arguments(num_parts, part_index, rank=None, world_size=None, stacklevel=2):
+    """Checked ``(num_parts, part_index)``; ``world_size`` and ``rank`` are their deprecated
+    aliases (a DeprecationWarning). None means the default: 1 part, part 0.
+
+    >>> part_arguments(4, 3)
+    (4, 3)
+    >>> part_arguments(2, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: part_index must be in [0, num_parts); got part_index 2 with num_parts 2
+    """
+    if rank is not None or world_size is not None:
+        warnings.warn('rank= and world_size= are deprecated; use part_index= and num_parts= '
+                      '(the same meaning)', DeprecationWarning, stacklevel=stacklevel + 1)
+        for name, value, alias, given in (('part_index', part_index, 'rank', rank),
+                                          ('num_parts', num_parts, 'world_size', world_size)):
+            if given is not None and value is not None:
+                raise TypeError('give %s or its deprecated alias %s, not both' % (name, alias))
+        part_index = rank if rank is not None else part_index
+        num_parts = world_size if world_size is not None else num_parts
+    num_parts = check_int(1 if num_parts is None else num_parts, 'num_parts', minimum=1)
+    part_index = check_int(0 if part_index is None else part_index, 'part_index', minimum=0)
+    if part_index >= num_parts:
+        raise ValueError('part_index must be in [0, num_parts); got part_index %d with '
+                         'num_parts %d' % (part_index, num_parts))
+    return num_parts, part_index
+
+
+def select_part(stems, num_parts, part_index):
+    """The shards of part ``part_index``: every ``num_parts``-th shard from that one.
+
+    Parts are disjoint and together hold every shard; their sizes differ by at most one.
+
+    >>> select_part(['00000', '00001', '00002', '00003', '00004'], 2, 1)
+    ['00001', '00003']
+    """
+    return stems[part_index::num_parts]

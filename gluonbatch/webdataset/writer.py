@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from .index import format_index
-from .shards import SHARD_FILE, check_int, examples, remove_quietly
+from .._core.checks import check_int
+from .shards import SHARD_FILE, examples, remove_quietly
 from .tar import BLOCK, member_header, padded
 
 _LOG = logging.getLogger(__name__)
@@ -84,8 +85,8 @@ def reshard(frame, read_members, source, id_col, path, filter_column, samples_pe
     ``frame`` is the checked metadata, ``read_members(i)`` returns record ``i``'s members
     as ``[(ext, bytes), ...]`` and ``source`` is the source directory.
     """
-    samples_per_shard = check_int(samples_per_shard, 'samples_per_shard', 1)
-    max_shards = check_int(max_shards, 'max_shards', 1)
+    samples_per_shard = check_int(samples_per_shard, 'samples_per_shard', minimum=1)
+    max_shards = check_int(max_shards, 'max_shards', minimum=1)
     if filter_column is None:
         keep = np.ones(len(frame), dtype=bool)
     else:
