@@ -1,4 +1,5 @@
 """ImageTextPairDataset: reading records, DataLoaders, worker processes, decoding errors."""
+import io
 import json
 import os
 import pickle
@@ -7,13 +8,14 @@ import mxnet as mx
 import numpy as np
 import pandas as pd
 import pytest
+from PIL import Image
 
 from gluonbatch import default_collate
 from gluonbatch.batchify import List, Pad, Tuple
-from gluonbatch.webdataset import ImageTextPairDataset
+from gluonbatch.webdataset import IMAGE_EXTENSIONS, ImageTextPairDataset, write_index
 
 from wds_testdata import (ID, TIMEOUT, check_record, cut, data, files, make_dataset, record,
-                          tar_infos, write_shard)
+                          tar_infos, write_shard, write_tar)
 
 
 @pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])
@@ -197,3 +199,51 @@ def test_bad_caption_or_json_names_the_record(tmp_path):
         ds[1]
     with pytest.raises(ValueError, match=r"record '000000002' .* holds a list, not an object"):
         ds[2]
+
+
+PILLOW_FORMATS = {'jpg': 'JPEG', 'jpeg': 'JPEG', 'png': 'PNG', 'webp': 'WEBP'}
+
+
+@pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])
+def test_every_advertised_image_extension_decodes(tmp_path, index):
+    """One record per IMAGE_EXTENSIONS entry (upper case for a second record), each image
+    made by Pillow; lossless formats decode to exactly the pixels written."""
+    assert set(IMAGE_EXTENSIONS) == set(PILLOW_FORMATS)
+    records, pixels = [], {}
+    for sample, ext in enumerate(list(IMAGE_EXTENSIONS) + ['WEBP']):
+        rec = record(0, sample)
+        height, width = rec['row']['height'], rec['row']['width']
+        array = np.random.default_rng(sample).integers(0, 256, (height, width, 3), np.uint8)
+        encoded = io.BytesIO()
+        Image.fromarray(array).save(encoded, PILLOW_FORMATS[ext.lower()], lossless=True)
+        rec = dict(rec, image=(ext, encoded.getvalue()))
+        records.append(rec)
+        pixels[rec['key']] = (ext.lower(), array, encoded.getvalue())
+    write_tar(tmp_path / '00000.tar', [
+        ('%s.%s' % (rec['key'], name), data) for rec in records
+        for name, data in [rec['image'], ('txt', rec['txt']), ('json', rec['json'])]])
+    pd.DataFrame([rec['row'] for rec in records]).to_parquet(tmp_path / '00000.parquet')
+    if index:
+        write_index(tmp_path / '00000.tar')
+    ds = ImageTextPairDataset.from_webdataset(tmp_path, ID)
+    for i, rec in enumerate(records):
+        image, caption, _ = ds[i]
+        ext, array, encoded = pixels[rec['key']]
+        assert isinstance(image, mx.nd.NDArray) and image.dtype == np.uint8
+        if ext in ('png', 'webp'):  # lossless
+            np.testing.assert_array_equal(image.asnumpy(), array)
+        else:
+            np.testing.assert_array_equal(image.asnumpy(), mx.image.imdecode(encoded).asnumpy())
+        assert caption == rec['txt'].decode()
+
+
+def test_an_undecodable_webp_names_the_record(tmp_path):
+    rec = record(0, 0)
+    write_tar(tmp_path / '00000.tar', [(rec['key'] + '.webp', b'RIFF\x00\x00 not a webp'),
+                                       (rec['key'] + '.txt', rec['txt']),
+                                       (rec['key'] + '.json', rec['json'])])
+    pd.DataFrame([rec['row']]).to_parquet(tmp_path / '00000.parquet')
+    ds = ImageTextPairDataset.from_webdataset(tmp_path, ID)
+    with pytest.raises(ValueError, match=r"cannot decode the image of member 000000000\.webp of "
+                                         r"record '000000000'"):
+        ds[0]

@@ -1,11 +1,12 @@
-"""The record table: parquet ids against tar records, members of a record."""
+"""The record table: parquet ids against tar records, members of a record, extensions."""
+import tarfile
 
 import pandas as pd
 import pytest
 
 from gluonbatch.webdataset import ImageTextPairDataset, write_index
 
-from wds_testdata import ID, members_of, record, write_shard, write_tar
+from wds_testdata import ID, check_record, members_of, record, write_shard, write_tar
 
 
 @pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])
@@ -95,3 +96,48 @@ def test_same_id_in_two_shards(tmp_path):
     with pytest.raises(ValueError, match=r"record id '000000000' is in more than one shard: "
                                          r".*00000.parquet.*00001.parquet"):
         ImageTextPairDataset.from_webdataset(tmp_path, ID)
+
+
+@pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])
+def test_extensions_match_case_insensitively(tmp_path, index):
+    """.JPG is .jpg (as in the webdataset library); read_raw gives lower-case keys."""
+    records = [record(0, k) for k in range(3)]
+    cases = [('JPG', 'TXT', 'JSON'), ('Jpg', 'Txt', 'Json'), ('jpg', 'txt', 'json')]
+    members = [('%s.%s' % (rec['key'], ext), rec[ext.lower()])
+               for rec, exts in zip(records, cases) for ext in exts]
+    write_tar(tmp_path / '00000.tar', members)
+    pd.DataFrame([rec['row'] for rec in records]).to_parquet(tmp_path / '00000.parquet')
+    if index:
+        write_index(tmp_path / '00000.tar')
+        assert 'JPG ' in (tmp_path / '00000.idx').read_text()  # names as in the tar
+    ds = ImageTextPairDataset.from_webdataset(tmp_path, ID)
+    for i, rec in enumerate(records):
+        check_record(ds, i, rec)
+        assert ds.read_raw(i) == {ext: rec[ext] for ext in ('jpg', 'txt', 'json')}
+    ds.to_webdataset(tmp_path / 'out', None)
+    assert sorted(tar_names(tmp_path / 'out' / '00000.tar'))[:3] == [
+        '000000000.jpg', '000000000.json', '000000000.txt']
+
+
+def test_extensions_differing_only_in_case_are_one_member_twice(tmp_path):
+    rec = record(0, 0)
+    write_tar(tmp_path / '00000.tar', members_of([rec]))
+    pd.DataFrame([rec['row']]).to_parquet(tmp_path / '00000.parquet')
+    idx = tmp_path / '00000.idx'
+    write_index(tmp_path / '00000.tar')
+    first = idx.read_text().splitlines()[1].split()
+    idx.write_text('v1.2 1\n%s JPG %s %s %s.JPG\n' % (' '.join(first), first[1], first[2],
+                                                       rec['key']))
+    with pytest.raises(ValueError, match=r"00000.idx line 2: member '000000000\.JPG' is "
+                                         r"listed twice"):
+        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+    write_tar(tmp_path / '00000.tar', members_of([rec]) + [(rec['key'] + '.JPG', rec['jpg'])])
+    for attempt in (lambda: write_index(tmp_path / '00000.tar'),
+                    lambda: ImageTextPairDataset.from_webdataset(tmp_path, ID, use_index=False)):
+        with pytest.raises(ValueError, match=r"holds member '000000000\.JPG' twice"):
+            attempt()
+
+
+def tar_names(path):
+    with tarfile.open(path) as tar:
+        return tar.getnames()

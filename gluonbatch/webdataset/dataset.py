@@ -1,4 +1,5 @@
 """The dataset: :class:`ImageTextPairDataset`, random access to a sharded image-text dataset."""
+import io
 import json
 import logging
 import os
@@ -8,15 +9,23 @@ import mxnet as mx
 import numpy as np
 import pandas as pd
 
-from .index import read_index, group_members
-from .records import RecordTable, read_parquet, record_spans
+from .records import read_records, record_spans
 from .._core.checks import check_int
 from .._core.process import ProcessLocal
-from .shards import Shard, find_shards, part_arguments, remove_quietly, select_part
-from .tar import check_headers, scan_tar
-from .writer import reshard
+from .shards import Shard, find_shards, part_arguments, select_part
+from .tar import check_headers
+from .writer import reshard, save_metadata
 
 __all__ = ['ImageTextPairDataset']
+
+def _decode_image(ext, data):
+    """An (H, W, 3) uint8 RGB NDArray; WebP by Pillow, which MXNet 1.9.1 cannot decode."""
+    if ext != 'webp':
+        return mx.image.imdecode(data)
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data), formats=['WEBP']) as picture:
+        return mx.nd.array(np.asarray(picture.convert('RGB')), dtype=np.uint8)
 
 _LOG = logging.getLogger(__name__)
 
@@ -27,9 +36,10 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
     """Random access to a sharded image-text dataset: ``ds[i] -> (image, caption, metadata)``.
 
     Open one with :meth:`from_webdataset`. ``image`` is an ``mx.nd.NDArray`` (H, W, 3)
-    uint8 (RGB, decoded by ``mx.image.imdecode``), ``caption`` the ``.txt`` member as a
-    ``str`` and ``metadata`` the ``.json`` member as a ``dict``. Record ``i`` is row ``i``
-    of :attr:`metadata`: shards in numeric order, each shard's rows sorted by id.
+    uint8 (RGB, decoded by ``mx.image.imdecode``; WebP by Pillow), ``caption`` the
+    ``.txt`` member as a ``str`` and ``metadata`` the ``.json`` member as a ``dict``.
+    Member extensions are matched case-insensitively. Record ``i`` is row ``i`` of
+    :attr:`metadata`: shards in numeric order, each shard's rows sorted by id.
 
     Reading a record reads only its bytes (usually one ``pread`` for all its members), and
     checks each member's tar header on the way, so a stale ``.idx`` cannot return another
@@ -87,32 +97,12 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
                         for stem in stems]
         self._handles = ProcessLocal(dict)
 
-        frames, table = [], RecordTable()
-        for number, shard in enumerate(self._shards):
-            frame = read_parquet(shard, id_col)
-            shard.tar_size = os.path.getsize(shard.tar)
-            if shard.idx:
-                samples = read_index(shard.idx, shard.tar, shard.tar_size)
-                if len(samples) != len(frame):
-                    raise ValueError('%s does not match %s: it lists %d samples, the parquet '
-                                     '%d rows (rebuild it with `gluonbatch wds index %s`)'
-                                     % (shard.idx, shard.tar, len(samples), len(frame),
-                                        shard.tar))
-            else:
-                samples = group_members(scan_tar(shard.tar), shard.tar)
-            shard.start = len(table.shards)
-            table.add_shard(number, shard, samples, frame[id_col].tolist())
-            shard.stop = len(table.shards)
-            frames.append(frame)
+        self.metadata, table = read_records(self._shards, id_col)
         (self._members, self._starts, self._record_shard,
          self._slots) = table.arrays()
         self._spans = record_spans(self._members, self._starts)
         self._verified = np.zeros(len(self._record_shard), dtype=bool)
         self._exts = table.exts
-        if frames:
-            self.metadata = pd.concat(frames, ignore_index=True)
-        else:
-            self.metadata = pd.DataFrame({id_col: pd.Series([], dtype=object)})
         self._ids = self.metadata[id_col].to_numpy(dtype=str)
         self._check_unique_ids()
         for shard in self._shards:  # an idx for another tar fails here, not mid-epoch
@@ -291,7 +281,8 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
             members += [(code, buf[offset - start:offset - start + size])
                         for offset, size, code, _ in read_rows]
         self._verified[i] = True
-        return [(self._exts[code], data) for code, data in members]
+        # extensions as matched: lower case, like the webdataset library's sample keys
+        return [(self._exts[code].lower(), data) for code, data in members]
 
     def _truncated(self, i, shard):
         raise ValueError('%s ends before the bytes of %s: the tar was truncated after the '
@@ -329,8 +320,8 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         image_slot, text_slot, json_slot = self._slots[i].tolist()
         image_ext, image_bytes = members[image_slot]
         try:
-            image = mx.image.imdecode(image_bytes)
-        except mx.base.MXNetError as err:
+            image = _decode_image(image_ext, image_bytes)
+        except (mx.base.MXNetError, OSError, ValueError) as err:  # Pillow: OSError
             reason = str(err).strip().splitlines()[-1]
             raise ValueError('cannot decode the image of %s: %s'
                              % (self._describe(i, '%s.%s' % (self._ids[i], image_ext)),
@@ -397,31 +388,8 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         ['key', 'long']
         >>> tmp.cleanup()
         """
-        frame = self._checked_metadata()
-        if columns is not None:
-            if isinstance(columns, str):
-                columns = [columns]
-            columns = list(columns)
-            unknown = [c for c in columns if c not in frame.columns]
-            if unknown:
-                raise ValueError('save_metadata: no column(s) %s in the metadata; it has %s'
-                                 % (unknown, list(map(str, frame.columns))))
-            if self.id_col not in columns:
-                columns.insert(0, self.id_col)
-            frame = frame[columns]
-        directory = self.path if path is None else os.path.abspath(os.fspath(path))
-        os.makedirs(directory, exist_ok=True)
-        written = []
-        for shard in self._shards:
-            final = os.path.join(directory, shard.stem + '.parquet')
-            tmp = os.path.join(directory, '.%s.parquet.tmp' % shard.stem)
-            try:
-                frame.iloc[shard.start:shard.stop].to_parquet(tmp, index=False)
-                os.replace(tmp, final)
-            finally:
-                remove_quietly(tmp)
-            written.append(final)
-        return written
+        return save_metadata(self._checked_metadata(), self.id_col, self._shards,
+                             self.path if path is None else path, columns)
 
     def to_webdataset(self, path, filter_column, samples_per_shard=10000, max_shards=5,
                       old_id_col=None):

@@ -16,7 +16,7 @@ def group_members(members, where):
     for name, offset, size in members:
         key, ext = split_member_name(name, where)
         files = samples.setdefault(key, [])
-        if any(ext == other for other, _, _ in files):
+        if any(ext.lower() == other.lower() for other, _, _ in files):
             raise ValueError('%s holds member %r twice (record %r)' % (where, name, key))
         files.append((ext, offset, size))
     return list(samples.items())
@@ -135,7 +135,7 @@ def read_index(idx_path, tar_path, tar_size):
                 raise ValueError('%s does not match %s: member %r at bytes %d..%d is past the '
                                  'end of the tar (%d bytes)' % (idx_path, tar_path, name,
                                                                 offset, offset + size, tar_size))
-            if any(ext == other for other, _, _ in files):
+            if any(ext.lower() == other.lower() for other, _, _ in files):
                 raise ValueError('%s: member %r is listed twice' % (where, name))
             files.append((ext, offset, size))
         if key in seen:

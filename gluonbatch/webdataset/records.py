@@ -1,12 +1,18 @@
-"""The record table: per record its shard, its members' offsets, sizes and extensions."""
+"""The record table: per record its shard, its members' offsets, sizes and extensions;
+and the parquet metadata, read and checked against each shard's tar or index."""
+import os
+
 import numpy as np
 import pandas as pd
 
+from .index import group_members, read_index
 from .shards import examples
-from .tar import BLOCK
+from .tar import BLOCK, scan_tar
 
 
-#: Member extensions taken as the record's image (exactly one per record).
+#: Member extensions taken as the record's image (exactly one per record), matched
+#: case-insensitively like every extension. Each one decodes: WebP by Pillow (MXNet 1.9.1's
+#: ``mx.image.imdecode`` cannot), the others by ``mx.image.imdecode``.
 IMAGE_EXTENSIONS = ('jpg', 'jpeg', 'png', 'webp')
 
 
@@ -67,7 +73,8 @@ class RecordTable:
         for key in ids:
             files = by_key[key]
             exts = [ext for ext, _, _ in files]
-            images = [pos for pos, ext in enumerate(exts) if ext.lower() in IMAGE_EXTENSIONS]
+            lowered = [ext.lower() for ext in exts]
+            images = [pos for pos, ext in enumerate(lowered) if ext in IMAGE_EXTENSIONS]
             if len(images) != 1:
                 raise ValueError('record %r in %s has %s image members (%s); a record needs '
                                  'exactly one of .%s' % (
@@ -76,11 +83,11 @@ class RecordTable:
                                      ', .'.join(IMAGE_EXTENSIONS)))
             slots = [images[0]]
             for wanted, what in (('txt', 'caption'), ('json', 'metadata')):
-                if wanted not in exts:
+                if wanted not in lowered:
                     raise ValueError('record %r in %s has no %s member (.%s); it has %s'
                                      % (key, where, what, wanted,
                                         ', '.join('.' + ext for ext in exts)))
-                slots.append(exts.index(wanted))
+                slots.append(lowered.index(wanted))
             self.members.extend((offset, size, self.code(ext)) for ext, offset, size in files)
             self.starts.append(len(self.members))
             self.shards.append(number)
@@ -94,6 +101,34 @@ class RecordTable:
                 np.array(self.starts, dtype=np.int64),
                 np.array(self.shards, dtype=np.int32),
                 np.array(self.slots, dtype=np.int16).reshape(-1, 3))
+
+
+def read_records(shards, id_col):
+    """``(metadata, table)`` of ``shards``: their parquet rows (shard by shard, each sorted
+    by id) and a :class:`RecordTable` of their records, from each ``.idx`` or tar scan.
+
+    Sets each shard's ``tar_size``, ``start`` and ``stop`` (its records in the table).
+    """
+    frames, table = [], RecordTable()
+    for number, shard in enumerate(shards):
+        frame = read_parquet(shard, id_col)
+        shard.tar_size = os.path.getsize(shard.tar)
+        if shard.idx:
+            samples = read_index(shard.idx, shard.tar, shard.tar_size)
+            if len(samples) != len(frame):
+                raise ValueError('%s does not match %s: it lists %d samples, the parquet '
+                                 '%d rows (rebuild it with `gluonbatch wds index %s`)'
+                                 % (shard.idx, shard.tar, len(samples), len(frame),
+                                    shard.tar))
+        else:
+            samples = group_members(scan_tar(shard.tar), shard.tar)
+        shard.start = len(table.shards)
+        table.add_shard(number, shard, samples, frame[id_col].tolist())
+        shard.stop = len(table.shards)
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame({id_col: pd.Series([], dtype=object)}), table
+    return pd.concat(frames, ignore_index=True), table
 
 
 def header_starts(offsets, sizes):

@@ -1,4 +1,5 @@
-"""Writing shards: the resharding writer behind ``to_webdataset``."""
+"""Writing: the resharding writer behind ``to_webdataset`` and the parquet writer behind
+``save_metadata``; every file is written to a temporary name and renamed when complete."""
 import logging
 import os
 import tarfile
@@ -75,6 +76,36 @@ class ShardWriter:
         self.handle.close()
         for tmp in self.tmp.values():
             remove_quietly(tmp)
+
+
+def save_metadata(frame, id_col, shards, directory, columns=None):
+    """Write ``frame`` as one parquet per shard; the work of
+    :meth:`ImageTextPairDataset.save_metadata` (which documents the arguments).
+
+    Each file is written to a temporary name and renamed over the old one.
+    """
+    if columns is not None:
+        columns = [columns] if isinstance(columns, str) else list(columns)
+        unknown = [c for c in columns if c not in frame.columns]
+        if unknown:
+            raise ValueError('save_metadata: no column(s) %s in the metadata; it has %s'
+                             % (unknown, list(map(str, frame.columns))))
+        if id_col not in columns:
+            columns.insert(0, id_col)
+        frame = frame[columns]
+    directory = os.path.abspath(os.fspath(directory))
+    os.makedirs(directory, exist_ok=True)
+    written = []
+    for shard in shards:
+        final = os.path.join(directory, shard.stem + '.parquet')
+        tmp = os.path.join(directory, '.%s.parquet.tmp' % shard.stem)
+        try:
+            frame.iloc[shard.start:shard.stop].to_parquet(tmp, index=False)
+            os.replace(tmp, final)
+        finally:
+            remove_quietly(tmp)
+        written.append(final)
+    return written
 
 
 def reshard(frame, read_members, source, id_col, path, filter_column, samples_per_shard,
