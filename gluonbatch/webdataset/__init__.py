@@ -2,7 +2,8 @@
 
 A dataset is a directory of shards ``00000.tar, 00001.tar, ...``, each with a
 ``00000.parquet`` beside it (one row of metadata per record) and optionally a
-``00000.idx`` (v1.2 index: where each member's bytes are in the tar). A tar holds, per
+``00000.idx`` (NVIDIA DALI's ``wds2idx`` index, format v1.2: where each member's bytes are
+in the tar). A rank reads one *part* of the shards (``num_parts``, ``part_index``). A tar holds, per
 record, ``<id>.jpg`` (the image), ``<id>.txt`` (the caption) and ``<id>.json`` (metadata);
 the members sharing the name before the first ``'.'`` are one record, and the parquet has
 one row per record with the same id in its id column.

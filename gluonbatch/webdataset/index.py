@@ -1,4 +1,11 @@
-"""The ``.idx`` index: where each member's bytes are in a tar, one line per sample."""
+"""The ``.idx`` index: NVIDIA DALI's ``wds2idx`` format v1.2, read and written here.
+
+Where each member's bytes are in a tar, one line per sample: the first line is
+``v1.2 <number of samples>``, then each sample (the members sharing the name before the
+first ``'.'``, in tar order) is one line of ``<ext> <data offset> <size> <member name>``
+per member, separated by spaces; the data offset is the byte offset of the member's content
+in the tar. DALI's readers use the same files.
+"""
 import os
 
 from .shards import remove_quietly
@@ -35,13 +42,13 @@ def _default_index_path(tar_path):
 
 
 def write_index(tar_path, idx_path=None):
-    """Write the v1.2 index of a tar: where every member's bytes are, one line per sample.
+    """Write the index of a tar in DALI's ``wds2idx`` format v1.2, one line per sample.
 
     The first line is ``v1.2 <number of samples>``; then each sample (members sharing the
     name before the first ``'.'``, in tar order) is one line of
     ``<ext> <data offset> <size> <member name>`` per member, separated by spaces. The data
-    offset is the byte offset of the member's content in the tar. The file is written to a
-    temporary name and renamed when complete.
+    offset is the byte offset of the member's content in the tar. Directory entries are
+    skipped. The file is written to a temporary name and renamed when complete.
 
     Parameters
     ----------
@@ -54,6 +61,14 @@ def write_index(tar_path, idx_path=None):
     -------
     str
         The path written.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such tar file.
+    ValueError
+        A tar that is not a readable uncompressed tar of plain names, or that holds no
+        records (DALI rejects an index of ``v1.2 0``); the message names the file.
 
     Examples
     --------
