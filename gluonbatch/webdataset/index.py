@@ -8,7 +8,7 @@ in the tar. DALI's readers use the same files.
 """
 import os
 
-from .shards import remove_quietly
+from .shards import replacing
 from .tar import BLOCK, scan_tar, split_member_name
 
 __all__ = ['INDEX_VERSION', 'write_index', 'read_index', 'group_members', 'format_index']
@@ -93,14 +93,8 @@ def write_index(tar_path, idx_path=None):
     if not samples:
         raise ValueError('%s holds no records: an index of no samples ("%s 0") is not '
                          'written (DALI refuses one)' % (tar_path, INDEX_VERSION))
-    directory, name = os.path.split(os.path.abspath(idx_path))
-    tmp = os.path.join(directory, '.%s.tmp' % name)
-    try:
-        with open(tmp, 'w', encoding='utf-8') as handle:
-            handle.write(format_index(samples))
-        os.replace(tmp, idx_path)
-    finally:
-        remove_quietly(tmp)
+    with replacing(idx_path) as tmp, open(tmp, 'w', encoding='utf-8') as handle:
+        handle.write(format_index(samples))
     return idx_path
 
 

@@ -4,6 +4,7 @@ beside it) and the split of a dataset's shards into parts, one per rank.
 A *shard* is one tar file with its parquet (and index); a *part* is the shards one rank
 reads: shard ``k``, in numeric order, belongs to part ``k % num_parts``.
 """
+import contextlib
 import os
 import re
 import warnings
@@ -25,6 +26,22 @@ def remove_quietly(path):
         os.remove(path)
     except FileNotFoundError:
         pass
+
+
+@contextlib.contextmanager
+def replacing(path):
+    """Yield a temporary name beside ``path`` to write; rename it to ``path`` on success.
+
+    The temporary file (``.<name>.tmp``) is removed whatever happens, so a failed write
+    leaves neither a partial file nor the temporary one.
+    """
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, '.%s.tmp' % name)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        remove_quietly(tmp)
 
 
 # --------------------------------------------------------------------------- shards

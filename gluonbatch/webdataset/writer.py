@@ -10,7 +10,7 @@ import pandas as pd
 
 from .index import format_index
 from .._core.checks import check_int
-from .shards import SHARD_FILE, examples, remove_quietly
+from .shards import SHARD_FILE, examples, remove_quietly, replacing
 from .tar import BLOCK, member_header, padded
 
 _LOG = logging.getLogger(__name__)
@@ -98,12 +98,8 @@ def save_metadata(frame, id_col, shards, directory, columns=None):
     written = []
     for shard in shards:
         final = os.path.join(directory, shard.stem + '.parquet')
-        tmp = os.path.join(directory, '.%s.parquet.tmp' % shard.stem)
-        try:
+        with replacing(final) as tmp:
             frame.iloc[shard.start:shard.stop].to_parquet(tmp, index=False)
-            os.replace(tmp, final)
-        finally:
-            remove_quietly(tmp)
         written.append(final)
     return written
 
