@@ -7,15 +7,14 @@ import numpy as np
 
 import gluonbatch
 from gluonbatch.batchify import Append, Pad, Stack, Tuple
+from helpers import tiny_rcnn_net
 
 BIG = [np.ones((3, 512, 512), np.float32) for _ in range(8)]  # 24 MiB of output
 SMALL = [np.ones((3, 8, 8), np.float32) for _ in range(2)]
 
 
 def tiny_rcnn():
-    net = mx.gluon.nn.HybridSequential()
-    net.features = mx.gluon.nn.Conv2D(8, 3, strides=16, padding=1)
-    return gluonbatch.FasterRCNNTrainBatchify(net)
+    return gluonbatch.FasterRCNNTrainBatchify(tiny_rcnn_net())
 
 
 def rcnn_samples(size):

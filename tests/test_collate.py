@@ -20,9 +20,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from gluonbatch import Collate, default_collate
-from snapshots import assert_unchanged, ndarrays, overwrite_all, snapshot
+from helpers import SHARED, assert_unchanged, ndarrays, overwrite_all, snapshot
 
-SHARED = mx.Context('cpu_shared', 0)
 DTYPES = tuple(np.dtype(t) for t in (
     'float16', 'float32', 'float64', 'uint8', 'int8', 'int32', 'int64', 'bool'))
 MAX_BATCH = 6

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 import gluonbatch
 from gluonbatch.batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
+from helpers import SHARED
 
-SHARED = mx.Context('cpu_shared', 0)
 Sample = namedtuple('Sample', ['image', 'boxes', 'name'])
 
 

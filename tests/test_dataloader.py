@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from gluonbatch.batchify import Append, Pad, Stack, Tuple
+from helpers import SHARED
 
-SHARED = mx.Context('cpu_shared', 0)
 
 
 class DetectionLikeDataset(mx.gluon.data.Dataset):

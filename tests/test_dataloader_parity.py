@@ -38,9 +38,8 @@ from hypothesis.extra import numpy as hnp
 
 import gluonbatch.batchify as gbb
 import gluonbatch.dataloader as gb
-from snapshots import assert_unchanged, overwrite_all, snapshot
+from helpers import SHARED, assert_unchanged, overwrite_all, snapshot
 
-SHARED = mx.Context('cpu_shared', 0)
 DTYPES = tuple(np.dtype(t) for t in (
     'float16', 'float32', 'float64', 'uint8', 'int8', 'int32', 'int64', 'bool'))
 # gluoncv pads labels with -1, which gluonbatch refuses to write into uint8 (see below).

@@ -11,9 +11,10 @@ import pytest
 
 import gluonbatch
 from gluonbatch.batchify import Pad, Stack
+from helpers import SHARED
 
 HERE = pathlib.Path(__file__).resolve().parent
-SHARED, PLAIN = mx.Context('cpu_shared', 0), mx.cpu(0)
+PLAIN = mx.cpu(0)
 
 
 @pytest.fixture

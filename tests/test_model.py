@@ -12,8 +12,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gluonbatch.batchify import Pad, Stack
+from helpers import SHARED
 
-SHARED = mx.Context('cpu_shared', 0)
 DTYPES = ['float32', 'float64', 'float16', 'uint8', 'int8', 'int32', 'int64', 'bool']
 
 

@@ -27,7 +27,6 @@ rejects tuple samples. The generators below therefore only produce batches gluon
 Every comparison (``check_parity``) also checks that gluonbatch leaves its inputs unchanged
 and returns fresh memory: overwriting its output must not change any input.
 """
-import copy
 import logging
 import math
 
@@ -40,8 +39,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import gluonbatch.batchify as gb
+from helpers import SHARED, assert_unchanged, overwrite_all, snapshot
 
-SHARED = mx.Context('cpu_shared', 0)
 FLOAT_DTYPES = (np.float32, np.float64, np.float16)
 INT_DTYPES = (np.uint8, np.int8, np.int32, np.int64)
 DTYPES = tuple(np.dtype(t) for t in FLOAT_DTYPES + INT_DTYPES)
@@ -113,56 +112,6 @@ def assert_same_batch(ours, theirs, compare_context=True, path='batch'):
     raise AssertionError('%s: unexpected gluoncv output type %s' % (path, type(theirs)))
 
 
-def _snapshot(value):
-    """A deep, independent record of ``value`` (samples may be nested containers)."""
-    if isinstance(value, mx.nd.NDArray):
-        return ('nd', value.shape, np.dtype(value.dtype), value.context,
-                value.asnumpy().copy())
-    if isinstance(value, np.ndarray):
-        return ('np', value.shape, value.dtype, value.copy())
-    if isinstance(value, (list, tuple)):
-        return (type(value), [_snapshot(v) for v in value])
-    return ('scalar', type(value), copy.deepcopy(value))
-
-
-def _assert_same_snapshot(before, after, path='input'):
-    assert before[0] == after[0], path
-    if before[0] == 'nd':
-        assert before[1:4] == after[1:4], path
-        np.testing.assert_array_equal(after[4], before[4], err_msg=path)
-    elif before[0] == 'np':
-        assert before[1:3] == after[1:3], path
-        np.testing.assert_array_equal(after[3], before[3], err_msg=path)
-    elif before[0] == 'scalar':
-        assert before[1] is after[1], path
-        same = before[2] == after[2] or (before[2] != before[2] and after[2] != after[2])
-        assert same, path
-    else:
-        assert len(before[1]) == len(after[1]), path
-        for index, (b, a) in enumerate(zip(before[1], after[1])):
-            _assert_same_snapshot(b, a, '%s[%d]' % (path, index))
-
-
-def _ndarrays(value):
-    if isinstance(value, mx.nd.NDArray):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _ndarrays(item)
-
-
-def _overwrite_all(batch):
-    """Change every element of every (writable, non-empty) NDArray in ``batch``."""
-    for array in _ndarrays(batch):
-        if array.ndim == 0 or array.size == 0:
-            continue  # legacy NDArrays of these shapes cannot be written from Python
-        current = array.asnumpy()
-        changed = (current == 0).astype(current.dtype)  # 0 -> 1, anything else (NaN too) -> 0
-        array[:] = changed
-        array.wait_to_read()
-        np.testing.assert_array_equal(array.asnumpy(), changed)
-
-
 def check_parity(samples, ours_fn, theirs_fn, compare_context=True):
     """Run both implementations on ``samples`` and check the whole contract.
 
@@ -170,14 +119,14 @@ def check_parity(samples, ours_fn, theirs_fn, compare_context=True):
     must not alias its inputs (overwriting its output leaves the inputs unchanged).
     Returns (a fresh gluonbatch result, the gluoncv result).
     """
-    before = _snapshot(samples)
+    before = snapshot(samples)
     ours = ours_fn(samples)
-    _assert_same_snapshot(before, _snapshot(samples), 'input after gluonbatch')
+    assert_unchanged(before, snapshot(samples), 'input after gluonbatch')
     theirs = theirs_fn(samples)
-    _assert_same_snapshot(before, _snapshot(samples), 'input after gluoncv')
+    assert_unchanged(before, snapshot(samples), 'input after gluoncv')
     assert_same_batch(ours, theirs, compare_context)
-    _overwrite_all(ours)
-    _assert_same_snapshot(before, _snapshot(samples), 'input after writing to the output')
+    overwrite_all(ours)
+    assert_unchanged(before, snapshot(samples), 'input after writing to the output')
     # A second call is unaffected by writes to the first call's output (no reuse or caching);
     # it is returned for the explicit tests to inspect.
     again = ours_fn(samples)

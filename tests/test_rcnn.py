@@ -16,8 +16,8 @@ from gluoncv.model_zoo import get_model
 import gluonbatch
 from gluonbatch.batchify import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 from gluonbatch.rcnn import FeatureShapes
+from helpers import SHARED
 
-SHARED = mx.Context('cpu_shared', 0)
 NETS = {'c4': ('faster_rcnn_resnet50_v1b_voc', False),
         'fpn': ('faster_rcnn_fpn_resnet50_v1b_coco', True),
         'mask': ('mask_rcnn_resnet50_v1b_coco', False)}

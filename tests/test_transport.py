@@ -24,7 +24,6 @@ import multiprocessing
 import os
 import signal
 import warnings
-from collections.abc import Mapping
 
 import mxnet as mx
 import numpy as np
@@ -34,8 +33,8 @@ import gluonbatch
 from gluonbatch import dataloader as gbdl
 from gluonbatch.batchify import (Append, Dict, List, NamedTuple, Pad, Stack, Tuple,
                                  dict_batchify_fn, ms_batchify_fn)
+from helpers import SHARED, batch_leaves
 
-SHARED = mx.Context('cpu_shared', 0)
 N = 23          # samples per epoch
 BATCH = 5       # 23 = 4 * 5 + 3: a short last batch, and a rollover remainder
 TIMEOUT = 30    # seconds a DataLoader waits for a worker before giving up
@@ -87,18 +86,6 @@ def _cheap_full_collections():
 
 
 # --------------------------------------------------------------------------- batch walking
-
-def batch_leaves(batch, path='batch'):
-    """(path, leaf) for every leaf of a batch nested in tuples, lists, dicts, namedtuples."""
-    if isinstance(batch, Mapping):
-        for key, value in batch.items():
-            yield from batch_leaves(value, '%s[%r]' % (path, key))
-    elif isinstance(batch, (list, tuple)):
-        for index, value in enumerate(batch):
-            yield from batch_leaves(value, '%s[%d]' % (path, index))
-    else:
-        yield path, batch
-
 
 def check_leaves(batch):
     """Raise unless every leaf is an NDArray in cpu_shared(0) or a str (List's names).
@@ -662,16 +649,36 @@ def _open_fds(pid='self'):
     return len(os.listdir('/proc/%s/fd' % pid))
 
 
-def _settled_counts(workers):
-    """(MXNet /dev/shm blocks, open fds here, open fds of each worker) once frees have run.
+def _own_shm_blocks(pids):
+    """MXNet's /dev/shm blocks made by ``pids``: it names them ``mx_<pid>_<id>``, so blocks
+    of another MXNet program running beside the tests are not counted."""
+    prefixes = tuple('mx_%d_' % pid for pid in pids)
+    return len([name for name in os.listdir('/dev/shm') if name.startswith(prefixes)])
 
-    Only MXNet's blocks (``mx_*``) count: loaders of earlier tests, finalised by a garbage
-    collection in the middle of this one, remove their own semaphores from /dev/shm.
+
+def _settled_counts(workers):
+    """(our MXNet /dev/shm blocks, open fds here, open fds of each worker) once frees ran.
+
+    Only MXNet's blocks of this process and its workers count: loaders of earlier tests,
+    finalised by a garbage collection in the middle of this one, remove their own
+    semaphores from /dev/shm, and other programs may be using it too.
     """
     gc.collect()
     mx.nd.waitall()  # MXNet frees NDArrays (and closes their fds) on its engine
-    return (len([name for name in os.listdir('/dev/shm') if name.startswith('mx_')]),
+    return (_own_shm_blocks([os.getpid()] + [worker.pid for worker in workers]),
             _open_fds(), [_open_fds(worker.pid) for worker in workers])
+
+
+def test_blocks_of_other_programs_are_not_counted():
+    # A block named like another process's (as another MXNet program would make) is not ours.
+    stranger = '/dev/shm/mx_%d_12345' % (os.getpid() + 1)
+    before = _own_shm_blocks([os.getpid()])
+    with open(stranger, 'wb'):
+        try:
+            assert _own_shm_blocks([os.getpid()]) == before
+            assert _own_shm_blocks([os.getpid() + 1]) >= 1
+        finally:
+            os.unlink(stranger)
 
 
 @pytest.mark.parametrize('loader_type,num_workers,thread_pool', [
