@@ -31,7 +31,8 @@ from ._core.layout import common_dtype
 from ._core.samples import as_host_arrays
 from ._core.write import write_slots
 from .batchify import Pad
-from .sharding import split_to_devices, ShardedLoader, SplitSampler
+from .sampler import SplitSampler
+from .sharding import split_to_devices, ShardedLoader
 
 __all__ = ['default_batchify_fn', 'default_mp_batchify_fn', 'default_pad_batchify_fn',
            'default_mp_pad_batchify_fn', 'tsn_mp_batchify_fn', 'DetectionDataLoader',

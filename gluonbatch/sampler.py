@@ -1,0 +1,131 @@
+"""Sample partitions onto machines: one rank's share of the dataset in data-parallel training.
+
+:class:`SplitSampler` gives every rank (worker) its own, equally long part of the dataset,
+reshuffled the same way on every rank each epoch, so that all ranks run the same number of
+steps without communicating. It is also importable from :mod:`gluonbatch.sharding` and
+:mod:`gluonbatch.dataloader`.
+
+Examples
+--------
+>>> import mxnet as mx
+>>> from gluonbatch.sampler import SplitSampler
+>>> data = mx.gluon.data.SimpleDataset(list(range(10)))
+>>> loader = mx.gluon.data.DataLoader(data, batch_size=2,
+...                                   sampler=SplitSampler(len(data), 2, part_index=1))
+>>> [batch.asnumpy().tolist() for batch in loader]
+[[5, 6], [7, 8], [9]]
+"""
+import numbers
+
+import mxnet as mx
+import numpy as np
+
+__all__ = ['SplitSampler']
+
+
+def _check_int(value, name, minimum):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError('%s must be an integer, got %r' % (name, value))
+    if value < minimum:
+        raise ValueError('%s must be >= %d, got %d' % (name, minimum, value))
+    return int(value)
+
+
+class SplitSampler(mx.gluon.data.Sampler):
+    """Sample one part of ``range(length)``: one rank's share in data-parallel training.
+
+    Every epoch the indices are permuted (with ``shuffle``) by
+    ``np.random.RandomState(seed + epoch)``, so all ranks compute the same permutation
+    without communicating, and cut into ``num_parts`` contiguous parts of equal length;
+    this sampler yields part ``part_index``. Parts are disjoint and, together, cover the
+    dataset (see ``last_part``). Equal lengths matter: in synchronous training every rank
+    must run the same number of steps, or the ranks that run out first leave the others
+    waiting forever.
+
+    Epochs: each pass (``iter``) uses the current :attr:`epoch` and then advances it by
+    one, so consecutive passes are shuffled differently. :meth:`set_epoch` sets the epoch
+    of the next pass, as PyTorch's ``DistributedSampler`` does; calling it before every
+    pass (with the epoch number) is the robust choice when ranks may iterate a different
+    number of times (e.g. an extra pass on one rank only).
+
+    Parameters
+    ----------
+    length : int
+        Size of the dataset.
+    num_parts : int, default 1
+        Number of ranks (``kv.num_workers``).
+    part_index : int, default 0
+        This rank (``kv.rank``), ``0 <= part_index < num_parts``.
+    shuffle : bool, default False
+        Permute every epoch; without it the parts are contiguous ranges.
+    seed : int, default 0
+        Base seed, the same on every rank.
+    last_part : {'pad', 'drop'}, default 'pad'
+        When ``length`` is not a multiple of ``num_parts``: ``'pad'`` makes every part
+        ``ceil(length / num_parts)`` long by repeating indices from the start of the
+        epoch's permutation (every index is sampled; a few twice per epoch); ``'drop'``
+        makes them ``length // num_parts`` long and drops the permutation's last
+        ``length % num_parts`` indices (different ones each epoch when shuffled).
+
+    Examples
+    --------
+    >>> [list(SplitSampler(10, 3, rank)) for rank in range(3)]
+    [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1]]
+    >>> [list(SplitSampler(10, 3, rank, last_part='drop')) for rank in range(3)]
+    [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    >>> sampler = SplitSampler(8, 2, 1, shuffle=True, seed=42)
+    >>> first, second = list(sampler), list(sampler)   # epochs 0 and 1
+    >>> sampler.set_epoch(0)
+    >>> list(sampler) == first, len(sampler)
+    (True, 4)
+    """
+
+    _MODES = ('pad', 'drop')
+
+    def __init__(self, length, num_parts=1, part_index=0, shuffle=False, seed=0,
+                 last_part='pad'):
+        self._length = _check_int(length, 'length', 0)
+        self._num_parts = _check_int(num_parts, 'num_parts', 1)
+        self._part_index = _check_int(part_index, 'part_index', 0)
+        if self._part_index >= self._num_parts:
+            raise ValueError('part_index must be in [0, num_parts); got part_index %d with '
+                             'num_parts %d' % (self._part_index, self._num_parts))
+        self._seed = _check_int(seed, 'seed', 0)
+        if last_part not in self._MODES:
+            raise ValueError("last_part must be 'pad' or 'drop', got %r" % (last_part,))
+        self._shuffle = bool(shuffle)
+        self._last_part = last_part
+        self.epoch = 0
+
+    def set_epoch(self, epoch):
+        """Use ``epoch`` for the next pass (then it advances by one per pass as usual)."""
+        self.epoch = _check_int(epoch, 'epoch', 0)
+
+    def indices(self, epoch):
+        """This part's indices for ``epoch``, as an int64 numpy array (no state change)."""
+        epoch = _check_int(epoch, 'epoch', 0)
+        if self._shuffle:
+            order = np.random.RandomState((self._seed + epoch) % 2 ** 32).permutation(
+                self._length)
+        else:
+            order = np.arange(self._length)
+        part = len(self)
+        if self._last_part == 'pad' and part * self._num_parts > self._length:
+            order = np.resize(order, part * self._num_parts)  # repeats from the start
+        start = self._part_index * part
+        return order[start:start + part].astype(np.int64)
+
+    def __iter__(self):
+        epoch = self.epoch
+        self.epoch = epoch + 1
+        return iter(self.indices(epoch).tolist())
+
+    def __len__(self):
+        if self._last_part == 'pad':
+            return -(-self._length // self._num_parts)
+        return self._length // self._num_parts
+
+    def __repr__(self):
+        return ('SplitSampler(%d, num_parts=%d, part_index=%d, shuffle=%r, seed=%d, '
+                "last_part=%r)" % (self._length, self._num_parts, self._part_index,
+                                   self._shuffle, self._seed, self._last_part))
