@@ -15,20 +15,12 @@ Examples
 >>> [batch.asnumpy().tolist() for batch in loader]
 [[5, 6], [7, 8], [9]]
 """
-import numbers
-
 import mxnet as mx
 import numpy as np
 
+from ._core.checks import check_choice, check_int
+
 __all__ = ['SplitSampler']
-
-
-def _check_int(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError('%s must be an integer, got %r' % (name, value))
-    if value < minimum:
-        raise ValueError('%s must be >= %d, got %d' % (name, minimum, value))
-    return int(value)
 
 
 class SplitSampler(mx.gluon.data.Sampler):
@@ -67,6 +59,15 @@ class SplitSampler(mx.gluon.data.Sampler):
         makes them ``length // num_parts`` long and drops the permutation's last
         ``length % num_parts`` indices (different ones each epoch when shuffled).
 
+    Raises
+    ------
+    TypeError
+        ``length``, ``num_parts``, ``part_index`` or ``seed`` is not an integer (a bool,
+        a float or a string such as ``"10"`` is not one).
+    ValueError
+        One of them is below its minimum, ``part_index >= num_parts``, or ``last_part``
+        is neither ``'pad'`` nor ``'drop'``.
+
     Examples
     --------
     >>> [list(SplitSampler(10, 3, rank)) for rank in range(3)]
@@ -84,26 +85,25 @@ class SplitSampler(mx.gluon.data.Sampler):
 
     def __init__(self, length, num_parts=1, part_index=0, shuffle=False, seed=0,
                  last_part='pad'):
-        self._length = _check_int(length, 'length', 0)
-        self._num_parts = _check_int(num_parts, 'num_parts', 1)
-        self._part_index = _check_int(part_index, 'part_index', 0)
+        self._length = check_int(length, 'length', minimum=0)
+        self._num_parts = check_int(num_parts, 'num_parts', minimum=1)
+        self._part_index = check_int(part_index, 'part_index', minimum=0)
         if self._part_index >= self._num_parts:
             raise ValueError('part_index must be in [0, num_parts); got part_index %d with '
                              'num_parts %d' % (self._part_index, self._num_parts))
-        self._seed = _check_int(seed, 'seed', 0)
-        if last_part not in self._MODES:
-            raise ValueError("last_part must be 'pad' or 'drop', got %r" % (last_part,))
+        self._seed = check_int(seed, 'seed', minimum=0)
+        check_choice(last_part, 'last_part', self._MODES)
         self._shuffle = bool(shuffle)
         self._last_part = last_part
         self.epoch = 0
 
     def set_epoch(self, epoch):
         """Use ``epoch`` for the next pass (then it advances by one per pass as usual)."""
-        self.epoch = _check_int(epoch, 'epoch', 0)
+        self.epoch = check_int(epoch, 'epoch', minimum=0)
 
     def indices(self, epoch):
         """This part's indices for ``epoch``, as an int64 numpy array (no state change)."""
-        epoch = _check_int(epoch, 'epoch', 0)
+        epoch = check_int(epoch, 'epoch', minimum=0)
         if self._shuffle:
             order = np.random.RandomState((self._seed + epoch) % 2 ** 32).permutation(
                 self._length)

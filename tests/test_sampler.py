@@ -62,15 +62,51 @@ def test_split_sampler_epochs():
 
 
 @pytest.mark.parametrize('kwargs, match', [
-    (dict(length=-1), 'length'), (dict(length=3.5), 'length'),
+    (dict(length=-1), 'length'),
     (dict(length=4, num_parts=0), 'num_parts'),
     (dict(length=4, num_parts=2, part_index=2), 'part_index'),
     (dict(length=4, part_index=-1), 'part_index'),
     (dict(length=4, seed=-1), 'seed'), (dict(length=4, last_part='keep'), 'last_part'),
-    (dict(length=True), 'length'),
 ])
 def test_split_sampler_validation(kwargs, match):
     with pytest.raises(ValueError, match=match):
         SplitSampler(**kwargs)
     with pytest.raises(ValueError, match='epoch'):
         SplitSampler(4).set_epoch(-1)
+
+
+# A non-integer is a TypeError (it used to be a ValueError), like every gluonbatch check.
+@pytest.mark.parametrize('kwargs, match', [
+    (dict(length=3.5), 'length'), (dict(length=True), 'length'), (dict(length='10'), 'length'),
+])
+def test_split_sampler_non_integers_are_type_errors(kwargs, match):
+    with pytest.raises(TypeError, match=match):
+        SplitSampler(**kwargs)
+    with pytest.raises(TypeError, match='epoch'):
+        SplitSampler(4).set_epoch('1')
+
+
+NON_INTEGERS = st.one_of(st.booleans(), st.floats(), st.text(max_size=3), st.none(),
+                         st.lists(st.integers(), max_size=2))
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(['length', 'num_parts', 'part_index', 'seed']), value=NON_INTEGERS)
+def test_any_non_integer_argument_is_a_type_error(name, value):
+    kwargs = dict(length=4, num_parts=2, part_index=0, seed=0)
+    kwargs[name] = value
+    with pytest.raises(TypeError, match=name):
+        SplitSampler(**kwargs)
+    with pytest.raises(TypeError, match='epoch'):
+        SplitSampler(4).indices(value)
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(['length', 'num_parts', 'part_index', 'seed']),
+       below=st.integers(1, 2 ** 40), numpy_int=st.booleans())
+def test_any_integer_below_the_minimum_is_a_value_error(name, below, numpy_int):
+    minimum = {'num_parts': 1}.get(name, 0)
+    kwargs = dict(length=4, num_parts=2, part_index=0, seed=0)
+    kwargs[name] = np.int64(minimum - below) if numpy_int else minimum - below
+    with pytest.raises(ValueError, match=name):
+        SplitSampler(**kwargs)
