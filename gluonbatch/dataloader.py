@@ -15,11 +15,7 @@ Examples
 >>> images.shape, labels.shape, labels.asnumpy()[0, 1, 0]
 ((2, 3, 2, 2), (2, 3, 5), -1.0)
 """
-import collections
-import multiprocessing
-import pickle
 import warnings
-from multiprocessing.reduction import ForkingPickler
 
 import mxnet as mx
 import numpy as np
@@ -30,6 +26,7 @@ from ._core.checks import check_batch, describe
 from ._core.layout import common_dtype
 from ._core.samples import as_host_arrays
 from ._core.write import write_slots
+from ._pool import PooledLoader
 from .batchify import Pad
 from .sampler import SplitSampler
 from .sharding import split_to_devices, ShardedLoader
@@ -131,133 +128,7 @@ def tsn_mp_batchify_fn(data):
 
 # --------------------------------------------------------------------------- loaders
 
-# What every worker process needs, handed over once when the pool forks (not pickled with
-# every task): the dataset, the candidate transforms and the batchify function.
-_worker_state = None
-
-
-def _set_worker_state(dataset, transforms, batchify_fn):
-    """Pool initializer."""
-    global _worker_state
-    _worker_state = (dataset, transforms, batchify_fn)
-
-
-def _with_indices(error, indices):
-    """``error`` again, its message saying which dataset samples were being loaded."""
-    message = '%s while loading dataset samples %s: %s' % (type(error).__name__,
-                                                           list(indices), error)
-    try:
-        return type(error)(message)
-    except Exception:  # exception types whose constructor wants other arguments
-        return RuntimeError(message)
-
-
-def load_batch(dataset, indices, transform, batchify_fn):
-    """Read ``dataset[i]`` for every index (through ``transform``), then batchify.
-
-    Any error is raised again with the indices in its message.
-    """
-    try:
-        view = dataset if transform is None else dataset.transform(transform)
-        return batchify_fn([view[index] for index in indices])
-    except Exception as error:
-        raise _with_indices(error, indices) from error
-
-
-def _pick(transforms, index):
-    return None if index is None else transforms[index]
-
-
-def _load_batch_in_worker(indices, transform_index):
-    dataset, transforms, batchify_fn = _worker_state
-    batch = load_batch(dataset, indices, _pick(transforms, transform_index), batchify_fn)
-    # NDArrays travel as shared-memory file descriptors (MXNet registers the reducer).
-    return bytes(ForkingPickler.dumps(batch, pickle.HIGHEST_PROTOCOL))
-
-
-def _to_context(batch, context):
-    if isinstance(batch, mx.nd.NDArray):
-        return batch.as_in_context(context)
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(_to_context(item, context) for item in batch)
-    if isinstance(batch, dict):
-        return {key: _to_context(value, context) for key, value in batch.items()}
-    return batch
-
-
-class _PooledLoader(mx.gluon.data.DataLoader):
-    """A DataLoader whose worker processes report failures with dataset indices.
-
-    Workers receive the dataset, the transforms and the batchify function once, when the
-    pool starts, so none of them is pickled per batch (lambdas work too). Subclasses pick
-    the transform of every batch by its index in ``transforms`` (``_transform_for``).
-    """
-
-    def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
-                 batch_sampler=None, batchify_fn=None, num_workers=0, pin_memory=False,
-                 pin_device_id=0, prefetch=None, timeout=120, transforms=()):
-        super().__init__(dataset=dataset, batch_size=batch_size, shuffle=shuffle,
-                         sampler=sampler, last_batch=last_batch, batch_sampler=batch_sampler,
-                         batchify_fn=batchify_fn, num_workers=0, pin_memory=pin_memory,
-                         pin_device_id=pin_device_id)
-        self._num_workers = max(0, int(num_workers))
-        self._prefetch = max(1, int(prefetch) if prefetch is not None
-                             else 2 * self._num_workers)
-        self._timeout = timeout
-        self._transforms = list(transforms)
-        self._worker_pool = None
-        if self._num_workers:
-            self._worker_pool = multiprocessing.Pool(
-                self._num_workers, initializer=_set_worker_state,
-                initargs=(self._dataset, self._transforms, self._batchify_fn))
-
-    def _transform_for(self, batch_index):
-        """Index into ``transforms`` of the transform for this batch (None: no transform)."""
-        return None
-
-    def _deliver(self, batch):
-        if self._pin_memory:
-            return _to_context(batch, mx.context.cpu_pinned(self._pin_device_id))
-        return batch
-
-    def _start_epoch(self):
-        """Called as each pass over the data begins."""
-
-    def __iter__(self):
-        self._start_epoch()
-        if self._worker_pool is None:
-            for batch_index, indices in enumerate(self._batch_sampler):
-                transform = _pick(self._transforms, self._transform_for(batch_index))
-                yield self._deliver(load_batch(self._dataset, indices, transform,
-                                               self._batchify_fn))
-        else:
-            yield from self._iter_workers()
-
-    def _iter_workers(self):
-        pending = collections.deque()
-        for batch_index, indices in enumerate(self._batch_sampler):
-            pending.append(self._worker_pool.apply_async(
-                _load_batch_in_worker, (indices, self._transform_for(batch_index))))
-            if len(pending) > self._prefetch:
-                yield self._receive(pending.popleft())
-        while pending:
-            yield self._receive(pending.popleft())
-
-    def _receive(self, result):
-        try:
-            payload = result.get(self._timeout)
-        except multiprocessing.TimeoutError:
-            raise RuntimeError('a worker did not deliver a batch within %s s; it may have '
-                               'died (out of memory?)' % self._timeout) from None
-        return self._deliver(pickle.loads(payload))
-
-    def __del__(self):
-        if getattr(self, '_worker_pool', None) is not None:
-            self._worker_pool.terminate()
-            self._worker_pool = None
-
-
-class DetectionDataLoader(_PooledLoader):
+class DetectionDataLoader(PooledLoader):
     """Data loader for detection datasets whose labels have different numbers of objects.
 
     Deprecated in gluoncv in favour of ``mx.gluon.data.DataLoader`` with batchify
@@ -294,7 +165,7 @@ class DetectionDataLoader(_PooledLoader):
                          batchify_fn or default_pad_batchify_fn, num_workers, timeout=timeout)
 
 
-class RandomTransformDataLoader(_PooledLoader):
+class RandomTransformDataLoader(PooledLoader):
     """DataLoader that applies a transform chosen at random every ``interval`` batches.
 
     Multi-scale training: e.g. one YOLOv3 transform per input size, switched every 10

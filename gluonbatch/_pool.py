@@ -1,0 +1,175 @@
+"""The worker pool behind ``DetectionDataLoader`` and ``RandomTransformDataLoader``.
+
+Workers are forked (an explicit ``fork`` context, whatever the platform's default): each
+receives the dataset, the candidate transforms and the batchify function once, when the
+pool starts, by inheriting them rather than by pickling them per batch, so lambdas work.
+A worker keeps them in a :class:`~gluonbatch._core.process.ProcessLocal`, so the state of
+one process is never mistaken for another's. Batches come back as pickled bytes whose
+NDArrays travel as shared-memory file descriptors.
+
+Examples
+--------
+>>> import numpy as np, mxnet as mx
+>>> from gluonbatch.batchify import Stack
+>>> data = mx.gluon.data.SimpleDataset([np.full(2, i, 'float32') for i in range(5)])
+>>> loader = PooledLoader(data, batch_size=2, batchify_fn=Stack(), num_workers=1)
+>>> [batch.asnumpy()[:, 0].tolist() for batch in loader]
+[[0.0, 1.0], [2.0, 3.0], [4.0]]
+"""
+import collections
+import multiprocessing
+import pickle
+from multiprocessing.reduction import ForkingPickler
+
+import mxnet as mx
+
+from ._core.process import ProcessLocal
+
+__all__ = ['PooledLoader', 'load_batch']
+
+# Fork, not spawn or forkserver: the workers inherit the dataset, transforms and batchify
+# function, which need not be picklable.
+_CONTEXT = multiprocessing.get_context('fork')
+
+# In a worker: what the pool initializer handed over; empty in any other process.
+_worker_state = ProcessLocal(dict)
+
+
+def _set_worker_state(dataset, transforms, batchify_fn):
+    """Pool initializer: runs once in every worker process."""
+    _worker_state.get().update(dataset=dataset, transforms=transforms,
+                               batchify_fn=batchify_fn)
+
+
+def _with_indices(error, indices):
+    """``error`` again, its message saying which dataset samples were being loaded."""
+    message = '%s while loading dataset samples %s: %s' % (type(error).__name__,
+                                                           list(indices), error)
+    try:
+        return type(error)(message)
+    except Exception:  # exception types whose constructor wants other arguments
+        return RuntimeError(message)
+
+
+def load_batch(dataset, indices, transform, batchify_fn):
+    """Read ``dataset[i]`` for every index (through ``transform``), then batchify.
+
+    Any error is raised again with the indices in its message.
+
+    >>> load_batch([1, 2, 3], [2, 0], None, list)
+    [3, 1]
+    """
+    try:
+        view = dataset if transform is None else dataset.transform(transform)
+        return batchify_fn([view[index] for index in indices])
+    except Exception as error:
+        raise _with_indices(error, indices) from error
+
+
+def _pick(transforms, index):
+    return None if index is None else transforms[index]
+
+
+def _load_batch_in_worker(indices, transform_index):
+    state = _worker_state.get()
+    batch = load_batch(state['dataset'], indices, _pick(state['transforms'], transform_index),
+                       state['batchify_fn'])
+    # NDArrays travel as shared-memory file descriptors (MXNet registers the reducer).
+    return bytes(ForkingPickler.dumps(batch, pickle.HIGHEST_PROTOCOL))
+
+
+def _to_context(batch, context):
+    if isinstance(batch, mx.nd.NDArray):
+        return batch.as_in_context(context)
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_context(item, context) for item in batch)
+    if isinstance(batch, dict):
+        return {key: _to_context(value, context) for key, value in batch.items()}
+    return batch
+
+
+class PooledLoader(mx.gluon.data.DataLoader):
+    """A DataLoader whose worker processes report failures with dataset indices.
+
+    Workers receive the dataset, the transforms and the batchify function once, when the
+    pool starts, so none of them is pickled per batch (lambdas work too). Subclasses pick
+    the transform of every batch by its index in ``transforms`` (``_transform_for``).
+
+    Parameters
+    ----------
+    dataset, batch_size, shuffle, sampler, last_batch, batch_sampler, batchify_fn :
+        As for ``mx.gluon.data.DataLoader``.
+    num_workers : int, default 0
+        Worker processes; 0 loads every batch in this process.
+    pin_memory, pin_device_id :
+        As for ``mx.gluon.data.DataLoader``.
+    prefetch : int, optional
+        Batches in flight with workers; default ``2 * num_workers``.
+    timeout : float, default 120
+        Seconds to wait for a worker's batch before raising (a worker that died).
+    transforms : sequence of callables
+        The transforms ``_transform_for`` picks from, applied as ``dataset.transform``.
+    """
+
+    def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
+                 batch_sampler=None, batchify_fn=None, num_workers=0, pin_memory=False,
+                 pin_device_id=0, prefetch=None, timeout=120, transforms=()):
+        super().__init__(dataset=dataset, batch_size=batch_size, shuffle=shuffle,
+                         sampler=sampler, last_batch=last_batch, batch_sampler=batch_sampler,
+                         batchify_fn=batchify_fn, num_workers=0, pin_memory=pin_memory,
+                         pin_device_id=pin_device_id)
+        self._num_workers = max(0, int(num_workers))
+        self._prefetch = max(1, int(prefetch) if prefetch is not None
+                             else 2 * self._num_workers)
+        self._timeout = timeout
+        self._transforms = list(transforms)
+        self._worker_pool = None
+        if self._num_workers:
+            self._worker_pool = _CONTEXT.Pool(
+                self._num_workers, initializer=_set_worker_state,
+                initargs=(self._dataset, self._transforms, self._batchify_fn))
+
+    def _transform_for(self, batch_index):
+        """Index into ``transforms`` of the transform for this batch (None: no transform)."""
+        return None
+
+    def _deliver(self, batch):
+        if self._pin_memory:
+            return _to_context(batch, mx.context.cpu_pinned(self._pin_device_id))
+        return batch
+
+    def _start_epoch(self):
+        """Called as each pass over the data begins."""
+
+    def __iter__(self):
+        self._start_epoch()
+        if self._worker_pool is None:
+            for batch_index, indices in enumerate(self._batch_sampler):
+                transform = _pick(self._transforms, self._transform_for(batch_index))
+                yield self._deliver(load_batch(self._dataset, indices, transform,
+                                               self._batchify_fn))
+        else:
+            yield from self._iter_workers()
+
+    def _iter_workers(self):
+        pending = collections.deque()
+        for batch_index, indices in enumerate(self._batch_sampler):
+            pending.append(self._worker_pool.apply_async(
+                _load_batch_in_worker, (indices, self._transform_for(batch_index))))
+            if len(pending) > self._prefetch:
+                yield self._receive(pending.popleft())
+        while pending:
+            yield self._receive(pending.popleft())
+
+    def _receive(self, result):
+        try:
+            payload = result.get(self._timeout)
+        except multiprocessing.TimeoutError:
+            raise RuntimeError('a worker did not deliver a batch within %s s; it may have '
+                               'died (out of memory?)' % self._timeout) from None
+        return self._deliver(pickle.loads(payload))
+
+    def __del__(self):
+        if getattr(self, '_worker_pool', None) is not None:
+            self._worker_pool.terminate()
+            self._worker_pool = None
