@@ -7,6 +7,10 @@ A worker keeps them in a :class:`~gluonbatch._core.process.ProcessLocal`, so the
 one process is never mistaken for another's. Batches come back as pickled bytes whose
 NDArrays travel as shared-memory file descriptors.
 
+An error while loading a batch is raised as the original exception (same type, arguments
+and message), with notes (``BaseException.add_note``) naming the dataset indices of the
+batch and, from a worker, the worker's traceback.
+
 Examples
 --------
 >>> import numpy as np, mxnet as mx
@@ -18,7 +22,9 @@ Examples
 """
 import collections
 import multiprocessing
+import os
 import pickle
+import traceback
 from multiprocessing.reduction import ForkingPickler
 
 import mxnet as mx
@@ -41,41 +47,73 @@ def _set_worker_state(dataset, transforms, batchify_fn):
                                batchify_fn=batchify_fn)
 
 
-def _with_indices(error, indices):
-    """``error`` again, its message saying which dataset samples were being loaded."""
-    message = '%s while loading dataset samples %s: %s' % (type(error).__name__,
-                                                           list(indices), error)
-    try:
-        return type(error)(message)
-    except Exception:  # exception types whose constructor wants other arguments
-        return RuntimeError(message)
+def _add_note(error, note):
+    """Add ``note`` to ``error`` once: an exception object raised again keeps one copy."""
+    if note not in getattr(error, '__notes__', ()):
+        error.add_note(note)
+
+
+def _indices_note(indices):
+    return 'raised while loading dataset samples %s' % list(indices)
 
 
 def load_batch(dataset, indices, transform, batchify_fn):
     """Read ``dataset[i]`` for every index (through ``transform``), then batchify.
 
-    Any error is raised again with the indices in its message.
-
     >>> load_batch([1, 2, 3], [2, 0], None, list)
     [3, 1]
     """
-    try:
-        view = dataset if transform is None else dataset.transform(transform)
-        return batchify_fn([view[index] for index in indices])
-    except Exception as error:
-        raise _with_indices(error, indices) from error
+    view = dataset if transform is None else dataset.transform(transform)
+    return batchify_fn([view[index] for index in indices])
 
 
 def _pick(transforms, index):
     return None if index is None else transforms[index]
 
 
+def _error_payload(error, indices):
+    """``error`` pickled with the notes to add to it: its dataset indices, this traceback.
+
+    The notes travel beside the exception (which is left as it is), so a worker that
+    raises one stored exception again does not pile notes onto it, and types whose
+    pickling drops ``__notes__`` keep them. An exception that cannot be pickled, or not
+    rebuilt from its pickle, is replaced by a RuntimeError naming its type and message:
+    the main process must get something.
+    """
+    notes = list(getattr(error, '__notes__', ()))
+    notes.append(_indices_note(indices))
+    notes.append('in DataLoader worker process %d:\n%s' % (
+        os.getpid(), ''.join(traceback.format_exception(error)).rstrip('\n')))
+    try:
+        payload = pickle.dumps((error, notes), pickle.HIGHEST_PROTOCOL)
+        pickle.loads(payload)  # some exceptions pickle but cannot be rebuilt
+        return payload
+    except Exception as failure:
+        stand_in = RuntimeError('%s.%s: %s (the worker could not send the exception itself: '
+                                '%s: %s)' % (type(error).__module__, type(error).__qualname__,
+                                             error, type(failure).__name__, failure))
+        return pickle.dumps((stand_in, notes), pickle.HIGHEST_PROTOCOL)
+
+
+def _raise_worker_error(payload):
+    error, notes = pickle.loads(payload)
+    for note in notes:
+        _add_note(error, note)
+    raise error
+
+
 def _load_batch_in_worker(indices, transform_index):
+    """``(True, pickled batch)``, or ``(False, pickled error)`` if loading failed."""
     state = _worker_state.get()
-    batch = load_batch(state['dataset'], indices, _pick(state['transforms'], transform_index),
-                       state['batchify_fn'])
-    # NDArrays travel as shared-memory file descriptors (MXNet registers the reducer).
-    return bytes(ForkingPickler.dumps(batch, pickle.HIGHEST_PROTOCOL))
+    try:
+        batch = load_batch(state['dataset'], indices,
+                           _pick(state['transforms'], transform_index), state['batchify_fn'])
+        # NDArrays travel as shared-memory file descriptors (MXNet registers the reducer).
+        return True, bytes(ForkingPickler.dumps(batch, pickle.HIGHEST_PROTOCOL))
+    except Exception as error:
+        # Returned, not raised: the pool would wrap it, and could hang on one that fails
+        # to unpickle.
+        return False, _error_payload(error, indices)
 
 
 def _to_context(batch, context):
@@ -89,7 +127,15 @@ def _to_context(batch, context):
 
 
 class PooledLoader(mx.gluon.data.DataLoader):
-    """A DataLoader whose worker processes report failures with dataset indices.
+    """A DataLoader whose errors keep their type and name the dataset indices that failed.
+
+    An exception raised while loading a batch (by the dataset, a transform or the
+    batchify function) reaches the caller as the very exception raised -- its type,
+    ``args``, ``str`` and attributes such as ``errno`` and ``filename`` unchanged -- with
+    notes (``__notes__``, shown below the traceback) naming the batch's dataset indices
+    and, when a worker loaded it, that worker's traceback. An exception a worker cannot
+    send back (it does not pickle, or not rebuild from its pickle) arrives as a
+    ``RuntimeError`` naming its type and message, with the same notes.
 
     Workers receive the dataset, the transforms and the batchify function once, when the
     pool starts, so none of them is pickled per batch (lambdas work too). Subclasses pick
@@ -146,8 +192,12 @@ class PooledLoader(mx.gluon.data.DataLoader):
         if self._worker_pool is None:
             for batch_index, indices in enumerate(self._batch_sampler):
                 transform = _pick(self._transforms, self._transform_for(batch_index))
-                yield self._deliver(load_batch(self._dataset, indices, transform,
-                                               self._batchify_fn))
+                try:
+                    batch = load_batch(self._dataset, indices, transform, self._batchify_fn)
+                except Exception as error:
+                    _add_note(error, _indices_note(indices))
+                    raise
+                yield self._deliver(batch)
         else:
             yield from self._iter_workers()
 
@@ -163,10 +213,12 @@ class PooledLoader(mx.gluon.data.DataLoader):
 
     def _receive(self, result):
         try:
-            payload = result.get(self._timeout)
+            loaded, payload = result.get(self._timeout)
         except multiprocessing.TimeoutError:
             raise RuntimeError('a worker did not deliver a batch within %s s; it may have '
                                'died (out of memory?)' % self._timeout) from None
+        if not loaded:
+            _raise_worker_error(payload)
         return self._deliver(pickle.loads(payload))
 
     def __del__(self):

@@ -2,8 +2,9 @@
 
 Every batch is written once into ``cpu_shared`` memory, so the ``_mp_`` variants are the
 same functions as their plain twins; both names exist so that gluoncv code keeps working.
-``DetectionDataLoader`` and ``RandomTransformDataLoader`` run their own worker pool whose
-errors name the dataset indices of the batch that failed.
+``DetectionDataLoader`` and ``RandomTransformDataLoader`` run their own worker pool; an
+error while loading a batch is raised as the original exception, with notes naming the
+dataset indices of the batch and, from a worker, the worker's traceback.
 
 Examples
 --------
@@ -143,6 +144,12 @@ class DetectionDataLoader(PooledLoader):
     timeout : float, default 120
         Seconds to wait for a worker's batch before raising (a worker that died).
 
+    Notes
+    -----
+    A batch that fails to load raises the original exception (type, arguments and
+    message unchanged) with notes naming its dataset indices and, from a worker, the
+    worker's traceback (earlier versions raised a copy with a rewritten message).
+
     Examples
     --------
     >>> import warnings
@@ -155,6 +162,20 @@ class DetectionDataLoader(PooledLoader):
     ...     loader = DetectionDataLoader(data, batch_size=2, last_batch='keep')
     >>> [labels.shape for _, labels in loader]
     [(2, 2, 5), (2, 4, 5), (1, 5, 5)]
+
+    A sample that fails to load raises its own exception, the indices in a note:
+
+    >>> class Missing(mx.gluon.data.SimpleDataset):
+    ...     def __getitem__(self, index):
+    ...         raise KeyError('image-%d' % index)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter('ignore')
+    ...     broken = DetectionDataLoader(Missing([0, 1, 2]), batch_size=2)
+    >>> try:
+    ...     next(iter(broken))
+    ... except KeyError as error:
+    ...     print(repr(error), error.__notes__)
+    KeyError('image-0') ['raised while loading dataset samples [0, 1]']
     """
 
     def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
@@ -188,6 +209,11 @@ class RandomTransformDataLoader(PooledLoader):
         Batches in flight with workers; default ``2 * num_workers``.
     timeout : float, default 120
         Seconds to wait for a worker's batch before raising (a worker that died).
+
+    Notes
+    -----
+    Errors while loading are raised as in :class:`DetectionDataLoader`: the original
+    exception, with notes naming the dataset indices and any worker's traceback.
 
     Examples
     --------

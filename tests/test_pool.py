@@ -1,11 +1,18 @@
 """The worker pool of DetectionDataLoader and RandomTransformDataLoader (gluonbatch._pool),
 exercised through those public loaders."""
+import errno
+import gc
+import multiprocessing
+import os
+import re
 import threading
+import traceback
 import warnings
 
 import mxnet as mx
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from gluonbatch.batchify import Stack
 from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
@@ -56,3 +63,168 @@ def test_unpicklable_dataset_and_batchify_function(num_workers):
                               num_workers=num_workers)
     assert firsts(loader) == [[0, 2], [4, 6], [8]]
     assert firsts(loader) == [[0, 2], [4, 6], [8]]  # a second pass reuses the pool
+
+
+# --------------------------------------------------------------------------- errors
+
+class LabelError(Exception):
+    """A custom exception type with an attribute besides its arguments."""
+
+    def __init__(self, message, index):
+        super().__init__(message, index)
+        self.index = index
+
+
+class LockedError(Exception):
+    """Holds a lock: cannot be pickled."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.lock = threading.Lock()
+
+
+class RenamedArgsError(Exception):
+    """Pickles, but cannot be rebuilt: its constructor wants two arguments, args has one."""
+
+    def __init__(self, message, extra):
+        super().__init__('%s (%s)' % (message, extra))
+
+
+# What sample i raises, by kind; each call makes an equal, fresh exception.
+ERRORS = [
+    lambda idx: KeyError('missing-key-%d' % idx),
+    lambda idx: FileNotFoundError(errno.ENOENT, 'No such file or directory',
+                                  '/data/image-%d.jpg' % idx),
+    lambda idx: LabelError('label of sample %d is negative' % idx, idx),
+    lambda idx: ValueError('bad sample %d' % idx),
+]
+UNPICKLABLE = [lambda idx: LockedError('locked at %d' % idx),
+               lambda idx: RenamedArgsError('renamed at %d' % idx, 'x')]
+KINDS = ERRORS + UNPICKLABLE
+
+
+class Failing(mx.gluon.data.Dataset):
+    """Sample ``fail_at`` raises ``KINDS[kind](fail_at)``; both are shared with forked workers."""
+
+    def __init__(self, length=10):
+        self.length = length
+        self.fail_at = multiprocessing.Value('i', -1)
+        self.kind = multiprocessing.Value('i', 0)
+
+    def __len__(self):
+        return self.length
+
+    def error_for(self, idx):
+        return KINDS[self.kind.value](idx)
+
+    def __getitem__(self, idx):
+        if idx == self.fail_at.value:
+            raise self.error_for(idx)  # the line the tracebacks must show
+        return np.full(2, idx, 'float32')
+
+
+RAISING_LINE = 'raise self.error_for(idx)'
+BATCH = 3
+@pytest.fixture(scope='module')
+def loaders():
+    """Per worker count, one (dataset, loader) for the module: starting pools is slow."""
+    made = {}
+    yield made
+    made.clear()  # the loaders' pools stop with them
+    gc.collect()
+
+
+def first_error(loaders, num_workers, kind, fail_at):
+    """The error iterating the loader raises, and how many batches arrived before it."""
+    if num_workers not in loaders:
+        dataset = Failing()
+        loaders[num_workers] = dataset, detection_loader(dataset, batch_size=BATCH,
+                                                         num_workers=num_workers)
+    dataset, loader = loaders[num_workers]
+    dataset.kind.value, dataset.fail_at.value = kind, fail_at
+    arrived = 0
+    try:
+        for _ in loader:
+            arrived += 1
+    except Exception as error:  # noqa: the test inspects whatever arrives
+        return error, arrived
+    finally:
+        dataset.fail_at.value = -1
+    raise AssertionError('no error was raised')
+
+
+def batch_indices(fail_at, length=10):
+    start = fail_at // BATCH * BATCH
+    return list(range(start, min(start + BATCH, length)))
+
+
+def check_notes(error, fail_at, num_workers):
+    notes = error.__notes__
+    assert notes[0] == 'raised while loading dataset samples %s' % batch_indices(fail_at)
+    printed = ''.join(traceback.format_exception(error))
+    assert notes[0] in printed  # Python prints the notes with the traceback
+    if num_workers == 0:
+        assert len(notes) == 1
+        assert RAISING_LINE in printed  # the real traceback, in this process
+        return
+    assert len(notes) == 2
+    header, *lines = notes[1].splitlines()
+    pid = int(re.fullmatch(r'in DataLoader worker process (\d+):', header).group(1))
+    assert pid != os.getpid()
+    assert lines[0] == 'Traceback (most recent call last):'
+    assert any('in __getitem__' in line for line in lines)
+    assert RAISING_LINE in notes[1]
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+@settings(max_examples=12, deadline=None)
+@given(kind=st.integers(0, len(ERRORS) - 1), fail_at=st.integers(0, 9))
+def test_errors_arrive_unchanged_with_notes(loaders, num_workers, kind, fail_at):
+    error, arrived = first_error(loaders, num_workers, kind, fail_at)
+    expected = ERRORS[kind](fail_at)
+    assert type(error) is type(expected)
+    assert error.args == expected.args and str(error) == str(expected)
+    assert vars(error).keys() - {'__notes__'} == vars(expected).keys()
+    for name, value in vars(expected).items():  # LabelError.index
+        assert getattr(error, name) == value
+    if isinstance(expected, OSError):
+        assert (error.errno, error.strerror, error.filename) == (
+            errno.ENOENT, 'No such file or directory', '/data/image-%d.jpg' % fail_at)
+    assert arrived == fail_at // BATCH  # the batches before the failing one arrived
+    check_notes(error, fail_at, num_workers)
+
+
+def test_key_error_message_is_not_requoted(loaders):
+    error, _ = first_error(loaders, 2, 0, 4)
+    assert repr(error) == "KeyError('missing-key-4')" and str(error) == "'missing-key-4'"
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+@pytest.mark.parametrize('kind', range(len(UNPICKLABLE)))
+def test_exceptions_that_cannot_travel_still_name_type_and_message(loaders, num_workers, kind):
+    expected = UNPICKLABLE[kind](7)
+    error, _ = first_error(loaders, num_workers, len(ERRORS) + kind, 7)
+    if num_workers == 0:  # nothing to send: the exception itself
+        assert type(error) is type(expected) and error.args == expected.args
+    else:
+        assert type(error) is RuntimeError
+        message = str(error)
+        assert '%s: %s' % (type(expected).__qualname__, expected) in message, message
+    check_notes(error, 7, num_workers)
+
+
+@pytest.mark.parametrize('num_workers', [0, 2])
+def test_an_exception_raised_again_gets_one_note(num_workers):
+    # A dataset that raises one stored exception object every time: the notes do not pile up.
+    stored = KeyError('always the same')
+
+    class Raising(Filled):
+        def __getitem__(self, idx):
+            raise stored
+
+    loader = detection_loader(Raising(0, 3), batch_size=3, num_workers=num_workers)
+    for _ in range(3):
+        with pytest.raises(KeyError) as info:
+            list(loader)
+        assert [note for note in info.value.__notes__ if 'dataset samples' in note] == [
+            'raised while loading dataset samples [0, 1, 2]']
