@@ -29,6 +29,7 @@ from multiprocessing.reduction import ForkingPickler
 
 import mxnet as mx
 
+from ._core.checks import check_int
 from ._core.process import ProcessLocal
 
 __all__ = ['PooledLoader', 'load_batch']
@@ -150,23 +151,31 @@ class PooledLoader(mx.gluon.data.DataLoader):
     pin_memory, pin_device_id :
         As for ``mx.gluon.data.DataLoader``.
     prefetch : int, optional
-        Batches in flight with workers; default ``2 * num_workers``.
+        Batches in flight with workers, at least 1; default ``2 * num_workers``.
     timeout : float, default 120
         Seconds to wait for a worker's batch before raising (a worker that died).
     transforms : sequence of callables
         The transforms ``_transform_for`` picks from, applied as ``dataset.transform``.
+
+    Raises
+    ------
+    TypeError
+        ``num_workers`` or ``prefetch`` is not an integer (``prefetch`` may be None).
+    ValueError
+        ``num_workers`` is negative or ``prefetch`` below 1.
     """
 
     def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
                  batch_sampler=None, batchify_fn=None, num_workers=0, pin_memory=False,
                  pin_device_id=0, prefetch=None, timeout=120, transforms=()):
+        num_workers = check_int(num_workers, 'num_workers', minimum=0)
+        prefetch = check_int(prefetch, 'prefetch', minimum=1, allow_none=True)
         super().__init__(dataset=dataset, batch_size=batch_size, shuffle=shuffle,
                          sampler=sampler, last_batch=last_batch, batch_sampler=batch_sampler,
                          batchify_fn=batchify_fn, num_workers=0, pin_memory=pin_memory,
                          pin_device_id=pin_device_id)
-        self._num_workers = max(0, int(num_workers))
-        self._prefetch = max(1, int(prefetch) if prefetch is not None
-                             else 2 * self._num_workers)
+        self._num_workers = num_workers
+        self._prefetch = prefetch if prefetch is not None else max(1, 2 * num_workers)
         self._timeout = timeout
         self._transforms = list(transforms)
         self._worker_pool = None

@@ -23,7 +23,7 @@ import numpy as np
 
 from ._core.alloc import allocate
 from ._core.assemble import stack_arrays
-from ._core.checks import check_batch, describe
+from ._core.checks import check_batch, check_int, describe
 from ._core.layout import common_dtype
 from ._core.samples import as_host_arrays
 from ._core.write import write_slots
@@ -139,10 +139,18 @@ class DetectionDataLoader(PooledLoader):
     Parameters
     ----------
     dataset : mxnet.gluon.data.Dataset
-    batch_size, shuffle, sampler, last_batch, batch_sampler, batchify_fn, num_workers :
+    batch_size, shuffle, sampler, last_batch, batch_sampler, batchify_fn :
         As for ``mx.gluon.data.DataLoader``.
+    num_workers : int, default 0
+        Worker processes; 0 loads every batch in this process.
     timeout : float, default 120
         Seconds to wait for a worker's batch before raising (a worker that died).
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``num_workers`` is not an integer, or is negative. Earlier versions converted it
+        with ``int()`` and clamped a negative count to 0.
 
     Notes
     -----
@@ -202,13 +210,25 @@ class RandomTransformDataLoader(PooledLoader):
         A new transform is drawn (``numpy.random``) every ``interval`` batches.
     batch_size, shuffle, sampler, last_batch, batch_sampler :
         As for ``mx.gluon.data.DataLoader``.
-    batchify_fn, num_workers, pin_memory, pin_device_id :
+    batchify_fn, pin_memory, pin_device_id :
         As for ``mx.gluon.data.DataLoader``; ``batchify_fn`` defaults to
         :func:`default_batchify_fn`.
+    num_workers : int, default 0
+        Worker processes; 0 loads every batch in this process.
     prefetch : int, optional
-        Batches in flight with workers; default ``2 * num_workers``.
+        Batches in flight with workers, at least 1; default ``2 * num_workers``.
     timeout : float, default 120
         Seconds to wait for a worker's batch before raising (a worker that died).
+
+    Raises
+    ------
+    TypeError
+        ``interval``, ``num_workers`` or ``prefetch`` is not an integer (``prefetch`` may
+        be None), or a transform is not callable.
+    ValueError
+        ``interval`` or ``prefetch`` is below 1, ``num_workers`` is negative, or there is
+        no transform. Earlier versions clamped such ``interval``, ``prefetch`` and
+        ``num_workers`` values silently, and converted non-integers with ``int()``.
 
     Notes
     -----
@@ -235,7 +255,7 @@ class RandomTransformDataLoader(PooledLoader):
         for index, fn in enumerate(transform_fns):
             if not callable(fn):
                 raise TypeError('transform %d must be callable, got %s' % (index, describe(fn)))
-        self._interval = max(int(interval), 1)
+        self._interval = check_int(interval, 'interval', minimum=1)
         self._current = None
         super().__init__(dataset, batch_size, shuffle, sampler, last_batch, batch_sampler,
                          batchify_fn or default_batchify_fn, num_workers, pin_memory,

@@ -228,3 +228,57 @@ def test_an_exception_raised_again_gets_one_note(num_workers):
             list(loader)
         assert [note for note in info.value.__notes__ if 'dataset samples' in note] == [
             'raised while loading dataset samples [0, 1, 2]']
+
+
+# --------------------------------------------------------------------------- arguments
+
+NON_INTEGERS = st.one_of(st.booleans(), st.floats(), st.text(max_size=3),
+                         st.sampled_from(['2', 2.0, b'1', [1]]))
+
+
+def make_loader(which, **kwargs):
+    if which == 'detection':
+        return detection_loader(Filled(0, 4), batch_size=2, **kwargs)
+    return RandomTransformDataLoader([lambda x: x], Filled(0, 4), batch_size=2, **kwargs)
+
+
+# These were clamped (negative num_workers to 0, prefetch and interval up to 1) or
+# converted with int() before; now they are errors.
+@settings(max_examples=30, deadline=None)
+@given(which=st.sampled_from(['detection', 'random']), value=NON_INTEGERS)
+def test_non_integer_num_workers_is_a_type_error(which, value):
+    with pytest.raises(TypeError, match='num_workers must be an integer'):
+        make_loader(which, num_workers=value)
+
+
+@settings(max_examples=30, deadline=None)
+@given(which=st.sampled_from(['detection', 'random']), value=st.integers(max_value=-1))
+def test_negative_num_workers_is_a_value_error(which, value):
+    with pytest.raises(ValueError, match='num_workers must be an integer >= 0'):
+        make_loader(which, num_workers=value)
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(['prefetch', 'interval']), value=NON_INTEGERS)
+def test_non_integer_prefetch_or_interval_is_a_type_error(name, value):
+    with pytest.raises(TypeError, match='%s must be an integer' % name):
+        make_loader('random', **{name: value})
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(['prefetch', 'interval']), value=st.integers(max_value=0))
+def test_prefetch_or_interval_below_one_is_a_value_error(name, value):
+    with pytest.raises(ValueError, match='%s must be an integer >= 1' % name):
+        make_loader('random', **{name: value})
+
+
+def test_interval_none_is_a_type_error():
+    with pytest.raises(TypeError, match='interval'):
+        make_loader('random', interval=None)
+
+
+@pytest.mark.parametrize('kwargs', [dict(num_workers=np.int64(1), prefetch=np.int32(1)),
+                                    dict(num_workers=0, prefetch=None, interval=np.int8(2)),
+                                    dict(num_workers=2, prefetch=1, interval=3)])
+def test_valid_numbers_of_any_integer_type(kwargs):
+    assert firsts(make_loader('random', **kwargs)) == [[0, 1], [2, 3]]
