@@ -8,7 +8,7 @@ Run under ``scripts/launch_local.py`` (or MXNet's ``tools/launch.py``), which se
         python scripts/dist_train.py --steps 4 --report-dir /tmp/reports
 
 Each worker creates the ``dist_sync`` kvstore, takes its part of a synthetic dataset with
-``gluonbatch.SplitSampler(len, num_workers, rank, shuffle=True)`` (or, with
+``gluonbatch.sampler.SplitSampler(len, num_workers, rank, shuffle=True)`` (or, with
 ``--webdataset DIR``, its shards of an image-text dataset), batches it with gluonbatch
 (``Pad(num_shards=D)`` per device), splits every batch onto ``--devices`` CPU contexts
 with ``ShardedLoader`` and trains with ``gluon.Trainer(..., kvstore=kv)``. With
@@ -32,7 +32,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
 from gluonbatch.batchify import List, Pad, Stack, Tuple  # noqa: E402
-from gluonbatch.dataloader import ShardedLoader, SplitSampler  # noqa: E402
+from gluonbatch.dataloader import ShardedLoader  # noqa: E402
+from gluonbatch.sampler import SplitSampler  # noqa: E402
 
 
 def synthetic_dataset(num_samples, seed):

@@ -4,6 +4,8 @@ scripts/launch_local.py starts 1 scheduler, 1 server and 2 workers running
 scripts/dist_train.py; every worker writes a report of the samples it loaded and of its
 final parameters.
 """
+import ast
+import importlib
 import json
 import os
 import re
@@ -139,3 +141,13 @@ def test_the_launcher_needs_a_command():
     result = subprocess.run([sys.executable, LAUNCH, '--num-workers', '2'],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and 'command' in result.stderr
+
+
+def test_the_training_script_names_objects_that_exist():
+    with open(TRAIN, encoding='utf-8') as script:
+        docstring = ast.get_docstring(ast.parse(script.read()))
+    names = re.findall(r'gluonbatch(?:\.\w+)+', docstring)
+    assert 'gluonbatch.sampler.SplitSampler' in names
+    for name in names:
+        module, _, attribute = name.rpartition('.')
+        assert hasattr(importlib.import_module(module), attribute), name
