@@ -6,7 +6,7 @@ import time
 import mxnet as mx
 import numpy as np
 
-from .._args import non_negative_int, positive_int
+from ..cli.args import non_negative_int, positive_int
 from .synthetic import SyntheticDetection
 
 __all__ = ['loader_parser', 'detection_dataset', 'time_loader', 'describe_batch',

@@ -1,0 +1,47 @@
+"""``gluonbatch demo``: the Faster R-CNN and SSD loaders on embedded data, and a batch picture.
+
+What ``make demo`` runs.
+"""
+import os
+
+from .args import positive_int
+
+__all__ = ['add_parser', 'run']
+
+
+def add_parser(commands):
+    """Add the ``demo`` command to the ``commands`` sub-parsers.
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog='gluonbatch')
+    >>> add_parser(parser.add_subparsers()).parse_args(['--batches', '2']).batches
+    2
+    """
+    demo = commands.add_parser('demo', help='run the Faster R-CNN and SSD loaders on embedded '
+                                            'data and draw a batch')
+    demo.add_argument('-o', '--output', default='demo_batch.png', help='PNG to write')
+    demo.add_argument('--batches', type=positive_int, default=4)
+    demo.add_argument('--num-workers', type=int, choices=range(0, 65), default=2,
+                      metavar='N', help='DataLoader worker processes (default 2)')
+    demo.set_defaults(run=run)
+    return demo
+
+
+def run(args):
+    """Run both loaders for ``args.batches`` batches, then draw the first R-CNN batch."""
+    # the example loaders import gluoncv; only this command needs them
+    from ..examples import rcnn, ssd
+    from ..examples.runner import loader_parser
+    from ..examples.show import show_batch
+
+    common = ['--batches', str(args.batches), '--num-workers', str(args.num_workers)]
+    print('== Faster R-CNN loader (embedded data, 2 shards) ==')
+    rcnn.main_faster(common + ['--batch-size', '4', '--num-shards', '2'])
+    print('\n== SSD loader (embedded data) ==')
+    ssd.main(common + ['--batch-size', '8'])
+    parser = loader_parser('demo', 'demo', 4, 'short', rcnn.DEFAULT_NETWORKS['faster'])
+    picture_args = parser.parse_args(['--batch-size', '4', '--num-shards', '2',
+                                      '--no-progress'])
+    path = show_batch('faster_rcnn', picture_args, os.path.abspath(args.output))
+    print('\nThe first Faster R-CNN batch is drawn in %s' % path)
+    return 0

@@ -1,0 +1,41 @@
+"""``gluonbatch show``: draw the first batch of an example loader."""
+import os
+
+from .args import positive_int
+
+__all__ = ['add_parser', 'run']
+
+
+def add_parser(commands):
+    """Add the ``show`` command to the ``commands`` sub-parsers.
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog='gluonbatch')
+    >>> add_parser(parser.add_subparsers()).parse_args(['--loader', 'ssd']).batch_size
+    4
+    """
+    show = commands.add_parser('show', help='draw the first batch of an example loader')
+    show.add_argument('--loader', required=True, choices=('ssd', 'yolo', 'faster_rcnn'))
+    show.add_argument('-o', '--output', default='batch.png', help='PNG to write')
+    show.add_argument('--batch-size', type=positive_int, default=4)
+    show.add_argument('--num-shards', type=positive_int, default=2)
+    show.set_defaults(run=run)
+    return show
+
+
+def run(args):
+    """Draw the first batch of ``args.loader`` to ``args.output`` and print the PNG's path."""
+    # the example loaders import gluoncv; only this command needs them
+    from ..examples import rcnn
+    from ..examples.runner import loader_parser
+    from ..examples.show import show_batch
+
+    image = 'short' if args.loader == 'faster_rcnn' else 'data-shape'
+    networks = {'ssd': 'ssd_300_mobilenet0.25_voc', 'yolo': 'yolo3_mobilenet0.25_voc',
+                'faster_rcnn': rcnn.DEFAULT_NETWORKS['faster']}
+    parser = loader_parser('gluonbatch show', 'show', args.batch_size, image,
+                           networks[args.loader])
+    options = parser.parse_args(['--batch-size', str(args.batch_size), '--num-shards',
+                                 str(args.num_shards), '--no-progress'])
+    print(show_batch(args.loader, options, os.path.abspath(args.output)))
+    return 0

@@ -1,0 +1,134 @@
+"""``gluonbatch wds``: index, inspect and reshard sharded image-text datasets.
+
+The datasets are directories of ``NNNNN.tar`` + ``.parquet`` + ``.idx`` files
+(:mod:`gluonbatch.webdataset`). Bad datasets are reported on one line, not as tracebacks:
+:func:`run` turns the errors of an action into exit code 1.
+"""
+import os
+import sys
+
+from .args import non_negative_int, positive_int
+
+__all__ = ['add_parser', 'run']
+
+
+def _index(args):
+    from ..webdataset import write_index
+
+    if args.output is not None and len(args.tar) > 1:
+        raise ValueError('--output names one index file; %d tar files were given'
+                         % len(args.tar))
+    for tar in args.tar:
+        path = write_index(tar, args.output)
+        with open(path, encoding='utf-8') as handle:
+            samples = int(handle.readline().split()[1])
+        print('%s: %d samples' % (path, samples))
+    return 0
+
+
+def _shorten(text, width):
+    """``text`` on one line, cut to ``width`` characters.
+
+    >>> _shorten('a  long\\ncaption', 10)
+    'a long ...'
+    """
+    text = ' '.join(str(text).split())
+    return text if len(text) <= width else text[:width - 3] + '...'
+
+
+def _inspect(args):
+    from ..webdataset import ImageTextPairDataset
+
+    ds = ImageTextPairDataset.from_webdataset(args.dir, args.id_col)
+    indexed = sum(os.path.exists(tar[:-len('.tar')] + '.idx') for tar in ds.tar_files)
+    tar_bytes = sum(os.path.getsize(tar) for tar in ds.tar_files)
+    print('%s: %d shards (%d with .idx), %d records, %.1f MB of tar'
+          % (ds.path, len(ds.tar_files), indexed, len(ds), tar_bytes / 1e6))
+    print('columns: %s' % ', '.join('%s (%s)' % (name, dtype)
+                                    for name, dtype in ds.metadata.dtypes.items()))
+    failed = 0
+    shown = min(args.records, len(ds))
+    if shown:
+        print('first %d records:' % shown)
+    for i in range(shown):
+        key = ds.metadata[ds.id_col].iloc[i]
+        try:
+            image, caption, meta = ds[i]
+        except ValueError as err:
+            failed += 1
+            print('  %s  error: %s' % (key, err))
+            continue
+        print('  %s  image %s  caption %r  json keys %s'
+              % (key, 'x'.join(map(str, image.shape)), _shorten(caption, 60),
+                 _shorten(sorted(meta), 60)))
+    return 1 if failed else 0
+
+
+def _reshard(args):
+    from ..webdataset import ImageTextPairDataset
+
+    ds = ImageTextPairDataset.from_webdataset(args.src, args.id_col)
+    tars = ds.to_webdataset(args.dst, args.filter_column,
+                            samples_per_shard=args.samples_per_shard,
+                            max_shards=args.max_shards, old_id_col=args.old_id_col)
+    kept = len(ds) if args.filter_column is None else int(ds.metadata[args.filter_column].sum())
+    if tars:
+        print('%s: %d of %d records in %d shards (%s .. %s)'
+              % (os.path.abspath(args.dst), kept, len(ds), len(tars),
+                 os.path.basename(tars[0]), os.path.basename(tars[-1])))
+    else:
+        print('no record of %s has %s True; nothing written' % (ds.path, args.filter_column))
+    return 0
+
+
+def add_parser(commands):
+    """Add the ``wds`` command and its actions to the ``commands`` sub-parsers.
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog='gluonbatch')
+    >>> wds = add_parser(parser.add_subparsers())
+    >>> wds.parse_args(['inspect', 'data', '--records', '0']).records
+    0
+    """
+    wds = commands.add_parser('wds', help='sharded image-text datasets (NNNNN.tar + '
+                                          '.parquet + .idx): index, inspect, reshard')
+    actions = wds.add_subparsers(dest='wds_command', required=True, metavar='ACTION')
+
+    index = actions.add_parser('index', help='write the v1.2 .idx file of tar files')
+    index.add_argument('tar', nargs='+', help='tar file(s)')
+    index.add_argument('--output', '-o', metavar='IDX',
+                       help='index file to write (one tar only; default: beside the tar)')
+    index.set_defaults(run=run, action=_index)
+
+    inspect = actions.add_parser('inspect', help='shards, records, columns and the first '
+                                                 'records of a dataset directory')
+    inspect.add_argument('dir', help='dataset directory')
+    inspect.add_argument('--id-col', default='key', help='id column (default: key)')
+    inspect.add_argument('--records', type=non_negative_int, default=3, metavar='N',
+                         help='decode and show the first N records (default 3)')
+    inspect.set_defaults(run=run, action=_inspect)
+
+    reshard = actions.add_parser('reshard', help='write the records whose filter column is '
+                                                 'True as a new, renumbered dataset')
+    reshard.add_argument('src', help='source dataset directory')
+    reshard.add_argument('dst', help='destination directory (not the source)')
+    reshard.add_argument('--filter-column', metavar='COL',
+                         help='bool parquet column: keep records where it is True '
+                              '(default: keep every record)')
+    reshard.add_argument('--samples-per-shard', type=positive_int, default=10000, metavar='N')
+    reshard.add_argument('--max-shards', type=positive_int, default=5, metavar='N',
+                         help='digits of the shard number (default 5)')
+    reshard.add_argument('--old-id-col', metavar='NAME',
+                         help='keep the previous ids in this new column')
+    reshard.add_argument('--id-col', default='key', help='id column (default: key)')
+    reshard.set_defaults(run=run, action=_reshard)
+    return wds
+
+
+def run(args):
+    """Run the chosen action; its errors are printed on one line and give exit code 1."""
+    try:
+        return args.action(args)
+    except (ValueError, TypeError, OSError, ImportError) as err:
+        print('gluonbatch wds %s: error: %s' % (args.wds_command, err), file=sys.stderr)
+        return 1
