@@ -6,7 +6,7 @@ include from ``docs/_generated/`` (ignored by git):
 * one PNG per batchify function, drawn by :mod:`gluonbatch.examples.figures` from the
   real outputs of the functions;
 * the benchmark bar chart, drawn from the committed ``docs/bench_results.json`` by
-  :func:`gluonbatch.benchmark.plot_ratios` (what ``gluonbatch bench --plot`` uses), and its
+  :func:`gluonbatch.bench.plot.plot_ratios` (what ``gluonbatch bench --plot`` uses), and its
   table and machine facts (the benchmark itself is not run);
 * the ``--help`` text of the ``gluonbatch`` command and its sub-commands;
 * the table of deliberate differences, taken from README.md so the two never disagree.
@@ -134,7 +134,7 @@ def readme_tables():
 
 def benchmark_files():
     """The chart, the table and the machine facts of ``docs/bench_results.json``."""
-    from gluonbatch.benchmark import plot_ratios
+    from gluonbatch.bench.plot import plot_ratios
 
     with open(os.path.join(HERE, 'bench_results.json'), encoding='utf-8') as handle:
         results = json.load(handle)

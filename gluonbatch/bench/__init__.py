@@ -1,0 +1,63 @@
+"""Benchmark gluonbatch against gluoncv and against "the floor"; ``make bench``.
+
+How it measures
+---------------
+* **Contenders.** Every case times three callables on the same inputs: gluonbatch's
+  batchify function, gluoncv's (``gluoncv.data.batchify``) and the *floor*. The floor is
+  the least any batchify function returning a fresh ``cpu_shared`` NDArray must pay:
+  creating that array and writing it once, ``mx.nd.array(src, ctx=cpu_shared(0))``, where
+  ``src = np.ones(shape, dtype)`` is prepared outside the timed region (one array per
+  output when a batch has several).
+* **One timed call** is ``perf_counter`` around the call *and* ``wait_to_read()`` on every
+  NDArray it returns (MXNet is asynchronous). The garbage collector is paused during the
+  call; the result is dropped and ``mx.nd.waitall()`` lets MXNet finish freeing it before
+  the next call starts, so no call pays for its predecessor's output.
+* **Interleaved repeats.** One untimed warm-up call per contender (which also checks that
+  gluonbatch and gluoncv return the same values), then ``rounds`` rounds; each round runs
+  every contender once, in turn, starting from a different contender each round so no
+  contender always runs right after the same one. ``gc.collect()`` runs between rounds.
+  A contender's time is its median over rounds, so drifts in machine speed (turbo, other
+  processes) hit all contenders alike. Every case times through this one loop,
+  :func:`~gluonbatch.bench.harness.interleave`.
+* **Host temporaries** (Stack cases) are measured in separate, untimed calls with
+  ``tracemalloc``: peak traced memory during the call minus traced memory before it, as a
+  percentage of the output's bytes. numpy reports its buffers to tracemalloc; the
+  ``cpu_shared`` output is allocated by MXNet in C and is invisible to it, so the peak is
+  exactly the host temporaries a call allocates through numpy/Python. Memory MXNet
+  allocates internally (e.g. inside ``mx.nd.stack``) is not seen either.
+
+* **The loader case** times whole epochs of the same ``mx.gluon.data.DataLoader`` (2 worker
+  processes, detection-style samples) with each contender as its batchify function: one
+  untimed warm-up epoch per contender, then ``rounds`` rounds of one epoch per contender,
+  interleaved and rotated as above. A contender's time is its median milliseconds per
+  batch (epoch time / batches), so ``gluoncv / gluonbatch`` is gluonbatch's batches/s over
+  gluoncv's. Its floor is the same loader whose worker makes every batch as the floor
+  above does, ``mx.nd.array(src, ctx=cpu_shared(0))`` per output of the batch's shape from
+  a source prepared before the workers fork, and passes it back the same way.
+
+* **The webdataset case** reads a sharded image-text dataset (``NNNNN.tar`` + ``.parquet``
+  + ``.idx``, small JPEGs) with :class:`gluonbatch.webdataset.ImageTextPairDataset`. Its
+  gluonbatch and gluoncv contenders are whole shuffled epochs of the same 2-worker
+  DataLoader (random access, JPEG decode, then ``Tuple(Pad(axis=(0, 1)), List(), List())``
+  of gluonbatch or gluoncv's ``Pad``); its floor is reading the same tar bytes front to back
+  (1 MB reads). Times are per record. Raw record reads (no decode) in random order are
+  compared with that sequential read per record (the goal: at most 2x), with the same reads
+  in tar order and with a ``tarfile`` stream; resharding throughput with
+  ``shutil.copyfile`` of the same tar bytes. Every file is in the page cache (just written).
+
+The output is a report, not a test: goals are printed with PASS/MISS next to the measured
+ratio, and the script exits 0 either way. ``--json PATH`` writes the results for plotting;
+``--plot PATH`` draws them as a bar chart of the ratios to the floor
+(:func:`~gluonbatch.bench.plot.plot_ratios`).
+
+Usage::
+
+    gluonbatch bench [--repeats N] [--quick] [--seed S] [--only CASE] [--json PATH]
+                     [--plot PATH]
+
+The package: :mod:`~gluonbatch.bench.harness` (timing), :mod:`~gluonbatch.bench.rows` (a
+case's row: contenders, floor, ratios, goals), the ``cases_*`` modules (the only ones that
+import gluoncv), :mod:`~gluonbatch.bench.report` (tables, JSON),
+:mod:`~gluonbatch.bench.plot` (the chart) and :mod:`~gluonbatch.bench.runner` (options and
+the run). ``gluonbatch.benchmark`` is the same entry point under its earlier name.
+"""

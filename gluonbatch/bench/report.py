@@ -1,0 +1,147 @@
+"""The benchmark's report: machine facts, the printed tables, and the results as JSON data."""
+import importlib
+import importlib.metadata
+import json
+import os
+import platform
+
+__all__ = ['machine_facts', 'format_value', 'format_goal', 'format_report', 'json_ready',
+           'write_json']
+
+
+def _version(distribution, module):
+    """Installed distribution version (gluoncv's ``__version__`` misreports 0.10.5 as 0.11.0).
+
+    >>> _version('numpy', 'numpy') == __import__('numpy').__version__
+    True
+    """
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return getattr(importlib.import_module(module), '__version__', 'unknown')
+
+
+def machine_facts():
+    """Versions and CPU facts printed at the top of the report and stored in the JSON.
+
+    >>> sorted(machine_facts())[:3]
+    ['MXNET_CPU_WORKER_NTHREADS', 'OMP_NUM_THREADS', 'cpu_count']
+    """
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    return {'python': platform.python_version(), 'platform': platform.platform(),
+            'processor': platform.processor() or platform.machine(),
+            'cpu_count': os.cpu_count(), 'cpus_usable': usable,
+            'mxnet': _version('mxnet', 'mxnet'), 'numpy': _version('numpy', 'numpy'),
+            'gluoncv': _version('gluoncv', 'gluoncv'),
+            'gluonbatch': _version('gluonbatch', 'gluonbatch'),
+            'load_average_1m': os.getloadavg()[0],
+            'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS'),
+            'MXNET_CPU_WORKER_NTHREADS': os.environ.get('MXNET_CPU_WORKER_NTHREADS')}
+
+
+def format_value(check):
+    """``12.3x`` / ``0.4%`` style rendering of a check's value.
+
+    >>> format_value({'unit': 'x', 'value': 31.04}), format_value({'unit': '%', 'value': 0.43})
+    ('31.0x', '0.4%')
+    """
+    if check['unit'] == '%':
+        return '%.1f%%' % check['value']
+    return '%.2fx' % check['value'] if check['value'] < 10 else '%.1fx' % check['value']
+
+
+def format_goal(check):
+    """The goal column: ``>= 50x``, ``<= 5%`` or ``-`` for information-only lines.
+
+    >>> format_goal({'goal': ('>=', 50), 'unit': 'x'}), format_goal({'goal': None})
+    ('>= 50x', '-')
+    """
+    if check['goal'] is None:
+        return '-'
+    op, bound = check['goal']
+    return '%s %g%s' % (op, bound, check['unit'])
+
+
+def _preamble(facts, rows, quick):
+    """The lines above the tables: the mode, the machine and what the times mean."""
+    lines = ['gluonbatch benchmark%s' % (' (QUICK smoke mode: small sizes, few rounds; '
+                                        'goals are not meaningful)' if quick else ''),
+             'machine: %s cpus (%s usable), %s, python %s, load average %.2f at start'
+             % (facts['cpu_count'], facts['cpus_usable'], facts['processor'], facts['python'],
+                facts['load_average_1m']),
+             'versions: mxnet %s, numpy %s, gluoncv %s, gluonbatch %s'
+             % (facts['mxnet'], facts['numpy'], facts['gluoncv'], facts['gluonbatch']),
+             'floor = mx.nd.array(np.ones(shape), ctx=cpu_shared(0)) per output; times are medians '
+             'of interleaved rounds, ms']
+    if any(row['case'] == 'loader' for row in rows):
+        lines.append('loader: ms per batch over whole epochs of a 2-worker DataLoader (rounds are '
+                     'epochs); its floor makes each batch that way in the worker')
+    for row in rows:
+        if row['case'] == 'webdataset':
+            raw = row['raw_read_us_per_record']
+            lines.append('webdataset: ms per record over shuffled epochs of a 2-worker DataLoader '
+                         '(read + decode + batchify); its floor reads the tar bytes front to back')
+            lines.append('webdataset: %.0f records/s; raw reads per record: random %.1f us, in '
+                         'order %.1f us, sequential bytes %.2f us, tarfile stream %.1f us; '
+                         'reshard %.0f MB/s, copyfile %.0f MB/s'
+                         % (row['records_per_s']['gluonbatch'], raw['random'], raw['in_order'],
+                            raw['sequential'], raw['tarfile_stream'], row['reshard_mb_per_s'],
+                            row['copyfile_mb_per_s']))
+    return lines
+
+
+def format_report(facts, rows, quick):
+    """The printed report: machine facts, a table of medians, a table of ratios and goals.
+
+    ``facts`` is :func:`machine_facts`' dict, ``rows`` the cases' rows (each numbered),
+    ``quick`` whether the run was the smoke mode.
+    """
+    lines = _preamble(facts, rows, quick) + ['']
+    header = '%-3s %-42s %6s %8s %11s %11s %11s' % ('#', 'case', 'rounds', 'out MB',
+                                                       'gluonbatch', 'gluoncv', 'floor')
+    lines += [header, '-' * len(header)]
+    for row in rows:
+        ms = row['medians_ms']
+        lines.append('%-3d %-42s %6d %8.2f %11.3f %11.3f %11.3f'
+                     % (row['number'], row['title'], row['rounds'], row['out_bytes'] / 1e6,
+                        ms['gluonbatch'], ms['gluoncv'], ms['floor']))
+    lines.append('')
+    header = '%-3s %-32s %10s %10s  %s' % ('#', 'metric', 'measured', 'goal', 'result')
+    lines += [header, '-' * len(header)]
+    for row in rows:
+        for check in row['checks']:
+            result = {True: 'PASS', False: 'MISS', None: 'info'}[check['passed']]
+            lines.append('%-3d %-32s %10s %10s  %s' % (row['number'], check['metric'],
+                                                      format_value(check), format_goal(check),
+                                                      result))
+    missed = sum(check['passed'] is False for row in rows for check in row['checks'])
+    total = sum(check['passed'] is not None for row in rows for check in row['checks'])
+    lines += ['', '%d of %d goals met' % (total - missed, total)]
+    return '\n'.join(lines)
+
+
+def json_ready(facts, rows, quick, seed):
+    """The results as plain JSON data (goals become ``{"op": ..., "bound": ...}``).
+
+    >>> row = {'case': 'c', 'checks': [{'goal': ('<=', 2)}, {'goal': None}]}
+    >>> json_ready({}, [row], True, 0)['cases'][0]['checks']
+    [{'goal': {'op': '<=', 'bound': 2}}, {'goal': None}]
+    """
+    cases = []
+    for row in rows:
+        row = dict(row, checks=[dict(check) for check in row['checks']])
+        for check in row['checks']:
+            if check['goal'] is not None:
+                check['goal'] = {'op': check['goal'][0], 'bound': check['goal'][1]}
+        cases.append(row)
+    return {'machine': facts, 'quick': quick, 'seed': seed, 'cases': cases}
+
+
+def write_json(results, path):
+    """Write :func:`json_ready`'s ``results`` to ``path`` (indented, one trailing newline)."""
+    with open(path, 'w', encoding='utf-8') as handle:
+        json.dump(results, handle, indent=1)
+        handle.write('\n')

@@ -1,0 +1,87 @@
+"""``gluonbatch bench``: options, the cases in report order, and the run.
+
+The case modules import gluoncv (the reference every case compares against); they are
+imported only when their case runs, so ``gluonbatch bench --help`` and importing this module
+work without gluoncv, and a run without it stops with a one-line message.
+"""
+import argparse
+import gc
+import importlib
+
+import numpy as np
+
+from .plot import plot_ratios
+from .report import format_report, json_ready, machine_facts, write_json
+
+__all__ = ['CASES', 'parse_args', 'main']
+
+#: The first paragraph of ``gluonbatch bench --help``.
+DESCRIPTION = 'Benchmark gluonbatch against gluoncv and against "the floor"; ``make bench``.'
+#: Default rounds for cases whose output is large (tens of MB) and small (tens of kB).
+BIG_ROUNDS, SMALL_ROUNDS, QUICK_ROUNDS = 15, 50, 3
+#: Default rounds (timed epochs per contender) of the loader case.
+LOADER_ROUNDS = 3
+
+#: (case, module of ``case_<case>`` in this package, default rounds) in report order.
+CASES = (('pad_labels', 'cases_batchify', SMALL_ROUNDS),
+         ('pad_images', 'cases_batchify', BIG_ROUNDS),
+         ('stack_numpy', 'cases_batchify', BIG_ROUNDS),
+         ('stack_ndarray', 'cases_batchify', BIG_ROUNDS),
+         ('rcnn_c4', 'cases_rcnn', BIG_ROUNDS),
+         ('rcnn_fpn', 'cases_rcnn', BIG_ROUNDS),
+         ('loader', 'cases_loader', LOADER_ROUNDS),
+         ('webdataset', 'cases_webdataset', LOADER_ROUNDS),
+         ('memory', 'cases_batchify', BIG_ROUNDS))
+
+
+def parse_args(argv):
+    """Command-line options.
+
+    >>> parse_args(['--quick', '--only', 'loader']).only
+    ['loader']
+    """
+    parser = argparse.ArgumentParser(prog='gluonbatch bench', description=DESCRIPTION)
+    parser.add_argument('--repeats', type=int, default=None, metavar='N',
+                        help='interleaved rounds per case (default: %d for the small case, '
+                             '%d for the large ones, %d with --quick)'
+                             % (SMALL_ROUNDS, BIG_ROUNDS, QUICK_ROUNDS))
+    parser.add_argument('--quick', action='store_true',
+                        help='smoke mode: small inputs and few rounds (for tests)')
+    parser.add_argument('--seed', type=int, default=0, help='RNG seed for the inputs')
+    parser.add_argument('--only', action='append', metavar='CASE',
+                        choices=[case for case, _, _ in CASES],
+                        help='run only this case (repeatable): %(choices)s')
+    parser.add_argument('--json', metavar='PATH', help='also write the results as JSON here')
+    parser.add_argument('--plot', metavar='PATH',
+                        help='also draw a bar chart of the ratios to the floor (PNG) here')
+    args = parser.parse_args(argv)
+    if args.repeats is not None and args.repeats < 1:
+        parser.error('--repeats must be at least 1')
+    return args
+
+
+def _case_function(case, module):
+    return getattr(importlib.import_module('.' + module, __package__), 'case_' + case)
+
+
+def main(argv=None):
+    """Run every case, print the report, optionally write JSON; returns 0 (a report)."""
+    args = parse_args(argv)
+    facts = machine_facts()
+    rows = []
+    for number, (case, module, default_rounds) in enumerate(CASES):
+        if args.only and case not in args.only:
+            continue
+        rounds = args.repeats or (QUICK_ROUNDS if args.quick else default_rounds)
+        rng = np.random.default_rng([args.seed, number])
+        row = _case_function(case, module)(rng, rounds, args.quick)
+        row['number'] = number + 1
+        rows.append(row)
+        gc.collect()
+    print(format_report(facts, rows, args.quick))
+    results = json_ready(facts, rows, args.quick, args.seed)
+    if args.json:
+        write_json(results, args.json)
+    if args.plot:
+        plot_ratios(results, args.plot)
+    return 0
