@@ -1,12 +1,23 @@
-"""Smoke test of the benchmark: it runs in quick mode and writes well-formed JSON.
+"""Smoke test of the benchmark: it runs in quick mode and writes well-formed JSON; without
+gluoncv it stops with one line naming what to install.
 
 No wall-clock assertions: timings depend on the machine; only the shape of the results is
 checked.
 """
 import json
 import math
+import pathlib
+import subprocess
+import sys
+
+import pytest
 
 from gluonbatch import benchmark
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# `gluonbatch ARGS` in a fresh interpreter where `import gluoncv` raises ImportError
+WITHOUT_GLUONCV = ("import sys; sys.modules['gluoncv'] = None; "
+                   "from gluonbatch.cli import main; sys.exit(main(sys.argv[1:]))")
 
 CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray', 'rcnn_c4', 'rcnn_fpn',
          'loader', 'webdataset', 'memory']
@@ -48,3 +59,29 @@ def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
             assert case['reshard_mb_per_s'] > 0 and case['copyfile_mb_per_s'] > 0
             goals = [check for check in case['checks'] if check['goal'] is not None]
             assert [check['goal'] for check in goals] == [{'op': '<=', 'bound': 2}]
+
+
+def run_without_gluoncv(args):
+    result = subprocess.run([sys.executable, '-c', WITHOUT_GLUONCV] + args, cwd=ROOT,
+                            capture_output=True, text=True, timeout=600)
+    return result.returncode, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize('args', [['bench'], ['bench', '--quick', '--only', 'pad_labels']])
+def test_bench_without_gluoncv_exits_2_naming_the_extra(args):
+    code, stdout, stderr = run_without_gluoncv(args)
+    assert code == 2, stderr[-3000:]
+    assert stdout == ''
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and 'Traceback' not in stderr, stderr[-3000:]
+    assert lines[0].startswith('gluonbatch bench: error: ')
+    assert "pip install 'gluonbatch[examples]'" in lines[0]
+
+
+def test_bench_help_and_the_import_path_need_no_gluoncv():
+    code, stdout, stderr = run_without_gluoncv(['bench', '--help'])
+    assert code == 0 and 'usage: gluonbatch bench' in stdout, stderr[-3000:]
+    code = subprocess.run([sys.executable, '-c', "import sys; sys.modules['gluoncv'] = None; "
+                           "from gluonbatch.benchmark import main, plot_ratios"], cwd=ROOT,
+                          timeout=600).returncode
+    assert code == 0

@@ -2,18 +2,19 @@
 
 The case modules import gluoncv (the reference every case compares against); they are
 imported only when their case runs, so ``gluonbatch bench --help`` and importing this module
-work without gluoncv, and a run without it stops with a one-line message.
+work without gluoncv, and a run without it stops with a one-line message and exit code 2.
 """
 import argparse
 import gc
 import importlib
+import sys
 
 import numpy as np
 
 from .plot import plot_ratios
 from .report import format_report, json_ready, machine_facts, write_json
 
-__all__ = ['CASES', 'parse_args', 'main']
+__all__ = ['CASES', 'parse_args', 'gluoncv_missing', 'main']
 
 #: The first paragraph of ``gluonbatch bench --help``.
 DESCRIPTION = 'Benchmark gluonbatch against gluoncv and against "the floor"; ``make bench``.'
@@ -21,6 +22,8 @@ DESCRIPTION = 'Benchmark gluonbatch against gluoncv and against "the floor"; ``m
 BIG_ROUNDS, SMALL_ROUNDS, QUICK_ROUNDS = 15, 50, 3
 #: Default rounds (timed epochs per contender) of the loader case.
 LOADER_ROUNDS = 3
+#: What installs gluoncv, the benchmark's reference.
+INSTALL_HINT = "pip install 'gluonbatch[examples]'"
 
 #: (case, module of ``case_<case>`` in this package, default rounds) in report order.
 CASES = (('pad_labels', 'cases_batchify', SMALL_ROUNDS),
@@ -60,13 +63,34 @@ def parse_args(argv):
     return args
 
 
+def gluoncv_missing():
+    """Why gluoncv cannot be imported, on one line, or None when it can.
+
+    >>> gluoncv_missing() is None  # the test environment installs gluoncv
+    True
+    """
+    try:
+        importlib.import_module('gluoncv')
+    except ImportError as err:
+        return ' '.join(str(err).split()) or type(err).__name__
+    return None
+
+
 def _case_function(case, module):
     return getattr(importlib.import_module('.' + module, __package__), 'case_' + case)
 
 
 def main(argv=None):
-    """Run every case, print the report, optionally write JSON; returns 0 (a report)."""
+    """Run every case, print the report, optionally write JSON; returns 0 (a report).
+
+    Returns 2, after one line on stderr, when gluoncv cannot be imported.
+    """
     args = parse_args(argv)
+    missing = gluoncv_missing()
+    if missing is not None:
+        print('gluonbatch bench: error: the benchmark compares against gluoncv, which cannot '
+              'be imported (%s); install it with %s' % (missing, INSTALL_HINT), file=sys.stderr)
+        return 2
     facts = machine_facts()
     rows = []
     for number, (case, module, default_rounds) in enumerate(CASES):
