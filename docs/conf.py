@@ -116,7 +116,8 @@ def markdown_table(heading, columns):
 
 
 def list_table(rows, widths):
-    """An rst list-table of ``rows`` (the first is the header)."""
+    """An rst list-table of ``rows`` (the first is the header); cells are written as in
+    README's markdown (a name in single backquotes is inline code)."""
     lines = ['.. list-table::', '   :header-rows: 1',
              '   :widths: %s' % ' '.join(map(str, widths)), '']
     for row in rows:
@@ -145,7 +146,8 @@ def benchmark_files():
         medians, ratios = case.get('medians_ms', {}), case.get('ratios', {})
         if not ratios:
             continue
-        rows.append(['``%s``' % case['case'], case.get('title', '')]
+        # list_table takes README-style cells: `name` becomes an inline literal
+        rows.append(['`%s`' % case['case'], case.get('title', '')]
                     + ['%.3f' % medians[name] for name in ('gluonbatch', 'gluoncv', 'floor')]
                     + ['%.2fx' % ratios[key] for key in
                        ('gluoncv/gluonbatch', 'gluonbatch/floor', 'gluoncv/floor')])

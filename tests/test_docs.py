@@ -99,6 +99,13 @@ def test_every_picture_is_in_the_build(html_dir):
         assert name + '.png' in images, name
 
 
+def test_benchmark_table_shows_case_names_as_code(html_dir):
+    page = _read(html_dir / 'performance.html')
+    for name in ('pad_labels', 'rcnn_fpn', 'webdataset'):
+        assert '<span class="pre">%s</span></code>' % name in page, name
+    assert '`' not in page.split('<table', 1)[1].split('</table>', 1)[0]
+
+
 def test_plot_ratios_writes_a_png(tmp_path):
     def case(name, ours, theirs):
         return {'case': name, 'ratios': {'gluonbatch/floor': ours, 'gluoncv/floor': theirs,
@@ -106,6 +113,7 @@ def test_plot_ratios_writes_a_png(tmp_path):
 
     results = {'machine': {'cpus_usable': 2, 'python': '3.11'}, 'quick': False,
                'cases': [case('pad_labels', 1.1, 43.0), case('stack_numpy', 0.5, 1.2),
+                         case('webdataset', 400.0, 730.0),  # a panel of its own
                          {'case': 'memory', 'medians_ms': {}}]}  # no ratios: left out
     out = tmp_path / 'ratios.png'
     assert benchmark.plot_ratios(results, str(out)) == str(out)
