@@ -108,10 +108,12 @@ def test_bench_command_prints_its_table():
 
 
 @pytest.mark.parametrize('args', [['--help'], ['demo', '--help'], ['show', '--help'],
-                                  ['bench', '--help']])
+                                  ['bench', '--help'], ['wds', '--help'],
+                                  ['wds', 'index', '--help'], ['wds', 'inspect', '--help'],
+                                  ['wds', 'reshard', '--help']])
 def test_help_of_every_command(args):
     code, stdout, _ = run([COMMAND] + args)
-    assert code == 0 and 'usage' in stdout.lower()
+    assert code == 0 and 'usage: gluonbatch %s' % ' '.join(args[:-1]) in stdout.lower()
 
 
 @pytest.mark.parametrize('args, message', [
