@@ -1,6 +1,4 @@
 """The dataset: :class:`ImageTextPairDataset`, random access to a sharded image-text dataset."""
-import io
-import json
 import logging
 import os
 import warnings
@@ -9,23 +7,15 @@ import mxnet as mx
 import numpy as np
 import pandas as pd
 
-from .records import read_records, record_spans
 from .._core.checks import check_int
 from .._core.process import ProcessLocal
+from .decode import decode_record
+from .records import read_records, record_spans
 from .shards import Shard, find_shards, part_arguments, select_part
 from .tar import check_headers
 from .writer import reshard, save_metadata
 
 __all__ = ['ImageTextPairDataset']
-
-def _decode_image(ext, data):
-    """An (H, W, 3) uint8 RGB NDArray; WebP by Pillow, which MXNet 1.9.1 cannot decode."""
-    if ext != 'webp':
-        return mx.image.imdecode(data)
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data), formats=['WEBP']) as picture:
-        return mx.nd.array(np.asarray(picture.convert('RGB')), dtype=np.uint8)
 
 _LOG = logging.getLogger(__name__)
 
@@ -317,29 +307,8 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
     def __getitem__(self, idx):
         i = self._index(idx)
         members = self._read_members(i)
-        image_slot, text_slot, json_slot = self._slots[i].tolist()
-        image_ext, image_bytes = members[image_slot]
-        try:
-            image = _decode_image(image_ext, image_bytes)
-        except (mx.base.MXNetError, OSError, ValueError) as err:  # Pillow: OSError
-            reason = str(err).strip().splitlines()[-1]
-            raise ValueError('cannot decode the image of %s: %s'
-                             % (self._describe(i, '%s.%s' % (self._ids[i], image_ext)),
-                                reason)) from None
-        try:
-            caption = members[text_slot][1].decode('utf-8')
-        except UnicodeDecodeError as err:
-            raise ValueError('the caption of %s is not UTF-8 text: %s'
-                             % (self._describe(i), err)) from None
-        try:
-            metadata = json.loads(members[json_slot][1])
-        except ValueError as err:
-            raise ValueError('the .json member of %s is not valid JSON: %s'
-                             % (self._describe(i), err)) from None
-        if not isinstance(metadata, dict):
-            raise ValueError('the .json member of %s holds a %s, not an object'
-                             % (self._describe(i), type(metadata).__name__))
-        return image, caption, metadata
+        return decode_record(members, self._slots[i].tolist(), self._ids[i],
+                             lambda member=None: self._describe(i, member))
 
     # ---------------------------------------------------------------- writing
 

@@ -1,0 +1,28 @@
+"""Batchify functions: turn a list of samples into a mini-batch.
+
+Drop-in for ``gluoncv.data.batchify``: ``Stack``, ``Pad``, ``Append`` and ``Tuple`` return
+what gluoncv returns for every input gluoncv handles, and ``List``, ``Dict`` and
+``NamedTuple`` combine fields the way GluonNLP users know. Every NDArray returned lives in
+``cpu_shared(0)`` (with the default memory setting) and is written once, so DataLoader worker processes pass batches to the
+main process by file descriptor without another copy.
+
+Examples
+--------
+>>> import numpy as np
+>>> from gluonbatch.batchify import Tuple, Stack, Pad
+>>> samples = [(np.zeros((2, 2)), [1, 2, 3]), (np.ones((2, 2)), [4])]
+>>> images, labels = Tuple(Stack(), Pad(pad_val=-1))(samples)
+>>> images.shape, images.context
+((2, 2, 2), cpu_shared(0))
+>>> labels.asnumpy()
+array([[ 1,  2,  3],
+       [ 4, -1, -1]])
+"""
+from ..rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
+from .arrays import Append, Pad, Stack
+from .fields import Dict, List, NamedTuple, Tuple
+from .gluoncv_fns import dict_batchify_fn, ms_batchify_fn
+
+__all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple',
+           'ms_batchify_fn', 'dict_batchify_fn', 'FasterRCNNTrainBatchify',
+           'MaskRCNNTrainBatchify']

@@ -1,0 +1,66 @@
+"""Decoding one record's members: the image, the caption and the metadata.
+
+Examples
+--------
+>>> import io, json
+>>> from PIL import Image
+>>> picture = io.BytesIO()
+>>> Image.new('RGB', (4, 3), (255, 0, 0)).save(picture, 'PNG')
+>>> members = [('png', picture.getvalue()), ('txt', b'a red box'), ('json', b'{"key": "0"}')]
+>>> image, caption, metadata = decode_record(members, (0, 1, 2), '0', lambda member=None: '0')
+>>> image.shape, caption, metadata
+((3, 4, 3), 'a red box', {'key': '0'})
+"""
+import io
+import json
+
+import mxnet as mx
+import numpy as np
+
+__all__ = ['decode_image', 'decode_record']
+
+
+def decode_image(ext, data):
+    """An (H, W, 3) uint8 RGB NDArray; WebP by Pillow, which MXNet 1.9.1 cannot decode."""
+    if ext != 'webp':
+        return mx.image.imdecode(data)
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data), formats=['WEBP']) as picture:
+        return mx.nd.array(np.asarray(picture.convert('RGB')), dtype=np.uint8)
+
+
+def decode_record(members, slots, record_id, describe):
+    """``(image, caption, metadata)`` of one record, or a ValueError naming it.
+
+    Parameters
+    ----------
+    members : list of (str, bytes)
+        The record's members as ``(extension, bytes)``.
+    slots : (int, int, int)
+        Positions of the image, the ``.txt`` and the ``.json`` member in ``members``.
+    record_id : str
+    describe : callable
+        ``describe(member=None)`` names the record (and a member) in error messages.
+    """
+    image_slot, text_slot, json_slot = slots
+    image_ext, image_bytes = members[image_slot]
+    try:
+        image = decode_image(image_ext, image_bytes)
+    except (mx.base.MXNetError, OSError, ValueError) as err:  # Pillow: OSError
+        reason = str(err).strip().splitlines()[-1]
+        raise ValueError('cannot decode the image of %s: %s'
+                         % (describe('%s.%s' % (record_id, image_ext)), reason)) from None
+    try:
+        caption = members[text_slot][1].decode('utf-8')
+    except UnicodeDecodeError as err:
+        raise ValueError('the caption of %s is not UTF-8 text: %s' % (describe(), err)) from None
+    try:
+        metadata = json.loads(members[json_slot][1])
+    except ValueError as err:
+        raise ValueError('the .json member of %s is not valid JSON: %s'
+                         % (describe(), err)) from None
+    if not isinstance(metadata, dict):
+        raise ValueError('the .json member of %s holds a %s, not an object'
+                         % (describe(), type(metadata).__name__))
+    return image, caption, metadata
