@@ -31,6 +31,7 @@ import mxnet as mx
 
 from ._core.checks import check_int
 from ._core.process import ProcessLocal
+from ._core.tree import map_arrays
 
 __all__ = ['PooledLoader', 'load_batch']
 
@@ -117,16 +118,6 @@ def _load_batch_in_worker(indices, transform_index):
         return False, _error_payload(error, indices)
 
 
-def _to_context(batch, context):
-    if isinstance(batch, mx.nd.NDArray):
-        return batch.as_in_context(context)
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(_to_context(item, context) for item in batch)
-    if isinstance(batch, dict):
-        return {key: _to_context(value, context) for key, value in batch.items()}
-    return batch
-
-
 class PooledLoader(mx.gluon.data.DataLoader):
     """A DataLoader whose errors keep their type and name the dataset indices that failed.
 
@@ -190,7 +181,8 @@ class PooledLoader(mx.gluon.data.DataLoader):
 
     def _deliver(self, batch):
         if self._pin_memory:
-            return _to_context(batch, mx.context.cpu_pinned(self._pin_device_id))
+            pinned = mx.context.cpu_pinned(self._pin_device_id)
+            return map_arrays(lambda array: array.as_in_context(pinned), batch)
         return batch
 
     def _start_epoch(self):

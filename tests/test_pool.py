@@ -282,3 +282,34 @@ def test_interval_none_is_a_type_error():
                                     dict(num_workers=2, prefetch=1, interval=3)])
 def test_valid_numbers_of_any_integer_type(kwargs):
     assert firsts(make_loader('random', **kwargs)) == [[0, 1], [2, 3]]
+
+
+Labelled = __import__('collections').namedtuple('Labelled', ['image', 'labels'])
+
+
+class LabelledSamples(mx.gluon.data.Dataset):
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, idx):
+        return Labelled(np.full((2, 2), idx, 'float32'), np.arange(idx % 3 + 1, dtype='float32'))
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+def test_pinned_batches_keep_every_container_type(num_workers):
+    from gluonbatch.batchify import Dict, List, NamedTuple, Pad, Tuple
+    batchify = Tuple(NamedTuple(Labelled, [Stack(), Pad(pad_val=-1)]),
+                     Dict({'labels': Pad()}), List())
+    loader = RandomTransformDataLoader(
+        [lambda image, labels: (Labelled(image, labels), {'labels': labels}, 'name')], LabelledSamples(),
+        batch_size=3, pin_memory=True, num_workers=num_workers, batchify_fn=batchify)
+    batches = list(loader)
+    assert len(batches) == 2
+    for number, (record, mapping, names) in enumerate(batches):
+        assert type(record) is Labelled and isinstance(mapping, dict)
+        assert names == ['name'] * 3
+        for array in (record.image, record.labels, mapping['labels']):
+            assert array.context == mx.context.cpu_pinned(0)
+        first = 3 * number
+        np.testing.assert_array_equal(record.image.asnumpy()[:, 0, 0], [first, first + 1,
+                                                                        first + 2])

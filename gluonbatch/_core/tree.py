@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import mxnet as mx
 
-__all__ = ['iter_arrays', 'map_arrays']
+__all__ = ['iter_arrays', 'array_leaves', 'map_arrays']
 
 
 def _children(value):
@@ -32,6 +32,15 @@ def iter_arrays(batch, path=''):
         return
     for key, item in _children(batch):
         yield from iter_arrays(item, path + key)
+
+
+def array_leaves(batch):
+    """The NDArray leaves of ``batch``, depth first.
+
+    >>> [a.shape for a in array_leaves((mx.nd.ones(1), [mx.nd.ones(2)], 'name'))]
+    [(1,), (2,)]
+    """
+    return [array for _, array in iter_arrays(batch)]
 
 
 def map_arrays(fn, batch):

@@ -9,9 +9,10 @@ import statistics
 import mxnet as mx
 import numpy as np
 
+from .._core.tree import array_leaves
 from .harness import back_to_back_medians, host_temporaries, interleaved_medians
 
-__all__ = ['SHARED', 'floor_fn', 'leaves', 'check_same', 'layout_fields', 'ratio_check',
+__all__ = ['SHARED', 'floor_fn', 'check_same', 'layout_fields', 'ratio_check',
            'percent_check', 'timing_fields', 'run_case']
 
 SHARED = mx.Context('cpu_shared', 0)
@@ -29,17 +30,6 @@ def floor_fn(outputs):
     return lambda: [mx.nd.array(src, ctx=SHARED) for src in sources]
 
 
-def leaves(result):
-    """The NDArrays of a (nested) batch, in order.
-
-    >>> [a.shape for a in leaves((mx.nd.ones(1), [mx.nd.ones(2)]))]
-    [(1,), (2,)]
-    """
-    if isinstance(result, mx.nd.NDArray):
-        return [result]
-    return [leaf for item in result for leaf in leaves(item)]
-
-
 def check_same(case, ours, theirs):
     """Raise unless gluonbatch and gluoncv return the same arrays; return their layout.
 
@@ -48,7 +38,7 @@ def check_same(case, ours, theirs):
     >>> check_same('ones', mx.nd.ones((2, 3)), [mx.nd.ones((2, 3))])
     [((2, 3), dtype('float32'))]
     """
-    ours, theirs = leaves(ours), leaves(theirs)
+    ours, theirs = array_leaves(ours), array_leaves(theirs)
     same = len(ours) == len(theirs) and all(
         a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.asnumpy(), b.asnumpy())
         for a, b in zip(ours, theirs))

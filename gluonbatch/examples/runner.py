@@ -6,6 +6,7 @@ import time
 import mxnet as mx
 import numpy as np
 
+from .._core.tree import array_leaves
 from ..cli.args import non_negative_int, positive_int
 from .synthetic import SyntheticDetection
 
@@ -84,14 +85,6 @@ def shard_list(field):
     return list(field) if isinstance(field, (list, tuple)) else [field]
 
 
-def _leaves(batch):
-    if isinstance(batch, mx.nd.NDArray):
-        return [batch]
-    if isinstance(batch, (list, tuple)):
-        return [leaf for item in batch for leaf in _leaves(item)]
-    return []
-
-
 def time_loader(loader, batches, description, progress=True):
     """Iterate up to ``batches`` batches; returns (batches, samples, seconds, first, kept).
 
@@ -105,7 +98,7 @@ def time_loader(loader, batches, description, progress=True):
                leave=False)
     start = time.perf_counter()
     for batch in loader:
-        for leaf in _leaves(batch):
+        for leaf in array_leaves(batch):
             leaf.wait_to_read()
         kept.append(batch)
         samples += _batch_size(batch)
@@ -135,7 +128,7 @@ def describe_batch(batch, names):
         if isinstance(field, mx.nd.NDArray):
             text = '%s %s' % (tuple(field.shape), np.dtype(field.dtype).name)
         else:
-            text = '[%s]' % ', '.join(str(tuple(leaf.shape)) for leaf in _leaves(field))
+            text = '[%s]' % ', '.join(str(tuple(leaf.shape)) for leaf in array_leaves(field))
         lines.append('  %-16s %s' % (name, text))
     return lines
 
@@ -163,14 +156,17 @@ def compare_with_gluoncv(make_loader, ours, theirs, batches, progress):
     return ratio
 
 
-def run_example(title, args, parts, fields, train):
-    """The body of every example loader: load, summarise, compare, train; exit code 0.
+def run_example(title, parser, argv, build, fields, train_steps):
+    """The body of every example loader: parse, build, load, summarise, compare, train.
 
-    ``parts`` holds ``train_loader`` (a function of the batchify function), ``val_loader``,
-    ``train_batchify`` and ``gluoncv_batchify`` (a function of gluoncv's batchify module);
-    ``fields`` names the train and the val fields; ``train(batches, steps)`` runs training
-    iterations and returns their losses.
+    ``build(args)`` returns the parts: ``net``, ``train_loader`` (a function of the
+    batchify function), ``val_loader``, ``train_batchify`` and ``gluoncv_batchify`` (a
+    function of gluoncv's batchify module); ``fields`` names the train and the val fields;
+    ``train_steps(net, batches, steps)`` runs training iterations and returns their losses.
+    Returns the exit code, 0.
     """
+    args = parser.parse_args(argv)
+    parts = build(args)
     progress = not args.no_progress
     counts = time_loader(parts['train_loader'](parts['train_batchify']), args.batches,
                          title + ' train', progress)
@@ -182,7 +178,7 @@ def run_example(title, args, parts, fields, train):
         compare_with_gluoncv(parts['train_loader'], parts['train_batchify'],
                              parts['gluoncv_batchify'](gcv), args.batches, progress)
     if args.train_steps:
-        losses = train(counts[4], args.train_steps)
+        losses = train_steps(parts['net'], counts[4], args.train_steps)
         print('%s training: %d steps, loss %s'
               % (title, len(losses), ' -> '.join('%.3f' % loss for loss in losses)))
     return 0
