@@ -8,6 +8,7 @@ image and image info).
 ``--train-steps K`` runs K iterations of the RPN and R-CNN losses (and the mask loss),
 backward and an SGD step, one forward per shard as on one device per shard.
 """
+import functools
 import sys
 import warnings
 
@@ -149,10 +150,8 @@ def main(kind, argv=None):
     title = {'faster': 'Faster R-CNN', 'mask': 'Mask R-CNN'}[kind]
     parser = loader_parser('%s_rcnn_loader' % kind, '%s loaders on gluonbatch batchify'
                            % title, 2, 'short', DEFAULT_NETWORKS[kind])
-    args = parser.parse_args(argv)
-    parts = build(kind, args)
-    return run_example(title, args, parts, (TRAIN_FIELDS[kind], VAL_FIELDS[kind]),
-                       lambda batches, steps: train_steps(kind, parts['net'], batches, steps))
+    return run_example(title, parser, argv, functools.partial(build, kind),
+                       (TRAIN_FIELDS[kind], VAL_FIELDS[kind]), functools.partial(train_steps, kind))
 
 
 def main_faster(argv=None):

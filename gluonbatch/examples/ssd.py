@@ -75,10 +75,7 @@ def main(argv=None):
     """Run the SSD loaders (and optionally training steps); returns the exit code."""
     parser = loader_parser('ssd_loader', __doc__.split('\n')[0], 8, 'data-shape',
                            'ssd_300_mobilenet0.25_voc')
-    args = parser.parse_args(argv)
-    parts = build(args)
-    return run_example('SSD', args, parts, (TRAIN_FIELDS, VAL_FIELDS),
-                       lambda batches, steps: train_steps(parts['net'], batches, steps))
+    return run_example('SSD', parser, argv, build, (TRAIN_FIELDS, VAL_FIELDS), train_steps)
 
 
 if __name__ == '__main__':

@@ -78,10 +78,7 @@ def main(argv=None):
     """Run the YOLOv3 loaders (and optionally training steps); returns the exit code."""
     parser = loader_parser('yolo_loader', __doc__.split('\n')[0], 8, 'data-shape',
                            'yolo3_mobilenet0.25_voc')
-    args = parser.parse_args(argv)
-    parts = build(args)
-    return run_example('YOLOv3', args, parts, (TRAIN_FIELDS, VAL_FIELDS),
-                       lambda batches, steps: train_steps(parts['net'], batches, steps))
+    return run_example('YOLOv3', parser, argv, build, (TRAIN_FIELDS, VAL_FIELDS), train_steps)
 
 
 if __name__ == '__main__':
