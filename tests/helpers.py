@@ -1,10 +1,25 @@
 """Helpers shared by the tests: the output context, walking batches, independent records
-of inputs (to prove batchify neither changes nor aliases them), and a tiny R-CNN network."""
+of inputs (to prove batchify neither changes nor aliases them), a tiny R-CNN network, and
+WebDataset shards written independently of gluonbatch's writer.
+
+The WebDatasets here are built with tarfile, Pillow JPEGs and pandas parquet, not with
+gluonbatch's writer, so the reader is checked against independently written shards;
+faults (truncation, corrupt headers, stale indexes, bad names) are injected into those
+files.
+"""
 import collections.abc
 import copy
+import io
+import json
+import os
+import tarfile
 
 import mxnet as mx
 import numpy as np
+import pandas as pd
+from PIL import Image
+
+from gluonbatch.webdataset import write_index
 
 #: Where every NDArray gluonbatch returns lives (default memory setting).
 SHARED = mx.Context('cpu_shared', 0)
@@ -74,3 +89,109 @@ def tiny_rcnn_net(channels=8, stride=16):
     net = mx.gluon.nn.HybridSequential()
     net.features = mx.gluon.nn.Conv2D(channels, 3, strides=stride, padding=1)
     return net
+
+
+# --------------------------------------------------------------------------- WebDatasets
+
+ID = 'key'
+TIMEOUT = 60  # seconds a DataLoader waits for a worker
+
+
+def jpeg_bytes(seed, height, width):
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, 'JPEG', quality=85)
+    return out.getvalue()
+
+
+def record(shard, sample, digits=4, key=None):
+    """One record of shard ``shard``: id by the layout's rule (or ``key``), real JPEG,
+    caption, json."""
+    key = '%05d%0*d' % (shard, digits, sample) if key is None else key
+    height, width = 8 + (3 * shard + sample) % 9, 8 + (5 * shard + 2 * sample) % 11
+    caption = 'caption of %s: a café, number %d' % (key, sample)
+    meta = {ID: key, 'width': width, 'height': height, 'url': 'http://x/%s.jpg' % key}
+    return {'key': key, 'jpg': jpeg_bytes(shard * 10 ** digits + sample, height, width),
+            'txt': caption.encode('utf-8'), 'json': json.dumps(meta).encode('utf-8'),
+            'row': {ID: key, 'caption': caption, 'width': width, 'height': height,
+                    'score': float(sample) / 10, 'shard': shard}}
+
+
+def write_tar(path, members, fmt=tarfile.PAX_FORMAT, mtime=1700000000):
+    """A tar of ``[(name, bytes), ...]`` written by the stdlib; ``bytes`` None is a directory.
+
+    A float ``mtime`` gives every member a pax header in ``PAX_FORMAT`` (as the
+    ``webdataset`` library's TarWriter writes them).
+    """
+    with tarfile.open(path, 'w', format=fmt) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.mtime = mtime
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+
+def members_of(records):
+    return [('%s.%s' % (rec['key'], ext), rec[ext]) for rec in records
+            for ext in ('jpg', 'txt', 'json')]
+
+
+def write_shard(directory, stem, records, shuffle=None, index=False):
+    """``stem.tar`` + ``stem.parquet`` (+ ``stem.idx``); ``shuffle`` permutes both orders."""
+    order = list(records)
+    if shuffle is not None:
+        order = [order[i] for i in shuffle.permutation(len(order))]
+    write_tar(os.path.join(directory, stem + '.tar'), members_of(order))
+    if shuffle is not None:
+        order = [order[i] for i in shuffle.permutation(len(order))]
+    frame = pd.DataFrame([rec['row'] for rec in order],
+                         columns=[ID, 'caption', 'width', 'height', 'score', 'shard'])
+    frame.to_parquet(os.path.join(directory, stem + '.parquet'), index=False)
+    if index:
+        write_index(os.path.join(directory, stem + '.tar'))
+
+
+def make_dataset(directory, sizes=(3, 2, 4), index=False, shuffle_seed=None):
+    """Shards of the given sizes; returns the records in the dataset's expected order."""
+    os.makedirs(directory, exist_ok=True)
+    expected = []
+    rng = None if shuffle_seed is None else np.random.default_rng(shuffle_seed)
+    for shard, size in enumerate(sizes):
+        records = [record(shard, sample) for sample in range(size)]
+        write_shard(directory, '%05d' % shard, records, shuffle=rng, index=index)
+        expected += sorted(records, key=lambda rec: rec['key'])
+    return expected
+
+
+def check_record(ds, i, rec):
+    image, caption, meta = ds[i]
+    assert isinstance(image, mx.nd.NDArray) and image.dtype == np.uint8
+    assert image.shape == (rec['row']['height'], rec['row']['width'], 3)
+    np.testing.assert_array_equal(image.asnumpy(), mx.image.imdecode(rec['jpg']).asnumpy())
+    assert caption == rec['txt'].decode('utf-8') and isinstance(caption, str)
+    assert meta == json.loads(rec['json'])
+
+
+def files(directory):
+    return sorted(os.listdir(directory))
+
+
+def cut(path, size):
+    with open(path, 'r+b') as handle:
+        handle.truncate(size)
+
+
+def tar_infos(path):
+    with tarfile.open(path) as tar:
+        return tar.getmembers()
+
+
+def edit_index(path, edit):
+    idx = os.path.join(path, '00000.idx')
+    lines = open(idx).read().splitlines()
+    open(idx, 'w').write('\n'.join(edit(lines)) + '\n')

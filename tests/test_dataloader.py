@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gluonbatch.batchify import Append, Pad, Stack, Tuple
-from helpers import SHARED
+from helpers import SHARED, ndarrays
 
 
 
@@ -20,12 +20,6 @@ class DetectionLikeDataset(mx.gluon.data.Dataset):
         return image, boxes, image
 
 
-def leaves(batch):
-    if isinstance(batch, (list, tuple)):
-        return [leaf for item in batch for leaf in leaves(item)]
-    return [batch]
-
-
 @pytest.mark.parametrize('num_workers', [0, 1, 2])
 @pytest.mark.parametrize('thread_pool', [False, True])
 def test_every_sample_arrives_once_in_shared_memory(num_workers, thread_pool):
@@ -35,7 +29,7 @@ def test_every_sample_arrives_once_in_shared_memory(num_workers, thread_pool):
         num_workers=num_workers, thread_pool=thread_pool)
     seen = []
     for images, (boxes, lengths), appended in loader:
-        assert all(leaf.context == SHARED for leaf in leaves((images, boxes, lengths)))
+        assert all(leaf.context == SHARED for leaf in ndarrays((images, boxes, lengths)))
         ids = images.asnumpy()[:, 0, 0, 0].astype(int)
         np.testing.assert_array_equal(lengths.asnumpy(), ids % 5 + 1)
         for row, idx, length in zip(boxes.asnumpy(), ids, ids % 5 + 1):

@@ -9,6 +9,7 @@ import pytest
 from gluonbatch.batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
 from gluonbatch.dataloader import ShardedLoader, split_to_devices
 from gluonbatch.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
+from helpers import tiny_rcnn_net
 
 CTX = [mx.cpu(i) for i in range(4)]
 
@@ -100,12 +101,6 @@ def test_ret_length_and_namedtuple_and_dict():
     assert parts[1]['x'].context == mx.cpu(1)
 
 
-def _rcnn_net():
-    net = mx.gluon.nn.HybridSequential()
-    net.features = mx.gluon.nn.Conv2D(8, 3, strides=16, padding=1)
-    return net
-
-
 def _rcnn_sample(rng, height, width, masks=False):
     fh, fw = -(-height // 16), -(-width // 16)
     sample = (rng.rand(3, height, width).astype('float32'),
@@ -122,7 +117,7 @@ def test_rcnn_batches(masks):
     rng = np.random.RandomState(1)
     samples = [_rcnn_sample(rng, 32 + 16 * (k % 3), 48 + 16 * (k % 2), masks) for k in range(6)]
     cls = MaskRCNNTrainBatchify if masks else FasterRCNNTrainBatchify
-    sharded = cls(_rcnn_net(), num_shards=3)(samples)
+    sharded = cls(tiny_rcnn_net(), num_shards=3)(samples)
     parts = split_to_devices(sharded, CTX[:3])
     assert len(parts) == 3
     for shard, (part, ctx) in enumerate(zip(parts, CTX)):
@@ -131,7 +126,7 @@ def test_rcnn_batches(masks):
             assert value.context == ctx
             _assert_copy(value, sharded[field][shard])
         # each shard equals the same samples batchified alone
-        alone = cls(_rcnn_net())(samples[2 * shard:2 * shard + 2])
+        alone = cls(tiny_rcnn_net())(samples[2 * shard:2 * shard + 2])
         for value, want in zip(part, alone):
             want = want[0] if isinstance(want, tuple) else want
             np.testing.assert_array_equal(value.asnumpy(), want.asnumpy())
@@ -140,7 +135,7 @@ def test_rcnn_batches(masks):
 def test_rcnn_one_shard_goes_to_the_first_device():
     rng = np.random.RandomState(2)
     samples = [_rcnn_sample(rng, 32, 48) for _ in range(2)]
-    batch = FasterRCNNTrainBatchify(_rcnn_net())(samples)
+    batch = FasterRCNNTrainBatchify(tiny_rcnn_net())(samples)
     (part,) = split_to_devices(batch, CTX)
     assert all(value.context == mx.cpu(0) for value in part)
     np.testing.assert_array_equal(part[2].asnumpy(), batch[2][0].asnumpy())

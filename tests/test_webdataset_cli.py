@@ -6,7 +6,7 @@ import pytest
 from gluonbatch import cli
 from gluonbatch.webdataset import ImageTextPairDataset
 
-from wds_testdata import ID, data, record, write_shard
+from helpers import ID, record, write_shard
 
 
 def test_cli_index_inspect_reshard(data, tmp_path, capsys):

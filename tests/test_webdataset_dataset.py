@@ -14,8 +14,8 @@ from gluonbatch import default_collate
 from gluonbatch.batchify import List, Pad, Tuple
 from gluonbatch.webdataset import IMAGE_EXTENSIONS, ImageTextPairDataset, write_index
 
-from wds_testdata import (ID, TIMEOUT, check_record, cut, data, files, make_dataset, record,
-                          tar_infos, write_shard, write_tar)
+from helpers import (ID, TIMEOUT, check_record, cut, files, make_dataset, record, tar_infos,
+                     write_shard, write_tar)
 
 
 @pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from gluonbatch.webdataset import ImageTextPairDataset, write_index
 
-from wds_testdata import (ID, check_record, edit_index, files, make_dataset, members_of, record,
-                          tar_infos, write_tar)
+from helpers import (ID, check_record, edit_index, files, make_dataset, members_of, record,
+                     tar_infos, write_tar)
 
 
 def test_index_and_scan_give_the_same_dataset(tmp_path):

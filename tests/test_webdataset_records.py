@@ -6,7 +6,7 @@ import pytest
 
 from gluonbatch.webdataset import ImageTextPairDataset, write_index
 
-from wds_testdata import ID, check_record, members_of, record, write_shard, write_tar
+from helpers import ID, check_record, members_of, record, write_shard, write_tar
 
 
 @pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])

@@ -7,7 +7,7 @@ import pytest
 
 from gluonbatch.webdataset import ImageTextPairDataset
 
-from wds_testdata import ID, data, make_dataset
+from helpers import ID, make_dataset
 
 
 def open_part(path, spelling, num_parts, part_index):

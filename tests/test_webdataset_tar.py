@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gluonbatch.webdataset import ImageTextPairDataset, write_index
 from gluonbatch.webdataset.tar import check_headers, member_header, padded, scan_tar
 
-from wds_testdata import ID, check_record, cut, data, members_of, record, tar_infos, write_tar
+from helpers import ID, check_record, cut, members_of, record, tar_infos, write_tar
 
 
 @pytest.mark.skipif(shutil.which('tar') is None, reason='needs GNU tar')

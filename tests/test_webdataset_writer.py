@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from gluonbatch.webdataset import ImageTextPairDataset
 
-from wds_testdata import (ID, check_record, cut, data, files, make_dataset, members_of, record,
-                          tar_infos, write_tar)
+from helpers import (ID, check_record, cut, files, make_dataset, members_of, record, tar_infos,
+                     write_tar)
 
 
 def test_save_metadata_replaces_own_parquets_atomically(data, monkeypatch):
