@@ -51,8 +51,8 @@ def webdataset_dataset(path, id_col, rank, num_workers):
     """This rank's shards of an image-text dataset: (CHW float image, target, id)."""
     from gluonbatch.webdataset import ImageTextPairDataset
 
-    dataset = ImageTextPairDataset.from_webdataset(path, id_col, rank=rank,
-                                                   world_size=num_workers)
+    dataset = ImageTextPairDataset.from_webdataset(path, id_col, num_parts=num_workers,
+                                                   part_index=rank)
     if len(dataset) == 0:
         raise SystemExit('rank %d of %d has no records in %s (fewer shards than workers)'
                          % (rank, num_workers, path))
