@@ -12,6 +12,7 @@ from gluonbatch import BatchifyUsageError, default_collate
 from gluonbatch.batchify import (Append, Dict, List, NamedTuple, Pad, Stack, Tuple,
                                  dict_batchify_fn, ms_batchify_fn)
 from gluonbatch.dataloader import default_batchify_fn, default_pad_batchify_fn
+from helpers import tiny_rcnn_net
 
 Point = collections.namedtuple('Point', ['x', 'y'])
 
@@ -62,7 +63,7 @@ def test_combinator_misuse_is_catchable_as_type_error_and_as_value_error(make):
 @pytest.mark.parametrize('make, name', [
     (lambda v: Pad(num_shards=v), 'num_shards'), (lambda v: Pad(round_to=v), 'round_to'),
     (lambda v: Append(batch_axis=v), 'batch_axis'),
-    (lambda v: gluonbatch.FasterRCNNTrainBatchify(_TinyNet(), num_shards=v), 'num_shards'),
+    (lambda v: gluonbatch.FasterRCNNTrainBatchify(tiny_rcnn_net(), num_shards=v), 'num_shards'),
 ])
 @given(value=st.one_of(st.text(max_size=3), st.floats(allow_nan=False), st.booleans(),
                        st.lists(st.integers(), max_size=2)))
@@ -73,7 +74,7 @@ def test_integer_arguments_of_a_wrong_type_are_type_errors(make, name, value):
 
 @pytest.mark.parametrize('make, name', [
     (lambda v: Pad(num_shards=v), 'num_shards'), (lambda v: Pad(round_to=v), 'round_to'),
-    (lambda v: gluonbatch.FasterRCNNTrainBatchify(_TinyNet(), num_shards=v), 'num_shards'),
+    (lambda v: gluonbatch.FasterRCNNTrainBatchify(tiny_rcnn_net(), num_shards=v), 'num_shards'),
 ])
 @given(value=st.integers(max_value=0))
 def test_integer_arguments_below_their_minimum_are_value_errors(make, name, value):
@@ -84,9 +85,3 @@ def test_integer_arguments_below_their_minimum_are_value_errors(make, name, valu
 def test_mxnet_and_numpy_arrays_are_batches_too():
     assert Stack()(np.ones((3, 2))).shape == (3, 2)
     assert Stack()(mx.nd.ones((3, 2))).shape == (3, 2)
-
-
-class _TinyNet(mx.gluon.nn.HybridSequential):
-    def __init__(self):
-        super().__init__()
-        self.features = mx.gluon.nn.Conv2D(2, 3, strides=16, padding=1)
