@@ -23,7 +23,7 @@ import mxnet as mx
 import numpy as np
 
 from ._core.assemble import apply_to_field, stack_arrays
-from ._core.checks import check_batch, describe
+from ._core.checks import BatchifyUsageError, check_batch, describe
 from ._core.layout import common_dtype
 from ._core.samples import as_host_arrays
 
@@ -56,11 +56,11 @@ def collate_mapping(samples, collate):
     keys = set(first)
     for index, sample in enumerate(samples):
         if not isinstance(sample, Mapping):
-            raise TypeError('sample %d is a %s; the batch started with a %s'
-                            % (index, describe(sample), describe(first)))
+            raise BatchifyUsageError('sample %d is a %s; the batch started with a %s'
+                                     % (index, describe(sample), describe(first)))
         if set(sample) != keys:
-            raise ValueError('sample %d has keys %s; sample 0 has %s'
-                             % (index, sorted(map(str, sample)), sorted(map(str, keys))))
+            raise BatchifyUsageError('sample %d has keys %s; sample 0 has %s'
+                                     % (index, sorted(map(str, sample)), sorted(map(str, keys))))
     collated = {key: apply_to_field(collate, [sample[key] for sample in samples], repr(key))
                 for key in first}
     try:
@@ -75,11 +75,12 @@ def collate_sequence(samples, collate):
     width = len(first)
     for index, sample in enumerate(samples):
         if isinstance(sample, (str, bytes)) or not isinstance(sample, Sequence):
-            raise TypeError('sample %d is a %s; the batch started with a %s'
-                            % (index, describe(sample), describe(first)))
+            raise BatchifyUsageError('sample %d is a %s; the batch started with a %s'
+                                     % (index, describe(sample), describe(first)))
         if len(sample) != width:
-            raise ValueError('each element in the batch should be of equal size: sample %d '
-                             'has %d items, sample 0 has %d' % (index, len(sample), width))
+            raise BatchifyUsageError('each element in the batch should be of equal size: sample '
+                                     '%d has %d items, sample 0 has %d'
+                                     % (index, len(sample), width))
     fields = [apply_to_field(collate, [sample[i] for sample in samples], i) for i in range(width)]
     if hasattr(first, '_fields'):  # namedtuple
         return type(first)(*fields)
@@ -94,8 +95,8 @@ class Collate:
 
     Calling it on a batch (a list of samples) looks at the type of the first sample and
     runs the function registered for the most specific type it is an instance of
-    (abstract types such as ``collections.abc.MutableSequence`` included). Functions take ``(samples, collate)`` and may call ``collate(values)`` to
-    recurse.
+    (abstract types such as ``collections.abc.MutableSequence`` included). Functions take
+    ``(samples, collate)`` and may call ``collate(values)`` to recurse.
 
     Built in: ``mx.nd.NDArray``, ``numpy.ndarray`` and numpy scalars (stacked, dtype kept);
     ``bool``/``int``/``float`` (1-d NDArray of bool/int64/float64); ``str``/``bytes``

@@ -23,7 +23,7 @@ import numpy as np
 
 from ._core.alloc import allocate
 from ._core.assemble import stack_arrays
-from ._core.checks import check_batch, check_int, describe
+from ._core.checks import check_batch, check_fields, check_int, describe
 from ._core.layout import common_dtype
 from ._core.samples import as_host_arrays
 from ._core.write import write_slots
@@ -38,7 +38,9 @@ __all__ = ['default_batchify_fn', 'default_mp_batchify_fn', 'default_pad_batchif
 
 
 def _per_field(fn, data):
-    """Tuple samples: ``fn`` applied to each field, as a list (gluoncv's layout)."""
+    """Tuple samples: ``fn`` applied to each field, as a list (gluoncv's layout). Every
+    sample must have as many fields as sample 0 (gluoncv silently drops the extra ones)."""
+    check_fields(data, len(data[0]), '%s (like sample 0)' % fn.__name__)
     return [fn(list(field)) for field in zip(*data)]
 
 

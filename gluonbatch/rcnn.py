@@ -14,7 +14,7 @@ import numpy as np
 
 from ._core.alloc import allocate
 from ._core.assemble import pad_shards
-from ._core.checks import BatchifyUsageError, check_batch, check_int, describe
+from ._core.checks import check_batch, check_fields, check_int, describe
 from ._core.layout import shard_bounds
 from ._core.process import shared_by_key
 from ._core.samples import as_host_array, as_host_arrays
@@ -128,17 +128,6 @@ def _restore_feature_shapes(token, symbol_json, maxsize):
     return restored
 
 
-def _check_samples(data, num_elements, name):
-    check_batch(data)
-    for index, sample in enumerate(data):
-        if isinstance(sample, (str, bytes)) or not hasattr(sample, '__len__'):
-            raise BatchifyUsageError('sample %d is a %s; %s expects a tuple of %d elements'
-                                     % (index, describe(sample), name, num_elements))
-        if len(sample) != num_elements:
-            raise BatchifyUsageError('sample %d has %d elements; %s expects %d'
-                                     % (index, len(sample), name, num_elements))
-
-
 def _check_images(images):
     for index, image in enumerate(images):
         if image.ndim != 3:
@@ -221,7 +210,8 @@ class FasterRCNNTrainBatchify:
 
     def __call__(self, data):
         """Batchify ``data``, a list of 5-element samples."""
-        _check_samples(data, self.NUM_ELEMENTS, type(self).__name__)
+        check_batch(data)
+        check_fields(data, self.NUM_ELEMENTS, type(self).__name__, 'elements')
         return self._batchify(data, shard_bounds(len(data), self._num_shards))
 
     def _batchify(self, data, bounds):
@@ -306,7 +296,8 @@ class MaskRCNNTrainBatchify(FasterRCNNTrainBatchify):
 
     def __call__(self, data):
         """Batchify ``data``, a list of 6-element samples."""
-        _check_samples(data, self.NUM_ELEMENTS, type(self).__name__)
+        check_batch(data)
+        check_fields(data, self.NUM_ELEMENTS, type(self).__name__, 'elements')
         bounds = shard_bounds(len(data), self._num_shards)
         images, boxes, cls, box, mask = self._batchify(data, bounds)
         masks, _ = pad_shards(as_host_arrays([s[5] for s in data]), bounds, axis=(0, 1, 2),

@@ -18,7 +18,7 @@ Examples
 import mxnet as mx
 import numpy as np
 
-from ._core.checks import check_choice, check_int
+from ._core.checks import check_choice, check_int, check_part
 
 __all__ = ['SplitSampler']
 
@@ -86,11 +86,7 @@ class SplitSampler(mx.gluon.data.Sampler):
     def __init__(self, length, num_parts=1, part_index=0, shuffle=False, seed=0,
                  last_part='pad'):
         self._length = check_int(length, 'length', minimum=0)
-        self._num_parts = check_int(num_parts, 'num_parts', minimum=1)
-        self._part_index = check_int(part_index, 'part_index', minimum=0)
-        if self._part_index >= self._num_parts:
-            raise ValueError('part_index must be in [0, num_parts); got part_index %d with '
-                             'num_parts %d' % (self._part_index, self._num_parts))
+        self._num_parts, self._part_index = check_part(num_parts, part_index)
         self._seed = check_int(seed, 'seed', minimum=0)
         check_choice(last_part, 'last_part', self._MODES)
         self._shuffle = bool(shuffle)

@@ -123,7 +123,7 @@ def test_tuple_arguments():
 
 
 def test_tuple_field_count_mismatch_names_sample():
-    with pytest.raises(ValueError, match='sample 1 has 3 fields; this Tuple has 2'):
+    with pytest.raises(ValueError, match='sample 1 has 3 fields; Tuple expects 2'):
         Tuple(Stack(), Stack())([(1, 2), (1, 2, 3)])
     with pytest.raises(TypeError, match='sample 0 is a int; Tuple expects'):
         Tuple(Stack(), Stack())([1, 2])

@@ -11,7 +11,8 @@ import gluonbatch
 from gluonbatch import BatchifyUsageError, default_collate
 from gluonbatch.batchify import (Append, Dict, List, NamedTuple, Pad, Stack, Tuple,
                                  dict_batchify_fn, ms_batchify_fn)
-from gluonbatch.dataloader import default_batchify_fn, default_pad_batchify_fn
+from gluonbatch.dataloader import (default_batchify_fn, default_pad_batchify_fn,
+                                   tsn_mp_batchify_fn)
 from helpers import tiny_rcnn_net
 
 Point = collections.namedtuple('Point', ['x', 'y'])
@@ -23,7 +24,20 @@ BATCHIFIERS = {
     'NamedTuple': NamedTuple(Point, [Stack(), Stack()]), 'default_collate': default_collate,
     'default_batchify_fn': default_batchify_fn,
     'default_pad_batchify_fn': default_pad_batchify_fn, 'ms_batchify_fn': ms_batchify_fn,
-    'dict_batchify_fn': dict_batchify_fn,
+    'dict_batchify_fn': dict_batchify_fn, 'tsn_mp_batchify_fn': tsn_mp_batchify_fn,
+    'FasterRCNNTrainBatchify': gluonbatch.FasterRCNNTrainBatchify(tiny_rcnn_net()),
+    'MaskRCNNTrainBatchify': gluonbatch.MaskRCNNTrainBatchify(tiny_rcnn_net()),
+    'Collate': gluonbatch.Collate(),
+}
+
+# Functions of tuple samples, and a sample of the width each expects.
+TUPLE_BATCHIFIERS = {
+    'Tuple': (Tuple(List(), List()), 2), 'default_batchify_fn': (default_batchify_fn, 2),
+    'default_pad_batchify_fn': (default_pad_batchify_fn, 2),
+    'tsn_mp_batchify_fn': (tsn_mp_batchify_fn, 2), 'ms_batchify_fn': (ms_batchify_fn, 2),
+    'default_collate': (default_collate, 2),
+    'FasterRCNNTrainBatchify': (BATCHIFIERS['FasterRCNNTrainBatchify'], 5),
+    'MaskRCNNTrainBatchify': (BATCHIFIERS['MaskRCNNTrainBatchify'], 6),
 }
 
 
@@ -38,6 +52,28 @@ def test_a_mapping_passed_as_a_batch_is_a_type_error_everywhere(name):
 def test_an_empty_batch_is_a_value_error_everywhere(name):
     with pytest.raises(ValueError, match='the batch is empty'):
         BATCHIFIERS[name]([])
+
+
+@pytest.mark.parametrize('name', sorted(TUPLE_BATCHIFIERS))
+@given(widths=st.lists(st.integers(0, 7), min_size=2, max_size=5), data=st.data())
+def test_tuple_samples_of_another_width_are_misuse_never_truncated(name, widths, data):
+    fn, width = TUPLE_BATCHIFIERS[name]
+    widths[0] = width  # sample 0 sets (or has) the width every sample must have
+    odd = data.draw(st.integers(1, len(widths) - 1))
+    if widths[odd] == width:
+        widths[odd] = width + 1
+    samples = [tuple(np.ones(1, 'float32') for _ in range(w)) for w in widths]
+    with pytest.raises(BatchifyUsageError, match=r'sample \d+ has \d+ (fields|elements|items)'):
+        fn(samples)
+
+
+@pytest.mark.parametrize('name', sorted(TUPLE_BATCHIFIERS))
+@pytest.mark.parametrize('sample', [3, 'abc', {'a': 1}], ids=['int', 'str', 'dict'])
+def test_a_non_tuple_sample_among_tuples_is_misuse(name, sample):
+    fn, width = TUPLE_BATCHIFIERS[name]
+    first = tuple(np.ones(1, 'float32') for _ in range(width))
+    with pytest.raises(BatchifyUsageError, match='sample 1 is a'):
+        fn([first, sample])
 
 
 @pytest.mark.parametrize('make', [

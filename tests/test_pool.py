@@ -301,7 +301,8 @@ def test_pinned_batches_keep_every_container_type(num_workers):
     batchify = Tuple(NamedTuple(Labelled, [Stack(), Pad(pad_val=-1)]),
                      Dict({'labels': Pad()}), List())
     loader = RandomTransformDataLoader(
-        [lambda image, labels: (Labelled(image, labels), {'labels': labels}, 'name')], LabelledSamples(),
+        [lambda image, labels: (Labelled(image, labels), {'labels': labels}, 'name')],
+        LabelledSamples(),
         batch_size=3, pin_memory=True, num_workers=num_workers, batchify_fn=batchify)
     batches = list(loader)
     assert len(batches) == 2

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 __all__ = ['BatchifyUsageError', 'describe', 'check_int', 'check_choice', 'check_callable',
-           'check_batch', 'check_dtype', 'SUPPORTED_DTYPES']
+           'check_batch', 'check_fields', 'check_part', 'check_dtype', 'SUPPORTED_DTYPES']
 
 #: dtypes a legacy ``mx.nd.NDArray`` can hold.
 SUPPORTED_DTYPES = tuple(np.dtype(t) for t in (
@@ -139,6 +139,45 @@ def check_batch(data):
         raise TypeError('a batch must be a list of samples, got %s' % describe(data))
     if len(data) == 0:
         raise ValueError('the batch is empty: there are no samples to batchify')
+
+
+def check_fields(data, width, owner, unit='fields'):
+    """Raise BatchifyUsageError unless every sample is a tuple or list of ``width`` items.
+
+    ``owner`` names the function that expects them in the message.
+
+    >>> check_fields([(1, 2), (3, 4)], 2, 'Tuple')
+    >>> check_fields([(1, 2), (3,)], 2, 'Tuple')
+    Traceback (most recent call last):
+    ...
+    gluonbatch._core.checks.BatchifyUsageError: sample 1 has 1 fields; Tuple expects 2
+    """
+    for index, sample in enumerate(data):
+        if isinstance(sample, (str, bytes, Mapping)) or not isinstance(sample, Sequence):
+            raise BatchifyUsageError('sample %d is a %s; %s expects a tuple or list of %d %s'
+                                     % (index, describe(sample), owner, width, unit))
+        if len(sample) != width:
+            raise BatchifyUsageError('sample %d has %d %s; %s expects %d'
+                                     % (index, len(sample), unit, owner, width))
+
+
+def check_part(num_parts, part_index):
+    """Return ``(num_parts, part_index)`` as ints if they name one part of a split, as
+    :func:`check_int` checks them (``num_parts >= 1``, ``0 <= part_index < num_parts``).
+
+    >>> check_part(4, 3)
+    (4, 3)
+    >>> check_part(4, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: part_index must be in [0, num_parts); got part_index 4 with num_parts 4
+    """
+    num_parts = check_int(num_parts, 'num_parts', minimum=1)
+    part_index = check_int(part_index, 'part_index', minimum=0)
+    if part_index >= num_parts:
+        raise ValueError('part_index must be in [0, num_parts); got part_index %d with '
+                         'num_parts %d' % (part_index, num_parts))
+    return num_parts, part_index
 
 
 def check_dtype(dtype):

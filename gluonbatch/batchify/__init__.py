@@ -3,8 +3,9 @@
 Drop-in for ``gluoncv.data.batchify``: ``Stack``, ``Pad``, ``Append`` and ``Tuple`` return
 what gluoncv returns for every input gluoncv handles, and ``List``, ``Dict`` and
 ``NamedTuple`` combine fields the way GluonNLP users know. Every NDArray returned lives in
-``cpu_shared(0)`` (with the default memory setting) and is written once, so DataLoader worker processes pass batches to the
-main process by file descriptor without another copy.
+``cpu_shared(0)`` (with the default memory setting) and is written once, so DataLoader
+worker processes pass batches to the main process by file descriptor without another copy.
+``arrays`` holds the array functions, ``fields`` the field combinators.
 
 Examples
 --------

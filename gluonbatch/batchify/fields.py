@@ -9,10 +9,11 @@ Examples
 >>> batch['x'].shape, batch['name']
 ((2, 1), ['a', 'b'])
 """
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from .._core.assemble import apply_to_field
-from .._core.checks import BatchifyUsageError, check_batch, check_callable, describe
+from .._core.checks import (BatchifyUsageError, check_batch, check_callable, check_fields,
+                            describe)
 
 __all__ = ['Tuple', 'List', 'Dict', 'NamedTuple']
 
@@ -51,14 +52,7 @@ class Tuple:
     def __call__(self, data):
         """Return a tuple: field i of every sample batchified by the i-th function."""
         check_batch(data)
-        width = len(self._fn)
-        for index, sample in enumerate(data):
-            if isinstance(sample, (str, bytes, Mapping)) or not isinstance(sample, Sequence):
-                raise BatchifyUsageError('sample %d is a %s; Tuple expects a tuple or list of %d '
-                                         'fields' % (index, describe(sample), width))
-            if len(sample) != width:
-                raise BatchifyUsageError('sample %d has %d fields; this Tuple has %d batchify '
-                                         'functions' % (index, len(sample), width))
+        check_fields(data, len(self._fn), 'Tuple')
         return tuple(apply_to_field(fn, [sample[i] for sample in data], i)
                      for i, fn in enumerate(self._fn))
 

@@ -2,7 +2,7 @@
 image sizes) and ``dict_batchify_fn`` (dicts of NDArrays)."""
 import mxnet as mx
 
-from .._core.checks import check_batch, describe
+from .._core.checks import check_batch, check_fields, describe
 from .arrays import Append, Stack
 from .fields import Dict
 
@@ -28,6 +28,7 @@ def ms_batchify_fn(data):
     if isinstance(first, mx.nd.NDArray):
         return _APPEND_AS_IS(data)
     if isinstance(first, tuple):
+        check_fields(data, len(first), 'ms_batchify_fn (like sample 0)')
         return [ms_batchify_fn(list(field)) for field in zip(*data)]
     raise TypeError('ms_batchify_fn takes NDArrays, strings or tuples of them; sample 0 is a '
                     '%s' % describe(first))

@@ -151,7 +151,8 @@ def main(kind, argv=None):
     parser = loader_parser('%s_rcnn_loader' % kind, '%s loaders on gluonbatch batchify'
                            % title, 2, 'short', DEFAULT_NETWORKS[kind])
     return run_example(title, parser, argv, functools.partial(build, kind),
-                       (TRAIN_FIELDS[kind], VAL_FIELDS[kind]), functools.partial(train_steps, kind))
+                       (TRAIN_FIELDS[kind], VAL_FIELDS[kind]),
+                       functools.partial(train_steps, kind))
 
 
 def main_faster(argv=None):

@@ -9,7 +9,7 @@ import os
 import re
 import warnings
 
-from .._core.checks import check_int
+from .._core.checks import check_part
 
 SHARD_FILE = re.compile(r'^(\d+)\.(tar|parquet|idx)$')
 _EXAMPLES = 5                       # ids listed in an error message
@@ -108,12 +108,8 @@ def part_arguments(num_parts, part_index, rank=None, world_size=None, stacklevel
                 raise TypeError('give %s or its deprecated alias %s, not both' % (name, alias))
         part_index = rank if rank is not None else part_index
         num_parts = world_size if world_size is not None else num_parts
-    num_parts = check_int(1 if num_parts is None else num_parts, 'num_parts', minimum=1)
-    part_index = check_int(0 if part_index is None else part_index, 'part_index', minimum=0)
-    if part_index >= num_parts:
-        raise ValueError('part_index must be in [0, num_parts); got part_index %d with '
-                         'num_parts %d' % (part_index, num_parts))
-    return num_parts, part_index
+    return check_part(1 if num_parts is None else num_parts,
+                      0 if part_index is None else part_index)
 
 
 def select_part(stems, num_parts, part_index):
