@@ -3,8 +3,8 @@
 Besides the usual settings, this file generates, at every build, the files the pages
 include from ``docs/_generated/`` (ignored by git):
 
-* one PNG per batchify function, drawn by :mod:`gluonbatch.examples.figures` from the
-  real outputs of the functions;
+* one PNG per batchify function, drawn by ``docs/figures.py`` from the real outputs of
+  the functions;
 * the benchmark bar chart, drawn from the committed ``docs/bench_results.json`` by
   :func:`gluonbatch.bench.plot.plot_ratios` (what ``gluonbatch bench --plot`` uses), and its
   table and machine facts (the benchmark itself is not run);
@@ -22,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 GENERATED = os.path.join(HERE, '_generated')
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)  # figures.py
 os.environ['COLUMNS'] = '88'  # argparse wraps --help text to this width
 
 import gluonbatch  # noqa: E402
@@ -160,7 +161,7 @@ def benchmark_files():
 
 
 def generate():
-    from gluonbatch.examples.figures import draw_all
+    from figures import draw_all
 
     os.makedirs(GENERATED, exist_ok=True)
     draw_all(GENERATED)

@@ -93,7 +93,9 @@ def test_internal_links_resolve(html_dir):
 
 def test_every_picture_is_in_the_build(html_dir):
     images = os.listdir(html_dir / '_images')
-    from gluonbatch.examples.figures import FIGURES
+    import sys
+    sys.path.insert(0, DOCS)
+    from figures import FIGURES
 
     for name in list(FIGURES) + ['bench_ratios', 'demo_batch']:
         assert name + '.png' in images, name

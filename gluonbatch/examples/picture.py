@@ -34,10 +34,11 @@ def draw_detection_batch(path, images, labels, valid_sizes, shards, title, colum
     Examples
     --------
     >>> import os, tempfile
-    >>> out = os.path.join(tempfile.mkdtemp(), 'b.png')
-    >>> _ = draw_detection_batch(out, [np.zeros((3, 40, 60))], [np.array([[5, 5, 20, 30, 1]])],
-    ...                          [(40, 50)], [0], 'one image')
-    >>> open(out, 'rb').read(8) == b'\\x89PNG\\r\\n\\x1a\\n'
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     out = os.path.join(tmp, 'b.png')
+    ...     _ = draw_detection_batch(out, [np.zeros((3, 40, 60))],
+    ...                              [np.array([[5, 5, 20, 30, 1]])], [(40, 50)], [0], 'one image')
+    ...     open(out, 'rb').read(8) == b'\\x89PNG\\r\\n\\x1a\\n'
     True
     """
     import matplotlib

@@ -3,7 +3,8 @@
 Every figure is made by calling the real gluonbatch function on a few tiny samples and
 drawing its output: one panel per output field, one row per sample (or per list item),
 each cell coloured by the sample its value came from and padding shaded grey and hatched.
-``docs/conf.py`` calls :func:`draw_all` at build time.
+``docs/conf.py`` calls :func:`draw_all` at build time; the figures belong to the pages,
+not to the package.
 """
 import collections
 import os
@@ -164,8 +165,9 @@ def draw_figure(name, path):
     Examples
     --------
     >>> import os, tempfile
-    >>> out = draw_figure('pad', os.path.join(tempfile.mkdtemp(), 'pad.png'))
-    >>> open(out, 'rb').read(8) == b'\\x89PNG\\r\\n\\x1a\\n'
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     out = draw_figure('pad', os.path.join(tmp, 'pad.png'))
+    ...     open(out, 'rb').read(8) == b'\\x89PNG\\r\\n\\x1a\\n'
     True
     """
     import matplotlib
