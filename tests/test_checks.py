@@ -13,6 +13,7 @@ from gluonbatch.batchify import (Append, Dict, List, NamedTuple, Pad, Stack, Tup
                                  dict_batchify_fn, ms_batchify_fn)
 from gluonbatch.dataloader import (default_batchify_fn, default_pad_batchify_fn,
                                    tsn_mp_batchify_fn)
+from gluonbatch.examples.synthetic import SyntheticDetection
 from helpers import tiny_rcnn_net
 
 Point = collections.namedtuple('Point', ['x', 'y'])
@@ -99,6 +100,7 @@ def test_combinator_misuse_is_catchable_as_type_error_and_as_value_error(make):
 @pytest.mark.parametrize('make, name', [
     (lambda v: Pad(num_shards=v), 'num_shards'), (lambda v: Pad(round_to=v), 'round_to'),
     (lambda v: Append(batch_axis=v), 'batch_axis'),
+    (lambda v: SyntheticDetection(length=v), 'length'),
     (lambda v: gluonbatch.FasterRCNNTrainBatchify(tiny_rcnn_net(), num_shards=v), 'num_shards'),
 ])
 @given(value=st.one_of(st.text(max_size=3), st.floats(allow_nan=False), st.booleans(),

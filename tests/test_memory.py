@@ -136,3 +136,9 @@ def test_use_memory_is_scoped_and_restores_on_error():
         with gluonbatch.use_memory('disk'):
             pass
     assert gluonbatch.get_memory() == before
+
+
+def test_a_setting_of_the_wrong_type_is_a_type_error():
+    with pytest.raises(TypeError, match='the memory setting must be one of shared, auto, cpu, '
+                                        r'got 3 \(int\)'):
+        gluonbatch.set_memory(3)

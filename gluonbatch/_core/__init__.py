@@ -4,5 +4,6 @@
 ``native`` (the only ctypes code: views of NDArray memory), ``alloc`` (the one allocator),
 ``samples`` (raw samples as host arrays), ``write`` (slot writing), ``tree`` (walking
 nested batches), ``pickling`` (the worker reducer, installed explicitly) and ``process``
-(per-process state, one at-fork mechanism). Nothing here is public API.
+(per-process state, one at-fork mechanism) and ``argtypes`` (the check policy for
+command-line numbers). Nothing here is public API.
 """

@@ -1,4 +1,5 @@
-"""argparse value types shared by the ``gluonbatch`` command and the example loaders."""
+"""argparse value types: the check policy for numbers given on the command line (the
+``gluonbatch`` command, the example loaders and the benchmark)."""
 import argparse
 
 __all__ = ['positive_int', 'non_negative_int']

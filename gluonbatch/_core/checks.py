@@ -92,7 +92,8 @@ def check_int(value, name, minimum=None, allow_none=False):
 
 
 def check_choice(value, name, choices):
-    """Return ``value`` if it is one of ``choices``, else raise ValueError.
+    """Return ``value`` if it is one of ``choices``: TypeError if it is not even of their
+    type, else ValueError.
 
     >>> check_choice('pad', 'last_part', ('pad', 'drop'))
     'pad'
@@ -101,6 +102,10 @@ def check_choice(value, name, choices):
     ...
     ValueError: last_part must be one of pad, drop, got 'keep'
     """
+    kinds = tuple({type(choice) for choice in choices})
+    if not isinstance(value, kinds):
+        raise TypeError('%s must be one of %s, got %r (%s)'
+                        % (name, ', '.join(map(str, choices)), value, describe(value)))
     if value not in choices:
         raise ValueError('%s must be one of %s, got %r'
                          % (name, ', '.join(map(str, choices)), value))

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 
 from .plot import plot_ratios
+from .._core.argtypes import positive_int
 from .report import format_report, json_ready, machine_facts, write_json
 
 __all__ = ['CASES', 'parse_args', 'gluoncv_missing', 'main']
@@ -44,7 +45,7 @@ def parse_args(argv):
     ['loader']
     """
     parser = argparse.ArgumentParser(prog='gluonbatch bench', description=DESCRIPTION)
-    parser.add_argument('--repeats', type=int, default=None, metavar='N',
+    parser.add_argument('--repeats', type=positive_int, default=None, metavar='N',
                         help='interleaved rounds per case (default: %d for the small case, '
                              '%d for the large ones, %d with --quick)'
                              % (SMALL_ROUNDS, BIG_ROUNDS, QUICK_ROUNDS))
@@ -57,10 +58,7 @@ def parse_args(argv):
     parser.add_argument('--json', metavar='PATH', help='also write the results as JSON here')
     parser.add_argument('--plot', metavar='PATH',
                         help='also draw a bar chart of the ratios to the floor (PNG) here')
-    args = parser.parse_args(argv)
-    if args.repeats is not None and args.repeats < 1:
-        parser.error('--repeats must be at least 1')
-    return args
+    return parser.parse_args(argv)
 
 
 def gluoncv_missing():

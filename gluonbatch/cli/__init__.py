@@ -1,7 +1,8 @@
 """The ``gluonbatch`` command: ``demo``, ``bench``, ``show`` and ``wds``.
 
 One module per command, each with ``add_parser(commands)`` and ``run``; the argparse value
-types they share with the example loaders are in :mod:`gluonbatch.cli.args`.
+types they share with the example loaders and the benchmark are in
+``gluonbatch._core.argtypes``.
 
 >>> main(['--help'])  # doctest: +ELLIPSIS
 Traceback (most recent call last):

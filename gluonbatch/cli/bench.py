@@ -22,6 +22,6 @@ def add_parser(commands):
 def run(argv):
     """Run the benchmark with the options ``argv`` (everything after ``bench``)."""
     # imported here: the other commands need neither the benchmark nor MXNet's timing code
-    from .. import benchmark
+    from ..bench.runner import main
 
-    return benchmark.main(argv)
+    return main(argv)

@@ -4,7 +4,7 @@ What ``make demo`` runs.
 """
 import os
 
-from .args import positive_int
+from .._core.argtypes import positive_int
 
 __all__ = ['add_parser', 'run']
 

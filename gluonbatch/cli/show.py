@@ -1,7 +1,7 @@
 """``gluonbatch show``: draw the first batch of an example loader."""
 import os
 
-from .args import positive_int
+from .._core.argtypes import positive_int
 
 __all__ = ['add_parser', 'run']
 

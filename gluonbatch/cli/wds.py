@@ -7,7 +7,7 @@ The datasets are directories of ``NNNNN.tar`` + ``.parquet`` + ``.idx`` files
 import os
 import sys
 
-from .args import non_negative_int, positive_int
+from .._core.argtypes import non_negative_int, positive_int
 
 __all__ = ['add_parser', 'run']
 

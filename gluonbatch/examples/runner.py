@@ -7,7 +7,7 @@ import mxnet as mx
 import numpy as np
 
 from .._core.tree import array_leaves
-from ..cli.args import non_negative_int, positive_int
+from .._core.argtypes import non_negative_int, positive_int
 from .synthetic import SyntheticDetection
 
 __all__ = ['loader_parser', 'detection_dataset', 'time_loader', 'describe_batch',

@@ -10,6 +10,8 @@ import mxnet as mx
 import numpy as np
 from PIL import Image, ImageDraw
 
+from .._core.checks import check_int
+
 __all__ = ['SyntheticDetection', 'CLASSES']
 
 #: Class names; the same count as Pascal VOC, so gluoncv's ``*_voc`` networks fit.
@@ -52,13 +54,11 @@ class SyntheticDetection(mx.gluon.data.Dataset):
 
     def __init__(self, length=64, size_range=((240, 360), (320, 480)), max_objects=6,
                  masks=False, seed=0):
-        if length < 1 or max_objects < 1:
-            raise ValueError('length and max_objects must be positive')
-        self._length = int(length)
+        self._length = check_int(length, 'length', minimum=1)
         self._size_range = size_range
-        self._max_objects = int(max_objects)
+        self._max_objects = check_int(max_objects, 'max_objects', minimum=1)
         self._masks = bool(masks)
-        self._seed = int(seed)
+        self._seed = check_int(seed, 'seed', minimum=0)
 
     def __len__(self):
         return self._length
