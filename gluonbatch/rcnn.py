@@ -291,9 +291,6 @@ class MaskRCNNTrainBatchify(FasterRCNNTrainBatchify):
 
     NUM_ELEMENTS = 6
 
-    def __init__(self, net, num_shards=1):
-        super().__init__(net, num_shards)
-
     def __call__(self, data):
         """Batchify ``data``, a list of 6-element samples."""
         check_batch(data)

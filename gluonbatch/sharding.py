@@ -281,8 +281,7 @@ def split_to_devices(batch, ctx_list, num_shards=None):
     [([0.0, 1.0, 2.0], (3, 2)), ([3.0, 4.0], (2, 2))]
     """
     ctx_list = _check_contexts(ctx_list)
-    if num_shards is not None:
-        num_shards = check_int(num_shards, 'num_shards', minimum=1)
+    num_shards = check_int(num_shards, 'num_shards', minimum=1, allow_none=True)
     tree = _parse(batch, 'field', True)
     if isinstance(tree, _Leaf):
         tree.name = 'the batch'
@@ -333,8 +332,7 @@ class ShardedLoader:
     def __init__(self, loader, ctx_list, num_shards=None):
         self.loader = loader
         self.ctx_list = _check_contexts(ctx_list)
-        self.num_shards = (None if num_shards is None
-                           else check_int(num_shards, 'num_shards', minimum=1))
+        self.num_shards = check_int(num_shards, 'num_shards', minimum=1, allow_none=True)
 
     def __iter__(self):
         for batch in self.loader:

@@ -21,7 +21,7 @@ import os
 import threading
 import weakref
 
-__all__ = ['ProcessLocal', 'generation', 'shared_by_key']
+__all__ = ['ProcessLocal', 'shared_by_key']
 
 # Bumped in every forked child; a ProcessLocal made in another generation is stale.
 _generation = 0
@@ -36,15 +36,6 @@ def _after_fork_in_child():
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def generation():
-    """How many forks lie between the first process and this one (0 in the first).
-
-    >>> generation() >= 0
-    True
-    """
-    return _generation
 
 
 class ProcessLocal:

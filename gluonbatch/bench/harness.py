@@ -15,21 +15,19 @@ from collections.abc import Mapping
 import mxnet as mx
 
 from .._core.checks import check_int, describe
+from .._core.tree import array_leaves
 
 __all__ = ['wait_all', 'time_call', 'time_epoch', 'interleave', 'interleaved_medians',
            'back_to_back_medians', 'host_temporaries']
 
 
 def wait_all(result):
-    """Wait for every NDArray in ``result`` (an NDArray or nested tuples/lists of them).
+    """Wait for every NDArray in ``result`` (an NDArray or a nested batch of them).
 
     >>> wait_all([mx.nd.ones(2), (mx.nd.zeros(1), None)])
     """
-    if isinstance(result, mx.nd.NDArray):
-        result.wait_to_read()
-    elif isinstance(result, (tuple, list)):
-        for item in result:
-            wait_all(item)
+    for array in array_leaves(result):
+        array.wait_to_read()
 
 
 @contextlib.contextmanager

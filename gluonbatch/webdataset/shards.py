@@ -28,6 +28,16 @@ def remove_quietly(path):
         pass
 
 
+def temporary_name(path):
+    """The hidden name beside ``path`` that a file is written to before it is renamed.
+
+    >>> temporary_name('/data/00001.tar')
+    '/data/.00001.tar.tmp'
+    """
+    directory, name = os.path.split(os.path.abspath(path))
+    return os.path.join(directory, '.%s.tmp' % name)
+
+
 @contextlib.contextmanager
 def replacing(path):
     """Yield a temporary name beside ``path`` to write; rename it to ``path`` on success.
@@ -35,8 +45,7 @@ def replacing(path):
     The temporary file (``.<name>.tmp``) is removed whatever happens, so a failed write
     leaves neither a partial file nor the temporary one.
     """
-    directory, name = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, '.%s.tmp' % name)
+    tmp = temporary_name(path)
     try:
         yield tmp
         os.replace(tmp, path)
@@ -84,8 +93,6 @@ def find_shards(directory):
                                                     os.path.join(directory, '*.' + ext),
                                                     len(stems), other))
     return sorted(tars, key=lambda s: (int(s), s)), found['idx']
-
-
 
 
 def part_arguments(num_parts, part_index, rank=None, world_size=None, stacklevel=2):

@@ -53,7 +53,6 @@ def split_member_name(name, where):
     return key, ext
 
 
-
 def _check_tail(tar_path, tar_size, end):
     """After the last member (at byte ``end``), a tar must hold only zero blocks.
 

@@ -10,10 +10,11 @@ import pandas as pd
 
 from .index import format_index
 from .._core.checks import check_int
-from .shards import SHARD_FILE, examples, remove_quietly, replacing
+from .shards import SHARD_FILE, examples, remove_quietly, replacing, temporary_name
 from .tar import BLOCK, member_header, padded
 
 _LOG = logging.getLogger(__name__)
+
 
 def id_digits(samples_per_shard):
     """Digits of the record part of an id: ``ceil(log10(samples_per_shard))``, exactly.
@@ -22,8 +23,6 @@ def id_digits(samples_per_shard):
     [0, 1, 1, 2, 4, 5]
     """
     return len(str(samples_per_shard - 1)) if samples_per_shard > 1 else 0
-
-
 
 
 class ShardWriter:
@@ -37,8 +36,7 @@ class ShardWriter:
     def __init__(self, directory, stem, mtime):
         self.final = {ext: os.path.join(directory, '%s.%s' % (stem, ext))
                       for ext in ('tar', 'idx', 'parquet')}
-        self.tmp = {ext: os.path.join(directory, '.%s.%s.tmp' % (stem, ext))
-                    for ext in ('tar', 'idx', 'parquet')}
+        self.tmp = {ext: temporary_name(path) for ext, path in self.final.items()}
         self.mtime = mtime
         self.samples = []
         self.position = 0
