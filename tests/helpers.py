@@ -1,6 +1,7 @@
-"""Helpers shared by the tests: the output context, walking batches, independent records
-of inputs (to prove batchify neither changes nor aliases them), a tiny R-CNN network, and
-WebDataset shards written independently of gluonbatch's writer.
+"""Helpers shared by the tests: the output context, walking batches, comparing a batch with
+its reference, independent records of inputs (to prove batchify neither changes nor aliases
+them), a tiny R-CNN network, and WebDataset shards written independently of gluonbatch's
+writer.
 
 The WebDatasets here are built with tarfile, Pillow JPEGs and pandas parquet, not with
 gluonbatch's writer, so the reader is checked against independently written shards;
@@ -35,6 +36,78 @@ def batch_leaves(batch, path='batch'):
             yield from batch_leaves(value, '%s[%d]' % (path, index))
     else:
         yield path, batch
+
+
+def assert_same_batch(ours, theirs, compare_context=True, path='batch', arrays_only=False):
+    """Assert ``ours`` (gluonbatch's result) is exactly ``theirs`` (the reference), recursively.
+
+    What ``theirs`` holds decides what ``ours`` must be:
+
+    * an NDArray: an NDArray of the same type and default storage (theirs too), in
+      cpu_shared(0), of the same shape, dtype and values (NaN equals NaN);
+    * a numpy array (a reference computed with numpy): an NDArray in cpu_shared(0) of default
+      storage and the same shape, dtype and values (NaN equals NaN);
+    * a tuple or list: the same type (a namedtuple's too) and length, element by element;
+    * a dict: the same type and keys in the same order, value by value;
+    * anything else: the same type and an equal value.
+
+    ``compare_context`` also requires ``ours.context == theirs.context`` for NDArray
+    references; it may be a bool or, for a tuple/list, a sequence with one flag (or nested
+    sequence) per element -- e.g. ``(True, False)`` for ``Tuple(Pad(), Append())``, as
+    gluoncv's Append(expand=True) returns cpu(0) arrays. A numpy reference has no context,
+    so it must be compared with ``compare_context`` false. ``arrays_only`` declares that the
+    reference holds only NDArrays in tuples and lists: anything else in it is an error.
+    """
+    if isinstance(theirs, (mx.nd.NDArray, np.ndarray)):
+        if isinstance(theirs, np.ndarray):
+            assert not arrays_only, '%s: unexpected reference type %s' % (path, type(theirs))
+            assert not compare_context, '%s: a numpy reference has no context' % path
+            assert type(ours) is mx.nd.NDArray, '%s: %s is not an NDArray' % (
+                path, type(ours).__name__)
+            ref = theirs
+        else:
+            assert type(ours) is type(theirs), '%s: %s is not a %s' % (
+                path, type(ours).__name__, type(theirs).__name__)
+            assert theirs.stype == 'default', '%s: reference stype %s' % (path, theirs.stype)
+        assert ours.stype == 'default', '%s: stype %s' % (path, ours.stype)
+        assert ours.context == SHARED, '%s: ours is in %s, not cpu_shared(0)' % (
+            path, ours.context)
+        if isinstance(theirs, mx.nd.NDArray):
+            if compare_context:
+                assert ours.context == theirs.context, '%s: context %s != %s' % (
+                    path, ours.context, theirs.context)
+            ref = theirs.asnumpy()
+        assert ours.shape == theirs.shape, '%s: shape %s != %s' % (
+            path, ours.shape, theirs.shape)
+        assert np.dtype(ours.dtype) == np.dtype(theirs.dtype), '%s: dtype %s != %s' % (
+            path, np.dtype(ours.dtype), np.dtype(theirs.dtype))
+        mine = ours.asnumpy()
+        assert mine.dtype == ref.dtype and mine.shape == ref.shape, path
+        np.testing.assert_array_equal(mine, ref, err_msg=path)
+        return
+    if arrays_only and not isinstance(theirs, (tuple, list)):
+        raise AssertionError('%s: unexpected reference type %s' % (path, type(theirs)))
+    assert type(ours) is type(theirs), '%s: %s is not a %s' % (
+        path, type(ours).__name__, type(theirs).__name__)
+    if isinstance(theirs, (tuple, list)):
+        assert len(ours) == len(theirs), '%s: %d elements != %d' % (
+            path, len(ours), len(theirs))
+        if isinstance(compare_context, (tuple, list)):
+            assert len(compare_context) == len(theirs), 'bad compare_context for ' + path
+            flags = compare_context
+        else:
+            flags = [compare_context] * len(theirs)
+        for index, (mine, ref, flag) in enumerate(zip(ours, theirs, flags)):
+            assert_same_batch(mine, ref, flag, '%s[%d]' % (path, index), arrays_only)
+        return
+    assert not isinstance(compare_context, (tuple, list)), 'bad compare_context for ' + path
+    if isinstance(theirs, dict):
+        assert list(ours) == list(theirs), '%s: keys %s != %s' % (
+            path, list(ours), list(theirs))
+        for key in theirs:
+            assert_same_batch(ours[key], theirs[key], compare_context, '%s[%r]' % (path, key))
+    else:
+        assert ours == theirs, '%s: %r != %r' % (path, ours, theirs)
 
 
 def ndarrays(batch):

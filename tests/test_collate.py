@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from gluonbatch import Collate, default_collate
-from helpers import SHARED, assert_unchanged, ndarrays, overwrite_all, snapshot
+from helpers import (SHARED, assert_same_batch, assert_unchanged, ndarrays, overwrite_all,
+                     snapshot)
 
 DTYPES = tuple(np.dtype(t) for t in (
     'float16', 'float32', 'float64', 'uint8', 'int8', 'int32', 'int64', 'bool'))
@@ -63,39 +64,13 @@ def reference_collate(samples):
     raise AssertionError('reference_collate: unexpected %r' % (first,))
 
 
-def assert_matches(ours, expected, path='batch'):
-    """``ours`` has the structure of ``expected``; its NDArrays equal the numpy leaves."""
-    if isinstance(expected, np.ndarray):
-        assert isinstance(ours, mx.nd.NDArray), '%s: %r is not an NDArray' % (path, type(ours))
-        assert ours.context == SHARED, '%s: in %s, not cpu_shared(0)' % (path, ours.context)
-        assert ours.shape == expected.shape, '%s: shape %s != %s' % (
-            path, ours.shape, expected.shape)
-        assert np.dtype(ours.dtype) == expected.dtype, '%s: dtype %s != %s' % (
-            path, np.dtype(ours.dtype), expected.dtype)
-        np.testing.assert_array_equal(ours.asnumpy(), expected, err_msg=path)
-        return
-    assert type(ours) is type(expected), '%s: %s is not a %s' % (
-        path, type(ours).__name__, type(expected).__name__)
-    if isinstance(expected, dict):
-        assert list(ours) == list(expected), '%s: keys %s != %s' % (
-            path, list(ours), list(expected))
-        for key in expected:
-            assert_matches(ours[key], expected[key], '%s[%r]' % (path, key))
-    elif isinstance(expected, (list, tuple)):
-        assert len(ours) == len(expected), path
-        for index, (mine, ref) in enumerate(zip(ours, expected)):
-            assert_matches(mine, ref, '%s[%d]' % (path, index))
-    else:
-        assert ours == expected, path
-
-
 def check_collate(samples, collate=default_collate):
     """Collate, compare with the reference, and check inputs are neither changed nor aliased."""
     before = snapshot(samples)
     expected = reference_collate(samples)
     ours = collate(samples)
     assert_unchanged(before, snapshot(samples), 'input after collate')
-    assert_matches(ours, expected)
+    assert_same_batch(ours, expected, compare_context=False)
     overwrite_all(ours)
     assert_unchanged(before, snapshot(samples), 'input after writing to the output')
     return collate(samples)

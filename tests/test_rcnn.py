@@ -16,7 +16,7 @@ from gluoncv.model_zoo import get_model
 import gluonbatch
 from gluonbatch.batchify import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 from gluonbatch.rcnn import FeatureShapes
-from helpers import SHARED
+from helpers import assert_same_batch
 
 NETS = {'c4': ('faster_rcnn_resnet50_v1b_voc', False),
         'fpn': ('faster_rcnn_fpn_resnet50_v1b_coco', True),
@@ -67,21 +67,6 @@ def make_samples(transform, count, seed, masks=False):
     return samples
 
 
-def assert_same(ours, theirs, path='batch'):
-    """Same containers, shapes, dtypes and values; every NDArray of ours in cpu_shared."""
-    if isinstance(theirs, mx.nd.NDArray):
-        assert isinstance(ours, mx.nd.NDArray), path
-        assert ours.context == SHARED, path
-        assert ours.shape == theirs.shape, (path, ours.shape, theirs.shape)
-        assert ours.dtype == theirs.dtype, (path, ours.dtype, theirs.dtype)
-        np.testing.assert_array_equal(ours.asnumpy(), theirs.asnumpy(), err_msg=path)
-        return
-    assert type(ours) is type(theirs), (path, type(ours), type(theirs))
-    assert len(ours) == len(theirs), path
-    for index, (mine, ref) in enumerate(zip(ours, theirs)):
-        assert_same(mine, ref, '%s[%d]' % (path, index))
-
-
 @pytest.mark.parametrize('kind', ['c4', 'fpn', 'mask'])
 @pytest.mark.parametrize('count, num_shards', [(4, 1), (4, 2), (4, 4), (3, 2), (2, 1)])
 def test_bit_exact_against_gluoncv(nets, transforms, kind, count, num_shards):
@@ -91,7 +76,7 @@ def test_bit_exact_against_gluoncv(nets, transforms, kind, count, num_shards):
                             else (FasterRCNNTrainBatchify, gcv.FasterRCNNTrainBatchify))
     ours = ours_cls(nets[kind], num_shards)(samples)
     theirs = theirs_cls(nets[kind], num_shards)(samples)
-    assert_same(ours, theirs)
+    assert_same_batch(ours, theirs, compare_context=False, arrays_only=True)
 
 
 @pytest.mark.parametrize('kind', ['c4', 'fpn'])
@@ -101,7 +86,8 @@ def test_cache_never_serves_one_size_for_another(nets, transforms, kind):
     first, second, third = (make_samples(transforms[kind], 4, seed) for seed in (1, 2, 3))
     batches = [first, second, first, third, second]
     for samples in batches:
-        assert_same(ours(samples), theirs(samples))
+        assert_same_batch(ours(samples), theirs(samples), compare_context=False,
+                          arrays_only=True)
     info = ours.feature_shapes.cache_info()
     assert info.hits > 0 and info.misses >= 2
     # every cached entry is what a fresh inference gives
@@ -129,8 +115,9 @@ def test_uneven_shards_equal_gluoncv_on_each_shard(nets, transforms, count, num_
     start = 0
     for shard, size in enumerate(sizes):
         want = reference(samples[start:start + size])
-        assert_same((images[shard], boxes[shard], cls[shard], box[shard], mask[shard]),
-                    (want[0], want[1], want[2][0], want[3][0], want[4][0]))
+        assert_same_batch((images[shard], boxes[shard], cls[shard], box[shard], mask[shard]),
+                          (want[0], want[1], want[2][0], want[3][0], want[4][0]),
+                          compare_context=False, arrays_only=True)
         start += size
 
 
@@ -234,7 +221,8 @@ def test_in_a_dataloader_with_workers(nets, transforms, num_workers):
     loader = mx.gluon.data.DataLoader(dataset, batch_size=3, batchify_fn=ours,
                                       num_workers=num_workers)
     for index, batch in enumerate(loader):
-        assert_same(batch, reference(samples[index * 3:index * 3 + 3]))
+        assert_same_batch(batch, reference(samples[index * 3:index * 3 + 3]),
+                          compare_context=False, arrays_only=True)
 
 
 def test_pickling_keeps_the_live_cache_and_restores_elsewhere(nets, tmp_path):
