@@ -1,15 +1,16 @@
 """The .idx index: its format, and indexes that do not match their tar."""
 import os
+import re
 import shutil
 import tarfile
 
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gluonbatch.webdataset import ImageTextPairDataset, write_index
+from gluonbatch.webdataset.index import group_members, read_index
 
 from helpers import (ID, check_record, edit_index, files, make_dataset, members_of, record,
                      tar_infos, write_tar)
@@ -20,12 +21,34 @@ def test_index_and_scan_give_the_same_dataset(tmp_path):
     make_dataset(path, sizes=(5, 1, 3), index=True)
     with_idx = ImageTextPairDataset.from_webdataset(path, ID)
     scanned = ImageTextPairDataset.from_webdataset(path, ID, use_index=False)
-    assert all(shard.idx for shard in with_idx._shards)
-    assert not any(shard.idx for shard in scanned._shards)
+    tars = [os.path.join(path, '%05d.tar' % shard) for shard in range(3)]
+    assert with_idx.tar_files == scanned.tar_files == tars
     pd.testing.assert_frame_equal(with_idx.metadata, scanned.metadata)
-    np.testing.assert_array_equal(with_idx._members, scanned._members)
+    # each index lists every member of its tar where tarfile finds it, in tar order
+    for tar in tars:
+        infos = tar_infos(tar)
+        assert read_index(tar[:-len('.tar')] + '.idx', tar, os.path.getsize(tar)) == \
+            group_members([(i.name, i.offset_data, i.size) for i in infos], tar)
+    # every record: the same members, bytes and member order either way
     for i in range(len(scanned)):
-        assert with_idx.read_raw(i) == scanned.read_raw(i)
+        assert list(with_idx.read_raw(i).items()) == list(scanned.read_raw(i).items())
+
+    # The index of every shard is read, and ignored with use_index=False: an index whose
+    # first member size is off by one is refused when it is used.
+    for tar in tars:
+        idx = tar[:-len('.tar')] + '.idx'
+        good = open(idx).read()
+        lines = good.splitlines()
+        tokens = lines[1].split()
+        tokens[2] = str(int(tokens[2]) + 1)
+        open(idx, 'w').write('\n'.join(lines[:1] + [' '.join(tokens)] + lines[2:]) + '\n')
+        with pytest.raises(ValueError, match=r'expected member %s .* its index %s does not '
+                                             r'match it' % (tokens[3], re.escape(idx))):
+            ImageTextPairDataset.from_webdataset(path, ID)
+        ignored = ImageTextPairDataset.from_webdataset(path, ID, use_index=False)
+        for i in range(len(scanned)):
+            assert list(ignored.read_raw(i).items()) == list(scanned.read_raw(i).items())
+        open(idx, 'w').write(good)
 
 
 @settings(max_examples=15, deadline=None)
