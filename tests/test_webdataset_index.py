@@ -194,3 +194,18 @@ def test_index_member_size_mismatch(tmp_path):
     with pytest.raises(ValueError, match='expected member 000000000.txt .* its tar header '
                                          'says'):
         ImageTextPairDataset.from_webdataset(path, ID)
+
+
+def test_a_stale_index_error_names_the_member_its_offset_then_its_size(tmp_path):
+    path = str(tmp_path / 'data')
+    make_dataset(path, sizes=(2,), index=True)
+    idx = os.path.join(path, '00000.idx')
+    lines = open(idx).read().splitlines()
+    tokens = lines[1].split()  # record 0: <ext> <offset> <size> <name> per member
+    _, offset, size, name = tokens[:4]
+    tokens[2] = str(int(size) + 1)
+    lines[1] = ' '.join(tokens)
+    open(idx, 'w').write('\n'.join(lines) + '\n')
+    with pytest.raises(ValueError, match=r'expected member %s at byte %s \(%d bytes\)'
+                                         % (re.escape(name), offset, int(size) + 1)):
+        ImageTextPairDataset.from_webdataset(path, ID)

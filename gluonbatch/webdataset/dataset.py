@@ -286,7 +286,7 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         if mismatch:
             source = ('its index %s does not match it' % shard.idx if shard.idx
                       else 'it changed after the dataset was opened')
-            raise ValueError('%s: expected member %s (%d bytes) at byte %d but %s; %s'
+            raise ValueError('%s: expected member %s at byte %d (%d bytes) but %s; %s'
                              % ((shard.tar,) + mismatch + (source,)))
 
     def read_raw(self, idx):
