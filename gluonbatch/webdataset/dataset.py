@@ -93,6 +93,8 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         self._spans = record_spans(self._members, self._starts)
         self._verified = np.zeros(len(self._record_shard), dtype=bool)
         self._exts = table.exts
+        # the keys records are returned with: lower case, like the webdataset library's
+        self._keys = [ext.lower() for ext in table.exts]
         self._ids = self.metadata[id_col].to_numpy(dtype=str)
         self._check_unique_ids()
         for shard in self._shards:  # an idx for another tar fails here, not mid-epoch
@@ -231,7 +233,7 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
     # ---------------------------------------------------------------- reading
 
     def _index(self, idx):
-        i = check_int(idx, 'record index')
+        i = idx if type(idx) is int else check_int(idx, 'record index')  # int: the hot path
         n = len(self)
         if i < 0:
             i += n
@@ -261,18 +263,17 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         else:
             # row: (data offset, size, extension code, header start)
             reads = [(row[3], row[0] + row[1] - row[3], [row]) for row in rows]
-        members = []
+        keys, members = self._keys, []
         for start, length, read_rows in reads:
             buf = os.pread(fd, length, start)
             if len(buf) != length:
                 self._truncated(i, shard)
             if not self._verified[i]:
                 self._verify(i, shard, buf, start, read_rows)
-            members += [(code, buf[offset - start:offset - start + size])
+            members += [(keys[code], buf[offset - start:offset - start + size])
                         for offset, size, code, _ in read_rows]
         self._verified[i] = True
-        # extensions as matched: lower case, like the webdataset library's sample keys
-        return [(self._exts[code].lower(), data) for code, data in members]
+        return members
 
     def _truncated(self, i, shard):
         raise ValueError('%s ends before the bytes of %s: the tar was truncated after the '

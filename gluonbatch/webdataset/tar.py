@@ -140,8 +140,9 @@ def check_headers(buf, base, expected):
     >>> check_headers(buf, 0, [('0002.txt', 512, 5)])
     ('0002.txt', 512, 5, "found the header of '0001.txt'")
     """
-    infos = _headers(buf)
-    for name, offset, size in sorted(expected, key=lambda member: member[1]):
+    expected = sorted(expected, key=lambda member: member[1])
+    infos = _member_headers(buf, base, expected)
+    for name, offset, size in expected:
         info = next(infos, None)
         if info is None:
             problem = 'no tar header there'
@@ -157,6 +158,32 @@ def check_headers(buf, base, expected):
             continue
         return name, offset, size, problem
     return None
+
+
+def _member_headers(buf, base, expected):
+    """The header of each ``expected`` member, in order; None where there is none.
+
+    Where each member has exactly one 512-byte header block in front of its data (the
+    usual case), ``TarInfo.frombuf`` parses that block; where pax or GNU long-name headers
+    or directory entries come first, tarfile reads the stream.
+    """
+    head, blocks = base, []
+    for _, offset, size in expected:
+        if offset - head != BLOCK:
+            return _headers(buf)
+        blocks.append(head - base)
+        head = offset + -(-size // BLOCK) * BLOCK
+    return (_frombuf(buf, start) for start in blocks)
+
+
+def _frombuf(buf, start):
+    try:
+        info = tarfile.TarInfo.frombuf(buf[start:start + BLOCK], tarfile.ENCODING,
+                                       'surrogateescape')
+    except tarfile.HeaderError:
+        return None
+    info.offset, info.offset_data = start, start + BLOCK
+    return info
 
 
 def _headers(buf):
