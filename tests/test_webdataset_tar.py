@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from gluonbatch.webdataset import ImageTextPairDataset, write_index
 from gluonbatch.webdataset.tar import check_headers, member_header, padded, scan_tar
 
-from helpers import ID, check_record, cut, members_of, record, tar_infos, write_tar
+from helpers import (ID, check_record, cut, make_dataset, members_of, record, tar_infos,
+                     write_tar)
 
 
 @pytest.mark.skipif(shutil.which('tar') is None, reason='needs GNU tar')
@@ -277,3 +278,43 @@ def test_member_header_round_trip(key, ext, size):
         'found the header of %r' % name)
     info = tarfile.TarInfo.frombuf(header[-512:], 'utf-8', 'surrogateescape')
     assert info.isreg() and info.mode == 0o644
+
+
+def _rewrite_header(tar_path, member_name, edit, fix_checksum):
+    """Edit the ustar header of ``member_name`` in place (``edit(bytearray)``), optionally
+    with a correct checksum, as a tar changed under an open dataset would be."""
+    with tarfile.open(tar_path) as tar:
+        offset = tar.getmember(member_name).offset
+    with open(tar_path, 'r+b') as handle:
+        handle.seek(offset)
+        block = bytearray(handle.read(tarfile.BLOCKSIZE))
+        edit(block)
+        if fix_checksum:
+            block[148:156] = b' ' * 8
+            block[148:156] = b'%06o\0 ' % (sum(block) & 0o7777777)
+        handle.seek(offset)
+        handle.write(bytes(block))
+
+
+HEADER_DAMAGE = {
+    'checksum': (lambda block: block.__setitem__(slice(136, 137), b'7'), False),
+    'type': (lambda block: block.__setitem__(slice(156, 157), b'2'), True),
+    'name': (lambda block: block.__setitem__(slice(0, 1), b'9'), True),
+    'size': (lambda block: block.__setitem__(slice(124, 136), b'%011o\0' % 1), True),
+}
+
+
+@pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])
+@pytest.mark.parametrize('damage', sorted(HEADER_DAMAGE))
+def test_a_header_changed_after_open_is_refused(tmp_path, damage, index):
+    path = str(tmp_path / 'data')
+    records = make_dataset(path, sizes=(3,), index=index)
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    edit, fix_checksum = HEADER_DAMAGE[damage]
+    _rewrite_header(os.path.join(path, '00000.tar'), '%s.txt' % records[1]['key'], edit,
+                    fix_checksum)
+    with pytest.raises(ValueError, match=r"00000.tar: expected member %s\.txt at byte"
+                                         % records[1]['key']):
+        ds.read_raw(1)
+    check_record(ds, 0, records[0])
+    check_record(ds, 2, records[2])
