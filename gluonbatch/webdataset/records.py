@@ -7,7 +7,7 @@ import pandas as pd
 
 from .index import group_members, read_index
 from .shards import examples
-from .tar import BLOCK, scan_tar
+from .tar import BLOCK, padded, scan_tar
 
 
 #: Member extensions taken as the record's image (exactly one per record), matched
@@ -143,7 +143,7 @@ def header_starts(offsets, sizes):
     [1536, 0, 2560]
     """
     order = np.argsort(offsets, kind='stable')
-    ends = offsets[order] + -(-sizes[order] // BLOCK) * BLOCK
+    ends = offsets[order] + padded(sizes[order])
     starts = np.empty_like(offsets)
     starts[order] = np.concatenate([[0], ends])[:-1].astype(offsets.dtype)
     return np.minimum(starts, offsets - BLOCK)
@@ -160,7 +160,7 @@ def record_spans(members, starts):
     if len(spans):
         offsets, sizes, heads = members[:, 0], members[:, 1], members[:, 3]
         begin = starts[:-1]
-        ends = offsets + -(-sizes // BLOCK) * BLOCK
+        ends = offsets + padded(sizes)
         low = np.minimum.reduceat(heads, begin)
         adjacent = np.maximum.reduceat(ends, begin) - low == np.add.reduceat(ends - heads, begin)
         spans[:, 0] = low
