@@ -25,6 +25,7 @@ import multiprocessing
 import os
 import re
 import signal
+import time
 import warnings
 
 import mxnet as mx
@@ -675,11 +676,24 @@ def _settled_counts(workers):
     Only MXNet's blocks of this process and its workers count: loaders of earlier tests,
     finalised by a garbage collection in the middle of this one, remove their own
     semaphores from /dev/shm, and other programs may be using it too.
+
+    A thread pool's threads drop their last batch only when they next run (a result
+    handler clears its locals after handing a result over), so the counts are read again,
+    with the other threads given time to run, until two readings agree.
     """
-    gc.collect()
-    mx.nd.waitall()  # MXNet frees NDArrays (and closes their fds) on its engine
-    return (_own_shm_blocks([os.getpid()] + [worker.pid for worker in workers]),
-            _open_fds(), [_open_fds(worker.pid) for worker in workers])
+    def read():
+        gc.collect()
+        mx.nd.waitall()  # MXNet frees NDArrays (and closes their fds) on its engine
+        return (_own_shm_blocks([os.getpid()] + [worker.pid for worker in workers]),
+                _open_fds(), [_open_fds(worker.pid) for worker in workers])
+
+    counts = read()
+    for _ in range(100):
+        time.sleep(0.02)  # lets the pool threads and the workers' engines run
+        counts, previous = read(), counts
+        if counts == previous:
+            break
+    return counts
 
 
 def test_blocks_of_other_programs_are_not_counted():
