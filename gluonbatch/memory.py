@@ -27,10 +27,10 @@ cpu_shared(0)
 """
 import contextlib
 import errno
-import multiprocessing
 import os
 
 from ._core.checks import check_choice
+from ._core.process import in_worker_process
 
 __all__ = ['MODES', 'SharedMemoryError', 'set_memory', 'get_memory', 'use_memory',
            'use_shared_memory']
@@ -95,7 +95,7 @@ def use_shared_memory():
     """Whether a batch allocated now goes to ``cpu_shared`` memory."""
     mode = get_memory()
     if mode == 'auto':
-        return multiprocessing.parent_process() is not None  # a worker process
+        return in_worker_process()
     return mode == 'shared'
 
 

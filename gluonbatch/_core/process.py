@@ -4,7 +4,9 @@
 A DataLoader worker is a forked copy of the main process: it inherits thread pools
 without their threads and file handles whose offsets it would share with its parent.
 Every such object is a :class:`ProcessLocal`, made on first use in each process, so a
-forked child makes its own instead of using its parent's. Pure caches are the opposite:
+forked child makes its own instead of using its parent's (and may keep the parent's
+without freeing it: an inherited shared-memory array, freed, would lower the reference count
+its parent reads before reusing the memory). Pure caches are the opposite:
 what the parent computed stays true in the child, so :func:`shared_by_key` objects are
 kept across a fork.
 
@@ -17,11 +19,12 @@ True
 >>> pids.get() is pids.get()
 True
 """
+import multiprocessing
 import os
 import threading
 import weakref
 
-__all__ = ['ProcessLocal', 'shared_by_key']
+__all__ = ['ProcessLocal', 'shared_by_key', 'in_worker_process']
 
 # Bumped in every forked child; a ProcessLocal made in another generation is stale.
 _generation = 0
@@ -45,6 +48,9 @@ class ProcessLocal:
     ----------
     factory : callable
         Makes the value; called at most once per process, under a lock.
+    keep_inherited : bool, default False
+        In a forked child, keep the parent's value referenced (unused) instead of dropping
+        it, so the child never frees it: for values whose freeing reaches into the parent.
 
     Examples
     --------
@@ -54,10 +60,11 @@ class ProcessLocal:
     {'k': 1}
     """
 
-    def __init__(self, factory):
+    def __init__(self, factory, keep_inherited=False):
         self._factory = factory
         self._value = None
         self._generation = None
+        self._inherited = [] if keep_inherited else None  # parents' values, never freed
 
     def get(self):
         """This process's value, made now if this process has none yet."""
@@ -65,9 +72,20 @@ class ProcessLocal:
             return self._value
         with _lock:
             if self._generation != _generation:
+                if self._inherited is not None and self._generation is not None:
+                    self._inherited.append(self._value)
                 self._value = self._factory()
                 self._generation = _generation
         return self._value
+
+
+def in_worker_process():
+    """Whether this process was started by ``multiprocessing`` (a DataLoader worker).
+
+    >>> in_worker_process()
+    False
+    """
+    return multiprocessing.parent_process() is not None
 
 
 # Pure caches by key, held weakly: each lives as long as something uses it.
