@@ -1,10 +1,10 @@
-"""Where batches live, and shared-memory allocations that fail safely.
+"""Where batches live, and the error a batch that does not fit in shared memory raises.
 
 MXNet sizes a file in ``/dev/shm`` for every ``cpu_shared`` array; that succeeds even when
 the tmpfs has no room, and the first write past its free space kills the process with
 SIGBUS ("Bus error"). gluonbatch checks the free space before every shared allocation and
-then reserves the pages (``posix_fallocate``), so a batch that does not fit raises
-:class:`SharedMemoryError` instead, in the main process or in a DataLoader worker.
+then reserves the pages, so a batch that does not fit raises :class:`SharedMemoryError`
+instead, in the main process or in a DataLoader worker.
 
 Where batches live is a setting, ``set_memory(mode)`` or the ``GLUONBATCH_MEMORY``
 environment variable:
@@ -26,7 +26,6 @@ cpu(0)
 cpu_shared(0)
 """
 import contextlib
-import errno
 import os
 
 from ._core.checks import check_choice
@@ -37,10 +36,7 @@ __all__ = ['MODES', 'SharedMemoryError', 'set_memory', 'get_memory', 'use_memory
 
 #: The memory settings.
 MODES = ('shared', 'auto', 'cpu')
-#: The tmpfs MXNet creates shared arrays in.
-SHM_MOUNT = '/dev/shm'
 _ENV = 'GLUONBATCH_MEMORY'
-_MiB = 1 << 20
 
 _mode = None  # None: read the environment variable
 
@@ -97,43 +93,3 @@ def use_shared_memory():
     if mode == 'auto':
         return in_worker_process()
     return mode == 'shared'
-
-
-def _explain(nbytes, free, total):
-    return ('cannot allocate %.1f MiB of shared memory for a batch: %s has %.1f MiB free of '
-            '%.1f MiB. Remedies: give the container more shared memory (docker run '
-            '--shm-size=2g), use fewer DataLoader workers or a smaller batch, use '
-            'thread_pool=True, or gluonbatch.set_memory(\'auto\') (GLUONBATCH_MEMORY=auto) so '
-            'that the main process batches into ordinary memory'
-            % (nbytes / _MiB, SHM_MOUNT, free / _MiB, total / _MiB))
-
-
-def check_room(nbytes):
-    """Raise SharedMemoryError unless ``/dev/shm`` has ``nbytes`` free plus a margin.
-
-    The margin, the larger of 1 MiB and 1% of the mount, leaves room for the interpreter,
-    MXNet and other processes. Arrays gluonbatch allocated before have reserved their pages,
-    so the other outputs of the same batch are already counted in the free space.
-    """
-    stats = os.statvfs(SHM_MOUNT)
-    free, total = stats.f_bavail * stats.f_frsize, stats.f_blocks * stats.f_frsize
-    if nbytes + max(_MiB, total // 100) > free:
-        raise SharedMemoryError(_explain(nbytes, free, total))
-
-
-def reserve(array):
-    """Allocate the pages of a fresh ``cpu_shared`` array now, or raise SharedMemoryError.
-
-    Without this, a tmpfs that runs out of room kills the process with SIGBUS on the first
-    write; ``posix_fallocate`` fails with ENOSPC instead.
-    """
-    _, fd, _, _ = array._to_shared_mem()
-    size = os.fstat(fd).st_size
-    try:
-        os.posix_fallocate(fd, 0, size)
-    except OSError as err:
-        if err.errno != errno.ENOSPC:
-            raise
-        stats = os.statvfs(SHM_MOUNT)
-        raise SharedMemoryError(_explain(size, stats.f_bavail * stats.f_frsize,
-                                         stats.f_blocks * stats.f_frsize)) from None

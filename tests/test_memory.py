@@ -111,17 +111,16 @@ def test_oversized_batches_raise_and_the_process_survives():
     assert lines == expected
 
 
-def test_check_room_counts_the_margin(monkeypatch):
-    from gluonbatch import memory
-
+def test_the_free_space_check_counts_a_margin(monkeypatch):
     class Stats:  # a 100 MiB tmpfs with 10 MiB free
         f_frsize, f_blocks, f_bavail = 4096, 25600, 2560
 
-    monkeypatch.setattr(memory.os, 'statvfs', lambda path: Stats)
-    memory.check_room(8 << 20)  # 8 MiB + 1 MiB margin fits in 10 MiB
+    monkeypatch.setattr(os, 'statvfs', lambda path: Stats)
+    mib = np.zeros(1 << 18, np.float32)
+    assert Stack()([mib] * 8).shape == (8, 1 << 18)  # 8 MiB + 1 MiB margin fits in 10 MiB
     with pytest.raises(gluonbatch.SharedMemoryError, match=r'9.5 MiB .* 10.0 MiB free of '
                                                            r'100.0 MiB'):
-        memory.check_room(int(9.5 * (1 << 20)))
+        Stack()([np.zeros(1 << 17, np.float32)] * 19)  # 19 half MiB
 
 
 def test_use_memory_is_scoped_and_restores_on_error():
