@@ -15,6 +15,13 @@ environment variable:
   ``thread_pool=True``), where shared memory buys nothing and its page faults cost more;
 * ``'cpu'``: never shared memory.
 
+In DataLoader worker processes, batches are written into **recycled** shared memory: a
+worker keeps the segments of the batches it sent and reuses one once the main process has
+let go of it (both of MXNet's reference counts say so), which saves the page faults of
+fresh memory, most of the cost of a large batch. ``set_recycling(False)`` or
+``GLUONBATCH_RECYCLE=0`` turns it off; :func:`recycling_stats` shows what a process's pool
+holds and did.
+
 Examples
 --------
 >>> import gluonbatch
@@ -28,17 +35,21 @@ cpu_shared(0)
 import contextlib
 import os
 
+from ._core import recycle
 from ._core.checks import check_choice
 from ._core.process import in_worker_process
 
 __all__ = ['MODES', 'SharedMemoryError', 'set_memory', 'get_memory', 'use_memory',
-           'use_shared_memory']
+           'use_shared_memory', 'set_recycling', 'get_recycling', 'use_recycling',
+           'recycling_stats']
 
 #: The memory settings.
 MODES = ('shared', 'auto', 'cpu')
 _ENV = 'GLUONBATCH_MEMORY'
+_RECYCLE_ENV = 'GLUONBATCH_RECYCLE'
 
 _mode = None  # None: read the environment variable
+_recycling = None  # None: read the environment variable
 
 
 class SharedMemoryError(MemoryError):
@@ -93,3 +104,66 @@ def use_shared_memory():
     if mode == 'auto':
         return in_worker_process()
     return mode == 'shared'
+
+
+def set_recycling(enabled):
+    """Turn recycled shared memory in worker processes on (the default) or off.
+
+    Overrides ``GLUONBATCH_RECYCLE`` (``1`` or ``0``); worker processes forked afterwards
+    inherit it. Off, every batch is a fresh allocation, as in gluoncv.
+
+    Raises
+    ------
+    TypeError
+        ``enabled`` is not a bool.
+    """
+    global _recycling
+    _recycling = check_choice(enabled, 'the recycling setting', (True, False))
+
+
+@contextlib.contextmanager
+def use_recycling(enabled):
+    """Use recycling setting ``enabled`` inside a ``with`` block, then restore the previous.
+
+    >>> with use_recycling(False):
+    ...     get_recycling()
+    False
+    """
+    global _recycling
+    previous = _recycling
+    set_recycling(enabled)
+    try:
+        yield
+    finally:
+        _recycling = previous
+
+
+def get_recycling():
+    """Whether worker processes recycle shared memory: the setting (``set_recycling``'s,
+    else ``GLUONBATCH_RECYCLE``'s, else on), unless the check gluonbatch runs at import
+    found that this MXNet build does not count shared-memory users as expected (a debug
+    message of the ``gluonbatch`` logger then says why).
+
+    >>> get_recycling()
+    True
+    """
+    if recycle.SELF_CHECK is not None:
+        return False
+    if _recycling is not None:
+        return _recycling
+    return check_choice(os.environ.get(_RECYCLE_ENV, '1'), 'the environment variable '
+                        + _RECYCLE_ENV, ('1', '0')) == '1'
+
+
+def recycling_stats():
+    """This process's recycled shared memory: a dict of ``segments`` and ``bytes`` held now,
+    the ``limit`` of segments kept, and the segments ``allocated``, ``reused`` and
+    ``evicted`` so far.
+
+    Only worker processes recycle, so call it in one (in a batchify function, say); in the
+    main process every count is 0.
+
+    >>> recycling_stats()
+    {'segments': 0, 'limit': 64, 'bytes': 0, 'reused': 0, 'allocated': 0, 'evicted': 0}
+    """
+    return recycle.pool().stats()

@@ -69,10 +69,43 @@ def reservation_alone():
         os.statvfs = real_statvfs
 
 
+def each_part_stacked(samples):
+    """Batchify one sample of several arrays into one output per array."""
+    return tuple(Stack()([part]) for part in samples[0])
+
+
+def recycled_then_larger():
+    """In a worker, a batch of three 4 MiB outputs leaves three idle segments in its pool
+    (12 of the 16 MiB); a 9 MiB output then fits only because the pool gives them back.
+
+    A small batch comes between them: MXNet's DataLoader holds each batch until the next
+    one arrives, so the 4 MiB segments are idle only once the small batch has arrived."""
+    four, nine = np.ones(1 << 20, np.float32), np.ones(9 << 18, np.float32)
+    data = mx.gluon.data.SimpleDataset([(four, four, four), (np.ones(4, np.float32),),
+                                        (nine,)])
+    loader = mx.gluon.data.DataLoader(data, batch_size=1, batchify_fn=each_part_stacked,
+                                      num_workers=1, prefetch=0, timeout=60)
+    sizes = []
+
+    def run():
+        for batch in loader:
+            sizes.append(sum(part.size for part in batch) * 4 >> 20)
+            del batch
+            mx.nd.waitall()  # let go of before the next batch is made
+
+    result = outcome(run)
+    print('recycled workers', result if sizes == [12, 0, 9] else 'sizes-%s-%s'
+          % (sizes, result), flush=True)
+    print('recycled setting', gluonbatch.memory.get_recycling(), flush=True)
+
+
 def main(names):
     if 'reserve' in names:
         reservation_alone()
         names = [name for name in names if name != 'reserve']
+    if 'recycled' in names:
+        recycled_then_larger()
+        names = [name for name in names if name != 'recycled']
     for name in names:
         fn, big, small = SCENARIOS[name]
         print(name, 'main', outcome(lambda: fn(big)), flush=True)
@@ -82,4 +115,4 @@ def main(names):
 
 
 if __name__ == '__main__':
-    main(sys.argv[1:] or list(SCENARIOS) + ['reserve'])
+    main(sys.argv[1:] or list(SCENARIOS) + ['reserve', 'recycled'])

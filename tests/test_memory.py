@@ -108,6 +108,8 @@ def test_oversized_batches_raise_and_the_process_survives():
                          '%s workers' % name: 'SharedMemoryError',
                          '%s workers-after' % name: 'ok'})
     expected['reserve main'] = 'SharedMemoryError'
+    # Workers recycle (the setting is on), and give idle segments back when room runs out.
+    expected.update({'recycled workers': 'ok', 'recycled setting': 'True'})
     assert lines == expected
 
 

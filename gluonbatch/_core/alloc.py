@@ -4,12 +4,14 @@ Every batch gluonbatch returns is allocated here, by default in ``cpu_shared`` m
 that DataLoader worker processes hand batches to the main process by file descriptor (see
 :mod:`gluonbatch.memory` for the other settings).
 
-MXNet sizes a file in ``/dev/shm`` for every shared array even when the tmpfs has no room
-for it, and the first write past the free space kills the process with SIGBUS. Each shared
-allocation is therefore checked against the free space and its pages reserved
-(``posix_fallocate``), so a batch that does not fit raises ``SharedMemoryError``.
 Outputs are allocated *without* being written (``mx.nd.empty``) and exposed as writable
-numpy views, so each output byte is written exactly once by the combinators.
+numpy views, so each output byte is written exactly once by the combinators. In worker
+processes, large outputs are views on recycled segments (:mod:`.recycle`).
+
+MXNet sizes a file in ``/dev/shm`` for every shared array even when the tmpfs has no room
+for it, and the first write past the free space kills the process with SIGBUS. Each new
+shared allocation is therefore checked against the free space and its pages reserved
+(``posix_fallocate``), so a batch that does not fit raises ``SharedMemoryError``.
 
 Examples
 --------
@@ -29,13 +31,14 @@ import mxnet as mx
 import numpy as np
 
 from .. import memory
+from . import recycle
 from .checks import check_dtype
 from .native import numpy_view
+from .process import in_worker_process
+from .recycle import SHARED_CONTEXT
 
 __all__ = ['SHARED_CONTEXT', 'allocate', 'to_shared', 'check_room', 'reserve']
 
-#: The context of the NDArrays gluonbatch returns (with the default memory setting).
-SHARED_CONTEXT = mx.Context('cpu_shared', 0)
 _PLAIN_CONTEXT = mx.cpu(0)
 #: The tmpfs MXNet creates shared arrays in.
 SHM_MOUNT = '/dev/shm'
@@ -82,6 +85,32 @@ def reserve(array):
                                                 stats.f_blocks * stats.f_frsize)) from None
 
 
+def _fresh_shared(shape, dtype):
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    if nbytes:
+        check_room(nbytes)
+    out = mx.nd.empty(shape, ctx=SHARED_CONTEXT, dtype=dtype)
+    if nbytes:
+        reserve(out)
+    return out
+
+
+def _recycled(shape, dtype):
+    """A view on a free segment of this worker's pool, or on a new one added to it."""
+    pool = recycle.pool()
+    out = pool.take(shape, dtype)
+    if out is not None:
+        return out
+    try:
+        segment = _fresh_shared((recycle.capacity_for(int(np.prod(shape))),), dtype)
+    except memory.SharedMemoryError:
+        # Idle segments give their pages back; then exactly the bytes needed, not pooled.
+        if pool.release_idle():
+            mx.nd.waitall()  # MXNet frees them on its engine
+        return _fresh_shared(shape, dtype)
+    return pool.add(segment, shape)
+
+
 def allocate(shape, dtype):
     """Allocate an unwritten output NDArray and a writable numpy view of it.
 
@@ -89,7 +118,9 @@ def allocate(shape, dtype):
     Shared arrays are checked against the free space of ``/dev/shm`` and their pages
     reserved, so a batch that does not fit raises ``SharedMemoryError`` (never SIGBUS);
     with the ``'cpu'`` memory setting (or ``'auto'`` in the main process) the array is in
-    ordinary ``cpu(0)`` memory.
+    ordinary ``cpu(0)`` memory. In a worker process, with recycling on, an output of
+    :data:`~gluonbatch._core.recycle.MIN_BYTES` or more is a view on a recycled segment
+    (:mod:`~gluonbatch._core.recycle`).
 
     Parameters
     ----------
@@ -109,13 +140,11 @@ def allocate(shape, dtype):
     shape = tuple(int(d) for d in shape)
     if not memory.use_shared_memory():
         out = mx.nd.empty(shape, ctx=_PLAIN_CONTEXT, dtype=dtype)
-        return out, numpy_view(out, readonly=False)
-    nbytes = int(np.prod(shape)) * dtype.itemsize
-    if nbytes:
-        check_room(nbytes)
-    out = mx.nd.empty(shape, ctx=SHARED_CONTEXT, dtype=dtype)
-    if nbytes:
-        reserve(out)
+    elif (int(np.prod(shape)) * dtype.itemsize >= recycle.MIN_BYTES and in_worker_process()
+          and memory.get_recycling()):
+        out = _recycled(shape, dtype)
+    else:
+        out = _fresh_shared(shape, dtype)
     return out, numpy_view(out, readonly=False)
 
 

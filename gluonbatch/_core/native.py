@@ -1,7 +1,10 @@
-"""The only ctypes code of gluonbatch: numpy views of an NDArray's host memory.
+"""The only ctypes code of gluonbatch: numpy views of an NDArray's host memory, and the two
+counts that say who still uses a shared-memory segment.
 
 MXNet copies whenever its own API hands memory to numpy (``asnumpy``); gluonbatch reads
 samples and writes outputs in place instead, through views built from the data pointer.
+The counts are read from MXNet 1.9's memory layout; :mod:`~gluonbatch._core.recycle`
+checks at import that they behave as described before relying on them.
 
 Examples
 --------
@@ -14,10 +17,13 @@ import ctypes
 import numpy as np
 from mxnet.base import _LIB, check_call
 
-__all__ = ['numpy_view', 'host_view']
+__all__ = ['numpy_view', 'host_view', 'shared_count', 'holders']
 
 # Contexts whose memory is ordinary host memory that numpy may read directly.
 _HOST_DEVICE_TYPES = ('cpu', 'cpu_shared', 'cpu_pinned')
+# Bytes in front of a cpu_shared array's data; the count is the first int of them.
+_SHARED_HEADER = 16
+_POINTER = ctypes.sizeof(ctypes.c_void_p)
 
 
 def _data_pointer(array):
@@ -61,3 +67,38 @@ def host_view(array):
         return array.asnumpy()
     array.wait_to_read()
     return numpy_view(array, readonly=True)
+
+
+def shared_count(segment):
+    """The count in front of a ``cpu_shared`` array's data, shared by every process.
+
+    MXNet keeps an ``std::atomic<int>`` at the start of the 16-byte header before the data:
+    1 for the creating mapping, +1 for every export (``_to_shared_mem()``, which pickling
+    calls; the receiving process's mapping takes that increment over), -1 whenever a
+    mapping is freed. ``segment`` must be a zero-offset array of the segment.
+
+    >>> import mxnet as mx
+    >>> shared_count(mx.nd.empty((4,), ctx=mx.Context('cpu_shared', 0)))
+    1
+    """
+    return ctypes.c_int.from_address(_data_pointer(segment) - _SHARED_HEADER).value
+
+
+def holders(array):
+    """How many NDArrays of this process share the memory of ``array``.
+
+    Views (slices, reshapes) and pending engine operations each hold the C++ ``NDArray``'s
+    ``std::shared_ptr`` to its memory chunk; this is that pointer's use count, read from its
+    control block (the NDArray object starts with the pointer pair).
+
+    >>> import mxnet as mx
+    >>> array = mx.nd.zeros((4,))
+    >>> view = array[1:3]
+    >>> holders(array)
+    2
+    >>> del view
+    >>> holders(array)
+    1
+    """
+    control = ctypes.c_void_p.from_address(array.handle.value + _POINTER).value
+    return ctypes.c_int.from_address(control + _POINTER).value

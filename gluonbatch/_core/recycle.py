@@ -1,0 +1,217 @@
+"""Recycled shared memory: a DataLoader worker writes each batch into pages it already owns.
+
+A fresh ``cpu_shared`` array costs a page fault and a zeroed page for every 4 KiB, about
+nine times the copy that fills it. A worker sends each batch to the main process by file
+descriptor and drops its own reference; once the main process lets go too, the pages are
+free, and the worker's next batch of that dtype and about that size is written into them.
+
+When is a segment free? Two counts say who still uses it, and both must show nobody but
+the pool (:mod:`~gluonbatch._core.native` reads them):
+
+* the **shared count** in front of the data, shared by all processes. Every export (which
+  pickling a batch does) adds one that the receiving mapping takes over, and every freed
+  mapping subtracts one, after the engine operations reading it. It is back at its value
+  from when the pool took the segment only when no other process maps it and no sent batch
+  waits unreceived in a queue;
+* the **holders** in this process: the batch, every view of it and every pending engine
+  operation on it hold the memory chunk; only the pool's own array may remain.
+
+A batch is a zero-offset view of a segment of its dtype (the receiving process maps the
+segment from its start). Segments come in eight sizes per doubling, and a request takes the
+smallest free segment of its dtype holding at most twice its size. A worker keeps the
+segments of every output it has in flight (a DataLoader's ``prefetch`` bounds them: in
+steady state nothing more is allocated), at most :data:`MAX_SEGMENTS`, dropping the least
+recently used beyond that, free ones first; dropping only forgets a busy segment, whose
+memory lives on until its receiver lets go. When ``/dev/shm`` runs short, the free segments
+are dropped before a new batch is refused.
+
+Recycling is used only in worker processes: in the main process nothing sends the batches
+anywhere. :func:`self_check` runs once, at import, and recycling stays off if MXNet's
+counts do not behave as described (another MXNet build).
+
+Examples
+--------
+>>> import numpy as np, mxnet as mx
+>>> pool = SegmentPool()
+>>> segment = mx.nd.empty((capacity_for(1000),), ctx=SHARED_CONTEXT, dtype='float32')
+>>> batch = pool.add(segment, (10, 100))
+>>> batch.shape, pool.take((10, 100), np.dtype('float32')) is None  # in use: not taken
+((10, 100), True)
+>>> del batch
+>>> pool.take((10, 100), np.dtype('float32')).shape  # let go of: taken again
+(10, 100)
+"""
+import logging
+import os
+import threading
+
+import mxnet as mx
+import numpy as np
+
+from .native import holders, numpy_view, shared_count
+from .process import ProcessLocal
+
+__all__ = ['MIN_BYTES', 'MAX_SEGMENTS', 'SHARED_CONTEXT', 'SegmentPool', 'capacity_for',
+           'pool', 'self_check', 'SELF_CHECK']
+
+#: Outputs smaller than this are allocated fresh: their page faults cost little.
+MIN_BYTES = 64 << 10
+#: Segments a process keeps at most: batches in flight times outputs per batch, with room.
+MAX_SEGMENTS = 64
+#: The context of shared-memory batches.
+SHARED_CONTEXT = mx.Context('cpu_shared', 0)
+
+_LOG = logging.getLogger('gluonbatch')
+
+
+def capacity_for(size):
+    """Elements to allocate for a request of ``size``: rounded up to one of eight steps per
+    doubling, so batches whose sizes vary a little share segments (at most 1/8 unused).
+
+    >>> capacity_for(1000), capacity_for(1024), capacity_for(1025)
+    (1024, 1024, 1152)
+    """
+    if size <= 8:
+        return size
+    step = 1 << (size.bit_length() - 4)
+    return -(-size // step) * step
+
+
+class _Segment:
+    __slots__ = ('array', 'dtype', 'capacity', 'baseline')
+
+    def __init__(self, array):
+        self.array = array
+        self.dtype = np.dtype(array.dtype)
+        self.capacity = array.size
+        self.baseline = shared_count(array)  # the exports made so far are the pool's own
+
+    @property
+    def nbytes(self):
+        return self.capacity * self.dtype.itemsize
+
+    def is_free(self):
+        return holders(self.array) == 1 and shared_count(self.array) == self.baseline
+
+    def view(self, shape, size):
+        return self.array._slice(0, size).reshape(shape)
+
+
+class SegmentPool:
+    """The shared-memory segments of one process, least recently used first.
+
+    Parameters
+    ----------
+    limit : int, default MAX_SEGMENTS
+        Segments kept at most.
+    """
+
+    def __init__(self, limit=MAX_SEGMENTS):
+        self._limit = limit
+        self._segments = []
+        self._lock = threading.Lock()
+        self._counters = dict(reused=0, allocated=0, evicted=0)
+
+    def take(self, shape, dtype):
+        """A view of shape ``shape`` on the smallest free segment of ``dtype`` that holds it
+        and at most twice its size, or None if there is none."""
+        size = int(np.prod(shape))
+        with self._lock:
+            best = None
+            for segment in self._segments:
+                if (segment.dtype == dtype and size <= segment.capacity <= 2 * size
+                        and (best is None or segment.capacity < best.capacity)
+                        and segment.is_free()):
+                    best = segment
+            if best is None:
+                return None
+            self._segments.remove(best)
+            self._segments.append(best)
+            self._counters['reused'] += 1
+            return best.view(shape, size)
+
+    def add(self, array, shape):
+        """Keep the fresh, reserved 1-d ``array`` and return a view of shape ``shape`` on it.
+
+        Only exports made before this call are the pool's; every later one is a user's.
+        """
+        segment = _Segment(array)
+        view = segment.view(shape, int(np.prod(shape)))  # holds it: never evicted below
+        with self._lock:
+            self._segments.append(segment)
+            self._counters['allocated'] += 1
+            while len(self._segments) > self._limit:
+                free = [s for s in self._segments if s.is_free()]
+                self._segments.remove(free[0] if free else self._segments[0])
+                self._counters['evicted'] += 1
+        return view
+
+    def release_idle(self):
+        """Drop every free segment, so its pages go back to ``/dev/shm``; how many."""
+        with self._lock:
+            free = [segment for segment in self._segments if segment.is_free()]
+            self._segments = [s for s in self._segments if s not in free]
+            self._counters['evicted'] += len(free)
+        return len(free)
+
+    def stats(self):
+        """Counts of this pool: ``segments`` and their ``bytes`` now, at most ``limit``
+        segments; ``allocated``, ``reused`` and ``evicted`` since it was made."""
+        with self._lock:
+            return dict(segments=len(self._segments), limit=self._limit,
+                        bytes=sum(segment.nbytes for segment in self._segments),
+                        **self._counters)
+
+
+# Per process; a forked child keeps its parent's segments unfreed, since freeing them would
+# lower counts the parent relies on.
+_POOLS = ProcessLocal(SegmentPool, keep_inherited=True)
+
+
+def pool():
+    """This process's :class:`SegmentPool`."""
+    return _POOLS.get()
+
+
+def self_check():
+    """None if MXNet's shared-memory counts behave as recycling relies on, else why not.
+
+    Allocates a small segment, exports it and maps it as a receiving process would, makes
+    and drops a view, frees the mapping, and compares both counts with what they must be.
+
+    >>> self_check() is None
+    True
+    """
+    try:
+        segment = mx.nd.empty((4096,), ctx=SHARED_CONTEXT, dtype='uint8')
+        counts = [shared_count(segment)]
+        pid, fd, shape, dtype = segment._to_shared_mem()
+        counts.append(shared_count(segment))
+        mapping = mx.nd.NDArray(mx.nd.ndarray._new_from_shared_mem(
+            pid, os.dup(fd), shape, dtype))  # the mapping owns (and closes) its descriptor
+        counts.append(shared_count(segment))
+        numpy_view(mapping, readonly=False)[:] = 7
+        same_memory = bool((numpy_view(segment, readonly=True) == 7).all())
+        view = segment[0:16]
+        held = [holders(segment)]
+        del view
+        held.append(holders(segment))
+        del mapping
+        mx.nd.waitall()  # MXNet frees the mapping on its engine
+        counts.append(shared_count(segment))
+    except Exception as err:  # no /dev/shm, another layout: anything means "do not rely"
+        return 'the check failed: %s: %s' % (type(err).__name__, err)
+    if counts != [1, 2, 2, 1]:
+        return ('the shared count went %s (created, exported, mapped, mapping freed); '
+                'expected [1, 2, 2, 1]' % counts)
+    if held != [2, 1]:
+        return 'the holders went %s (with a view, without); expected [2, 1]' % held
+    if not same_memory:
+        return 'a mapping of the exported segment does not show its memory'
+    return None
+
+
+#: Why recycling is off for this MXNet build, or None: :func:`self_check` at import.
+SELF_CHECK = self_check()
+if SELF_CHECK is not None:
+    _LOG.debug('gluonbatch: shared-memory recycling is off: %s', SELF_CHECK)
