@@ -20,8 +20,17 @@ WITHOUT_GLUONCV = ("import sys; sys.modules['gluoncv'] = None; "
                    "from gluonbatch.cli import main; sys.exit(main(sys.argv[1:]))")
 
 CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray', 'rcnn_c4', 'rcnn_fpn',
-         'loader', 'webdataset', 'memory']
+         'loader', 'webdataset', 'memory', 'loader_recycled', 'worker_batchify',
+         'rcnn_loader_recycled']
 CONTENDERS = {'gluonbatch', 'gluoncv', 'floor'}
+#: Cases timing more than the three contenders, and what else they time.
+MORE_CONTENDERS = {'loader_recycled': {'gluonbatch, recycling off'},
+                   'rcnn_loader_recycled': {'gluonbatch, recycling off'},
+                   'worker_batchify': {'warm copy'}}
+#: The goals of the recycling cases.
+RECYCLING_GOALS = {'loader_recycled': [{'op': '>=', 'bound': 4}, {'op': '>=', 'bound': 3}],
+                   'worker_batchify': [{'op': '<=', 'bound': 1.5}],
+                   'rcnn_loader_recycled': []}
 
 
 def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
@@ -35,7 +44,7 @@ def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
     assert {'cpu_count', 'mxnet', 'numpy', 'gluoncv'} <= set(results['machine'])
     assert [case['case'] for case in results['cases']] == CASES
     for case in results['cases']:
-        assert set(case['medians_ms']) == CONTENDERS
+        assert set(case['medians_ms']) == CONTENDERS | MORE_CONTENDERS.get(case['case'], set())
         assert all(ms > 0 and math.isfinite(ms) for ms in case['medians_ms'].values())
         assert all(len(times) == case['rounds'] for times in case['times_ms'].values())
         assert all(r > 0 and math.isfinite(r) for r in case['ratios'].values())
@@ -52,6 +61,9 @@ def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
         if case['case'] == 'loader':  # information only: epochs of a 2-worker DataLoader
             assert set(case['batches_per_s']) == CONTENDERS
             assert all(check['goal'] is None for check in case['checks'])
+        if case['case'] in RECYCLING_GOALS:
+            goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
+            assert goals == RECYCLING_GOALS[case['case']]
         if case['case'] == 'webdataset':  # per record; one goal: random vs sequential reads
             assert set(case['records_per_s']) == CONTENDERS
             assert set(case['raw_read_us_per_record']) == {'random', 'in_order', 'sequential',

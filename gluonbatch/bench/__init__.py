@@ -35,6 +35,16 @@ How it measures
   above does, ``mx.nd.array(src, ctx=cpu_shared(0))`` per output of the batch's shape from
   a source prepared before the workers fork, and passes it back the same way.
 
+* **The recycling cases** measure what recycled shared memory (:mod:`gluonbatch.memory`)
+  buys in DataLoader workers. ``loader_recycled`` and ``rcnn_loader_recycled`` time epochs
+  as the loader case does, 100 MB batches of ``Tuple(Stack(), Stack())`` and Faster R-CNN
+  FPN batches (2 shards, samples transformed before the workers fork), with a fourth
+  contender: the same gluonbatch loader whose workers were forked with recycling off.
+  ``worker_batchify`` times, inside each of the 2 workers, gluonbatch's batchify writing into
+  recycled memory, gluoncv's, the floor and a *warm copy* (the same samples copied into a
+  buffer the worker has written before: what a batch costs once no page is fresh), through
+  the same interleaved loop; the medians of the two workers' medians are reported.
+
 * **The webdataset case** reads a sharded image-text dataset (``NNNNN.tar`` + ``.parquet``
   + ``.idx``, small JPEGs) with :class:`gluonbatch.webdataset.ImageTextPairDataset`. Its
   gluonbatch and gluoncv contenders are whole shuffled epochs of the same 2-worker

@@ -15,10 +15,13 @@ from .. import batchify as gb
 from .harness import interleave, time_epoch
 from .rows import SHARED, check_same, layout_fields, ratio_check, timing_fields
 
-__all__ = ['case_loader']
+__all__ = ['case_loader', 'FloorBatches', 'floor_sources', 'data_loader', 'loader_row']
+
+#: Worker processes of the loader cases.
+WORKERS = 2
 
 
-class _FloorBatches(mx.gluon.data.Dataset):
+class FloorBatches(mx.gluon.data.Dataset):
     """The loader floor's dataset: in the worker, sample ``b * batch_size`` is batch ``b``.
 
     That sample is the batch's outputs, made as the floor makes them (a fresh ``cpu_shared``
@@ -41,13 +44,43 @@ class _FloorBatches(mx.gluon.data.Dataset):
         return tuple(mx.nd.array(src, ctx=SHARED) for src in batch_sources)
 
 
+def floor_sources(layouts):
+    """Sources for :class:`FloorBatches`, one list per batch layout; arrays of equal shape and
+    dtype are made once (every batch of images has the same image shape)."""
+    made = {}
+    return [[made.setdefault((shape, dtype.str), np.ones(shape, dtype)) for shape, dtype in layout]
+            for layout in layouts]
+
+
+def data_loader(dataset, batchify_fn, batch_size):
+    """A :data:`WORKERS`-worker DataLoader over ``dataset`` in order, keeping the last batch."""
+    return mx.gluon.data.DataLoader(dataset, batch_size=batch_size, shuffle=False,
+                                    last_batch='keep', batchify_fn=batchify_fn,
+                                    num_workers=WORKERS)
+
+
+def loader_row(case, title, loaders, rounds, layouts, batches):
+    """Time whole epochs of ``loaders`` (name -> loader, with 'gluonbatch', 'gluoncv' and
+    'floor'), interleaved; the case's row without checks. The warm-up epoch starts the worker
+    pools and touches the memory."""
+    medians, times = interleave({name: functools.partial(time_epoch, ld)
+                                 for name, ld in loaders.items()}, rounds)
+    return {
+        'case': case, 'title': title, 'rounds': rounds,
+        'unit': 'ms per batch; rounds are epochs of %d batches' % batches,
+        **layout_fields(layouts),
+        'batches_per_s': {name: 1.0 / seconds for name, seconds in medians.items()},
+        **timing_fields(medians, times),
+    }
+
+
 def case_loader(rng, rounds, quick):
     """Case 7: batches/s of a 2-worker DataLoader, gluonbatch's batchify vs gluoncv's.
 
     256 detection-style samples (a float32 image 3x416x416 and 1..50 float32 box rows of 6),
     batch size 16, ``Tuple(Stack(), Pad(pad_val=-1))``; whole epochs, interleaved.
     """
-    count, size, batch_size, workers = (32, 64, 8, 2) if quick else (256, 416, 16, 2)
+    count, size, batch_size = (32, 64, 8) if quick else (256, 416, 16)
     samples = [(rng.random((3, size, size), dtype=np.float32),
                 rng.random((int(rows), 6), dtype=np.float32))
                for rows in rng.integers(1, 51, size=count)]
@@ -55,36 +88,17 @@ def case_loader(rng, rounds, quick):
     gb_fn = gb.Tuple(gb.Stack(), gb.Pad(pad_val=-1))
     gcv_fn = gcv.Tuple(gcv.Stack(), gcv.Pad(pad_val=-1))
     layouts = [check_same('loader', gb_fn(batch), gcv_fn(batch)) for batch in batches]
-    # the floor's sources: one for the images (every batch has the same image shape) and one
-    # per batch for its padded boxes
-    image_source = np.ones(*layouts[0][0])
-    sources = [[image_source] + [np.ones(shape, dtype) for shape, dtype in layout[1:]]
-               for layout in layouts]
     mx.nd.waitall()
-
-    def loader(dataset, batchify_fn):
-        return mx.gluon.data.DataLoader(dataset, batch_size=batch_size, shuffle=False,
-                                        last_batch='keep', batchify_fn=batchify_fn,
-                                        num_workers=workers)
-
     data = mx.gluon.data.SimpleDataset(samples)
-    loaders = {'gluonbatch': loader(data, gb_fn), 'gluoncv': loader(data, gcv_fn),
-               'floor': loader(_FloorBatches(sources, batch_size), operator.itemgetter(0))}
-    # the warm-up epoch starts the worker pools and touches the memory
-    medians, times = interleave({name: functools.partial(time_epoch, ld)
-                                 for name, ld in loaders.items()}, rounds)
+    loaders = {'gluonbatch': data_loader(data, gb_fn, batch_size),
+               'gluoncv': data_loader(data, gcv_fn, batch_size),
+               'floor': data_loader(FloorBatches(floor_sources(layouts), batch_size),
+                                    operator.itemgetter(0), batch_size)}
+    row = loader_row('loader', 'Loader %d workers, %d x 3x%dx%d, B=%d'
+                     % (WORKERS, count, size, size, batch_size), loaders, rounds, layouts,
+                     len(batches))
     del loaders
     gc.collect()
-    row = {
-        'case': 'loader',
-        'title': 'Loader %d workers, %d x 3x%dx%d, B=%d' % (workers, count, size, size,
-                                                            batch_size),
-        'rounds': rounds, 'unit': 'ms per batch; rounds are epochs of %d batches'
-                                  % len(batches),
-        **layout_fields(layouts),
-        'batches_per_s': {name: 1.0 / seconds for name, seconds in medians.items()},
-        **timing_fields(medians, times),
-    }
     row['checks'] = [
         ratio_check('batches/s gluonbatch / gluoncv', row['ratios']['gluoncv/gluonbatch']),
         ratio_check('loader gluonbatch / floor', row['ratios']['gluonbatch/floor']),

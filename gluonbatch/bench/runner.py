@@ -35,7 +35,10 @@ CASES = (('pad_labels', 'cases_batchify', SMALL_ROUNDS),
          ('rcnn_fpn', 'cases_rcnn', BIG_ROUNDS),
          ('loader', 'cases_loader', LOADER_ROUNDS),
          ('webdataset', 'cases_webdataset', LOADER_ROUNDS),
-         ('memory', 'cases_batchify', BIG_ROUNDS))
+         ('memory', 'cases_batchify', BIG_ROUNDS),
+         ('loader_recycled', 'cases_recycling', LOADER_ROUNDS),
+         ('worker_batchify', 'cases_recycling', BIG_ROUNDS),
+         ('rcnn_loader_recycled', 'cases_recycling', LOADER_ROUNDS))
 
 
 def parse_args(argv):
