@@ -6,8 +6,8 @@ include from ``docs/_generated/`` (ignored by git):
 * one PNG per batchify function, drawn by ``docs/figures.py`` from the real outputs of
   the functions;
 * the benchmark bar chart, drawn from the committed ``docs/bench_results.json`` by
-  :func:`gluonbatch.bench.plot.plot_ratios` (what ``gluonbatch bench --plot`` uses), and its
-  table and machine facts (the benchmark itself is not run);
+  :func:`gluonbatch.bench.plot.plot_ratios` (what ``gluonbatch bench --plot`` uses), its
+  tables of times and of goals, and its machine facts (the benchmark itself is not run);
 * the ``--help`` text of the ``gluonbatch`` command and its sub-commands;
 * the table of deliberate differences, taken from README.md so the two never disagree.
 """
@@ -135,8 +135,10 @@ def readme_tables():
 
 
 def benchmark_files():
-    """The chart, the table and the machine facts of ``docs/bench_results.json``."""
+    """The chart, the tables of times and of checks, and the machine facts of
+    ``docs/bench_results.json``."""
     from gluonbatch.bench.plot import plot_ratios
+    from gluonbatch.bench.report import format_goal, format_value
 
     with open(os.path.join(HERE, 'bench_results.json'), encoding='utf-8') as handle:
         results = json.load(handle)
@@ -153,6 +155,13 @@ def benchmark_files():
                     + ['%.2fx' % ratios[key] for key in
                        ('gluoncv/gluonbatch', 'gluonbatch/floor', 'gluoncv/floor')])
     _write('bench_table.txt', list_table(rows, (12, 30, 9, 9, 9, 10, 10, 10)))
+    checks = [['case', 'metric', 'measured', 'goal']]
+    for case in results['cases']:
+        for check in case.get('checks', []):
+            goal = check['goal'] and (check['goal']['op'], check['goal']['bound'])
+            checks.append(['`%s`' % case['case'], check['metric'], format_value(check),
+                           format_goal(dict(check, goal=goal))])
+    _write('bench_checks.txt', list_table(checks, (14, 40, 10, 10)))
     machine = results.get('machine', {})
     facts = ['* **%s**: ``%s``' % (key, value) for key, value in machine.items()]
     facts.append('* **mode**: %s, seed %s' % ('quick (smoke) mode' if results.get('quick')
