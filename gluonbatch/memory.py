@@ -34,6 +34,7 @@ cpu_shared(0)
 """
 import contextlib
 import os
+import warnings
 
 from ._core import recycle
 from ._core.checks import check_choice
@@ -41,7 +42,7 @@ from ._core.process import in_worker_process
 
 __all__ = ['MODES', 'SharedMemoryError', 'set_memory', 'get_memory', 'use_memory',
            'use_shared_memory', 'set_recycling', 'get_recycling', 'use_recycling',
-           'recycling_stats']
+           'recycling_unavailable', 'recycling_stats']
 
 #: The memory settings.
 MODES = ('shared', 'auto', 'cpu')
@@ -110,7 +111,8 @@ def set_recycling(enabled):
     """Turn recycled shared memory in worker processes on (the default) or off.
 
     Overrides ``GLUONBATCH_RECYCLE`` (``1`` or ``0``); worker processes forked afterwards
-    inherit it. Off, every batch is a fresh allocation, as in gluoncv.
+    inherit it. Off, every batch is a fresh allocation, as in gluoncv. Turning it on warns
+    if this MXNet build cannot recycle (:func:`recycling_unavailable`).
 
     Raises
     ------
@@ -119,6 +121,9 @@ def set_recycling(enabled):
     """
     global _recycling
     _recycling = check_choice(enabled, 'the recycling setting', (True, False))
+    if enabled and recycle.SELF_CHECK is not None:
+        warnings.warn('shared-memory recycling is unavailable: ' + recycle.SELF_CHECK,
+                      stacklevel=2)
 
 
 @contextlib.contextmanager
@@ -140,19 +145,27 @@ def use_recycling(enabled):
 
 def get_recycling():
     """Whether worker processes recycle shared memory: the setting (``set_recycling``'s,
-    else ``GLUONBATCH_RECYCLE``'s, else on), unless the check gluonbatch runs at import
-    found that this MXNet build does not count shared-memory users as expected (a debug
-    message of the ``gluonbatch`` logger then says why).
+    else ``GLUONBATCH_RECYCLE``'s, else on), unless this MXNet build cannot
+    (:func:`recycling_unavailable`).
 
     >>> get_recycling()
     True
     """
-    if recycle.SELF_CHECK is not None:
-        return False
-    if _recycling is not None:
-        return _recycling
-    return check_choice(os.environ.get(_RECYCLE_ENV, '1'), 'the environment variable '
-                        + _RECYCLE_ENV, ('1', '0')) == '1'
+    enabled = _recycling
+    if enabled is None:
+        enabled = check_choice(os.environ.get(_RECYCLE_ENV, '1'), 'the environment variable '
+                               + _RECYCLE_ENV, ('1', '0')) == '1'
+    return enabled and recycle.SELF_CHECK is None
+
+
+def recycling_unavailable():
+    """None if this MXNet build counts shared-memory users as recycling relies on, else why
+    not: gluonbatch checks at import (and logs the reason as a debug message).
+
+    >>> recycling_unavailable() is None
+    True
+    """
+    return recycle.SELF_CHECK
 
 
 def recycling_stats():
@@ -160,8 +173,8 @@ def recycling_stats():
     the ``limit`` of segments kept, and the segments ``allocated``, ``reused`` and
     ``evicted`` so far.
 
-    Only worker processes recycle, so call it in one (in a batchify function, say); in the
-    main process every count is 0.
+    Only processes that send batches to another (DataLoader workers) recycle, so call it in
+    one, in a batchify function, say; in the training process every count is 0.
 
     >>> recycling_stats()
     {'segments': 0, 'limit': 64, 'bytes': 0, 'reused': 0, 'allocated': 0, 'evicted': 0}

@@ -10,10 +10,12 @@ files.
 """
 import collections.abc
 import copy
+import gc
 import io
 import json
 import os
 import tarfile
+import time
 
 import mxnet as mx
 import numpy as np
@@ -268,3 +270,48 @@ def edit_index(path, edit):
     idx = os.path.join(path, '00000.idx')
     lines = open(idx).read().splitlines()
     open(idx, 'w').write('\n'.join(edit(lines)) + '\n')
+
+
+# ----------------------------------------------------------------- processes and /dev/shm
+
+def open_fds(pid='self'):
+    """How many file descriptors process ``pid`` has open."""
+    return len(os.listdir('/proc/%s/fd' % pid))
+
+
+def shm_held(pid='self'):
+    """How many mappings and descriptors of ``/dev/shm`` files process ``pid`` holds.
+
+    MXNet removes a segment's name as soon as it creates it, so the segments a process
+    holds are seen only here, as ``/dev/shm/mx_... (deleted)``.
+    """
+    with open('/proc/%s/maps' % pid) as maps:
+        mapped = sum(' /dev/shm/' in line for line in maps)
+    linked = 0
+    for fd in os.listdir('/proc/%s/fd' % pid):
+        try:
+            linked += os.readlink('/proc/%s/fd/%s' % (pid, fd)).startswith('/dev/shm/')
+        except OSError:  # closed meanwhile
+            pass
+    return mapped + linked
+
+
+def settled(read):
+    """``read()`` once MXNet has freed what it was asked to and two readings agree.
+
+    Frees run on MXNet's engine, and a thread pool's threads drop their last batch only
+    when they next run (a result handler clears its locals after handing a result over),
+    so readings are repeated, with other threads given time to run, until they agree.
+    """
+    def collected():
+        gc.collect()
+        mx.nd.waitall()
+        return read()
+
+    counts = collected()
+    for _ in range(100):
+        time.sleep(0.02)
+        counts, previous = collected(), counts
+        if counts == previous:
+            break
+    return counts

@@ -70,33 +70,35 @@ def reservation_alone():
 
 
 def each_part_stacked(samples):
-    """Batchify one sample of several arrays into one output per array."""
-    return tuple(Stack()([part]) for part in samples[0])
+    """Batchify one sample of several arrays into one output per array, and the worker's
+    recycling stats."""
+    return tuple(Stack()([part]) for part in samples[0]), gluonbatch.memory.recycling_stats()
 
 
 def recycled_then_larger():
     """In a worker, a batch of three 4 MiB outputs leaves three idle segments in its pool
     (12 of the 16 MiB); a 9 MiB output then fits only because the pool gives them back.
 
-    A small batch comes between them: MXNet's DataLoader holds each batch until the next
-    one arrives, so the 4 MiB segments are idle only once the small batch has arrived."""
-    four, nine = np.ones(1 << 20, np.float32), np.ones(9 << 18, np.float32)
-    data = mx.gluon.data.SimpleDataset([(four, four, four), (np.ones(4, np.float32),),
-                                        (nine,)])
+    A small batch comes first (a worker recycles once it has sent a batch) and between
+    them (MXNet's DataLoader holds each batch until the next one arrives)."""
+    four, nine, small = (np.ones(n, np.float32) for n in (1 << 20, 9 << 18, 4))
+    data = mx.gluon.data.SimpleDataset([(small,), (four, four, four), (small,), (nine,)])
     loader = mx.gluon.data.DataLoader(data, batch_size=1, batchify_fn=each_part_stacked,
                                       num_workers=1, prefetch=0, timeout=60)
-    sizes = []
+    sizes, stats = [], []
 
     def run():
-        for batch in loader:
-            sizes.append(sum(part.size for part in batch) * 4 >> 20)
-            del batch
+        for parts, worker in loader:
+            sizes.append(sum(part.size for part in parts) * 4 >> 20)
+            stats.append(worker)
+            del parts
             mx.nd.waitall()  # let go of before the next batch is made
 
     result = outcome(run)
-    print('recycled workers', result if sizes == [12, 0, 9] else 'sizes-%s-%s'
+    print('recycled workers', result if sizes == [0, 12, 0, 9] else 'sizes-%s-%s'
           % (sizes, result), flush=True)
-    print('recycled setting', gluonbatch.memory.get_recycling(), flush=True)
+    print('recycled pooled', stats[1]['allocated'] if len(stats) > 1 else None, flush=True)
+    print('recycled released', stats[-1]['evicted'] if stats else None, flush=True)
 
 
 def main(names):

@@ -61,6 +61,8 @@ def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
         if case['case'] == 'loader':  # information only: epochs of a 2-worker DataLoader
             assert set(case['batches_per_s']) == CONTENDERS
             assert all(check['goal'] is None for check in case['checks'])
+        if case['case'] == 'worker_batchify':
+            assert case['workers_timed'] in (1, 2)
         if case['case'] in RECYCLING_GOALS:
             goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
             assert goals == RECYCLING_GOALS[case['case']]

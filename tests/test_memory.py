@@ -109,7 +109,8 @@ def test_oversized_batches_raise_and_the_process_survives():
                          '%s workers-after' % name: 'ok'})
     expected['reserve main'] = 'SharedMemoryError'
     # Workers recycle (the setting is on), and give idle segments back when room runs out.
-    expected.update({'recycled workers': 'ok', 'recycled setting': 'True'})
+    expected.update({'recycled workers': 'ok', 'recycled pooled': '3',
+                     'recycled released': '3'})
     assert lines == expected
 
 

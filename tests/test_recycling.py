@@ -6,6 +6,7 @@ carries (in a small field that is never recycled) when it arrives and again when
 go of; a reused segment serving stale or foreign data fails these checks.
 """
 import collections
+import gc
 import json
 import multiprocessing
 import os
@@ -22,6 +23,7 @@ import pytest
 from gluonbatch import dataloader as gbdl
 from gluonbatch import memory
 from gluonbatch.batchify import Pad, Stack, Tuple
+from helpers import open_fds, settled, shm_held
 
 TIMEOUT = 60
 FIELDS = (('float32', -1), ('uint8', 0), ('int32', -7))  # (dtype, pad value)
@@ -81,16 +83,40 @@ def check_batch(batch):
     return ids
 
 
-def make_loader(kind, num_workers, batch_size, length, pin_memory=False,
-                last_batch='keep', prefetch=None, batchify_fn=BATCHIFY, thread_pool=False):
-    """MXNet's DataLoader or gluonbatch's pooled one, returning ``(batch, worker stats)``."""
-    options = dict(batch_size=batch_size, shuffle=True, last_batch=last_batch,
-                   batchify_fn=WithStats(batchify_fn), num_workers=num_workers,
-                   pin_memory=pin_memory, prefetch=prefetch, timeout=TIMEOUT)
+#: Batches made by the workers of the current test (inherited by the forked workers).
+PRODUCED = multiprocessing.get_context('fork').Value('i', 0)
+
+
+class CountsBatches(WithStats):
+    """:class:`WithStats` that also counts the batches made in :data:`PRODUCED`."""
+
+    def __call__(self, samples):
+        with PRODUCED.get_lock():
+            PRODUCED.value += 1
+        return super().__call__(samples)
+
+
+def wait_for_batches(count):
+    """Wait until the workers have made ``count`` batches (a guard fails a stuck worker)."""
+    for _ in range(6000):
+        if PRODUCED.value >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError('the workers made %d batches, not %d' % (PRODUCED.value, count))
+
+
+def make_loader(kind, dataset, num_workers, batch_size, pin_memory=False, last_batch='keep',
+                prefetch=None, batchify_fn=BATCHIFY, counting=False, thread_pool=False,
+                shuffle=True):
+    """MXNet's DataLoader or gluonbatch's pooled one, returning ``(batch, worker stats)``
+    (and counting the batches made in :data:`PRODUCED`, if ``counting``)."""
+    options = dict(batch_size=batch_size, shuffle=shuffle, last_batch=last_batch,
+                   batchify_fn=(CountsBatches if counting else WithStats)(batchify_fn),
+                   num_workers=num_workers, pin_memory=pin_memory, prefetch=prefetch,
+                   timeout=TIMEOUT)
     if kind == 'mxnet':
-        return mx.gluon.data.DataLoader(Samples(length), thread_pool=thread_pool, **options)
-    return gbdl.RandomTransformDataLoader([lambda *fields: fields], Samples(length),
-                                          **options)
+        return mx.gluon.data.DataLoader(dataset, thread_pool=thread_pool, **options)
+    return gbdl.RandomTransformDataLoader([lambda *fields: fields], dataset, **options)
 
 
 def receive_all(loader, epochs, on_batch):
@@ -110,9 +136,10 @@ def receive_all(loader, epochs, on_batch):
                                                    (True, 'keep')])
 def test_held_batches_and_views_never_change(kind, pin_memory, last_batch):
     """2 workers, 240+ batches of three dtypes and varying sizes; the main process holds a
-    random subset of batches and of views of them for random numbers of iterations."""
+    random subset of batches, of views of them, and of views alone (the batch dropped), for
+    random numbers of iterations."""
     rng = random.Random(20261130)
-    held = []  # (iteration to let go at, batch, [(view, its values when received)])
+    held = []  # (iteration to let go at, batch or None, [(view, its values when received)])
     iteration = 0
 
     def on_batch(batch):
@@ -123,18 +150,20 @@ def test_held_batches_and_views_never_change(kind, pin_memory, last_batch):
             views = [(batch[1][0:2], None), (batch[3].reshape((-1,)), None),
                      (batch[2][len(batch[0]) - 1], None)]
             views = [(view, view.asnumpy()) for view, _ in views]
-            held.append((iteration + rng.randint(1, 25), batch, views))
+            keep = batch if rng.random() < 0.5 else None
+            held.append((iteration + rng.randint(1, 25), keep, views))
         for entry in [entry for entry in held if entry[0] <= iteration]:
             let_go(entry)
             held.remove(entry)
 
     def let_go(entry):
         _, batch, views = entry
-        check_batch(batch)
+        if batch is not None:
+            check_batch(batch)
         for view, values in views:
             np.testing.assert_array_equal(view.asnumpy(), values)
 
-    loader = make_loader(kind, 2, batch_size=7, length=7 * 62 + 3, pin_memory=pin_memory,
+    loader = make_loader(kind, Samples(7 * 62 + 3), 2, batch_size=7, pin_memory=pin_memory,
                          last_batch=last_batch)
     seen = receive_all(loader, 4, on_batch)
     for entry in held:
@@ -146,15 +175,18 @@ def test_held_batches_and_views_never_change(kind, pin_memory, last_batch):
 
 @pytest.mark.parametrize('kind', ['mxnet', 'pooled'])
 def test_a_batch_waiting_to_be_received_is_never_reused(kind):
-    """A slow consumer: the worker runs up to 12 batches ahead, all sent and not yet
-    received; each must arrive as it was written."""
-    loader = make_loader(kind, 1, batch_size=4, length=4 * 45, prefetch=12)
-
-    def slowly(batch):
-        time.sleep(0.02)  # the worker sends on meanwhile
+    """A slow consumer: before taking each batch, the main process waits until the worker
+    has sent the next 12, so every batch waits in the queue while later ones are made."""
+    PRODUCED.value = 0
+    batches = 45
+    loader = make_loader(kind, Samples(4 * batches), 1, batch_size=4, prefetch=12,
+                         counting=True)
+    seen = []
+    for batch, stats in loader:
+        wait_for_batches(min(len(seen) + 13, batches))
         check_batch(batch)
-
-    seen = receive_all(loader, 1, slowly)
+        seen.append(stats)
+    assert len(seen) == batches
     assert seen[-1]['reused'] > 0
 
 
@@ -179,7 +211,7 @@ def keeps_views(samples):
 def test_views_the_worker_keeps_are_never_overwritten(kind):
     """The main process lets go of each batch before the worker makes the one after next,
     so only the worker's own views keep those segments from being reused."""
-    loader = make_loader(kind, 1, batch_size=5, length=5 * 30, batchify_fn=keeps_views,
+    loader = make_loader(kind, Samples(5 * 30), 1, batch_size=5, batchify_fn=keeps_views,
                          prefetch=0 if kind == 'mxnet' else 1)
     reused = 0
     for _ in range(2):
@@ -193,18 +225,41 @@ def test_views_the_worker_keeps_are_never_overwritten(kind):
 @pytest.mark.parametrize('num_workers,thread_pool', [(0, False), (2, True)],
                          ids=['main', '2threads'])
 def test_the_main_process_allocates_fresh_memory(num_workers, thread_pool):
-    loader = make_loader('mxnet', num_workers, batch_size=5, length=40,
+    loader = make_loader('mxnet', Samples(40), num_workers, batch_size=5,
                          thread_pool=thread_pool)
     seen = receive_all(loader, 2, check_batch)
     assert all(stats['allocated'] == stats['segments'] == 0 for stats in seen)
     assert memory.get_recycling()
 
 
+def _train_at_home(results):
+    """A training process started by multiprocessing, batching in-process."""
+    seen = []
+    for num_workers, thread_pool in ((0, False), (2, True)):
+        loader = make_loader('mxnet', Samples(40), num_workers, batch_size=5,
+                             thread_pool=thread_pool)
+        seen += receive_all(loader, 2, check_batch)
+    results.put([stats['allocated'] for stats in seen])
+
+
+def test_a_training_process_started_by_multiprocessing_allocates_fresh_memory():
+    """Started by multiprocessing, as one training process per device often is, it sends
+    no batches anywhere, so it does not recycle."""
+    context = multiprocessing.get_context('fork')
+    results = context.Queue()
+    trainer = context.Process(target=_train_at_home, args=(results,))
+    trainer.start()
+    allocated = results.get(timeout=TIMEOUT)
+    trainer.join(TIMEOUT)
+    assert trainer.exitcode == 0
+    assert len(allocated) == 32 and not any(allocated)
+
+
 @pytest.mark.parametrize('num_workers', [1, 2])
 def test_set_recycling_off_allocates_every_batch_fresh(num_workers):
     with memory.use_recycling(False):
         assert not memory.get_recycling()
-        loader = make_loader('mxnet', num_workers, batch_size=5, length=40)
+        loader = make_loader('mxnet', Samples(40), num_workers, batch_size=5)
         seen = receive_all(loader, 2, check_batch)
     assert memory.get_recycling()
     assert all(stats['allocated'] == stats['segments'] == 0 for stats in seen)
@@ -216,30 +271,61 @@ def test_the_recycling_setting_is_checked():
     assert memory.get_recycling()
 
 
+def _collect_in_child():
+    gc.collect()
+    mx.nd.waitall()  # MXNet frees on its engine
+
+
+class Uniform(mx.gluon.data.Dataset):
+    """Sample i: its id and 32x48x48 float32 values i (288 KiB): every batch of one sample
+    fits every segment."""
+
+    def __len__(self):
+        return 45
+
+    def __getitem__(self, idx):
+        return np.int64(idx), np.full((32, 48, 48), idx, np.float32)
+
+
+def check_uniform(batch):
+    ids, values = batch
+    assert (values.asnumpy() == ids.asnumpy()[:, None, None, None]).all()
+
+
+@pytest.mark.parametrize('kind', ['mxnet', 'pooled'])
+def test_a_fork_while_a_dropped_batch_awaits_collection_changes_no_held_batch(kind):
+    """The training process drops a batch inside a reference cycle, then forks (a new
+    loader's workers, say) before collecting it. A child that collected its inherited copy
+    would lower the count the worker relies on, and the worker would reuse segments the
+    training process still holds."""
+    loader = make_loader(kind, Uniform(), 1, batch_size=1, prefetch=1,
+                         batchify_fn=Tuple(Stack(), Stack()))
+    gc.disable()  # the cycle must still await collection when the child starts
+    try:
+        batches = iter(loader)
+        for _ in range(3):  # a worker recycles once it has sent a batch
+            next(batches)
+        cycle = [next(batches)]
+        cycle.append(cycle)
+        next(batches)  # MXNet's loader holds a batch until the next one arrives
+        del cycle
+        child = multiprocessing.get_context('fork').Process(target=_collect_in_child)
+        child.start()
+        child.join(TIMEOUT)
+        held = []
+        for batch, _ in batches:
+            held.append(batch)
+            check_uniform(batch)
+            if len(held) == 5:
+                _collect_in_child()  # the training process collects the cycle
+    finally:
+        gc.enable()
+    assert child.exitcode == 0
+    for batch in held:
+        check_uniform(batch)
+
+
 # --------------------------------------------------------------------- b. bounds and leaks
-
-def _open_fds(pid='self'):
-    return len(os.listdir('/proc/%s/fd' % pid))
-
-
-def _own_shm_blocks(pids):
-    prefixes = tuple('mx_%d_' % pid for pid in pids)
-    return len([name for name in os.listdir('/dev/shm') if name.startswith(prefixes)])
-
-
-def _settled(read):
-    """``read()`` once MXNet freed what it was asked to and two readings agree."""
-    import gc
-    counts = None
-    for _ in range(100):
-        gc.collect()
-        mx.nd.waitall()
-        counts, previous = read(), counts
-        if counts == previous:
-            break
-        time.sleep(0.02)
-    return counts
-
 
 DTYPES = ('uint8', 'int8', 'int32', 'int64', 'float16', 'float32', 'float64')
 
@@ -258,15 +344,11 @@ class ManySizes(mx.gluon.data.Dataset):
         return np.int64(idx), np.full((rows, 64, 64), idx % 100 + 1, DTYPES[idx % 7])
 
 
-#: Batches made by the workers of the test below (inherited by the forked workers).
-PRODUCED = multiprocessing.get_context('fork').Value('i', 0)
+ONE_PER_FIELD = Tuple(Stack(), Pad(pad_val=0))  # batches of one ManySizes sample
 
 
-class CountsBatches(WithStats):
-    def __call__(self, samples):
-        with PRODUCED.get_lock():
-            PRODUCED.value += 1
-        return super().__call__(samples)
+def check_sample(ids, values):
+    np.testing.assert_array_equal(values.asnumpy()[0], ManySizes()[int(ids.asscalar())][1])
 
 
 @pytest.mark.parametrize('kind', ['mxnet', 'pooled'])
@@ -274,52 +356,81 @@ def test_more_batches_in_flight_than_the_pool_keeps(kind):
     """One worker sends 80 batches before the main process takes the second: the pool stays
     within its bound by forgetting busy segments, and every batch arrives intact."""
     PRODUCED.value = 0
-    fn = CountsBatches(Tuple(Stack(), Pad(pad_val=0)))
-    options = dict(batch_size=1, batchify_fn=fn, num_workers=1, prefetch=120,
-                   timeout=TIMEOUT)
-    if kind == 'mxnet':
-        loader = mx.gluon.data.DataLoader(ManySizes(), **options)
-    else:
-        loader = gbdl.RandomTransformDataLoader([lambda *fields: fields], ManySizes(),
-                                                **options)
+    loader = make_loader(kind, ManySizes(), 1, batch_size=1, prefetch=120,
+                         batchify_fn=ONE_PER_FIELD, counting=True)
     seen = []
     for epoch in range(2):
         for (ids, values), stats in loader:
-            while epoch == 0 and not seen and PRODUCED.value < 80:
-                time.sleep(0.01)  # the worker runs ahead
-            np.testing.assert_array_equal(values.asnumpy()[0],
-                                          ManySizes()[int(ids.asscalar())][1])
+            if epoch == 0 and not seen:
+                wait_for_batches(80)  # the worker runs ahead
+            check_sample(ids, values)
             seen.append(stats)
     assert all(stats['segments'] <= stats['limit'] for stats in seen)
     assert max(stats['evicted'] for stats in seen) > 0
     assert max(stats['reused'] for stats in seen) > 0
 
 
-def test_twenty_epochs_leave_nothing_behind():
-    pid = os.getpid()
-    before = _settled(lambda: (_open_fds(), _own_shm_blocks([pid])))
+def test_batches_sent_but_never_received_do_not_stop_recycling():
+    """Breaking out of every epoch after two batches leaves the batches already sent
+    unreceived: their segments stay busy for good, age out of the pool, and reuse goes on."""
+    loader = make_loader('mxnet', Samples(60), 1, batch_size=3)
+    seen = []
+    for _ in range(30):
+        for _, (batch, stats) in zip(range(2), loader):
+            check_batch(batch)
+            seen.append(stats)
+    assert max(stats['segments'] for stats in seen) == seen[0]['limit']  # full of stuck ones
+    # Of each epoch's four batches two are received: once the pool is full, about half
+    # the outputs still go into reused segments.
+    late, last = seen[-20], seen[-1]
+    reused, allocated = last['reused'] - late['reused'], last['allocated'] - late['allocated']
+    assert reused >= allocated / 2 > 0
+
+
+class Growing(mx.gluon.data.Dataset):
+    """Sample i has 16 + 4 i rows of 64x64 float32: every batch is larger than the last."""
+
+    def __len__(self):
+        return 60
+
+    def __getitem__(self, idx):
+        return np.int64(idx), np.full((16 + 4 * idx, 64, 64), idx, np.float32)
+
+
+def test_segments_of_sizes_not_seen_again_are_dropped():
+    loader = make_loader('mxnet', Growing(), 1, batch_size=1, prefetch=2,
+                         batchify_fn=ONE_PER_FIELD, shuffle=False)
+    seen = []
+    for (ids, values), stats in loader:
+        np.testing.assert_array_equal(values.asnumpy()[0], Growing()[int(ids.asscalar())][1])
+        seen.append(stats)
+    # About five batches are in flight; smaller free segments, never reusable, go.
+    assert max(stats['segments'] for stats in seen) <= 12
+    assert seen[-1]['evicted'] > 0
+
+
+@pytest.mark.parametrize('kind', ['mxnet', 'pooled'])
+def test_twenty_epochs_leave_nothing_behind(kind):
+    """Once the loader is gone, this process holds no more /dev/shm segments or
+    descriptors than before (its workers, which held the pools, are gone)."""
+    before = settled(lambda: (open_fds(), shm_held()))
     children = set(multiprocessing.active_children())
-    loader = mx.gluon.data.DataLoader(ManySizes(42), batch_size=1, shuffle=True,
-                                      batchify_fn=WithStats(Tuple(Stack(), Pad(pad_val=0))),
-                                      num_workers=2, timeout=TIMEOUT)
+    loader = make_loader(kind, ManySizes(42), 2, batch_size=1, batchify_fn=ONE_PER_FIELD)
     workers = [p.pid for p in multiprocessing.active_children() if p not in children]
     assert len(workers) == 2
-    worker_fds = [_open_fds(worker) for worker in workers]
+    worker_fds = [open_fds(worker) for worker in workers]
     seen = []
     for _ in range(20):
         for (ids, values), stats in loader:
-            np.testing.assert_array_equal(values.asnumpy()[0],
-                                          ManySizes()[int(ids.asscalar())][1])
+            check_sample(ids, values)
             seen.append(stats)
     assert all(stats['segments'] <= stats['limit'] for stats in seen)
     assert max(stats['reused'] for stats in seen) > 0
     # A worker's descriptors: one per segment of its pool, and a few in flight.
-    assert all(_open_fds(worker) <= start + seen[0]['limit'] + 4
+    assert all(open_fds(worker) <= start + seen[0]['limit'] + 4
                for worker, start in zip(workers, worker_fds))
-    shm_blocks = _own_shm_blocks([pid] + workers)
     del loader, ids, values  # and the last batch
-    assert _settled(lambda: (_open_fds(), _own_shm_blocks([pid]))) == before
-    assert shm_blocks == 0  # MXNet unlinks every segment's name as it creates it
+    assert settled(lambda: (open_fds(), shm_held())) == before
 
 
 # --------------------------------------------------------------------- c. the self-check
@@ -349,15 +460,20 @@ AFTER_IMPORT = '''
         for batch, worker in loader:
             assert (batch.asnumpy()[:, 0, 0, 0] % 4 == [0, 1, 2, 3]).all()
             stats.append(worker)
-    print(json.dumps([memory.get_recycling(), max(s['allocated'] for s in stats)]))
+    print(json.dumps([memory.get_recycling(), memory.recycling_unavailable(),
+                      max(s['allocated'] for s in stats)]))
 '''
+
+
+def _report(result):
+    return json.loads(result.stdout.splitlines()[-1])
 
 
 def test_a_build_whose_counts_differ_turns_recycling_off():
     """Another MXNet build is simulated by an export that counts twice: the check at
-    import sees it, recycling stays off, and batches are still right."""
+    import sees it, recycling stays off (and says why), and batches are still right."""
     code = '''
-        import logging
+        import logging, warnings
         logging.basicConfig(level=logging.DEBUG)
         import mxnet as mx
         export = mx.nd.NDArray._to_shared_mem
@@ -367,19 +483,26 @@ def test_a_build_whose_counts_differ_turns_recycling_off():
             return export(self)
 
         mx.nd.NDArray._to_shared_mem = export_counting_twice
+        from gluonbatch import memory
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            memory.set_recycling(True)
+        print('warned:', caught[0].message)
     '''
     result = _run_python(code, AFTER_IMPORT)
-    assert json.loads(result.stdout.splitlines()[-1]) == [False, 0]
-    assert ('shared-memory recycling is off: the shared count went [1, 3, 3, 2]'
-            in result.stderr)
+    why = 'the shared count went [1, 3, 3, 2]'
+    assert _report(result) == [False, why + ' (created, exported, mapped, mapping freed); '
+                               'expected [1, 2, 2, 1]', 0]
+    assert 'shared-memory recycling is off: ' + why in result.stderr
+    assert 'warned: shared-memory recycling is unavailable: ' + why in result.stdout
 
 
-@pytest.mark.parametrize('value,expected', [('0', [False, 0]), ('1', [True, 2])])
-def test_the_environment_variable_turns_recycling_off(value, expected):
-    result = _run_python(AFTER_IMPORT, GLUONBATCH_RECYCLE=value)
-    recycling, allocated = json.loads(result.stdout.splitlines()[-1])
-    assert recycling == expected[0]
-    assert (allocated > 0) == (expected[1] > 0)
+@pytest.mark.parametrize('value,recycling', [('0', False), ('1', True)])
+def test_the_environment_variable_sets_recycling(value, recycling):
+    enabled, unavailable, allocated = _report(_run_python(AFTER_IMPORT,
+                                                          GLUONBATCH_RECYCLE=value))
+    assert enabled == recycling and unavailable is None
+    assert (allocated > 0) == recycling
 
 
 def test_a_bad_environment_variable_is_named():

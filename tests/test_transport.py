@@ -25,7 +25,6 @@ import multiprocessing
 import os
 import re
 import signal
-import time
 import warnings
 
 import mxnet as mx
@@ -36,7 +35,7 @@ import gluonbatch
 from gluonbatch import dataloader as gbdl
 from gluonbatch.batchify import (Append, Dict, List, NamedTuple, Pad, Stack, Tuple,
                                  dict_batchify_fn, ms_batchify_fn)
-from helpers import SHARED, batch_leaves
+from helpers import SHARED, batch_leaves, open_fds, settled
 
 N = 23          # samples per epoch
 BATCH = 5       # 23 = 4 * 5 + 3: a short last batch, and a rollover remainder
@@ -659,10 +658,6 @@ def _everything(i):
 ALL = Tuple([batchify for _, batchify, _ in CASES.values()])
 
 
-def _open_fds(pid='self'):
-    return len(os.listdir('/proc/%s/fd' % pid))
-
-
 def _own_shm_blocks(pids):
     """MXNet's /dev/shm blocks made by ``pids``: it names them ``mx_<pid>_<id>``, so blocks
     of another MXNet program running beside the tests are not counted."""
@@ -676,24 +671,9 @@ def _settled_counts(workers):
     Only MXNet's blocks of this process and its workers count: loaders of earlier tests,
     finalised by a garbage collection in the middle of this one, remove their own
     semaphores from /dev/shm, and other programs may be using it too.
-
-    A thread pool's threads drop their last batch only when they next run (a result
-    handler clears its locals after handing a result over), so the counts are read again,
-    with the other threads given time to run, until two readings agree.
     """
-    def read():
-        gc.collect()
-        mx.nd.waitall()  # MXNet frees NDArrays (and closes their fds) on its engine
-        return (_own_shm_blocks([os.getpid()] + [worker.pid for worker in workers]),
-                _open_fds(), [_open_fds(worker.pid) for worker in workers])
-
-    counts = read()
-    for _ in range(100):
-        time.sleep(0.02)  # lets the pool threads and the workers' engines run
-        counts, previous = read(), counts
-        if counts == previous:
-            break
-    return counts
+    return settled(lambda: (_own_shm_blocks([os.getpid()] + [w.pid for w in workers]),
+                            open_fds(), [open_fds(worker.pid) for worker in workers]))
 
 
 def test_blocks_of_other_programs_are_not_counted():

@@ -14,10 +14,14 @@ array([1., 2.], dtype=float32)
 """
 import ctypes
 
+import mxnet as mx
 import numpy as np
 from mxnet.base import _LIB, check_call
 
-__all__ = ['numpy_view', 'host_view', 'shared_count', 'holders']
+__all__ = ['SHARED_CONTEXT', 'numpy_view', 'host_view', 'shared_count', 'holders']
+
+#: MXNet's shared-memory context: the context of the NDArrays gluonbatch returns by default.
+SHARED_CONTEXT = mx.Context('cpu_shared', 0)
 
 # Contexts whose memory is ordinary host memory that numpy may read directly.
 _HOST_DEVICE_TYPES = ('cpu', 'cpu_shared', 'cpu_pinned')
@@ -93,6 +97,7 @@ def holders(array):
 
     >>> import mxnet as mx
     >>> array = mx.nd.zeros((4,))
+    >>> array.wait_to_read()  # the engine operation writing the zeros holds it until done
     >>> view = array[1:3]
     >>> holders(array)
     2

@@ -3,8 +3,9 @@
 MXNet registers a ``ForkingPickler`` reducer that sends a ``cpu_shared`` NDArray by file
 descriptor, but it crashes (SIGSEGV) on a zero-size array, which a batch of images
 without objects produces. gluonbatch's reducer sends those as their shape and dtype and
-leaves every other array to MXNet's. :func:`install` registers it; importing
-``gluonbatch`` calls it once.
+leaves every other array to MXNet's. It also notes that this process sends arrays to
+another one, which turns recycled shared memory on here (:mod:`.recycle`). :func:`install`
+registers it; importing ``gluonbatch`` calls it once.
 
 Examples
 --------
@@ -22,7 +23,8 @@ import mxnet as mx
 import numpy as np
 from mxnet.gluon.data import dataloader as _mx_dataloader
 
-from .alloc import SHARED_CONTEXT
+from . import recycle
+from .native import SHARED_CONTEXT
 
 __all__ = ['install']
 
@@ -32,6 +34,7 @@ def _empty_shared(shape, dtype):
 
 
 def _reduce_ndarray(array):
+    recycle.pool().sends = True
     if array.size == 0:
         return _empty_shared, (array.shape, np.dtype(array.dtype).str)
     return _mx_dataloader.reduce_ndarray(array)

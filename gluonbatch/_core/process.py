@@ -4,11 +4,14 @@
 A DataLoader worker is a forked copy of the main process: it inherits thread pools
 without their threads and file handles whose offsets it would share with its parent.
 Every such object is a :class:`ProcessLocal`, made on first use in each process, so a
-forked child makes its own instead of using its parent's (and may keep the parent's
-without freeing it: an inherited shared-memory array, freed, would lower the reference count
-its parent reads before reusing the memory). Pure caches are the opposite:
+forked child makes its own instead of using its parent's. Pure caches are the opposite:
 what the parent computed stays true in the child, so :func:`shared_by_key` objects are
 kept across a fork.
+
+A child must not free what it inherited by accident: freeing an inherited shared-memory
+array lowers the reference count that the process which made the array reads before
+reusing its memory. So ``ProcessLocal(keep_inherited=True)`` keeps the parent's value, and
+the child's garbage collector leaves inherited objects alone (``gc.freeze()`` at fork).
 
 Examples
 --------
@@ -19,6 +22,7 @@ True
 >>> pids.get() is pids.get()
 True
 """
+import gc
 import multiprocessing
 import os
 import threading
@@ -36,6 +40,10 @@ def _after_fork_in_child():
     _generation += 1
     # The parent's lock may have been held by a thread that does not exist here.
     _lock = threading.Lock()
+    # The garbage collector leaves what the child inherited alone: collecting a batch the
+    # parent had dropped but not yet collected would free a shared-memory mapping twice,
+    # lowering a count the process that made the batch relies on before reusing it.
+    gc.freeze()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -80,7 +88,7 @@ class ProcessLocal:
 
 
 def in_worker_process():
-    """Whether this process was started by ``multiprocessing`` (a DataLoader worker).
+    """Whether this process was started by ``multiprocessing``, as DataLoader workers are.
 
     >>> in_worker_process()
     False

@@ -18,16 +18,18 @@ the pool (:mod:`~gluonbatch._core.native` reads them):
 
 A batch is a zero-offset view of a segment of its dtype (the receiving process maps the
 segment from its start). Segments come in eight sizes per doubling, and a request takes the
-smallest free segment of its dtype holding at most twice its size. A worker keeps the
-segments of every output it has in flight (a DataLoader's ``prefetch`` bounds them: in
-steady state nothing more is allocated), at most :data:`MAX_SEGMENTS`, dropping the least
-recently used beyond that, free ones first; dropping only forgets a busy segment, whose
-memory lives on until its receiver lets go. When ``/dev/shm`` runs short, the free segments
-are dropped before a new batch is refused.
+smallest free segment of its dtype holding at most twice its size. A new segment is made
+only when no free one fits; then the pool shrinks (:meth:`SegmentPool.add`): to at most
+:data:`MAX_SEGMENTS`, and to free segments of no more bytes than the busy ones. Dropping only
+forgets a busy segment, whose memory lives on until its receiver lets go. When ``/dev/shm``
+runs short, the free segments are dropped before a new batch is refused.
 
-Recycling is used only in worker processes: in the main process nothing sends the batches
-anywhere. :func:`self_check` runs once, at import, and recycling stays off if MXNet's
-counts do not behave as described (another MXNet build).
+Only worker processes (started by ``multiprocessing``) that send arrays to another process
+(once they have pickled one through gluonbatch's reducer) recycle: DataLoader workers from
+their second batch on. A process whose batches stay at home (the training process, with
+``num_workers=0`` or ``thread_pool=True`` too, however it was started) allocates fresh
+memory as before. :func:`self_check` runs once, at import, and recycling
+stays off if MXNet's counts do not behave as described (another MXNet build).
 
 Examples
 --------
@@ -48,18 +50,16 @@ import threading
 import mxnet as mx
 import numpy as np
 
-from .native import holders, numpy_view, shared_count
+from .native import SHARED_CONTEXT, holders, numpy_view, shared_count
 from .process import ProcessLocal
 
-__all__ = ['MIN_BYTES', 'MAX_SEGMENTS', 'SHARED_CONTEXT', 'SegmentPool', 'capacity_for',
+__all__ = ['MIN_BYTES', 'MAX_SEGMENTS', 'SegmentPool', 'capacity_for',
            'pool', 'self_check', 'SELF_CHECK']
 
 #: Outputs smaller than this are allocated fresh: their page faults cost little.
 MIN_BYTES = 64 << 10
 #: Segments a process keeps at most: batches in flight times outputs per batch, with room.
 MAX_SEGMENTS = 64
-#: The context of shared-memory batches.
-SHARED_CONTEXT = mx.Context('cpu_shared', 0)
 
 _LOG = logging.getLogger('gluonbatch')
 
@@ -111,6 +111,8 @@ class SegmentPool:
         self._segments = []
         self._lock = threading.Lock()
         self._counters = dict(reused=0, allocated=0, evicted=0)
+        #: Whether this process has sent arrays to another one (set by the reducer).
+        self.sends = False
 
     def take(self, shape, dtype):
         """A view of shape ``shape`` on the smallest free segment of ``dtype`` that holds it
@@ -134,25 +136,41 @@ class SegmentPool:
         """Keep the fresh, reserved 1-d ``array`` and return a view of shape ``shape`` on it.
 
         Only exports made before this call are the pool's; every later one is a user's.
+        Then the pool shrinks: beyond its limit the least recently used segments go, free or
+        not (a batch sent but never received keeps its segment busy for good), and free
+        segments go, least recently used first, while they hold more bytes than the busy
+        ones (batches of sizes not seen again).
         """
         segment = _Segment(array)
-        view = segment.view(shape, int(np.prod(shape)))  # holds it: never evicted below
+        view = segment.view(shape, int(np.prod(shape)))  # holds it: busy, never dropped below
         with self._lock:
             self._segments.append(segment)
             self._counters['allocated'] += 1
             while len(self._segments) > self._limit:
-                free = [s for s in self._segments if s.is_free()]
-                self._segments.remove(free[0] if free else self._segments[0])
-                self._counters['evicted'] += 1
+                self._drop([self._segments[0]])
+            free = [s for s in self._segments if s.is_free()]
+            spare = sum(s.nbytes for s in free)
+            busy = sum(s.nbytes for s in self._segments) - spare
+            dropped = []
+            for segment in free:
+                if spare <= busy:
+                    break
+                dropped.append(segment)
+                spare -= segment.nbytes
+            self._drop(dropped)
         return view
 
     def release_idle(self):
         """Drop every free segment, so its pages go back to ``/dev/shm``; how many."""
         with self._lock:
             free = [segment for segment in self._segments if segment.is_free()]
-            self._segments = [s for s in self._segments if s not in free]
-            self._counters['evicted'] += len(free)
+            self._drop(free)
         return len(free)
+
+    def _drop(self, segments):
+        dropped = set(map(id, segments))
+        self._segments = [s for s in self._segments if id(s) not in dropped]
+        self._counters['evicted'] += len(dropped)
 
     def stats(self):
         """Counts of this pool: ``segments`` and their ``bytes`` now, at most ``limit``

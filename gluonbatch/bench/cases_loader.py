@@ -59,10 +59,14 @@ def data_loader(dataset, batchify_fn, batch_size):
                                     num_workers=WORKERS)
 
 
-def loader_row(case, title, loaders, rounds, layouts, batches):
+def loader_row(case, title, loaders, rounds, layouts, batches, warm_epochs=1):
     """Time whole epochs of ``loaders`` (name -> loader, with 'gluonbatch', 'gluoncv' and
-    'floor'), interleaved; the case's row without checks. The warm-up epoch starts the worker
-    pools and touches the memory."""
+    'floor'), interleaved; the case's row without checks. The ``warm_epochs`` untimed epochs
+    of each loader start the worker pools and touch the memory (recycling workers need a few
+    to hold the segments of every batch they have in flight)."""
+    for _ in range(warm_epochs - 1):  # interleave runs one more
+        for ld in loaders.values():
+            time_epoch(ld)
     medians, times = interleave({name: functools.partial(time_epoch, ld)
                                  for name, ld in loaders.items()}, rounds)
     return {

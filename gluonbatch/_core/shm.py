@@ -1,0 +1,79 @@
+"""Fresh shared memory that fails safely: the free-space check and the page reservation.
+
+MXNet sizes a file in ``/dev/shm`` for every ``cpu_shared`` array even when the tmpfs has no
+room for it, and the first write past the free space kills the process with SIGBUS. Each
+fresh shared allocation is therefore checked against the free space and its pages reserved
+(``posix_fallocate``), so a batch that does not fit raises ``SharedMemoryError``.
+
+Examples
+--------
+>>> import numpy as np
+>>> fresh_shared((2, 3), np.dtype('float32')).context
+cpu_shared(0)
+"""
+import errno
+import os
+
+import mxnet as mx
+import numpy as np
+
+from .. import memory
+from .native import SHARED_CONTEXT
+
+__all__ = ['SHM_MOUNT', 'check_room', 'reserve', 'fresh_shared']
+
+#: The tmpfs MXNet creates shared arrays in.
+SHM_MOUNT = '/dev/shm'
+_MiB = 1 << 20
+
+
+def _explain(nbytes, free, total):
+    return ('cannot allocate %.1f MiB of shared memory for a batch: %s has %.1f MiB free of '
+            '%.1f MiB. Remedies: give the container more shared memory (docker run '
+            '--shm-size=2g), use fewer DataLoader workers or a smaller batch, use '
+            'thread_pool=True, or gluonbatch.set_memory(\'auto\') (GLUONBATCH_MEMORY=auto) so '
+            'that the main process batches into ordinary memory'
+            % (nbytes / _MiB, SHM_MOUNT, free / _MiB, total / _MiB))
+
+
+def check_room(nbytes):
+    """Raise SharedMemoryError unless ``/dev/shm`` has ``nbytes`` free plus a margin.
+
+    The margin, the larger of 1 MiB and 1% of the mount, leaves room for the interpreter,
+    MXNet and other processes. Arrays gluonbatch allocated before have reserved their pages,
+    so the other outputs of the same batch are already counted in the free space.
+    """
+    stats = os.statvfs(SHM_MOUNT)
+    free, total = stats.f_bavail * stats.f_frsize, stats.f_blocks * stats.f_frsize
+    if nbytes + max(_MiB, total // 100) > free:
+        raise memory.SharedMemoryError(_explain(nbytes, free, total))
+
+
+def reserve(array):
+    """Allocate the pages of a fresh ``cpu_shared`` array now, or raise SharedMemoryError.
+
+    Without this, a tmpfs that runs out of room kills the process with SIGBUS on the first
+    write; ``posix_fallocate`` fails with ENOSPC instead.
+    """
+    _, fd, _, _ = array._to_shared_mem()
+    size = os.fstat(fd).st_size
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise
+        stats = os.statvfs(SHM_MOUNT)
+        raise memory.SharedMemoryError(_explain(size, stats.f_bavail * stats.f_frsize,
+                                                stats.f_blocks * stats.f_frsize)) from None
+
+
+def fresh_shared(shape, dtype):
+    """A new, unwritten ``cpu_shared`` array whose pages are reserved; SharedMemoryError if
+    ``/dev/shm`` has no room for it."""
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    if nbytes:
+        check_room(nbytes)
+    out = mx.nd.empty(shape, ctx=SHARED_CONTEXT, dtype=dtype)
+    if nbytes:
+        reserve(out)
+    return out
