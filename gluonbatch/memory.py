@@ -17,8 +17,9 @@ environment variable:
 
 In DataLoader worker processes, batches are written into **recycled** shared memory: a
 worker keeps the segments of the batches it sent and reuses one once the main process has
-let go of it (both of MXNet's reference counts say so), which saves the page faults of
-fresh memory, most of the cost of a large batch. ``set_recycling(False)`` or
+let go of it (MXNet's shared reference count and the worker's own count of the arrays using
+it both say so), which saves the page faults of fresh memory, most of the cost of a large
+batch. ``set_recycling(False)`` or
 ``GLUONBATCH_RECYCLE=0`` turns it off; :func:`recycling_stats` shows what a process's pool
 holds and did.
 

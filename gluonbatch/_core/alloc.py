@@ -60,8 +60,9 @@ def allocate(shape, dtype):
     reserved, so a batch that does not fit raises ``SharedMemoryError`` (never SIGBUS);
     with the ``'cpu'`` memory setting (or ``'auto'`` in the main process) the array is in
     ordinary ``cpu(0)`` memory. In a worker process that sends batches to another (a
-    DataLoader worker), with recycling on, an output of :data:`~gluonbatch._core.recycle.MIN_BYTES` or
-    more is a view on a recycled segment (:mod:`~gluonbatch._core.recycle`).
+    DataLoader worker), with recycling on, an output of
+    :data:`~gluonbatch._core.recycle.MIN_BYTES` or more is a view on a recycled segment
+    (:mod:`~gluonbatch._core.recycle`).
 
     Parameters
     ----------
