@@ -9,7 +9,7 @@ include from ``docs/_generated/`` (ignored by git):
   :func:`gluonbatch.bench.plot.plot_ratios` (what ``gluonbatch bench --plot`` uses), its
   tables of times and of goals, and its machine facts (the benchmark itself is not run);
 * the ``--help`` text of the ``gluonbatch`` command and its sub-commands;
-* the table of deliberate differences, taken from README.md so the two never disagree.
+* the tables of deliberate differences, taken from README.md so the two never disagree.
 """
 import contextlib
 import io
@@ -129,9 +129,11 @@ def list_table(rows, widths):
 
 
 def readme_tables():
-    """``_generated/differences.txt`` from README's table of deliberate differences."""
+    """``_generated/differences*.txt`` from README's tables of deliberate differences."""
     rows = markdown_table('Deliberate differences from gluoncv 0.10.5', 4)
     _write('differences.txt', list_table(rows, (22, 22, 26, 20)))
+    rows = markdown_table('Deliberate differences from GluonNLP 0.10.0', 4)
+    _write('differences_gluonnlp.txt', list_table(rows, (22, 22, 26, 20)))
 
 
 def benchmark_files():

@@ -37,6 +37,34 @@ def test_dict_batchifies_each_key_and_keeps_key_order():
     assert out['id'] == ['x', 'y']
 
 
+@settings(max_examples=30, deadline=None)
+@given(extra=st.dictionaries(st.text(min_size=1, max_size=5).filter(lambda k: k not in 'ab'),
+                             st.one_of(st.integers(), st.text(), st.none()), max_size=3),
+       rows=st.lists(st.integers(1, 4), min_size=1, max_size=4))
+def test_dict_ignores_keys_it_has_no_function_for(extra, rows):
+    """As GluonNLP's: samples may carry an id or a path beside the batchified keys."""
+    samples = [dict(extra, a=[index] * length, b=index) for index, length in enumerate(rows)]
+    before = [dict(sample) for sample in samples]
+    batch = Dict({'a': Pad(pad_val=-1), 'b': Stack()})(samples)
+    assert set(batch) == {'a', 'b'}
+    plain = Dict({'a': Pad(pad_val=-1), 'b': Stack()})(
+        [{'a': sample['a'], 'b': sample['b']} for sample in samples])
+    for key in 'ab':
+        np.testing.assert_array_equal(batch[key].asnumpy(), plain[key].asnumpy())
+    assert samples == before  # nothing taken out of the samples
+
+
+def test_strict_dict_refuses_other_keys():
+    samples = [{'a': [1], 'id': 'x'}, {'a': [2], 'id': 'y'}]
+    with pytest.raises(ValueError, match=r"sample 0 has keys \['a', 'id'\]; expected \['a'\] "
+                                         r"\(missing \[\], extra \['id'\]\)"):
+        Dict({'a': Stack()}, strict=True)(samples)
+    assert Dict({'a': Stack()}, strict=True)([{'a': [1]}])['a'].shape == (1, 1)
+    with pytest.raises(TypeError, match='strict must be one of True, False'):
+        Dict({'a': Stack()}, strict='yes')
+    assert repr(Dict({'a': List()}, strict=True)).endswith('strict=True)')
+
+
 @pytest.mark.parametrize('fn_info', [[Stack(), Pad(), List()],
                                      (Stack(), Pad(), List()),
                                      {'name': List(), 'image': Stack(), 'boxes': Pad()}])

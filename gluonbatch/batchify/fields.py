@@ -12,8 +12,8 @@ Examples
 from collections.abc import Mapping
 
 from .._core.assemble import apply_to_field
-from .._core.checks import (BatchifyUsageError, check_batch, check_callable, check_fields,
-                            describe)
+from .._core.checks import (BatchifyUsageError, check_batch, check_callable, check_choice,
+                            check_fields, describe)
 
 __all__ = ['Tuple', 'List', 'Dict', 'NamedTuple']
 
@@ -85,25 +85,40 @@ class List:
 class Dict:
     r"""Batchify samples that are dicts, one function per key; returns a dict.
 
-    Every sample must have exactly the keys of ``fn_dict``.
+    As in GluonNLP, keys of the samples without a function (an ``id``, a file path) are
+    ignored; every sample must have every key of ``fn_dict``.
+
+    Parameters
+    ----------
+    fn_dict : dict
+        The batchify function of each key, applied to that key of every sample.
+    strict : bool, default False
+        Refuse samples with keys ``fn_dict`` has no function for.
 
     Examples
     --------
     >>> from gluonbatch.batchify import Dict, Pad, Stack
     >>> batch = Dict({'image': Stack(), 'boxes': Pad(pad_val=-1)})(
-    ...     [{'image': [0, 0], 'boxes': [1, 2]}, {'image': [1, 1], 'boxes': [3]}])
-    >>> batch['boxes'].asnumpy()
-    array([[ 1,  2],
-           [ 3, -1]])
+    ...     [{'image': [0, 0], 'boxes': [1, 2], 'id': 'a'},
+    ...      {'image': [1, 1], 'boxes': [3], 'id': 'b'}])
+    >>> sorted(batch), batch['boxes'].asnumpy()
+    (['boxes', 'image'], array([[ 1,  2],
+           [ 3, -1]]))
+    >>> try:
+    ...     Dict({'image': Stack()}, strict=True)([{'image': [0], 'id': 'a'}])
+    ... except ValueError as err:
+    ...     print(err)
+    sample 0 has keys ['id', 'image']; expected ['image'] (missing [], extra ['id'])
     """
 
-    def __init__(self, fn_dict):
+    def __init__(self, fn_dict, strict=False):
         if not isinstance(fn_dict, Mapping):
             raise BatchifyUsageError('Dict takes a dict of batchify functions, got %s'
                                      % describe(fn_dict))
         for key, fn in fn_dict.items():
             check_callable(fn, repr(key))
         self._fn_dict = dict(fn_dict)
+        self._strict = check_choice(strict, 'strict', (True, False))
 
     def __call__(self, data):
         """Return a dict: for each key, that key of every sample batchified by its function."""
@@ -113,16 +128,17 @@ class Dict:
             if not isinstance(sample, Mapping):
                 raise BatchifyUsageError('sample %d is a %s; Dict expects a dict with keys %s'
                                          % (index, describe(sample), sorted(map(str, keys))))
-            if set(sample) != keys:
+            missing, extra = keys - set(sample), set(sample) - keys
+            if missing or (extra and self._strict):
                 raise BatchifyUsageError(
                     'sample %d has keys %s; expected %s (missing %s, extra %s)'
                     % (index, sorted(map(str, sample)), sorted(map(str, keys)),
-                       sorted(map(str, keys - set(sample))), sorted(map(str, set(sample) - keys))))
+                       sorted(map(str, missing)), sorted(map(str, extra))))
         return {key: apply_to_field(fn, [sample[key] for sample in data], repr(key))
                 for key, fn in self._fn_dict.items()}
 
     def __repr__(self):
-        return 'Dict(%r)' % (self._fn_dict,)
+        return 'Dict(%r%s)' % (self._fn_dict, ', strict=True' if self._strict else '')
 
 
 class NamedTuple:
