@@ -14,7 +14,26 @@ from gluoncv.model_zoo import get_model
 from .. import batchify as gb
 from .rows import percent_check, ratio_check, run_case
 
-__all__ = ['case_rcnn_c4', 'case_rcnn_fpn']
+__all__ = ['case_rcnn_c4', 'case_rcnn_fpn', 'net_and_samples']
+
+
+def net_and_samples(model, multi_stage, short, max_size, rng, count):
+    """A gluoncv model-zoo network (initialised, no downloads) and ``count`` samples of
+    random images 375-500 x 400-700 with two boxes each, through gluoncv's train transform."""
+    net = get_model(model, pretrained=False, pretrained_base=False)
+    net.initialize()
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # gluoncv's anchor generator warns about its inputs
+        transform = FasterRCNNDefaultTrainTransform(short, max_size, net,
+                                                    multi_stage=multi_stage)
+    samples = []
+    for _ in range(count):
+        height, width = (int(v) for v in rng.integers((375, 400), (500, 700)))
+        image = mx.nd.array(rng.integers(0, 255, (height, width, 3)), dtype='uint8')
+        boxes = np.array([[10, 20, 100, 150, 3], [50, 60, 200, 220, 1]], np.float32)
+        samples.append(transform(image, boxes))
+    mx.nd.waitall()
+    return net, samples
 
 
 def _rcnn_case(case, title, model, multi_stage, rng, rounds, quick):
@@ -23,20 +42,8 @@ def _rcnn_case(case, title, model, multi_stage, rng, rounds, quick):
     gluonbatch is timed in steady state: its feature-shape cache was filled by the warm-up
     call, as it is after the first batches of each image size in training.
     """
-    net = get_model(model, pretrained=False, pretrained_base=False)
-    net.initialize()
     short, max_size = (200, 320) if quick else (600, 1000)
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')  # gluoncv's anchor generator warns about its inputs
-        transform = FasterRCNNDefaultTrainTransform(short, max_size, net,
-                                                    multi_stage=multi_stage)
-    samples = []
-    for _ in range(4):
-        height, width = (int(v) for v in rng.integers((375, 400), (500, 700)))
-        image = mx.nd.array(rng.integers(0, 255, (height, width, 3)), dtype='uint8')
-        boxes = np.array([[10, 20, 100, 150, 3], [50, 60, 200, 220, 1]], np.float32)
-        samples.append(transform(image, boxes))
-    mx.nd.waitall()
+    net, samples = net_and_samples(model, multi_stage, short, max_size, rng, 4)
     ours = gb.FasterRCNNTrainBatchify(net, num_shards=2)
     row = run_case(case, '%s %d/%d, 4 img, 2 shards' % (title, short, max_size), ours,
                    gcv.FasterRCNNTrainBatchify(net, num_shards=2), rounds, samples)

@@ -7,17 +7,15 @@ import gc
 import operator
 import os
 import statistics
-import warnings
 
 import gluoncv.data.batchify as gcv
 import mxnet as mx
 import numpy as np
-from gluoncv.data.transforms.presets.rcnn import FasterRCNNDefaultTrainTransform
-from gluoncv.model_zoo import get_model
 
 from .. import batchify as gb
 from ..memory import use_recycling
 from .cases_loader import WORKERS, FloorBatches, data_loader, floor_sources, loader_row
+from .cases_rcnn import net_and_samples
 from .harness import interleave, time_call
 from .rows import check_same, layout_fields, ratio_check, timing_fields
 
@@ -174,20 +172,9 @@ def case_rcnn_loader_recycled(rng, rounds, quick):
     16 images through gluoncv's FasterRCNN train transform (FPN, 600/1000), made before
     the workers start, batch size 4, ``FasterRCNNTrainBatchify(net, num_shards=2)``.
     """
-    net = get_model('faster_rcnn_fpn_resnet50_v1b_coco', pretrained=False,
-                    pretrained_base=False)
-    net.initialize()
     short, max_size, count = (200, 320, 8) if quick else (600, 1000, 16)
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')  # gluoncv's anchor generator warns about its inputs
-        transform = FasterRCNNDefaultTrainTransform(short, max_size, net, multi_stage=True)
-    samples = []
-    for _ in range(count):
-        height, width = (int(v) for v in rng.integers((375, 400), (500, 700)))
-        image = mx.nd.array(rng.integers(0, 255, (height, width, 3)), dtype='uint8')
-        boxes = np.array([[10, 20, 100, 150, 3], [50, 60, 200, 220, 1]], np.float32)
-        samples.append(transform(image, boxes))
-    mx.nd.waitall()
+    net, samples = net_and_samples('faster_rcnn_fpn_resnet50_v1b_coco', True, short, max_size,
+                                   rng, count)
     gb_fn = gb.FasterRCNNTrainBatchify(net, num_shards=2)
     gcv_fn = gcv.FasterRCNNTrainBatchify(net, num_shards=2)
     batch_size = 4
