@@ -152,11 +152,11 @@ class SegmentPool:
             spare = sum(s.nbytes for s in free)
             busy = sum(s.nbytes for s in self._segments) - spare
             dropped = []
-            for segment in free:
+            for idle in free:
                 if spare <= busy:
                     break
-                dropped.append(segment)
-                spare -= segment.nbytes
+                dropped.append(idle)
+                spare -= idle.nbytes
             self._drop(dropped)
         return view
 

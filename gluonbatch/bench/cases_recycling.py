@@ -17,7 +17,7 @@ from ..memory import use_recycling
 from .cases_loader import WORKERS, FloorBatches, data_loader, floor_sources, loader_row
 from .cases_rcnn import net_and_samples
 from .harness import interleave, time_call
-from .rows import check_same, layout_fields, ratio_check, timing_fields
+from .rows import SHARED, check_same, layout_fields, ratio_check, timing_fields
 
 __all__ = ['case_loader_recycled', 'case_worker_batchify', 'case_rcnn_loader_recycled']
 
@@ -113,7 +113,6 @@ class _TimedInWorker:
             return os.getpid(), self._gb_fn(samples)
         images = [image for image, _ in samples]
         warm = np.empty((len(images),) + images[0].shape, images[0].dtype)
-        shared = mx.Context('cpu_shared', 0)
         sources = [np.ones(warm.shape, warm.dtype), np.ones(len(samples), np.float32)]
 
         def copy():
@@ -123,7 +122,7 @@ class _TimedInWorker:
         contenders = {'gluonbatch': lambda: time_call(lambda: self._gb_fn(samples)),
                       'gluoncv': lambda: time_call(lambda: self._gcv_fn(samples)),
                       'floor': lambda: time_call(
-                          lambda: [mx.nd.array(src, ctx=shared) for src in sources]),
+                          lambda: [mx.nd.array(src, ctx=SHARED) for src in sources]),
                       'warm copy': lambda: time_call(copy)}
         return os.getpid(), interleave(contenders, self._rounds)
 
