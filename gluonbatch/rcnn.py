@@ -18,6 +18,7 @@ from ._core.checks import check_batch, check_fields, check_int, describe
 from ._core.layout import shard_bounds
 from ._core.process import shared_by_key
 from ._core.samples import as_host_array, as_host_arrays
+from ._core.shard_layout import ROWS, SHARDS
 from ._core.write import write_slots
 
 __all__ = ['FeatureShapes', 'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify']
@@ -233,6 +234,13 @@ class FasterRCNNTrainBatchify:
     def _unshard(self, shards):
         return shards[0] if self._num_shards == 1 else shards
 
+    @property
+    def shard_layout(self):
+        """Images and boxes: ``'shards'`` with ``num_shards > 1``, else ``'rows'``; the
+        targets are always one array per shard."""
+        padded = SHARDS if self._num_shards > 1 else ROWS
+        return (padded, padded) + (SHARDS,) * len(_FIELDS)
+
     def _pad_targets(self, field, data, start, stop, position, levels, image_size):
         """One shard's targets of one field, padded per level into one shared array."""
         samples = [field.host_levels(data[index][position], index, len(levels))
@@ -300,3 +308,9 @@ class MaskRCNNTrainBatchify(FasterRCNNTrainBatchify):
         masks, _ = pad_shards(as_host_arrays([s[5] for s in data]), bounds, axis=(0, 1, 2),
                               pad_val=0)
         return images, boxes, self._unshard(masks), cls, box, mask
+
+    @property
+    def shard_layout(self):
+        """As Faster R-CNN's, with the masks laid out like the images."""
+        layout = super().shard_layout
+        return layout[:2] + layout[:1] + layout[2:]

@@ -1,10 +1,11 @@
 """Scaling out: batch shards onto devices.
 
 One machine, many devices: a batchify function made with ``num_shards=len(ctx_list)``
-pads every shard of a batch separately; :func:`split_to_devices` copies each shard onto
-its device and returns one tuple per device, and :class:`ShardedLoader` does it for every
-batch of a loader. Many machines: :class:`gluonbatch.sampler.SplitSampler` gives every
-rank its own part of the dataset (importable from here too, its former home).
+pads every shard of a batch separately and declares which fields are sharded in its
+``shard_layout``; :func:`split_to_devices` reads that layout and copies each shard onto its
+device, returning one tuple per device, and :class:`ShardedLoader` does it for every batch
+of a loader. Many machines: :class:`gluonbatch.sampler.SplitSampler` gives every rank its
+own part of the dataset (importable from here too, its former home).
 
 Examples
 --------
@@ -12,9 +13,11 @@ Examples
 >>> from gluonbatch.batchify import Tuple, Stack, Pad
 >>> from gluonbatch.sharding import split_to_devices
 >>> samples = [(np.full((3, 2 + k), k, 'float32'), k) for k in range(5)]
->>> batch = Tuple(Pad(axis=1, num_shards=2), Stack())(samples)
->>> [(x.shape, x.context, y.asnumpy().tolist())
-...  for x, y in split_to_devices(batch, [mx.cpu(0), mx.cpu(1)])]
+>>> batchify = Tuple(Pad(axis=1, num_shards=2), Stack())
+>>> batchify.shard_layout
+('shards', 'rows')
+>>> [(x.shape, x.context, y.asnumpy().tolist()) for x, y in split_to_devices(
+...     batchify(samples), [mx.cpu(0), mx.cpu(1)], layout=batchify)]
 [((3, 3, 4), cpu(0), [0.0, 1.0, 2.0]), ((2, 3, 6), cpu(1), [3.0, 4.0])]
 """
 from collections.abc import Mapping
@@ -22,8 +25,9 @@ from collections.abc import Mapping
 import mxnet as mx
 import numpy as np
 
-from ._core.checks import check_int
+from ._core.checks import check_int, describe
 from ._core.layout import split_bounds
+from ._core.shard_layout import ROWS, SHARDS, layout_of, resolve_layout
 from .sampler import SplitSampler  # noqa: F401  (its old import path)
 
 __all__ = ['split_to_devices', 'ShardedLoader']
@@ -35,39 +39,66 @@ def _is_array(value):
     return isinstance(value, mx.nd.NDArray)
 
 
-def _is_shard_list(value):
-    """A list or tuple of NDArrays: one field's per-shard arrays."""
-    return isinstance(value, (list, tuple)) and len(value) > 0 and all(map(_is_array, value))
-
-
-def _rows(array):
-    return array.shape[0] if array.ndim else None
-
-
 class _Leaf:
-    """How one field of the batch is split: its kind and the field's name for messages."""
+    """One field of the batch: how it splits (its kind), its value and name for messages."""
 
-    SHARDS, ARRAY, ROWS, REPLICATE = 'shards', 'array', 'rows', 'replicate'
+    SHARDS, ARRAY, SEQUENCE, WHOLE = 'shards', 'array', 'sequence', 'whole'
 
     def __init__(self, kind, value, name):
         self.kind, self.value, self.name = kind, value, name
 
+    def rows(self):
+        """Rows of an ARRAY or SEQUENCE field."""
+        return self.value.shape[0] if self.kind == _Leaf.ARRAY else len(self.value)
 
-def _parse(value, name, top):
-    """The batch as a tree: containers (tuples, namedtuples, dicts) and leaves."""
-    if _is_array(value):
-        return _Leaf(_Leaf.ARRAY, value, name)
-    if isinstance(value, Mapping):
-        return (type(value), {key: _parse(item, '%s[%r]' % (name, key), False)
-                              for key, item in value.items()})
-    if isinstance(value, tuple) and (top or not _is_shard_list(value)):
-        return (type(value), [_parse(item, '%s[%d]' % (name, index), False)
-                              for index, item in enumerate(value)])
-    if _is_shard_list(value):
+    def shard_sizes(self):
+        """Rows of each shard of a SHARDS field."""
+        return [array.shape[0] for array in self.value]
+
+
+def _container(value, layout, name):
+    """A tuple/namedtuple/dict batch walked field by field with ``layout``'s items."""
+    if isinstance(layout, tuple):
+        if not isinstance(value, tuple) or len(value) != len(layout):
+            raise ValueError('%s is %s; its shard layout %r expects a tuple of %d fields'
+                             % (name, describe(value), layout, len(layout)))
+        return (type(value), [_parse(item, sub, '%s[%d]' % (name, index))
+                              for index, (item, sub) in enumerate(zip(value, layout))])
+    if not isinstance(value, Mapping) or set(value) != set(layout):
+        raise ValueError('%s is %s; its shard layout expects a dict with keys %s'
+                         % (name, describe(value), sorted(map(str, layout))))
+    return (type(value), {key: _parse(item, layout[key], '%s[%r]' % (name, key))
+                          for key, item in value.items()})
+
+
+def _parse(value, layout, name):
+    """The batch as a tree of containers and leaves, as ``layout`` declares it."""
+    if not isinstance(layout, str):
+        return _container(value, layout, name)
+    if layout == SHARDS:
+        if not (isinstance(value, (list, tuple)) and value and all(map(_is_array, value))):
+            raise TypeError('%s is %s; its shard layout says one NDArray per shard'
+                            % (name, describe(value)))
+        for index, array in enumerate(value):
+            if array.ndim == 0:
+                raise ValueError('%s: shard %d is a 0-d NDArray; per-shard arrays need a '
+                                 'batch axis' % (name, index))
         return _Leaf(_Leaf.SHARDS, value, name)
-    if isinstance(value, list) or isinstance(value, np.ndarray) and value.ndim > 0:
-        return _Leaf(_Leaf.ROWS, value, name)
-    return _Leaf(_Leaf.REPLICATE, value, name)
+    if layout == ROWS:
+        if isinstance(value, (tuple, Mapping)):
+            return _container(value, _rows_like(value), name)
+        if _is_array(value) and value.ndim:
+            return _Leaf(_Leaf.ARRAY, value, name)
+        if isinstance(value, list) or isinstance(value, np.ndarray) and value.ndim:
+            return _Leaf(_Leaf.SEQUENCE, value, name)
+    return _Leaf(_Leaf.WHOLE, value, name)
+
+
+def _rows_like(container):
+    """The all-``'rows'`` layout of a tuple or dict."""
+    if isinstance(container, Mapping):
+        return {key: ROWS for key in container}
+    return (ROWS,) * len(container)
 
 
 def _leaves(tree):
@@ -79,104 +110,66 @@ def _leaves(tree):
         yield from _leaves(item)
 
 
-def _shard_sizes(leaf):
-    sizes = [_rows(array) for array in leaf.value]
-    if None in sizes:
-        raise ValueError('%s: shard %d is a 0-d NDArray; per-shard arrays need a batch axis'
-                         % (leaf.name, sizes.index(None)))
-    return sizes
-
-
-def _field_rows(leaf):
-    if leaf.kind == _Leaf.ARRAY:
-        return _rows(leaf.value)
-    return len(leaf.value)
-
-
-def _layout(leaves, num_shards):
+def _bounds(leaves, num_shards):
     """The shard boundaries (start, stop) of the batch, checked against every field."""
-    shard_leaves = [leaf for leaf in leaves if leaf.kind == _Leaf.SHARDS]
-    if shard_leaves:
-        count = min(len(leaf.value) for leaf in shard_leaves)
-        reference = next(leaf for leaf in shard_leaves if len(leaf.value) == count)
-        sizes = _shard_sizes(reference)
-        bounds = [(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(count)]
-        if num_shards is not None and count > num_shards:
+    sharded = [leaf for leaf in leaves if leaf.kind == _Leaf.SHARDS]
+    split = [leaf for leaf in leaves if leaf.kind in (_Leaf.ARRAY, _Leaf.SEQUENCE)]
+    if sharded:
+        first = sharded[0]
+        sizes = first.shard_sizes()
+        for leaf in sharded[1:]:
+            if leaf.shard_sizes() != sizes:
+                raise ValueError('%s has shards of %s rows but %s has %s; the fields of a '
+                                 'batch must be sharded alike'
+                                 % (leaf.name, leaf.shard_sizes(), first.name, sizes))
+        if num_shards is not None and len(sizes) > num_shards:
             raise ValueError('%s has %d shards; num_shards=%d was given'
-                             % (reference.name, count, num_shards))
-        return bounds, reference
-    if num_shards is None:
-        return None, None
-    rows = {leaf.name: _field_rows(leaf) for leaf in leaves
-            if leaf.kind in (_Leaf.ARRAY, _Leaf.ROWS) and _field_rows(leaf) is not None}
-    if not rows:
-        return None, None
+                             % (first.name, len(sizes), num_shards))
+        total = sum(sizes)
+        for leaf in split:
+            if leaf.rows() != total:
+                raise ValueError('%s has %d rows; the batch has %d samples in %d shards %s, '
+                                 'so a field split by rows must have %d rows'
+                                 % (leaf.name, leaf.rows(), total, len(sizes), sizes, total))
+        return [(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
+    rows = {leaf.name: leaf.rows() for leaf in split}
     if len(set(rows.values())) > 1:
         raise ValueError('the fields have different batch sizes (%s); cannot split them into '
                          'shards' % ', '.join('%s: %d' % item for item in rows.items()))
-    return split_bounds(next(iter(rows.values())), num_shards), None
+    if num_shards is None or not rows:
+        return [None]  # one shard: every field whole, on the first device
+    return split_bounds(next(iter(rows.values())), num_shards)
 
 
-def _check_field(leaf, bounds, reference):
-    """Say how ``leaf`` is split on ``bounds``; raise if it does not fit them."""
-    count, total = len(bounds), bounds[-1][1]
-    sizes = [stop - start for start, stop in bounds]
-    if leaf.kind == _Leaf.SHARDS:
-        if len(leaf.value) == count:
-            if _shard_sizes(leaf) != sizes:
-                raise ValueError('%s has shards of %s rows but %s has %s; the fields of a '
-                                 'batch must be sharded alike' % (
-                                     leaf.name, _shard_sizes(leaf), reference.name, sizes))
-            return 'shards'
-        if len(leaf.value) == total:
-            return 'per-sample'  # Append: one array per sample
-        raise ValueError('%s holds %d NDArrays: neither one per shard (%d) nor one per sample '
-                         '(%d)' % (leaf.name, len(leaf.value), count, total))
-    if leaf.kind == _Leaf.ARRAY and leaf.value.ndim == 0:
-        return 'replicate'  # a 0-d NDArray (numpy semantics) cannot be split or copied
-    if leaf.kind in (_Leaf.ARRAY, _Leaf.ROWS):
-        rows = _field_rows(leaf)
-        if rows != total:
-            raise ValueError('%s has %s rows; the batch has %d samples in %d shards %s, so an '
-                             'unsharded field must have %d rows to be split alike'
-                             % (leaf.name, rows, total, count, sizes, total))
-        return 'rows'
-    return 'replicate'
+def _copy(value, ctx):
+    """An NDArray as one asynchronous copy on ``ctx`` (never the array itself); any other
+    value as it is."""
+    return value.copyto(ctx) if _is_array(value) else value
 
 
-def _copy(array, ctx):
-    """One asynchronous copy of ``array`` on ``ctx``, never the array itself."""
-    return array.copyto(ctx)
-
-
-def _piece(leaf, how, shard, start, stop, ctx):
+def _piece(leaf, shard, bounds, ctx):
+    """Device ``shard``'s part of one field; ``bounds`` None means the whole field."""
     value = leaf.value
-    if how is None:  # one shard: the whole field
-        if leaf.kind == _Leaf.ARRAY:
-            return _copy(value, ctx)
-        if leaf.kind == _Leaf.SHARDS:
-            return type(value)(_copy(array, ctx) for array in value)
+    if leaf.kind == _Leaf.WHOLE:
         return value
-    if how == 'shards':
+    if leaf.kind == _Leaf.SHARDS:
         return _copy(value[shard], ctx)
-    if how == 'per-sample':
-        return [_copy(array, ctx) for array in value[start:stop]]
-    if how == 'rows':
-        if leaf.kind == _Leaf.ARRAY:
-            return _copy(value[start:stop], ctx)  # the slice is a view; one copy
-        return value[start:stop]
-    return value
+    part = value if bounds is None else value[bounds[0]:bounds[1]]
+    if leaf.kind == _Leaf.ARRAY:
+        return _copy(part, ctx)  # a slice is a view: one copy
+    if isinstance(value, list):
+        return [_copy(item, ctx) for item in part]  # Append: one NDArray per sample
+    return part
 
 
-def _build(tree, plan, shard, start, stop, ctx):
+def _build(tree, shard, bounds, ctx):
     if isinstance(tree, _Leaf):
-        return _piece(tree, plan[id(tree)], shard, start, stop, ctx)
+        return _piece(tree, shard, bounds, ctx)
     kind, items = tree
     if isinstance(items, dict):
-        built = {key: _build(item, plan, shard, start, stop, ctx)
-                 for key, item in items.items()}
+        built = {key: _build(item, shard, bounds, ctx) for key, item in items.items()}
         return built if kind is dict else kind(built)
-    built = [_build(item, plan, shard, start, stop, ctx) for item in items]
+    built = [_build(item, shard, bounds, ctx) for item in items]
     if hasattr(kind, '_fields'):  # namedtuple
         return kind(*built)
     return kind(built)
@@ -197,32 +190,24 @@ def _check_contexts(ctx_list):
     return ctx_list
 
 
-def split_to_devices(batch, ctx_list, num_shards=None):
+def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
     """Copy each shard of a batch onto its device: one item per device, ready to zip over.
 
-    ``batch`` is what a batchify function made with ``num_shards=len(ctx_list)`` returns:
-    ``Pad(num_shards=k)``, a ``Tuple``/``NamedTuple``/``Dict`` of such functions, or the
-    Faster/Mask R-CNN training batchifiers. Shard ``i`` of every field is copied onto
-    ``ctx_list[i]`` (an asynchronous MXNet copy, one per shard; nothing else is copied on
-    the host), so the items returned never share memory with ``batch``.
+    ``layout`` says how every field splits; pass the batchify function that made the batch
+    and the ``shard_layout`` it declares is used.
+    Nothing is inferred from the types in the batch, so a pair of NDArrays (``Pad`` with
+    ``ret_length=True``) is two fields and never two shards. Shard ``i`` of every field is
+    copied onto ``ctx_list[i]`` (an asynchronous MXNet copy, one per shard; nothing else is
+    copied on the host), so the NDArrays returned never share memory with ``batch``.
 
-    How each field is read:
-
-    * a list or tuple of NDArrays is the field's per-shard arrays (what ``Pad`` with
-      ``num_shards > 1`` and the R-CNN targets are); shard ``i`` goes to device ``i``. A
-      list with one NDArray per *sample* (``Append``) is split per shard, as a list.
-    * an NDArray alone (``Stack``, or ``Pad`` with one shard) is split along axis 0 on the
-      boundaries of the sharded fields (the ``np.array_split`` boundaries ``Pad`` uses), so
-      ``Tuple(Stack(), Pad(num_shards=k))`` batches split consistently; with no sharded
-      field the batch is one shard and goes to ``ctx_list[0]``, unless ``num_shards`` is
-      given.
-    * other lists and 1-d+ numpy arrays (``List()`` captions, metadata) are split on the
-      same boundaries, uncopied; any other value (a number, None) is given to every
-      device as it is.
-
-    The top level of ``batch`` is a container of fields when it is a tuple (or namedtuple)
-    or a dict, and one field otherwise (``Pad(num_shards=k)`` returns a list of shards);
-    a tuple *inside* it whose items are all NDArrays is read as shards.
+    * a sharded field (``Pad(num_shards=k)`` with k > 1, the R-CNN targets) gives device
+      ``i`` its shard ``i``;
+    * a field of rows (``Stack``, ``Pad`` with one shard, ``Append``, ``List``) is split on
+      the shard boundaries of the sharded fields: NDArrays and numpy arrays on axis 0,
+      lists item by item (their NDArrays copied to the device, other items as they are);
+      with no sharded field the batch is one shard on ``ctx_list[0]``, unless
+      ``num_shards`` is given;
+    * anything else (a number, None, a ``'whole'`` field) is given to every device as it is.
 
     Parameters
     ----------
@@ -235,6 +220,10 @@ def split_to_devices(batch, ctx_list, num_shards=None):
         many shards on ``np.array_split`` boundaries (at most one per sample), like
         ``gluon.utils.split_and_load`` with ``even_split=False``. When the batch has
         sharded fields they decide, and must agree with it.
+    layout : batchify function or shard layout, optional
+        The function that made ``batch`` (anything with a ``shard_layout``), or a layout:
+        ``'rows'``, ``'shards'``, ``'whole'``, or a tuple or dict of them mirroring the
+        batch. Default ``'rows'``: nothing in the batch is sharded.
 
     Returns
     -------
@@ -247,57 +236,46 @@ def split_to_devices(batch, ctx_list, num_shards=None):
     Raises
     ------
     ValueError
-        More shards than devices (naming both counts), or fields that do not split alike.
-
-    Notes
-    -----
-    ``Pad(ret_length=True)`` with one shard, nested in a ``Tuple``, returns a
-    ``(padded, lengths)`` pair of NDArrays, which reads as two shards; unpack it into two
-    fields (or use ``num_shards > 1``, which gives a pair of lists).
+        More shards than devices (naming both counts), fields that do not split alike, or
+        a batch whose structure differs from its layout.
+    TypeError
+        A field the layout calls sharded that is not a list or tuple of NDArrays.
 
     Examples
     --------
     >>> import mxnet as mx, numpy as np
-    >>> from gluonbatch.batchify import Pad, Tuple, List
+    >>> from gluonbatch.batchify import Pad, Tuple, List, Stack
     >>> ctx = [mx.cpu(0), mx.cpu(1), mx.cpu(2)]
-    >>> shards = Pad(num_shards=3)([[1], [2, 3], [4, 5, 6], [7]])
-    >>> [(x.shape, x.context) for x in split_to_devices(shards, ctx)]
+    >>> batchify = Pad(num_shards=3)
+    >>> shards = batchify([[1], [2, 3], [4, 5, 6], [7]])
+    >>> [(x.shape, x.context) for x in split_to_devices(shards, ctx, layout=batchify)]
     [((2, 2), cpu(0)), ((1, 3), cpu(1)), ((1, 1), cpu(2))]
+
+    A pair of NDArrays is two fields, each split on the shard boundaries:
+
+    >>> batchify = Tuple(Pad(ret_length=True), Stack())
+    >>> batch = batchify([([1, 2], 0), ([3], 1), ([4], 2), ([5, 6], 3)])
+    >>> [(x.shape, n.asnumpy().tolist(), y.asnumpy().tolist())
+    ...  for (x, n), y in split_to_devices(batch, ctx[:2], 2, layout=batchify)]
+    [((2, 2), [2, 1], [0.0, 1.0]), ((2, 2), [1, 2], [2.0, 3.0])]
 
     The last batch of an epoch may have fewer samples than devices:
 
-    >>> batch = Tuple(Pad(num_shards=3), List())([([1, 2], 'a'), ([3], 'b')])
-    >>> split_to_devices(batch, ctx)
-    [(
-    [[1 2]]
-    <NDArray 1x2 @cpu(0)>, ['a']), (
-    [[3]]
-    <NDArray 1x1 @cpu(1)>, ['b'])]
-
-    A batch without sharded fields, split evenly:
-
-    >>> parts = split_to_devices((mx.nd.arange(5), mx.nd.ones((5, 2))), ctx[:2], num_shards=2)
-    >>> [(x.asnumpy().tolist(), y.shape) for x, y in parts]
-    [([0.0, 1.0, 2.0], (3, 2)), ([3.0, 4.0], (2, 2))]
+    >>> batchify = Tuple(Pad(num_shards=3), List())
+    >>> batch = batchify([([1, 2], 'a'), ([3], 'b')])
+    >>> [(x.context, names) for x, names in split_to_devices(batch, ctx, layout=batchify)]
+    [(cpu(0), ['a']), (cpu(1), ['b'])]
     """
     ctx_list = _check_contexts(ctx_list)
     num_shards = check_int(num_shards, 'num_shards', minimum=1, allow_none=True)
-    tree = _parse(batch, 'field', True)
-    if isinstance(tree, _Leaf):
-        tree.name = 'the batch'
-    leaves = list(_leaves(tree))
-    bounds, reference = _layout(leaves, num_shards)
-    if bounds is None or len(bounds) == 1 and reference is None:
-        plan = {id(leaf): None for leaf in leaves}
-        bounds = [(None, None)]
-    else:
-        plan = {id(leaf): _check_field(leaf, bounds, reference) for leaf in leaves}
+    tree = _parse(batch, resolve_layout(layout), 'the batch')
+    bounds = _bounds(list(_leaves(tree)), num_shards)
     if len(bounds) > len(ctx_list):
         raise ValueError('the batch has %d shards but only %d device(s) were given; make it '
                          'with num_shards=%d (or fewer) or give %d contexts'
                          % (len(bounds), len(ctx_list), len(ctx_list), len(bounds)))
-    return [_build(tree, plan, shard, start, stop, ctx)
-            for shard, ((start, stop), ctx) in enumerate(zip(bounds, ctx_list))]
+    return [_build(tree, shard, shard_bounds, ctx)
+            for shard, (shard_bounds, ctx) in enumerate(zip(bounds, ctx_list))]
 
 
 class ShardedLoader:
@@ -312,6 +290,10 @@ class ShardedLoader:
         The devices.
     num_shards : int, optional
         Passed to :func:`split_to_devices` (for batches without sharded fields).
+    layout : batchify function or shard layout, optional
+        How the batches split. By default the ``shard_layout`` of the loader's batchify
+        function (an MXNet ``DataLoader`` keeps it as ``_batchify_fn``); ``'rows'`` if it
+        declares none.
 
     Examples
     --------
@@ -321,25 +303,29 @@ class ShardedLoader:
     >>> ctx = [mx.cpu(0), mx.cpu(1)]
     >>> loader = ShardedLoader(mx.gluon.data.DataLoader(
     ...     data, batch_size=4, batchify_fn=Tuple(Pad(num_shards=2), Stack())), ctx)
-    >>> len(loader)
-    2
+    >>> len(loader), loader.layout
+    (2, ('shards', 'rows'))
     >>> for per_device in loader:
     ...     print([(x.shape, str(y.context)) for x, y in per_device])
     [((2, 2), 'cpu(0)'), ((2, 4), 'cpu(1)')]
     [((1, 5), 'cpu(0)'), ((1, 6), 'cpu(1)')]
     """
 
-    def __init__(self, loader, ctx_list, num_shards=None):
+    def __init__(self, loader, ctx_list, num_shards=None, *, layout=None):
         self.loader = loader
         self.ctx_list = _check_contexts(ctx_list)
         self.num_shards = check_int(num_shards, 'num_shards', minimum=1, allow_none=True)
+        if layout is None:
+            layout = layout_of(getattr(loader, '_batchify_fn', None))
+        self.layout = resolve_layout(layout)
 
     def __iter__(self):
         for batch in self.loader:
-            yield split_to_devices(batch, self.ctx_list, self.num_shards)
+            yield split_to_devices(batch, self.ctx_list, self.num_shards, layout=self.layout)
 
     def __len__(self):
         return len(self.loader)
 
     def __repr__(self):
-        return 'ShardedLoader(%r, ctx_list=%r)' % (self.loader, self.ctx_list)
+        return 'ShardedLoader(%r, ctx_list=%r, layout=%r)' % (self.loader, self.ctx_list,
+                                                               self.layout)

@@ -5,6 +5,8 @@ import warnings
 import mxnet as mx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gluonbatch.batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
 from gluonbatch.dataloader import ShardedLoader, split_to_devices
@@ -43,8 +45,9 @@ def _assert_copy(out, src):
 @pytest.mark.parametrize('num_samples', [4, 7, 9])
 def test_pad_shards_go_to_their_devices(num_samples):
     data = [np.arange(k + 1) for k in range(num_samples)]
-    shards = Pad(num_shards=4)(data)
-    parts = split_to_devices(shards, CTX)
+    batchify = Pad(num_shards=4)
+    shards = batchify(data)
+    parts = split_to_devices(shards, CTX, layout=batchify)
     assert len(parts) == 4
     for part, shard, ctx in zip(parts, shards, CTX):
         assert part.context == ctx
@@ -53,9 +56,9 @@ def test_pad_shards_go_to_their_devices(num_samples):
 
 def test_values_equal_the_unsharded_batch():
     samples = _samples(7)
-    images, boxes, names = Tuple(Pad(axis=(1, 2), num_shards=3), Pad(pad_val=-1,
-                                 num_shards=3), List())(samples)
-    parts = split_to_devices((images, boxes, names), CTX[:3])
+    batchify = Tuple(Pad(axis=(1, 2), num_shards=3), Pad(pad_val=-1, num_shards=3), List())
+    images, boxes, names = batchify(samples)
+    parts = split_to_devices((images, boxes, names), CTX[:3], layout=batchify)
     start = 0
     for (image, box, name), ctx in zip(parts, CTX):
         assert image.context == ctx and box.context == ctx
@@ -73,8 +76,9 @@ def test_values_equal_the_unsharded_batch():
 
 def test_unsharded_fields_split_on_the_shard_boundaries():
     samples = [(np.ones((3, 4, 4)) * k, np.arange(k + 1)) for k in range(5)]
-    images, labels = Tuple(Stack(), Pad(num_shards=3))(samples)
-    parts = split_to_devices((images, labels), CTX)
+    batchify = Tuple(Stack(), Pad(num_shards=3))
+    images, labels = batchify(samples)
+    parts = split_to_devices((images, labels), CTX, layout=batchify)
     assert [(x.shape[0], y.shape[0]) for x, y in parts] == [(2, 2), (2, 2), (1, 1)]
     got = np.concatenate([x.asnumpy() for x, _ in parts])
     np.testing.assert_array_equal(got, images.asnumpy())
@@ -86,17 +90,17 @@ def test_unsharded_fields_split_on_the_shard_boundaries():
 def test_ret_length_and_namedtuple_and_dict():
     Sample = collections.namedtuple('Sample', ['tokens', 'label'])
     samples = [Sample(list(range(k + 1)), k) for k in range(5)]
-    batch = NamedTuple(Sample, [Pad(num_shards=2, ret_length=True), Stack()])(samples)
-    parts = split_to_devices(batch, CTX[:2])
+    batchify = NamedTuple(Sample, [Pad(num_shards=2, ret_length=True), Stack()])
+    parts = split_to_devices(batchify(samples), CTX[:2], layout=batchify)
     assert [type(p).__name__ for p in parts] == ['Sample', 'Sample']
     (tokens0, lengths0), label0 = parts[0]
     assert tokens0.shape == (3, 3) and lengths0.asnumpy().tolist() == [1, 2, 3]
     assert label0.asnumpy().tolist() == [0, 1, 2] and lengths0.context == mx.cpu(0)
     assert parts[1].tokens[1].context == mx.cpu(1)
 
-    batch = Dict({'x': Pad(num_shards=2), 'name': List()})(
-        [{'x': [1] * (k + 1), 'name': str(k)} for k in range(3)])
-    parts = split_to_devices(batch, CTX)
+    batchify = Dict({'x': Pad(num_shards=2), 'name': List()})
+    batch = batchify([{'x': [1] * (k + 1), 'name': str(k)} for k in range(3)])
+    parts = split_to_devices(batch, CTX, layout=batchify)
     assert [p['name'] for p in parts] == [['0', '1'], ['2']]
     assert parts[1]['x'].context == mx.cpu(1)
 
@@ -117,8 +121,9 @@ def test_rcnn_batches(masks):
     rng = np.random.RandomState(1)
     samples = [_rcnn_sample(rng, 32 + 16 * (k % 3), 48 + 16 * (k % 2), masks) for k in range(6)]
     cls = MaskRCNNTrainBatchify if masks else FasterRCNNTrainBatchify
-    sharded = cls(tiny_rcnn_net(), num_shards=3)(samples)
-    parts = split_to_devices(sharded, CTX[:3])
+    batchify = cls(tiny_rcnn_net(), num_shards=3)
+    sharded = batchify(samples)
+    parts = split_to_devices(sharded, CTX[:3], layout=batchify)
     assert len(parts) == 3
     for shard, (part, ctx) in enumerate(zip(parts, CTX)):
         assert len(part) == len(sharded)
@@ -135,15 +140,17 @@ def test_rcnn_batches(masks):
 def test_rcnn_one_shard_goes_to_the_first_device():
     rng = np.random.RandomState(2)
     samples = [_rcnn_sample(rng, 32, 48) for _ in range(2)]
-    batch = FasterRCNNTrainBatchify(tiny_rcnn_net())(samples)
-    (part,) = split_to_devices(batch, CTX)
+    batchify = FasterRCNNTrainBatchify(tiny_rcnn_net())
+    batch = batchify(samples)
+    (part,) = split_to_devices(batch, CTX, layout=batchify)
     assert all(value.context == mx.cpu(0) for value in part)
     np.testing.assert_array_equal(part[2].asnumpy(), batch[2][0].asnumpy())
 
 
 def test_fewer_shards_than_devices_use_the_first_devices():
-    batch = _quiet(Tuple(Pad(num_shards=4), List()), [([1, 2], 'a'), ([3], 'b')])
-    parts = split_to_devices(batch, CTX)
+    batchify = Tuple(Pad(num_shards=4), List())
+    batch = _quiet(batchify, [([1, 2], 'a'), ([3], 'b')])
+    parts = split_to_devices(batch, CTX, layout=batchify)
     assert len(parts) == 2
     assert [p[0].context for p in parts] == CTX[:2] and [p[1] for p in parts] == [['a'], ['b']]
     # one shard (num_shards=1): the first device only
@@ -162,8 +169,8 @@ def test_num_shards_splits_a_batch_without_sharded_fields():
 
 def test_append_lists_are_split_per_sample():
     samples = [(np.arange(k + 1), np.ones(k + 2)) for k in range(4)]
-    padded, appended = Tuple(Pad(num_shards=2), Append())(samples)
-    parts = split_to_devices((padded, appended), CTX[:2])
+    batchify = Tuple(Pad(num_shards=2), Append())
+    parts = split_to_devices(batchify(samples), CTX[:2], layout=batchify)
     assert [len(p[1]) for p in parts] == [2, 2]
     assert parts[1][1][0].shape == (1, 4) and parts[1][1][0].context == mx.cpu(1)
 
@@ -177,15 +184,16 @@ def test_every_shard_is_copied_once(monkeypatch):
         return original(self, other)
 
     monkeypatch.setattr(mx.nd.NDArray, 'copyto', counting)
-    batch = Tuple(Pad(num_shards=3), Stack())([([1] * (k + 1), k) for k in range(6)])
-    split_to_devices(batch, CTX[:3])
+    batchify = Tuple(Pad(num_shards=3), Stack())
+    split_to_devices(batchify([([1] * (k + 1), k) for k in range(6)]), CTX[:3],
+                     layout=batchify)
     assert len(calls) == 6  # 3 shards x 2 fields, nothing else
 
 
 def test_same_context_is_still_a_copy():
     shards = Pad(num_shards=2)([[1, 2], [3]])
     ctx = [shards[0].context, shards[1].context]  # cpu_shared(0) twice
-    parts = split_to_devices(shards, ctx)
+    parts = split_to_devices(shards, ctx, layout='shards')
     for part, shard in zip(parts, shards):
         assert part.context == shard.context and part is not shard
         _assert_copy(part, shard)
@@ -194,20 +202,37 @@ def test_same_context_is_still_a_copy():
 def test_errors():
     shards = Pad(num_shards=4)([[1], [2], [3], [4]])
     with pytest.raises(ValueError, match='4 shards but only 2 device'):
-        split_to_devices(shards, CTX[:2])
+        split_to_devices(shards, CTX[:2], layout='shards')
     with pytest.raises(ValueError, match='empty'):
-        split_to_devices(shards, [])
+        split_to_devices(shards, [], layout='shards')
     with pytest.raises(TypeError, match='not an mx.Context'):
-        split_to_devices(shards, ['gpu0'])
+        split_to_devices(shards, ['gpu0'], layout='shards')
     bad = (Pad(num_shards=2)([[1], [2], [3]]), Pad(num_shards=2)([[1], [2], [3], [4]]))
     with pytest.raises(ValueError, match='sharded alike'):
-        split_to_devices(bad, CTX)
+        split_to_devices(bad, CTX, layout=('shards', 'shards'))
     with pytest.raises(ValueError, match='must have 3 rows'):
-        split_to_devices((Pad(num_shards=2)([[1], [2], [3]]), mx.nd.ones((4, 2))), CTX)
+        split_to_devices((Pad(num_shards=2)([[1], [2], [3]]), mx.nd.ones((4, 2))), CTX,
+                         layout=('shards', 'rows'))
     with pytest.raises(ValueError, match='different batch sizes'):
         split_to_devices((mx.nd.ones(3), mx.nd.ones(4)), CTX, num_shards=2)
     with pytest.raises(ValueError, match='num_shards'):
         split_to_devices(shards, CTX, num_shards=0)
+    with pytest.raises(ValueError, match='4 shards; num_shards=2'):
+        split_to_devices(shards, CTX, num_shards=2, layout='shards')
+    # the batch must have the structure its layout declares
+    with pytest.raises(TypeError, match=r'the batch\[0\] is mxnet.NDArray of shape \(2,\)'
+                                        r'.*one NDArray per shard'):
+        split_to_devices((mx.nd.ones(2), mx.nd.ones(2)), CTX, layout=('shards', 'rows'))
+    with pytest.raises(ValueError, match='expects a tuple of 3 fields'):
+        split_to_devices((mx.nd.ones(2), mx.nd.ones(2)), CTX, layout=('rows',) * 3)
+    with pytest.raises(ValueError, match="expects a dict with keys \\['x'\\]"):
+        split_to_devices({'y': mx.nd.ones(2)}, CTX, layout={'x': 'rows'})
+    with pytest.raises(ValueError, match="layout\\[1\\] is 'row'"):
+        split_to_devices((mx.nd.ones(2), mx.nd.ones(2)), CTX, layout=('rows', 'row'))
+    with pytest.raises(TypeError, match='layout is list; a shard layout is'):
+        split_to_devices(shards, CTX, layout=['shards'])
+    with pytest.raises(ValueError, match='shard 0 is a 0-d NDArray'):
+        split_to_devices([mx.nd.array(1)], CTX, layout='shards')
 
 
 @pytest.mark.parametrize('num_workers', [0, 1, 2])
@@ -217,7 +242,7 @@ def test_sharded_loader(num_workers):
     batchify = Tuple(Pad(axis=(1, 2), num_shards=3), Pad(pad_val=-1, num_shards=3))
     loader = ShardedLoader(mx.gluon.data.DataLoader(
         data, batch_size=4, batchify_fn=batchify, num_workers=num_workers), CTX[:3])
-    assert len(loader) == 3
+    assert len(loader) == 3 and loader.layout == ('shards', 'shards')
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         batches = list(loader)
@@ -237,6 +262,140 @@ def test_sharded_loader(num_workers):
 
 def test_scalars_are_given_to_every_device():
     batch = (Pad(num_shards=2)([[1], [2, 3]]), 0.5, None)
-    parts = split_to_devices(batch, CTX[:2])
+    parts = split_to_devices(batch, CTX[:2], layout=('shards', 'rows', 'rows'))
     assert [p[1:] for p in parts] == [(0.5, None), (0.5, None)]
     assert [p[0].context for p in parts] == CTX[:2]
+
+
+# ------------------------------------------------------------------ any nesting, any devices
+
+Pair = collections.namedtuple('Pair', ['first', 'second'])
+
+
+def _stack_leaf(num_shards):
+    return (Stack(), lambda sid: np.full(2, sid, 'float32'),
+            lambda value, shard, start, stop: value[start:stop].asnumpy())
+
+
+def _pad_leaf(num_shards, ret_length):
+    def expect_one(value, shard, start, stop):
+        return value[shard].asnumpy() if num_shards > 1 else value[start:stop].asnumpy()
+
+    def expect(value, shard, start, stop):
+        if ret_length:
+            return tuple(expect_one(item, shard, start, stop) for item in value)
+        return expect_one(value, shard, start, stop)
+    return (Pad(num_shards=num_shards, ret_length=ret_length, pad_val=-1),
+            lambda sid: np.arange(sid % 3 + 1) + sid, expect)
+
+
+def _append_leaf(num_shards):
+    return (Append(), lambda sid: np.full(sid % 2 + 1, sid, 'float32'),
+            lambda value, shard, start, stop: [a.asnumpy() for a in value[start:stop]])
+
+
+def _list_leaf(num_shards):
+    return (List(), lambda sid: 'id-%d' % sid,
+            lambda value, shard, start, stop: value[start:stop])
+
+
+def _combine(kind, children):
+    """A Tuple, Dict or NamedTuple of ``children``: (batchify, make sample, expected part)."""
+    fns, makes, expects = zip(*children)
+    if kind == 'dict':
+        keys = ['k%d' % i for i in range(len(children))]
+        return (Dict(dict(zip(keys, fns))),
+                lambda sid: {key: make(sid) for key, make in zip(keys, makes)},
+                lambda value, *at: {key: expect(value[key], *at)
+                                    for key, expect in zip(keys, expects)})
+    if kind == 'namedtuple' and len(children) == 2:
+        return (NamedTuple(Pair, list(fns)),
+                lambda sid: Pair(*(make(sid) for make in makes)),
+                lambda value, *at: Pair(*(e(v, *at) for e, v in zip(expects, value))))
+    return (Tuple(*fns), lambda sid: tuple(make(sid) for make in makes),
+            lambda value, *at: tuple(e(v, *at) for e, v in zip(expects, value)))
+
+
+def _tree(draw, num_shards, depth, sharded):
+    leaves = ['stack', 'pad', 'pad_length', 'append', 'list']
+    kind = draw(st.sampled_from((['tuple', 'dict', 'namedtuple'] if depth < 2 else []) + leaves))
+    if kind in ('tuple', 'dict', 'namedtuple'):
+        width = draw(st.integers(1, 3))
+        return _combine(kind, [_tree(draw, num_shards, depth + 1, sharded)
+                              for _ in range(width)])
+    shards = draw(st.sampled_from([1, num_shards]))
+    if kind.startswith('pad') and shards > 1:
+        sharded.append(kind)
+    if kind in ('pad', 'pad_length'):
+        return _pad_leaf(shards, kind == 'pad_length')
+    return {'stack': _stack_leaf, 'append': _append_leaf, 'list': _list_leaf}[kind](shards)
+
+
+def _assert_part(part, want, ctx, path='part'):
+    """``part`` has ``want``'s structure and values, every NDArray a copy on ``ctx``."""
+    if isinstance(part, mx.nd.NDArray):
+        assert part.context == ctx, path
+        np.testing.assert_array_equal(part.asnumpy(), want, err_msg=path)
+        return
+    assert type(part) is type(want), '%s: %s is not %s' % (path, type(part), type(want))
+    if isinstance(want, dict):
+        assert list(part) == list(want), path
+        for key in want:
+            _assert_part(part[key], want[key], ctx, '%s[%r]' % (path, key))
+    elif isinstance(want, (list, tuple)):
+        assert len(part) == len(want), path
+        for index, (got, item) in enumerate(zip(part, want)):
+            _assert_part(got, item, ctx, '%s[%d]' % (path, index))
+    else:
+        assert part == want, path
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_any_nesting_splits_like_slicing_the_batch(data):
+    num_devices = data.draw(st.integers(1, 4), label='devices')
+    num_samples = data.draw(st.integers(1, 7), label='samples')
+    sharded = []  # the sharded Pads drawn
+    batchify, make, expect = _tree(data.draw, num_devices, 0, sharded)
+    ids = list(range(10, 10 + num_samples))
+    batch = _quiet(batchify, [make(sid) for sid in ids])
+    num_shards = data.draw(st.sampled_from([None, num_devices]), label='num_shards')
+    parts = split_to_devices(batch, CTX[:num_devices], num_shards, layout=batchify)
+    if sharded or num_shards is not None:
+        sizes = [len(s) for s in np.array_split(ids, min(num_devices, num_samples))]
+        bounds = [(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
+    else:
+        bounds = [(0, num_samples)]
+    assert len(parts) == len(bounds)
+    for shard, (part, (start, stop)) in enumerate(zip(parts, bounds)):
+        _assert_part(part, expect(batch, shard, start, stop), CTX[shard])
+
+
+def test_a_pair_of_arrays_is_two_fields_not_two_shards():
+    batchify = Tuple(Pad(ret_length=True), Stack())
+    batch = batchify([([1, 2], 0), ([3], 1)])
+    (whole,) = split_to_devices(batch, CTX[:2], layout=batchify)
+    (padded, lengths), labels = whole
+    assert padded.shape == (2, 2) and lengths.asnumpy().tolist() == [2, 1]
+    assert padded.context == mx.cpu(0)
+    halves = split_to_devices(batch, CTX[:2], num_shards=2, layout=batchify)
+    assert [(p.asnumpy().tolist(), n.asnumpy().tolist(), y.asnumpy().tolist())
+            for (p, n), y in halves] == [([[1, 2]], [2], [0.0]), ([[3, 0]], [1], [1.0])]
+    assert [y.context for _, y in halves] == CTX[:2]
+
+
+def test_sharded_loader_layout_comes_from_the_batchify_function():
+    data = mx.gluon.data.SimpleDataset([(np.ones(k + 1), k) for k in range(4)])
+
+    def plain(samples):  # declares no layout: nothing is sharded
+        return Tuple(Pad(), Stack())(samples)
+
+    loader = mx.gluon.data.DataLoader(data, batch_size=4, batchify_fn=plain)
+    assert ShardedLoader(loader, CTX[:2]).layout == 'rows'
+    (per_device,) = list(ShardedLoader(loader, CTX[:2], num_shards=2))
+    assert [x.shape for x, _ in per_device] == [(2, 4), (2, 4)]
+    explicit = ShardedLoader(loader, CTX[:2], layout=('shards', 'rows'))
+    with pytest.raises(TypeError, match='one NDArray per shard'):
+        next(iter(explicit))
+    with pytest.raises(ValueError, match="'rowz'"):
+        ShardedLoader(loader, CTX[:2], layout='rowz')

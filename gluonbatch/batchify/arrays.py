@@ -17,6 +17,7 @@ from .._core.assemble import pad_shards, stack_arrays
 from .._core.checks import check_dtype, check_int
 from .._core.layout import check_axis_argument, check_pad_value, common_dtype, shard_bounds
 from .._core.samples import as_host_arrays
+from .._core.shard_layout import ROWS, SHARDS
 
 __all__ = ['Stack', 'Pad', 'Append']
 
@@ -57,6 +58,9 @@ class Stack:
 
     def __init__(self, dtype=None):
         self._dtype = _optional_dtype(dtype)
+
+    #: Every row is one sample: split on the shard boundaries (see ``split_to_devices``).
+    shard_layout = ROWS
 
     def __call__(self, data):
         """Stack ``data``, a list of N samples of equal shape, into an (N, ...) NDArray."""
@@ -145,6 +149,12 @@ class Pad:
             padded, lengths = padded[0], lengths[0] if lengths else None
         return (padded, lengths) if self._ret_length else padded
 
+    @property
+    def shard_layout(self):
+        """``'shards'`` with ``num_shards > 1``, else ``'rows'``; a pair with ``ret_length``."""
+        kind = SHARDS if self._num_shards > 1 else ROWS
+        return (kind, kind) if self._ret_length else kind
+
     def pad_shards(self, arrays, bounds):
         """Pad host arrays shard by shard; the building block of composite batchifiers.
 
@@ -199,6 +209,9 @@ class Append:
     def __init__(self, expand=True, batch_axis=0):
         self._expand = bool(expand)
         self._batch_axis = check_int(batch_axis, 'batch_axis')
+
+    #: Every row is one sample: split on the shard boundaries (see ``split_to_devices``).
+    shard_layout = ROWS
 
     def __call__(self, data):
         """Return a list with one NDArray per sample of ``data``."""

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from .._core.assemble import apply_to_field
 from .._core.checks import (BatchifyUsageError, check_batch, check_callable, check_choice,
                             check_fields, describe)
+from .._core.shard_layout import ROWS, layout_of
 
 __all__ = ['Tuple', 'List', 'Dict', 'NamedTuple']
 
@@ -56,6 +57,11 @@ class Tuple:
         return tuple(apply_to_field(fn, [sample[i] for sample in data], i)
                      for i, fn in enumerate(self._fn))
 
+    @property
+    def shard_layout(self):
+        """The shard layout of each field's function, as a tuple."""
+        return tuple(layout_of(fn) for fn in self._fn)
+
     def __repr__(self):
         return 'Tuple(%s)' % ', '.join(repr(fn) for fn in self._fn)
 
@@ -72,6 +78,9 @@ class List:
     >>> List()(['a cat', 'two dogs'])
     ['a cat', 'two dogs']
     """
+
+    #: One item per sample: split on the shard boundaries (see ``split_to_devices``).
+    shard_layout = ROWS
 
     def __call__(self, data):
         """Return ``list(data)``."""
@@ -137,6 +146,11 @@ class Dict:
         return {key: apply_to_field(fn, [sample[key] for sample in data], repr(key))
                 for key, fn in self._fn_dict.items()}
 
+    @property
+    def shard_layout(self):
+        """The shard layout of each key's function, as a dict."""
+        return {key: layout_of(fn) for key, fn in self._fn_dict.items()}
+
     def __repr__(self):
         return 'Dict(%r%s)' % (self._fn_dict, ', strict=True' if self._strict else '')
 
@@ -195,6 +209,11 @@ class NamedTuple:
         fields = self._container._fields
         return self._container(*(apply_to_field(fn, [sample[i] for sample in data], fields[i])
                                  for i, fn in enumerate(self._fns)))
+
+    @property
+    def shard_layout(self):
+        """The shard layout of each field's function, as a tuple in field order."""
+        return tuple(layout_of(fn) for fn in self._fns)
 
     def __repr__(self):
         return 'NamedTuple(%s, %r)' % (self._container.__name__, self._fns)

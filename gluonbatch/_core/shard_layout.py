@@ -1,0 +1,72 @@
+"""Shard layouts: how each field of a batch splits across devices, declared, not inferred.
+
+Every batchify function states the layout of what it returns in its ``shard_layout``
+attribute, and :func:`gluonbatch.sharding.split_to_devices` reads it. A layout mirrors the
+batch:
+
+* ``'rows'``: one row per sample, split on the shard boundaries. An NDArray or numpy
+  array is split on axis 0 and a list (``Append``, ``List``) item by item; a tuple,
+  namedtuple or dict found here is a container whose every item is ``'rows'`` (what a
+  function without a layout, such as ``default_collate``, returns). Other values (numbers,
+  None, strings, 0-d arrays) go to every device as they are.
+* ``'shards'``: a list or tuple with one NDArray per shard (``Pad(num_shards=k)`` with
+  k > 1, the R-CNN targets); item ``i`` goes to device ``i``.
+* ``'whole'``: given to every device as it is.
+* a tuple of layouts: a tuple or namedtuple batch, field by field;
+* a dict of layouts: a dict batch, key by key.
+
+Examples
+--------
+>>> from gluonbatch.batchify import Tuple, Pad, Stack
+>>> Tuple(Pad(num_shards=2, ret_length=True), Stack()).shard_layout
+(('shards', 'shards'), 'rows')
+>>> resolve_layout({'x': 'rows', 'id': 'whole'})
+{'x': 'rows', 'id': 'whole'}
+"""
+from collections.abc import Mapping
+
+from .checks import describe
+
+__all__ = ['ROWS', 'SHARDS', 'WHOLE', 'layout_of', 'resolve_layout']
+
+ROWS, SHARDS, WHOLE = 'rows', 'shards', 'whole'
+_KINDS = (ROWS, SHARDS, WHOLE)
+
+
+def layout_of(fn):
+    """The layout a batchify function declares; ``'rows'`` (nothing sharded) if none."""
+    return getattr(fn, 'shard_layout', ROWS)
+
+
+def _checked(layout, where):
+    if isinstance(layout, str):
+        if layout not in _KINDS:
+            raise ValueError('%s is %r; a shard layout is one of %s, or a tuple or dict of '
+                             'them' % (where, layout, ', '.join(map(repr, _KINDS))))
+        return layout
+    if isinstance(layout, tuple):
+        return tuple(_checked(item, '%s[%d]' % (where, index))
+                     for index, item in enumerate(layout))
+    if isinstance(layout, Mapping):
+        return {key: _checked(item, '%s[%r]' % (where, key)) for key, item in layout.items()}
+    raise TypeError('%s is %s; a shard layout is %s, or a tuple or dict of them'
+                    % (where, describe(layout), ', '.join(map(repr, _KINDS))))
+
+
+def resolve_layout(layout):
+    """A checked layout from ``layout``: a layout, a batchify function declaring one
+    (its ``shard_layout``), or None for ``'rows'``.
+
+    >>> resolve_layout(None), resolve_layout(('shards', 'rows'))
+    ('rows', ('shards', 'rows'))
+    >>> resolve_layout('rows ')
+    Traceback (most recent call last):
+    ...
+    ValueError: layout is 'rows '; a shard layout is one of 'rows', 'shards', 'whole', or a \
+tuple or dict of them
+    """
+    if layout is None:
+        return ROWS
+    if callable(layout) and not isinstance(layout, (str, tuple, Mapping)):
+        return _checked(layout_of(layout), 'the shard_layout of %r' % (layout,))
+    return _checked(layout, 'layout')
