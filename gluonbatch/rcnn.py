@@ -12,7 +12,7 @@ import uuid
 import mxnet as mx
 import numpy as np
 
-from ._core.alloc import allocate
+from ._core.alloc import allocate, legacy_mode
 from ._core.assemble import pad_shards
 from ._core.checks import check_batch, check_fields, check_int, describe
 from ._core.layout import shard_bounds
@@ -59,7 +59,8 @@ class FeatureShapes:
                              'Faster/Mask R-CNN network whose feature maps the RPN targets '
                              'are laid out on' % type(net).__name__)
         try:
-            symbol = features(mx.sym.var(name='data'))
+            with legacy_mode():  # gluoncv's R-CNN networks trace as legacy symbols only
+                symbol = features(mx.sym.var(name='data'))
         except Exception as err:  # any failure here means the graph cannot be traced
             raise ValueError('net.features of %s cannot be traced symbolically (%s: %s); '
                              'it must be a HybridBlock' % (type(net).__name__,
@@ -190,6 +191,8 @@ class FasterRCNNTrainBatchify:
         ``(images, boxes, cls_targets, box_targets, box_masks)``: images and boxes are an
         NDArray (one shard) or a list of per-shard NDArrays; the targets are tuples with one
         float32 NDArray per shard, shaped (n, anchors) and (n, anchors, 4).
+        They are legacy ``mx.nd.NDArray`` in MXNet's numpy mode too: gluoncv's R-CNN
+        networks take only those.
 
     Examples
     --------
@@ -213,7 +216,8 @@ class FasterRCNNTrainBatchify:
         """Batchify ``data``, a list of 5-element samples."""
         check_batch(data)
         check_fields(data, self.NUM_ELEMENTS, type(self).__name__, 'elements')
-        return self._batchify(data, shard_bounds(len(data), self._num_shards))
+        with legacy_mode():
+            return self._batchify(data, shard_bounds(len(data), self._num_shards))
 
     def _batchify(self, data, bounds):
         """The five outputs for already-checked samples (shared with Mask R-CNN)."""
@@ -304,9 +308,10 @@ class MaskRCNNTrainBatchify(FasterRCNNTrainBatchify):
         check_batch(data)
         check_fields(data, self.NUM_ELEMENTS, type(self).__name__, 'elements')
         bounds = shard_bounds(len(data), self._num_shards)
-        images, boxes, cls, box, mask = self._batchify(data, bounds)
-        masks, _ = pad_shards(as_host_arrays([s[5] for s in data]), bounds, axis=(0, 1, 2),
-                              pad_val=0)
+        with legacy_mode():
+            images, boxes, cls, box, mask = self._batchify(data, bounds)
+            masks, _ = pad_shards(as_host_arrays([s[5] for s in data]), bounds,
+                                  axis=(0, 1, 2), pad_val=0)
         return images, boxes, self._unshard(masks), cls, box, mask
 
     @property

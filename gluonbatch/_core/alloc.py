@@ -11,6 +11,9 @@ processes, large outputs are views on recycled segments (:mod:`.recycle`).
 A new shared allocation is checked against the free space of ``/dev/shm`` and its pages
 reserved (:mod:`.shm`), so a batch that does not fit raises ``SharedMemoryError``.
 
+In MXNet's numpy mode (``mx.npx.set_np()``) every output is an ``mx.np.ndarray``: a
+zero-copy view of the same memory, made here, so no combinator needs to know the mode.
+
 Examples
 --------
 >>> import numpy as np
@@ -22,6 +25,8 @@ cpu_shared(0)
 array([[7., 7., 7.],
        [7., 7., 7.]], dtype=float32)
 """
+import contextlib
+
 import mxnet as mx
 import numpy as np
 
@@ -32,7 +37,7 @@ from .native import SHARED_CONTEXT, numpy_view
 from .process import in_worker_process
 from .shm import fresh_shared
 
-__all__ = ['SHARED_CONTEXT', 'allocate', 'to_shared']
+__all__ = ['SHARED_CONTEXT', 'allocate', 'to_shared', 'in_numpy_mode', 'legacy_mode']
 
 _PLAIN_CONTEXT = mx.cpu(0)
 
@@ -50,6 +55,19 @@ def _recycled(pool, shape, dtype):
             mx.nd.waitall()  # MXNet frees them on its engine
         return fresh_shared(shape, dtype)
     return pool.add(segment, shape)
+
+
+def in_numpy_mode():
+    """Whether MXNet's numpy mode is on in this thread (``mx.npx.set_np()``)."""
+    return mx.util.is_np_array()
+
+
+@contextlib.contextmanager
+def legacy_mode():
+    """A scope with MXNet's numpy mode off: legacy ``mx.nd.NDArray`` outputs and legacy
+    shape semantics (the R-CNN batchifiers: gluoncv's R-CNN networks are legacy only)."""
+    with mx.util.np_array(False), mx.util.np_shape(False):
+        yield
 
 
 def allocate(shape, dtype):
@@ -71,8 +89,9 @@ def allocate(shape, dtype):
 
     Returns
     -------
-    (mx.nd.NDArray, numpy.ndarray)
-        The output array and a view through which it is written.
+    (mx.nd.NDArray or mx.np.ndarray, numpy.ndarray)
+        The output array (an ``mx.np.ndarray`` view of the same memory in numpy mode) and
+        a view through which it is written.
 
     >>> out, view = allocate((0, 4), 'int32')
     >>> out.shape, view.shape
@@ -89,7 +108,10 @@ def allocate(shape, dtype):
         out = _recycled(pool, shape, dtype)
     else:
         out = fresh_shared(shape, dtype)
-    return out, numpy_view(out, readonly=False)
+    view = numpy_view(out, readonly=False)
+    if in_numpy_mode():
+        out = out.as_np_ndarray()  # shares the memory (and its holder count) with ``out``
+    return out, view
 
 
 def to_shared(values, dtype):
