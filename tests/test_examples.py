@@ -1,19 +1,24 @@
 """The example loaders, the batch picture and the ``gluonbatch`` command, end to end."""
+import importlib
 import pathlib
 import re
 import subprocess
 import sys
 
+import mxnet as mx
+import numpy as np
 import pytest
 from PIL import Image
 
 from gluonbatch.examples.synthetic import SyntheticDetection
+from helpers import assert_same_batch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 COMMAND = pathlib.Path(sys.executable).parent / 'gluonbatch'
 SMALL = {'ssd': ['--data-shape', '128'], 'yolo': ['--data-shape', '128'],
          'faster_rcnn': ['--short', '160', '--max-size', '256'],
-         'mask_rcnn': ['--short', '160', '--max-size', '256']}
+         'mask_rcnn': ['--short', '160', '--max-size', '256'],
+         'center_net': ['--data-shape', '128']}
 
 
 def run(args, timeout=600):
@@ -23,7 +28,7 @@ def run(args, timeout=600):
 
 
 @pytest.mark.parametrize('num_workers', [0, 2])
-@pytest.mark.parametrize('loader', ['ssd', 'yolo', 'faster_rcnn', 'mask_rcnn'])
+@pytest.mark.parametrize('loader', ['ssd', 'yolo', 'faster_rcnn', 'mask_rcnn', 'center_net'])
 def test_loader_script_runs_end_to_end(loader, num_workers):
     code, out, err = run([sys.executable, ROOT / 'scripts' / ('%s_loader.py' % loader),
                           '--batches', 2, '--batch-size', 2, '--num-workers', num_workers,
@@ -45,21 +50,73 @@ def test_one_training_step_at_a_small_size(loader):
           '--no-progress'] + SMALL[loader])
 
 
-def test_training_step_reports_a_finite_loss(capsys):
-    from gluonbatch.examples.ssd import main
+@pytest.mark.parametrize('loader, title', [('ssd', 'SSD'), ('center_net', 'CenterNet')])
+def test_training_step_reports_a_finite_loss(loader, title, capsys):
+    main = importlib.import_module('gluonbatch.examples.' + loader).main
     assert main(['--batches', '1', '--batch-size', '2', '--samples', '4', '--train-steps',
                  '2', '--no-progress', '--data-shape', '128']) == 0
-    losses = re.search(r'SSD training: 2 steps, loss ([\d.]+) -> ([\d.]+)',
+    losses = re.search(r'%s training: 2 steps, loss ([\d.]+) -> ([\d.]+)' % title,
                        capsys.readouterr().out)
     assert losses and all(0 < float(v) < 1e6 for v in losses.groups())
 
 
-def test_compare_gluoncv_prints_the_ratio(capsys):
-    from gluonbatch.examples.yolo import main
+@pytest.mark.parametrize('loader', ['yolo', 'center_net'])
+def test_compare_gluoncv_prints_the_ratio(loader, capsys):
+    main = importlib.import_module('gluonbatch.examples.' + loader).main
     main(['--batches', '1', '--batch-size', '2', '--samples', '4', '--compare-gluoncv',
           '--no-progress', '--data-shape', '128'])
     assert re.search(r'gluonbatch [\d.]+ s vs gluoncv [\d.]+ s for 1 batches: [\d.]+x',
                      capsys.readouterr().out)
+
+
+def center_net_parts(*options):
+    """The CenterNet example's network, data and batchify at 128 pixels on 8 samples."""
+    from gluonbatch.examples import center_net
+    from gluonbatch.examples.runner import loader_parser
+
+    parser = loader_parser('center_net_loader', 'CenterNet', 2, 'data-shape',
+                           center_net.DEFAULT_NETWORK)
+    return center_net.build(parser.parse_args(['--samples', '8', '--data-shape', '128']
+                                              + list(options)))
+
+
+def test_center_net_batch_equals_gluoncvs_batchify_of_the_same_samples():
+    from gluoncv.data import batchify as gcv
+
+    parts = center_net_parts()
+    np.random.seed(0)  # the transform's random crop: every sample keeps some object
+    samples = [parts['train_data'][i] for i in range(3)]
+    ours = parts['train_batchify'](samples)
+    # what gluoncv's train_center_net.py batchifies with
+    theirs = gcv.Tuple([gcv.Stack() for _ in range(6)])(samples)
+    assert_same_batch(ours, theirs, compare_context=False, arrays_only=True)
+    assert [field.shape for field in ours] == [(3, 3, 128, 128), (3, 20, 32, 32)] + \
+        [(3, 2, 32, 32)] * 4
+    heatmaps, wh_masks = ours[1].asnumpy(), ours[3].asnumpy()
+    # every sample has objects: a peak of 1 in the heatmap and a box size where it is
+    assert all((heatmap == 1).any() for heatmap in heatmaps)
+    assert ((heatmaps.max(axis=1) == 1) == (wh_masks[:, 0] == 1)).all()
+
+
+def test_center_net_training_sums_the_scripts_weighted_losses():
+    from gluoncv.loss import HeatmapFocalLoss, MaskedL1Loss
+    from mxnet import autograd
+
+    from gluonbatch.examples.center_net import train_steps
+
+    parts = center_net_parts()
+    batch = next(iter(parts['train_loader'](parts['train_batchify'])))
+    images, heatmaps, wh, wh_masks, offsets, offset_masks = (
+        field.as_in_context(mx.cpu()) for field in batch)
+    with autograd.train_mode():
+        heatmap_pred, wh_pred, offset_pred = parts['net'](images)
+    # train_center_net.py's defaults: --wh-weight 0.1, --center-reg-weight 1.0
+    expected = (HeatmapFocalLoss(from_logits=True)(heatmap_pred, heatmaps)
+                + MaskedL1Loss(weight=0.1)(wh_pred, wh, wh_masks)
+                + MaskedL1Loss(weight=1.0)(offset_pred, offsets, offset_masks)).asscalar()
+    losses = train_steps(parts['net'], [batch], 2)
+    assert losses[0] == pytest.approx(expected, rel=1e-4)
+    assert losses[1] != losses[0]  # the first step changed the network
 
 
 @pytest.mark.parametrize('args, message', [
@@ -68,9 +125,16 @@ def test_compare_gluoncv_prints_the_ratio(capsys):
     (['--voc-root', '/no/such/dir'], "dataset directory '/no/such/dir' does not exist"),
     (['--num-workers', '-1'], '-1 is negative'),
 ])
-def test_bad_loader_options_exit_with_a_message(args, message):
-    code, _, err = run([sys.executable, ROOT / 'scripts' / 'ssd_loader.py'] + args)
+@pytest.mark.parametrize('loader', ['ssd', 'center_net'])
+def test_bad_loader_options_exit_with_a_message(loader, args, message):
+    code, _, err = run([sys.executable, ROOT / 'scripts' / ('%s_loader.py' % loader)] + args)
     assert code == 2 and message in err
+
+
+def test_center_net_input_size_must_fit_the_network():
+    code, _, err = run([sys.executable, ROOT / 'scripts' / 'center_net_loader.py',
+                        '--data-shape', '100', '--no-progress'])
+    assert code != 0 and 'the targets 25x25; use a multiple of 32' in err
 
 
 def test_rcnn_batch_must_split_into_shards():
@@ -79,7 +143,7 @@ def test_rcnn_batch_must_split_into_shards():
     assert code != 0 and 'multiple of --num-shards' in err
 
 
-@pytest.mark.parametrize('loader', ['ssd', 'yolo', 'faster_rcnn'])
+@pytest.mark.parametrize('loader', ['ssd', 'yolo', 'faster_rcnn', 'center_net'])
 def test_show_draws_a_png_of_the_expected_size(loader, tmp_path):
     out = tmp_path / ('%s.png' % loader)
     code, stdout, err = run([COMMAND, 'show', '--loader', loader, '-o', out,
@@ -135,3 +199,20 @@ def test_synthetic_masks_follow_the_boxes():
         assert outline[:, 1].max() == pytest.approx(box[3], abs=1e-3)
     height, width = image.shape[:2]
     assert (label[:, 2] <= width).all() and (label[:, 3] <= height).all()
+
+
+def test_picture_draws_heatmaps_over_the_images(tmp_path):
+    from gluonbatch.examples.picture import draw_detection_batch
+
+    def draw(name, heatmaps):
+        path = draw_detection_batch(str(tmp_path / name), [np.zeros((3, 64, 64))],
+                                    [np.array([[8, 8, 40, 40, 1]])], [(64, 64)], [0],
+                                    'one image', heatmaps=heatmaps)
+        with Image.open(path) as picture:
+            return np.asarray(picture.convert('RGB'))
+
+    plain = draw('plain.png', None)
+    hot = np.zeros((16, 16))
+    hot[2:6, 2:6] = 1
+    assert (draw('hot.png', [hot]) != plain).any()
+    assert (draw('cold.png', [np.zeros((16, 16))]) == plain).all()  # zero is transparent

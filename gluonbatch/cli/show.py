@@ -15,7 +15,8 @@ def add_parser(commands):
     4
     """
     show = commands.add_parser('show', help='draw the first batch of an example loader')
-    show.add_argument('--loader', required=True, choices=('ssd', 'yolo', 'faster_rcnn'))
+    show.add_argument('--loader', required=True,
+                      choices=('ssd', 'yolo', 'faster_rcnn', 'center_net'))
     show.add_argument('-o', '--output', default='batch.png', help='PNG to write')
     show.add_argument('--batch-size', type=positive_int, default=4)
     show.add_argument('--num-shards', type=positive_int, default=2)
@@ -26,13 +27,14 @@ def add_parser(commands):
 def run(args):
     """Draw the first batch of ``args.loader`` to ``args.output`` and print the PNG's path."""
     # the example loaders import gluoncv; only this command needs them
-    from ..examples import rcnn
+    from ..examples import center_net, rcnn
     from ..examples.runner import loader_parser
     from ..examples.show import show_batch
 
     image = 'short' if args.loader == 'faster_rcnn' else 'data-shape'
     networks = {'ssd': 'ssd_300_mobilenet0.25_voc', 'yolo': 'yolo3_mobilenet0.25_voc',
-                'faster_rcnn': rcnn.DEFAULT_NETWORKS['faster']}
+                'faster_rcnn': rcnn.DEFAULT_NETWORKS['faster'],
+                'center_net': center_net.DEFAULT_NETWORK}
     parser = loader_parser('gluonbatch show', 'show', args.batch_size, image,
                            networks[args.loader])
     options = parser.parse_args(['--batch-size', str(args.batch_size), '--num-shards',

@@ -13,7 +13,8 @@ def _displayable(image):
     return np.clip(image.transpose(1, 2, 0) * _STD + _MEAN, 0, 1)
 
 
-def draw_detection_batch(path, images, labels, valid_sizes, shards, title, columns=4):
+def draw_detection_batch(path, images, labels, valid_sizes, shards, title, columns=4,
+                         heatmaps=None):
     """Write a PNG grid of a padded batch and return ``path``.
 
     Parameters
@@ -30,6 +31,9 @@ def draw_detection_batch(path, images, labels, valid_sizes, shards, title, colum
         The shard (device) each sample belongs to.
     title : str
     columns : int, default 4
+    heatmaps : list of numpy.ndarray, optional
+        One (h, w) map in [0, 1] per sample (e.g. CenterNet's targets), drawn over its image
+        and stretched to it; cells below 0.01 stay transparent.
 
     Examples
     --------
@@ -60,6 +64,9 @@ def draw_detection_batch(path, images, labels, valid_sizes, shards, title, colum
         _, height, width = image.shape
         valid_h, valid_w = valid_sizes[index]
         axis.imshow(_displayable(image))
+        if heatmaps is not None:
+            axis.imshow(np.ma.masked_less(heatmaps[index], 0.01), cmap='inferno', vmin=0,
+                        vmax=1, alpha=0.6, extent=(-0.5, width - 0.5, height - 0.5, -0.5))
         # the padding: everything right of and below the sample's own size
         for x, y, w, h in ((valid_w, 0, width - valid_w, height),
                            (0, valid_h, valid_w, height - valid_h)):

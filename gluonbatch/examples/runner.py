@@ -123,13 +123,14 @@ def _batch_size(batch):
 
 def describe_batch(batch, names):
     """One line per field: its name and shape (shards as a list of shapes)."""
+    width = max([16] + [len(name) for name in names])  # names longer than 16 widen the column
     lines = []
     for name, field in zip(names, batch):
         if isinstance(field, mx.nd.NDArray):
             text = '%s %s' % (tuple(field.shape), np.dtype(field.dtype).name)
         else:
             text = '[%s]' % ', '.join(str(tuple(leaf.shape)) for leaf in array_leaves(field))
-        lines.append('  %-16s %s' % (name, text))
+        lines.append('  %-*s %s' % (width, name, text))
     return lines
 
 

@@ -1,4 +1,5 @@
 """Draw the first batch of an example loader (``gluonbatch show``, ``make demo``)."""
+import mxnet as mx
 import numpy as np
 
 from .._core.layout import shard_bounds
@@ -8,16 +9,22 @@ from .runner import shard_list
 __all__ = ['LOADERS', 'show_batch']
 
 #: Loaders ``show`` can draw, with the batch size and shard count used by default.
-LOADERS = ('ssd', 'yolo', 'faster_rcnn')
+LOADERS = ('ssd', 'yolo', 'faster_rcnn', 'center_net')
 
 
 def _rows(shards):
-    """Per-sample numpy rows out of per-shard NDArrays."""
-    return [row for shard in shards for row in shard.asnumpy()]
+    """Per-sample numpy rows out of shards: NDArrays, or already numpy (arrays or lists)."""
+    return [row for shard in shards
+            for row in (shard.asnumpy() if isinstance(shard, mx.nd.NDArray) else shard)]
+
+
+def _first_samples(data, args):
+    return [data[i] for i in range(min(args.batch_size, len(data)))]
 
 
 def show_batch(loader, args, path):
-    """Build ``loader`` ('ssd', 'yolo' or 'faster_rcnn') from ``args``; draw its first batch."""
+    """Build ``loader`` (one of ``LOADERS``) from ``args``; draw its first batch."""
+    heatmaps = None
     if loader == 'faster_rcnn':
         from .rcnn import build
         parts = build('faster', args)
@@ -36,15 +43,25 @@ def show_batch(loader, args, path):
             from .yolo import build
             parts = build(args)
             data, batchify, box_field = parts['train_data'], parts['train_batchify'], 6
-        samples = [data[i] for i in range(min(args.batch_size, len(data)))]
+        samples = _first_samples(data, args)
         batch = batchify(samples)
         images, labels = shard_list(batch[0]), shard_list(batch[box_field])
         title = '%s batch: %d images, boxes padded with -1 to the longest list' % (
             loader.upper(), len(samples))
+    elif loader == 'center_net':
+        from .center_net import build, target_boxes
+        parts = build(args)
+        samples = _first_samples(parts['train_data'], args)
+        batch = [field.asnumpy() for field in parts['train_batchify'](samples)]
+        images, labels = [batch[0]], [target_boxes(*batch[1:5], scale=parts['net'].scale)]
+        heatmaps = [heatmap.max(axis=0) for heatmap in batch[1]]  # all classes in one map
+        title = 'CenterNet train batch: %d images, their heatmap targets and the boxes ' \
+                'the targets encode' % len(samples)
     else:
         raise ValueError('unknown loader %r; choose from %s' % (loader, ', '.join(LOADERS)))
     # SSD and YOLO shard only their labels; R-CNN shards images and labels alike
     bounds = shard_bounds(len(samples), max(len(images), len(labels)))
     shards = [shard for shard, (start, stop) in enumerate(bounds) for _ in range(start, stop)]
     sizes = [tuple(np.shape(sample[0])[1:]) for sample in samples]
-    return draw_detection_batch(path, _rows(images), _rows(labels), sizes, shards, title)
+    return draw_detection_batch(path, _rows(images), _rows(labels), sizes, shards, title,
+                                heatmaps=heatmaps)
