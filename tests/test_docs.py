@@ -48,9 +48,10 @@ def test_docs_build_without_warnings(html_dir):
 
 
 def test_detection_page_names_every_field(html_dir):
-    from gluonbatch.examples import rcnn, ssd, yolo
+    from gluonbatch.examples import center_net, rcnn, ssd, yolo
 
-    fields = set(ssd.TRAIN_FIELDS + ssd.VAL_FIELDS + yolo.TRAIN_FIELDS + yolo.VAL_FIELDS)
+    fields = set(ssd.TRAIN_FIELDS + ssd.VAL_FIELDS + yolo.TRAIN_FIELDS + yolo.VAL_FIELDS
+                 + center_net.TRAIN_FIELDS + center_net.VAL_FIELDS)
     for kind in ('faster', 'mask'):
         fields.update(rcnn.TRAIN_FIELDS[kind] + rcnn.VAL_FIELDS[kind])
     page = _read(html_dir / 'detection.html')
