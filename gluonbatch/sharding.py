@@ -151,7 +151,7 @@ def _piece(leaf, shard, bounds, ctx):
     """Device ``shard``'s part of one field; ``bounds`` None means the whole field."""
     value = leaf.value
     if leaf.kind == _Leaf.WHOLE:
-        return value
+        return _copy(value, ctx)  # a 0-d NDArray is copied to every device
     if leaf.kind == _Leaf.SHARDS:
         return _copy(value[shard], ctx)
     part = value if bounds is None else value[bounds[0]:bounds[1]]
@@ -207,7 +207,8 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
       lists item by item (their NDArrays copied to the device, other items as they are);
       with no sharded field the batch is one shard on ``ctx_list[0]``, unless
       ``num_shards`` is given;
-    * anything else (a number, None, a ``'whole'`` field) is given to every device as it is.
+    * anything else (a number, None, a ``'whole'`` field) is given to every device as it is;
+      a 0-d NDArray, or an NDArray in a ``'whole'`` field, as a copy on each device.
 
     Parameters
     ----------

@@ -399,3 +399,12 @@ def test_sharded_loader_layout_comes_from_the_batchify_function():
         next(iter(explicit))
     with pytest.raises(ValueError, match="'rowz'"):
         ShardedLoader(loader, CTX[:2], layout='rowz')
+
+
+def test_whole_arrays_are_copied_to_every_device():
+    scale = mx.nd.array([2.0])
+    batch = (Pad(num_shards=2)([[1], [2, 3]]), scale)
+    parts = split_to_devices(batch, CTX[:2], layout=('shards', 'whole'))
+    for (_, copy), ctx in zip(parts, CTX):
+        assert copy.context == ctx
+        _assert_copy(copy, scale)
