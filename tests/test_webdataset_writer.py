@@ -1,4 +1,5 @@
 """Writing: save_metadata and the resharding writer (to_webdataset)."""
+import json
 import logging
 import math
 import os
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from gluonbatch.webdataset import ImageTextPairDataset
 
 from helpers import (ID, check_record, cut, files, make_dataset, members_of, record, tar_infos,
-                     write_tar)
+                     write_shard, write_tar)
 
 
 def test_save_metadata_replaces_own_parquets_atomically(data, monkeypatch):
@@ -84,7 +85,14 @@ def check_resharded(out, source_records, mask, samples_per_shard, max_shards, ol
                                             len(kept) - shard * samples_per_shard))]
     assert list(new.metadata[ID]) == expected_ids
     for i, (rec, new_id) in enumerate(zip(kept, expected_ids)):
-        assert new.read_raw(i) == {ext: rec[ext] for ext in ('jpg', 'txt', 'json')}
+        raw = new.read_raw(i)
+        assert {ext: raw[ext] for ext in ('jpg', 'txt')} == {ext: rec[ext]
+                                                            for ext in ('jpg', 'txt')}
+        # the JSON carries the new id, like the parquet and the member names
+        want_json = dict(json.loads(rec['json']), **{ID: new_id})
+        if old_id_col:
+            want_json[old_id_col] = rec['key']
+        assert json.loads(raw['json']) == want_json and new[i][2][ID] == new_id
         assert new.metadata['score'][i] == rec['row']['score']
         if old_id_col:
             assert new.metadata[old_id_col][i] == rec['key']
@@ -226,3 +234,16 @@ def test_reshard_streams_one_record_at_a_time(tmp_path, monkeypatch):
     assert replaced == [(os.path.join(out, '.%s.tmp' % name), os.path.join(out, name))
                         for stem in ('00000', '00001')
                         for name in (stem + '.tar', stem + '.idx', stem + '.parquet')]
+
+
+def test_reshard_refuses_a_record_whose_json_is_not_an_object(tmp_path):
+    records = [record(0, k) for k in range(3)]
+    records[2]['json'] = b'[1, 2]'
+    os.makedirs(tmp_path / 'src')
+    write_shard(str(tmp_path / 'src'), '00000', records)
+    ds = ImageTextPairDataset.from_webdataset(tmp_path / 'src', ID)
+    out = tmp_path / 'out'
+    with pytest.raises(ValueError, match=r"the .json member of record '00000000?2' of .*src "
+                                         r"holds a list, not an object"):
+        ds.to_webdataset(out, None, samples_per_shard=2)
+    assert files(out) == ['00000.idx', '00000.parquet', '00000.tar']  # the complete shard

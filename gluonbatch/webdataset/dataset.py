@@ -367,7 +367,9 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
 
         Record ``s`` of new shard ``k`` gets id ``s + 10**d * k`` zero-padded to
         ``max_shards + d`` digits, where ``d = ceil(log10(samples_per_shard))``; its members
-        are renamed ``<new id>.<ext>``. Each shard is written as ``NNNNN.tar`` (``max_shards``
+        are renamed ``<new id>.<ext>`` and its ``.json`` member gets the new id in ``id_col``
+        (and the old one in ``old_id_col``), so the JSON, the parquet and the member names
+        agree; the other members are copied byte for byte. Each shard is written as ``NNNNN.tar`` (``max_shards``
         digits), ``NNNNN.parquet`` (the metadata, id column renumbered) and ``NNNNN.idx``,
         each to a temporary name (``.NNNNN.tar.tmp``) renamed when complete; the tar before
         the index and the parquet. Records are read and written one at a time, so memory is

@@ -1,5 +1,6 @@
 """Writing: the resharding writer behind ``to_webdataset`` and the parquet writer behind
 ``save_metadata``; every file is written to a temporary name and renamed when complete."""
+import json
 import logging
 import os
 import tarfile
@@ -74,6 +75,33 @@ class ShardWriter:
         self.handle.close()
         for tmp in self.tmp.values():
             remove_quietly(tmp)
+
+
+def with_json_ids(members, ids, source):
+    """``members`` with the ``.json`` member's ``ids`` (a dict: key -> id) set.
+
+    The format's rule is that a record's JSON, its parquet row and its member names carry
+    one id, so a renumbered record's JSON is rewritten; other members are kept as they are.
+
+    >>> with_json_ids([('txt', b'a cat'), ('json', b'{"key": "07", "w": 3}')], {'key': '00'},
+    ...               'record 7')
+    [('txt', b'a cat'), ('json', b'{"key": "00", "w": 3}')]
+    """
+    out = []
+    for ext, data in members:
+        if ext == 'json':
+            try:
+                meta = json.loads(data)
+            except ValueError as err:
+                raise ValueError('the .json member of %s is not valid JSON: %s'
+                                 % (source, err)) from None
+            if not isinstance(meta, dict):
+                raise ValueError('the .json member of %s holds a %s, not an object'
+                                 % (source, type(meta).__name__))
+            meta.update(ids)
+            data = json.dumps(meta, ensure_ascii=False).encode('utf-8')
+        out.append((ext, data))
+    return out
 
 
 def save_metadata(frame, id_col, shards, directory, columns=None):
@@ -159,13 +187,18 @@ def reshard(frame, read_members, source, id_col, path, filter_column, samples_pe
         new_ids = ['%0*d' % (width, sample + 10 ** digits * shard_number)
                    for sample in range(len(chunk))]
         meta = frame.iloc[chunk].reset_index(drop=True)
+        old_ids = meta[id_col].tolist()
         if old_id_col is not None:
             meta[old_id_col] = meta[id_col].astype(object)
         meta[id_col] = new_ids
         writer = ShardWriter(destination, '%0*d' % (max_shards, shard_number), mtime)
         try:
-            for new_id, row in zip(new_ids, chunk.tolist()):
-                writer.add(new_id, read_members(row))
+            for new_id, old_id, row in zip(new_ids, old_ids, chunk.tolist()):
+                ids = {id_col: new_id}
+                if old_id_col is not None:
+                    ids[old_id_col] = old_id
+                writer.add(new_id, with_json_ids(read_members(row), ids,
+                                                 'record %r of %s' % (old_id, source)))
             written.append(writer.finish(meta))
         finally:
             writer.abort()
