@@ -26,6 +26,7 @@ from ._core.assemble import stack_arrays
 from ._core.checks import check_batch, check_fields, check_int, describe
 from ._core.layout import common_dtype
 from ._core.samples import as_host_arrays
+from ._core.shard_layout import FIELDS
 from ._core.write import write_slots
 from ._pool import PooledLoader
 from .batchify import Pad
@@ -61,6 +62,9 @@ def default_batchify_fn(data):
     return _stack_keeping_dtype(data)
 
 
+# One array per field, or one array (split_to_devices reads this).
+default_batchify_fn.shard_layout = FIELDS
+
 #: gluonbatch always batches into shared memory: the same function as ``default_batchify_fn``.
 default_mp_batchify_fn = default_batchify_fn
 
@@ -93,6 +97,8 @@ def default_pad_batchify_fn(data):
     padded, _ = _LABEL_PAD.pad_shards(arrays, [(0, len(arrays))])
     return padded[0]
 
+
+default_pad_batchify_fn.shard_layout = FIELDS
 
 #: gluonbatch always batches into shared memory: the same as ``default_pad_batchify_fn``.
 default_mp_pad_batchify_fn = default_pad_batchify_fn

@@ -108,7 +108,8 @@ class _Inference:
 
     def _infer(self, height, width):
         try:
-            _, out_shapes, _ = self.symbol.infer_shape(data=(1, 3, height, width))
+            with legacy_mode():  # legacy shape rules, whatever the caller's mode
+                _, out_shapes, _ = self.symbol.infer_shape(data=(1, 3, height, width))
         except mx.base.MXNetError as err:
             raise ValueError('cannot infer the feature-map shapes of net.features for an '
                              'image of %dx%d: %s' % (height, width, str(err).strip()[:500])

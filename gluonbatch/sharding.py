@@ -27,7 +27,8 @@ import numpy as np
 
 from ._core.checks import check_int, describe
 from ._core.layout import split_bounds
-from ._core.shard_layout import ROWS, SHARDS, layout_of, resolve_layout
+from ._core.shard_layout import FIELDS, ROWS, SHARDS, WHOLE, layout_of, resolve_layout
+from ._core.tree import map_arrays
 from .sampler import SplitSampler  # noqa: F401  (its old import path)
 
 __all__ = ['split_to_devices', 'ShardedLoader']
@@ -42,7 +43,7 @@ def _is_array(value):
 class _Leaf:
     """One field of the batch: how it splits (its kind), its value and name for messages."""
 
-    SHARDS, ARRAY, SEQUENCE, WHOLE = 'shards', 'array', 'sequence', 'whole'
+    SHARDS, WHOLE, ARRAY, SEQUENCE = SHARDS, WHOLE, 'array', 'sequence'
 
     def __init__(self, kind, value, name):
         self.kind, self.value, self.name = kind, value, name
@@ -59,21 +60,37 @@ class _Leaf:
 def _container(value, layout, name):
     """A tuple/namedtuple/dict batch walked field by field with ``layout``'s items."""
     if isinstance(layout, tuple):
-        if not isinstance(value, tuple) or len(value) != len(layout):
-            raise ValueError('%s is %s; its shard layout %r expects a tuple of %d fields'
-                             % (name, describe(value), layout, len(layout)))
+        if not isinstance(value, tuple):
+            raise TypeError('%s is %s; its shard layout %r expects a tuple of %d fields'
+                            % (name, describe(value), layout, len(layout)))
+        if len(value) != len(layout):
+            raise ValueError('%s has %d fields; its shard layout %r expects %d'
+                             % (name, len(value), layout, len(layout)))
         return (type(value), [_parse(item, sub, '%s[%d]' % (name, index))
                               for index, (item, sub) in enumerate(zip(value, layout))])
-    if not isinstance(value, Mapping) or set(value) != set(layout):
-        raise ValueError('%s is %s; its shard layout expects a dict with keys %s'
-                         % (name, describe(value), sorted(map(str, layout))))
+    if not isinstance(value, Mapping):
+        raise TypeError('%s is %s; its shard layout expects a dict with keys %s'
+                        % (name, describe(value), sorted(map(str, layout))))
+    if set(value) != set(layout):
+        raise ValueError('%s has keys %s; its shard layout expects %s (missing %s, extra %s)'
+                         % (name, sorted(map(str, value)), sorted(map(str, layout)),
+                            sorted(map(str, set(layout) - set(value))),
+                            sorted(map(str, set(value) - set(layout)))))
     return (type(value), {key: _parse(item, layout[key], '%s[%r]' % (name, key))
                           for key, item in value.items()})
 
 
+def _each(container, layout):
+    """``layout`` for every item of a tuple or dict."""
+    if isinstance(container, Mapping):
+        return {key: layout for key in container}
+    return (layout,) * len(container)
+
+
 def _parse(value, layout, name):
-    """The batch as a tree of containers and leaves, as ``layout`` declares it."""
-    if not isinstance(layout, str):
+    """The batch as a tree of containers and leaves, as ``layout`` declares it (None: the
+    function declared nothing)."""
+    if isinstance(layout, (tuple, Mapping)):
         return _container(value, layout, name)
     if layout == SHARDS:
         if not (isinstance(value, (list, tuple)) and value and all(map(_is_array, value))):
@@ -84,21 +101,24 @@ def _parse(value, layout, name):
                 raise ValueError('%s: shard %d is a 0-d NDArray; per-shard arrays need a '
                                  'batch axis' % (name, index))
         return _Leaf(_Leaf.SHARDS, value, name)
-    if layout == ROWS:
-        if isinstance(value, (tuple, Mapping)):
-            return _container(value, _rows_like(value), name)
-        if _is_array(value) and value.ndim:
-            return _Leaf(_Leaf.ARRAY, value, name)
-        if isinstance(value, list) or isinstance(value, np.ndarray) and value.ndim:
-            return _Leaf(_Leaf.SEQUENCE, value, name)
+    if layout == WHOLE:
+        return _Leaf(_Leaf.WHOLE, value, name)
+    if layout == FIELDS and isinstance(value, (list, tuple)):
+        return (type(value), [_parse(item, ROWS, '%s[%d]' % (name, index))
+                              for index, item in enumerate(value)])
+    if isinstance(value, (tuple, Mapping)):
+        return _container(value, _each(value, layout), name)
+    if _is_array(value) and value.ndim:
+        return _Leaf(_Leaf.ARRAY, value, name)
+    if isinstance(value, list) and layout is None and value and all(
+            _is_array(item) and item.ndim for item in value):
+        raise ValueError('%s is a list of %d NDArrays, and the function that made it '
+                         'declares no shard_layout: they could be one per shard, one per '
+                         'sample or one per field. Pass layout= (the batchify function, or '
+                         "'shards', 'rows' or 'fields')" % (name, len(value)))
+    if isinstance(value, list) or isinstance(value, np.ndarray) and value.ndim:
+        return _Leaf(_Leaf.SEQUENCE, value, name)
     return _Leaf(_Leaf.WHOLE, value, name)
-
-
-def _rows_like(container):
-    """The all-``'rows'`` layout of a tuple or dict."""
-    if isinstance(container, Mapping):
-        return {key: ROWS for key in container}
-    return (ROWS,) * len(container)
 
 
 def _leaves(tree):
@@ -132,12 +152,15 @@ def _bounds(leaves, num_shards):
                                  'so a field split by rows must have %d rows'
                                  % (leaf.name, leaf.rows(), total, len(sizes), sizes, total))
         return [(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
+    if num_shards is None:
+        return [None]  # one shard: every field whole, on the first device
     rows = {leaf.name: leaf.rows() for leaf in split}
     if len(set(rows.values())) > 1:
         raise ValueError('the fields have different batch sizes (%s); cannot split them into '
-                         'shards' % ', '.join('%s: %d' % item for item in rows.items()))
-    if num_shards is None or not rows:
-        return [None]  # one shard: every field whole, on the first device
+                         'shards (pass layout= to say which fields are not one row per '
+                         'sample)' % ', '.join('%s: %d' % item for item in rows.items()))
+    if not rows:
+        return [None]
     return split_bounds(next(iter(rows.values())), num_shards)
 
 
@@ -150,8 +173,8 @@ def _copy(value, ctx):
 def _piece(leaf, shard, bounds, ctx):
     """Device ``shard``'s part of one field; ``bounds`` None means the whole field."""
     value = leaf.value
-    if leaf.kind == _Leaf.WHOLE:
-        return _copy(value, ctx)  # a 0-d NDArray is copied to every device
+    if leaf.kind == _Leaf.WHOLE:  # its NDArrays (a 0-d one, say) copied onto each device
+        return map_arrays(lambda array: _copy(array, ctx), value)
     if leaf.kind == _Leaf.SHARDS:
         return _copy(value[shard], ctx)
     part = value if bounds is None else value[bounds[0]:bounds[1]]
@@ -207,8 +230,11 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
       lists item by item (their NDArrays copied to the device, other items as they are);
       with no sharded field the batch is one shard on ``ctx_list[0]``, unless
       ``num_shards`` is given;
-    * anything else (a number, None, a ``'whole'`` field) is given to every device as it is;
-      a 0-d NDArray, or an NDArray in a ``'whole'`` field, as a copy on each device.
+    * anything else (a number, None, a ``'whole'`` field) is given to every device, its
+      NDArrays (a 0-d one, say) as a copy on each device.
+
+    Earlier versions read any list or tuple of NDArrays as shards, which split a
+    ``(padded, lengths)`` pair or a list of fields wrongly; the layout now says.
 
     Parameters
     ----------
@@ -223,8 +249,10 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
         sharded fields they decide, and must agree with it.
     layout : batchify function or shard layout, optional
         The function that made ``batch`` (anything with a ``shard_layout``), or a layout:
-        ``'rows'``, ``'shards'``, ``'whole'``, or a tuple or dict of them mirroring the
-        batch. Default ``'rows'``: nothing in the batch is sharded.
+        ``'rows'``, ``'shards'``, ``'fields'``, ``'whole'``, or a tuple or dict of them
+        mirroring the batch. Without one, nothing in the batch is sharded: tuples and dicts
+        are containers, arrays are split by rows, and a list of NDArrays (shards? one per
+        sample? one per field?) raises a ``ValueError`` asking for ``layout``.
 
     Returns
     -------
@@ -279,6 +307,11 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
             for shard, (shard_bounds, ctx) in enumerate(zip(bounds, ctx_list))]
 
 
+# MXNet's DataLoader batchifies with these unless given a function: one array per field.
+_MXNET_DEFAULTS = (mx.gluon.data.dataloader.default_batchify_fn,
+                   mx.gluon.data.dataloader.default_mp_batchify_fn)
+
+
 class ShardedLoader:
     """Iterate a loader's batches as per-device parts: ``split_to_devices`` on every batch.
 
@@ -293,8 +326,8 @@ class ShardedLoader:
         Passed to :func:`split_to_devices` (for batches without sharded fields).
     layout : batchify function or shard layout, optional
         How the batches split. By default the ``shard_layout`` of the loader's batchify
-        function (an MXNet ``DataLoader`` keeps it as ``_batchify_fn``); ``'rows'`` if it
-        declares none.
+        function (an MXNet ``DataLoader`` keeps it as ``_batchify_fn``; MXNet's own default
+        batchify functions are ``'fields'``), None if it declares none.
 
     Examples
     --------
@@ -317,7 +350,8 @@ class ShardedLoader:
         self.ctx_list = _check_contexts(ctx_list)
         self.num_shards = check_int(num_shards, 'num_shards', minimum=1, allow_none=True)
         if layout is None:
-            layout = layout_of(getattr(loader, '_batchify_fn', None))
+            batchify_fn = getattr(loader, '_batchify_fn', None)
+            layout = FIELDS if batchify_fn in _MXNET_DEFAULTS else layout_of(batchify_fn)
         self.layout = resolve_layout(layout)
 
     def __iter__(self):

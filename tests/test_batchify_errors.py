@@ -136,9 +136,13 @@ def test_tuple_names_the_field_of_an_inner_error():
 
 def test_dict_key_mismatch_and_types():
     batchify = Dict({'a': Stack(), 'b': Pad()})
+    with pytest.raises(ValueError, match=r"sample 1 lacks key\(s\) \['b'\]; Dict batchifies "
+                                         r"\['a', 'b'\]"):
+        batchify([{'a': 1, 'b': [1]}, {'a': 1, 'c': [1]}])
+    strict = Dict({'a': Stack(), 'b': Pad()}, strict=True)
     with pytest.raises(ValueError, match=r"sample 1 has keys \['a', 'c'\].*missing \['b'\], "
                                          r"extra \['c'\]"):
-        batchify([{'a': 1, 'b': [1]}, {'a': 1, 'c': [1]}])
+        strict([{'a': 1, 'b': [1]}, {'a': 1, 'c': [1]}])
     with pytest.raises(TypeError, match='sample 0 is a list; Dict expects a dict'):
         batchify([[1, 2]])
     with pytest.raises(TypeError, match="function 'a' must be callable"):

@@ -2,6 +2,7 @@
 sharing the batch's memory, in this process and through worker processes; legacy mode is
 unchanged, and the R-CNN batchifiers stay legacy."""
 import collections
+import pickle
 import warnings
 
 import mxnet as mx
@@ -18,7 +19,7 @@ from gluonbatch.collate import default_collate
 from gluonbatch.dataloader import (DetectionDataLoader, ShardedLoader, default_batchify_fn,
                                    default_pad_batchify_fn, split_to_devices,
                                    tsn_mp_batchify_fn)
-from gluonbatch.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
+from gluonbatch.rcnn import FasterRCNNTrainBatchify, FeatureShapes, MaskRCNNTrainBatchify
 from helpers import SHARED, batch_leaves, settled, shm_held, tiny_rcnn_net
 
 Sample = collections.namedtuple('Sample', ['image', 'label'])
@@ -55,10 +56,21 @@ def _arrays(batch):
     return [leaf for _, leaf in batch_leaves(batch) if isinstance(leaf, mx.nd.NDArray)]
 
 
+def _containers(batch):
+    """The container types of ``batch``, depth first."""
+    if isinstance(batch, dict):
+        return [type(batch)] + [t for item in batch.values() for t in _containers(item)]
+    if isinstance(batch, (list, tuple)):
+        return [type(batch)] + [t for item in batch for t in _containers(item)]
+    return []
+
+
 def _values(batch):
-    """Every leaf of ``batch`` as plain values, for comparing the two modes."""
-    return [(path, leaf.asnumpy() if isinstance(leaf, mx.nd.NDArray) else leaf)
-            for path, leaf in batch_leaves(batch)]
+    """The container types of ``batch`` and every leaf as plain values, for comparing the
+    two modes."""
+    return [('containers', _containers(batch))] + [
+        (path, leaf.asnumpy() if isinstance(leaf, mx.nd.NDArray) else leaf)
+        for path, leaf in batch_leaves(batch)]
 
 
 def _assert_same_values(ours, want):
@@ -177,6 +189,14 @@ def test_rcnn_batchifiers_stay_legacy(mode):
     assert mx.util.is_np_array() == (mode is NUMPY)  # the mode is restored
 
 
+def test_feature_shapes_infer_in_numpy_mode(mode):
+    with mx.util.np_array(False), mx.util.np_shape(False):
+        shapes = FeatureShapes(tiny_rcnn_net())
+    assert shapes(64, 96) == ((4, 6),)
+    copy = pickle.loads(pickle.dumps(shapes))  # as a DataLoader worker receives it
+    assert copy(80, 96) == ((5, 6),)
+
+
 def test_split_to_devices_keeps_the_mode(mode):
     batchify = Tuple(Pad(num_shards=2, ret_length=True), Stack(), Append())
     batch = batchify([([1, 2], k, [k]) for k in range(3)])
@@ -195,14 +215,19 @@ def _loader_data():
 
 
 def _check_loader_batches(batches, mode):
+    """The batches of ``_loader_data`` in order: sample k's image is all k, its k % 3
+    label rows are all k, the padding -1."""
     seen = 0
     for images, labels in batches:
         for array in (images, labels):
             assert type(array) is mode
-        for row in range(images.shape[0]):
-            assert float(images[row].asnumpy().mean()) == seen
-            assert labels.shape[1] == 2 or labels.size == 0 or labels.shape[1] in (0, 1)
-            seen += 1
+        ids = range(seen, seen + images.shape[0])
+        assert labels.shape == (len(ids), max(k % 3 for k in ids), 5)
+        labels = labels.asnumpy()
+        for row, k in enumerate(ids):
+            assert (images[row].asnumpy() == k).all()
+            assert (labels[row, :k % 3] == k).all() and (labels[row, k % 3:] == -1).all()
+        seen += len(ids)
     assert seen == 10
 
 

@@ -223,10 +223,19 @@ def test_errors():
     with pytest.raises(TypeError, match=r'the batch\[0\] is mxnet.NDArray of shape \(2,\)'
                                         r'.*one NDArray per shard'):
         split_to_devices((mx.nd.ones(2), mx.nd.ones(2)), CTX, layout=('shards', 'rows'))
-    with pytest.raises(ValueError, match='expects a tuple of 3 fields'):
+    with pytest.raises(ValueError, match=r"the batch has 2 fields; its shard layout "
+                                         r"\('rows', 'rows', 'rows'\) expects 3"):
         split_to_devices((mx.nd.ones(2), mx.nd.ones(2)), CTX, layout=('rows',) * 3)
-    with pytest.raises(ValueError, match="expects a dict with keys \\['x'\\]"):
+    with pytest.raises(TypeError, match=r"the batch is list; its shard layout \('rows',\) "
+                                        r"expects a tuple of 1 fields"):
+        split_to_devices([mx.nd.ones(2)], CTX, layout=('rows',))
+    with pytest.raises(ValueError, match=r"the batch has keys \['y'\]; its shard layout "
+                                         r"expects \['x'\] \(missing \['x'\], extra \['y'\]\)"):
         split_to_devices({'y': mx.nd.ones(2)}, CTX, layout={'x': 'rows'})
+    with pytest.raises(TypeError, match=r"the batch is .*NDArray.*expects a dict"):
+        split_to_devices(mx.nd.ones(2), CTX, layout={'x': 'rows'})
+    with pytest.raises(TypeError, match='the class Pad; give the batchify function'):
+        split_to_devices(shards, CTX, layout=Pad)
     with pytest.raises(ValueError, match="layout\\[1\\] is 'row'"):
         split_to_devices((mx.nd.ones(2), mx.nd.ones(2)), CTX, layout=('rows', 'row'))
     with pytest.raises(TypeError, match='layout is list; a shard layout is'):
@@ -391,7 +400,7 @@ def test_sharded_loader_layout_comes_from_the_batchify_function():
         return Tuple(Pad(), Stack())(samples)
 
     loader = mx.gluon.data.DataLoader(data, batch_size=4, batchify_fn=plain)
-    assert ShardedLoader(loader, CTX[:2]).layout == 'rows'
+    assert ShardedLoader(loader, CTX[:2]).layout is None
     (per_device,) = list(ShardedLoader(loader, CTX[:2], num_shards=2))
     assert [x.shape for x, _ in per_device] == [(2, 4), (2, 4)]
     explicit = ShardedLoader(loader, CTX[:2], layout=('shards', 'rows'))
@@ -408,3 +417,47 @@ def test_whole_arrays_are_copied_to_every_device():
     for (_, copy), ctx in zip(parts, CTX):
         assert copy.context == ctx
         _assert_copy(copy, scale)
+
+
+def test_a_list_of_arrays_without_a_layout_is_refused_not_guessed():
+    """Shards, one array per sample, or one per field: only a layout can say."""
+    shards = Pad(num_shards=2)([[1], [2, 3], [4]])
+    for batch in (shards, (shards, mx.nd.ones(3))):
+        with pytest.raises(ValueError, match='list of 2 NDArrays.*declares no shard_layout.*'
+                                             'Pass layout='):
+            split_to_devices(batch, CTX[:2])
+    # an undeclared batch of plain fields splits as rows, unsplit unless asked
+    (whole,) = split_to_devices((mx.nd.ones((4, 2)), [1, 2, 3]), CTX)
+    assert whole[0].shape == (4, 2) and whole[1] == [1, 2, 3]
+    with pytest.raises(ValueError, match='different batch sizes.*pass layout='):
+        split_to_devices((mx.nd.ones((4, 2)), [1, 2, 3]), CTX, num_shards=2)
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+@pytest.mark.parametrize('batchify', ['mxnet', 'gluonbatch', 'gluonbatch_pad'])
+def test_default_batchify_functions_split_field_by_field(batchify, num_workers):
+    """MXNet's and gluoncv's default batchify return a list with one array per field."""
+    from gluonbatch.dataloader import default_batchify_fn, default_pad_batchify_fn
+    features = np.arange(12, dtype='float32').reshape(6, 2)
+    data = mx.gluon.data.ArrayDataset(features, np.arange(6, dtype='float32').reshape(6, 1))
+    fn = {'mxnet': None, 'gluonbatch': default_batchify_fn,
+          'gluonbatch_pad': default_pad_batchify_fn}[batchify]
+    loader = ShardedLoader(mx.gluon.data.DataLoader(data, batch_size=4, batchify_fn=fn,
+                                                    num_workers=num_workers),
+                           CTX[:2], num_shards=2)
+    assert loader.layout == 'fields'
+    parts = [part for per_device in loader for part in per_device]
+    assert [type(part) for part in parts] == [list] * 4
+    assert [(x.context, x.shape, y.asnumpy().ravel().tolist()) for x, y in parts] == [
+        (CTX[0], (2, 2), [0, 1]), (CTX[1], (2, 2), [2, 3]),
+        (CTX[0], (1, 2), [4]), (CTX[1], (1, 2), [5])]
+    np.testing.assert_array_equal(np.concatenate([x.asnumpy() for x, _ in parts]), features)
+
+
+def test_whole_containers_are_copied_to_every_device():
+    extra = {'scale': mx.nd.array([2.0]), 'tag': 'a'}
+    batch = (Pad(num_shards=2)([[1], [2, 3]]), extra)
+    parts = split_to_devices(batch, CTX[:2], layout=('shards', 'whole'))
+    for (_, copy), ctx in zip(parts, CTX):
+        assert copy is not extra and copy['tag'] == 'a' and copy['scale'].context == ctx
+        _assert_copy(copy['scale'], extra['scale'])

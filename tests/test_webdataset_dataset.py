@@ -235,6 +235,11 @@ def test_every_advertised_image_extension_decodes(tmp_path, index):
         else:
             np.testing.assert_array_equal(image.asnumpy(), mx.image.imdecode(encoded).asnumpy())
         assert caption == rec['txt'].decode()
+    mx.npx.set_np()  # numpy mode: every format decodes to an mx.np.ndarray
+    try:
+        assert [type(ds[i][0]) for i in range(len(records))] == [mx.np.ndarray] * len(records)
+    finally:
+        mx.npx.reset_np()
 
 
 def test_an_undecodable_webp_names_the_record(tmp_path):

@@ -138,6 +138,10 @@ class Dict:
                 raise BatchifyUsageError('sample %d is a %s; Dict expects a dict with keys %s'
                                          % (index, describe(sample), sorted(map(str, keys))))
             missing, extra = keys - set(sample), set(sample) - keys
+            if missing and not self._strict:
+                raise BatchifyUsageError('sample %d lacks key(s) %s; Dict batchifies %s'
+                                         % (index, sorted(map(str, missing)),
+                                            sorted(map(str, keys))))
             if missing or (extra and self._strict):
                 raise BatchifyUsageError(
                     'sample %d has keys %s; expected %s (missing %s, extra %s)'

@@ -17,17 +17,22 @@ import json
 import mxnet as mx
 import numpy as np
 
+from .._core.alloc import in_numpy_mode
+
 __all__ = ['decode_image', 'decode_record']
 
 
 def decode_image(ext, data):
-    """An (H, W, 3) uint8 RGB NDArray; WebP by Pillow, which MXNet 1.9.1 cannot decode."""
+    """An (H, W, 3) uint8 RGB NDArray (``mx.np.ndarray`` in numpy mode); WebP by Pillow,
+    which MXNet 1.9.1 cannot decode."""
     if ext != 'webp':
         return mx.image.imdecode(data)
     from PIL import Image
 
     with Image.open(io.BytesIO(data), formats=['WEBP']) as picture:
-        return mx.nd.array(np.asarray(picture.convert('RGB')), dtype=np.uint8)
+        image = mx.nd.array(np.asarray(picture.convert('RGB')), dtype=np.uint8)
+    # like mx.image.imdecode, an mx.np.ndarray in MXNet's numpy mode
+    return image.as_np_ndarray() if in_numpy_mode() else image
 
 
 def decode_record(members, slots, record_id, describe):
