@@ -13,8 +13,9 @@ def read(name):
 
 
 EXAMPLES = ['gluoncv==0.10.5.post0', 'pycocotools', 'Pillow', 'tqdm', 'matplotlib']
-# gluonbatch.webdataset: parquet metadata through pandas/pyarrow, JPEGs written with Pillow.
-WEBDATASET = ['pandas', 'pyarrow', 'Pillow']
+# gluonbatch.webdataset: parquet metadata through pandas/pyarrow as a lazy Dask DataFrame
+# (run by Dask's schedulers, a distributed cluster included), JPEGs written with Pillow.
+WEBDATASET = ['pandas', 'pyarrow', 'Pillow', 'dask[dataframe]', 'distributed']
 
 setup(
     name='gluonbatch',

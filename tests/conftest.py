@@ -18,3 +18,17 @@ def data(tmp_path):
     ``(directory, records)``."""
     path = str(tmp_path / 'data')
     return path, make_dataset(path)
+
+
+@pytest.fixture(scope='module')
+def cluster():
+    """A local ``distributed`` cluster of two worker processes on 127.0.0.1 and its client,
+    ``(cluster, client)``: Dask computes on it until the module's last test is done (so
+    tests using it come last in their module)."""
+    distributed = pytest.importorskip('distributed')
+    local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                     host='127.0.0.1', dashboard_address=None)
+    client = distributed.Client(local)
+    yield local, client
+    client.close(timeout=20)
+    local.close(timeout=20)  # bounded: a worker killed by a test may never say goodbye

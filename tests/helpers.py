@@ -243,6 +243,27 @@ def make_dataset(directory, sizes=(3, 2, 4), index=False, shuffle_seed=None):
     return expected
 
 
+def add_column(ds, name, values):
+    """Give ``ds.metadata`` a column ``name`` holding ``values[i]`` for record ``i``, lazily
+    (a Dask column partitioned like the metadata)."""
+    values = np.asarray(values)
+    ds.metadata[name] = ds.metadata.map_partitions(
+        lambda frame: pd.Series(values[frame.index.to_numpy()], index=frame.index),
+        meta=(name, values.dtype))
+
+
+def read_everything(path, id_col=ID, **kwargs):
+    """Open the dataset at ``path``, compute its metadata and read every record: what
+    raises the errors of any shard (they are raised when a shard is first used)."""
+    from gluonbatch.webdataset import ImageTextPairDataset
+
+    ds = ImageTextPairDataset.from_webdataset(path, id_col, **kwargs)
+    ds.metadata.compute()
+    for i in range(len(ds)):
+        ds.read_raw(i)
+    return ds
+
+
 def check_record(ds, i, rec):
     image, caption, meta = ds[i]
     assert isinstance(image, mx.nd.NDArray) and image.dtype == np.uint8

@@ -31,11 +31,12 @@ def test_cli_index_inspect_reshard(data, tmp_path, capsys):
     assert cli.main(['wds', 'reshard', path, str(dst), '--filter-column', 'wide',
                      '--samples-per-shard', '2', '--max-shards', '3',
                      '--old-id-col', 'old']) == 0
-    kept = int(ds.metadata['wide'].sum())
+    meta = ds.metadata.compute()
+    kept = int(meta['wide'].sum())
     assert '%d of 9 records in %d shards' % (kept, -(-kept // 2)) in capsys.readouterr().out
-    new = ImageTextPairDataset.from_webdataset(dst, ID)
-    assert list(new.metadata['old']) == list(ds.metadata[ID][ds.metadata['wide']])
-    assert new.metadata[ID][0] == '0000'
+    new = ImageTextPairDataset.from_webdataset(dst, ID).metadata.compute()
+    assert new['old'].tolist() == meta[ID][meta['wide']].tolist()
+    assert new[ID].iloc[0] == '0000'
 
 
 @pytest.mark.parametrize('argv, message', [

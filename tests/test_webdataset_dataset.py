@@ -4,6 +4,7 @@ import json
 import os
 import pickle
 
+import dask.dataframe as dd
 import mxnet as mx
 import numpy as np
 import pandas as pd
@@ -25,9 +26,10 @@ def test_reads_every_record_in_shard_order_sorted_by_id(tmp_path, index):
     before = files(path)
     ds = ImageTextPairDataset.from_webdataset(path, id_col=ID)
     assert len(ds) == len(expected) == 12
-    assert list(ds.metadata[ID]) == [rec['key'] for rec in expected]
-    assert list(ds.metadata['shard']) == [0] * 4 + [1] * 3 + [2] * 5
-    assert list(ds.metadata.index) == list(range(12))
+    meta = ds.metadata.compute()
+    assert meta[ID].tolist() == [rec['key'] for rec in expected]
+    assert meta['shard'].tolist() == [0] * 4 + [1] * 3 + [2] * 5
+    assert meta.index.tolist() == list(range(12))
     for i, rec in enumerate(expected):
         check_record(ds, i, rec)
         assert ds.read_raw(i) == {ext: rec[ext] for ext in ('jpg', 'txt', 'json')}
@@ -39,7 +41,10 @@ def test_attributes_and_indexing(data):
     ds = ImageTextPairDataset.from_webdataset(os.path.relpath(path), ID)
     assert ds.path == path and ds.id_col == ID
     assert ds.tar_files == [os.path.join(path, '%05d.tar' % k) for k in range(3)]
-    assert isinstance(ds.metadata, pd.DataFrame)
+    # lazy metadata: one partition per shard, indexed by record number
+    assert isinstance(ds.metadata, dd.DataFrame)
+    assert ds.metadata.npartitions == 3 and ds.metadata.divisions == (0, 3, 5, 8)
+    assert [ds.record_id(i) for i in range(9)] == [rec['key'] for rec in expected]
     assert isinstance(ds, mx.gluon.data.Dataset)
     assert 'shards=3, records=9' in repr(ds)
     assert ds[-1][1] == ds[8][1] == ds[np.int64(8)][1] == expected[8]['txt'].decode()
@@ -157,8 +162,10 @@ def test_pickled_dataset_reads_after_unpickling(data):
 
 
 def test_tar_truncated_after_opening(data):
+    """A tar cut short after its shard was first used (its records read) fails at the read."""
     path, _ = data
     ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds[0]  # the first use of shard 0
     cut(ds.tar_files[0], tar_infos(ds.tar_files[0])[4].offset_data)
     with pytest.raises(ValueError, match="truncated after the dataset was opened"):
         ds[1]

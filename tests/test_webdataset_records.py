@@ -6,7 +6,8 @@ import pytest
 
 from gluonbatch.webdataset import ImageTextPairDataset, write_index
 
-from helpers import ID, check_record, members_of, record, write_shard, write_tar
+from helpers import (ID, check_record, members_of, read_everything, record, write_shard,
+                     write_tar)
 
 
 @pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])
@@ -18,11 +19,11 @@ def test_parquet_ids_missing_from_the_tar(tmp_path, index):
         write_index(tmp_path / '00000.tar')
     with pytest.raises(ValueError, match=r"00000.parquet lists .*(ids that|rows)"
                                          if not index else r'00000.idx does not match'):
-        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+        read_everything(tmp_path)
     if not index:
         with pytest.raises(ValueError, match=r"00000.parquet lists ids that .*00000.tar does "
                                              r"not hold: '000000002'"):
-            ImageTextPairDataset.from_webdataset(tmp_path, ID)
+            read_everything(tmp_path)
 
 
 def test_tar_records_missing_from_the_parquet(tmp_path):
@@ -31,7 +32,7 @@ def test_tar_records_missing_from_the_parquet(tmp_path):
     pd.DataFrame([rec['row'] for rec in records[1:]]).to_parquet(tmp_path / '00000.parquet')
     with pytest.raises(ValueError, match=r"00000.tar holds records missing from .*00000.parquet"
                                          r": '000000000'"):
-        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+        read_everything(tmp_path)
 
 
 def test_same_count_different_ids(tmp_path):
@@ -43,7 +44,7 @@ def test_same_count_different_ids(tmp_path):
     write_index(tmp_path / '00000.tar')
     with pytest.raises(ValueError, match=r"00000.parquet lists ids that .*00000.idx does not "
                                          r"hold: '000009999'"):
-        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+        read_everything(tmp_path)
 
 
 @pytest.mark.parametrize('members, message', [
@@ -63,7 +64,7 @@ def test_records_with_missing_or_extra_members(tmp_path, members, message):
     write_tar(tmp_path / '00000.tar', members(rec))
     pd.DataFrame([rec['row']]).to_parquet(tmp_path / '00000.parquet')
     with pytest.raises(ValueError, match=message):
-        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+        read_everything(tmp_path)
 
 
 def test_bad_id_columns(tmp_path):
@@ -73,29 +74,36 @@ def test_bad_id_columns(tmp_path):
     frame.to_parquet(tmp_path / '00000.parquet')
     with pytest.raises(ValueError, match=r"00000.parquet has no id column 'id'; its columns "
                                          r"are \['key'"):
-        ImageTextPairDataset.from_webdataset(tmp_path, 'id')
+        read_everything(tmp_path, 'id')
     with pytest.raises(TypeError, match='id_col must be a str'):
         ImageTextPairDataset.from_webdataset(tmp_path, 0)
     frame.assign(key=frame[ID].astype(int)).to_parquet(tmp_path / '00000.parquet')
     with pytest.raises(TypeError, match=r"00000.parquet row 0: id 0 in column 'key' is not a str "
                                         r"\(int64\); ids must be strings"):
-        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+        read_everything(tmp_path)
     frame.assign(key=[records[0]['key']] * 3).to_parquet(tmp_path / '00000.parquet')
     with pytest.raises(ValueError, match=r"00000.parquet lists record ids more than once: "
                                          r"'000000000'"):
-        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+        read_everything(tmp_path)
     open(tmp_path / '00000.parquet', 'wb').write(b'not parquet at all')
     with pytest.raises(ValueError, match='00000.parquet is not a readable parquet file'):
-        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+        read_everything(tmp_path)
 
 
-def test_same_id_in_two_shards(tmp_path):
-    rec = record(0, 0)
-    for stem in ('00000', '00001'):
+def test_same_id_in_two_shards_is_not_checked(tmp_path):
+    """Ids are not checked across shards (that would read every shard): the dataset opens
+    and each record is read by its index, from its own shard."""
+    recs = [record(0, 0), dict(record(1, 0, key='000000000'), txt=b'the other caption')]
+    for stem, rec in zip(('00000', '00001'), recs):
         write_shard(str(tmp_path), stem, [rec])
-    with pytest.raises(ValueError, match=r"record id '000000000' is in more than one shard: "
-                                         r".*00000.parquet.*00001.parquet"):
-        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+    ds = ImageTextPairDataset.from_webdataset(tmp_path, ID)
+    assert len(ds) == 2
+    assert ds.metadata[ID].compute().tolist() == ['000000000'] * 2
+    assert ds.metadata['shard'].compute().tolist() == [0, 1]
+    for i, rec in enumerate(recs):
+        assert ds.record_id(i) == '000000000'
+        check_record(ds, i, rec)
+        assert ds.read_raw(i) == {ext: rec[ext] for ext in ('jpg', 'txt', 'json')}
 
 
 @pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])
@@ -130,10 +138,10 @@ def test_extensions_differing_only_in_case_are_one_member_twice(tmp_path):
                                                        rec['key']))
     with pytest.raises(ValueError, match=r"00000.idx line 2: member '000000000\.JPG' is "
                                          r"listed twice"):
-        ImageTextPairDataset.from_webdataset(tmp_path, ID)
+        read_everything(tmp_path)
     write_tar(tmp_path / '00000.tar', members_of([rec]) + [(rec['key'] + '.JPG', rec['jpg'])])
     for attempt in (lambda: write_index(tmp_path / '00000.tar'),
-                    lambda: ImageTextPairDataset.from_webdataset(tmp_path, ID, use_index=False)):
+                    lambda: read_everything(tmp_path, use_index=False)):
         with pytest.raises(ValueError, match=r"holds member '000000000\.JPG' twice"):
             attempt()
 

@@ -33,14 +33,14 @@ def test_parts_are_disjoint_and_cover_every_shard(tmp_path, num_shards, spelling
                  for part_index in range(num_parts)]
         tars = [tar for part in parts for tar in part.tar_files]
         assert sorted(tars) == everything.tar_files and len(set(tars)) == len(tars)
-        ids = [key for part in parts for key in part.metadata[ID]]
-        assert sorted(ids) == list(everything.metadata[ID])
+        ids = [key for part in parts for key in part.metadata[ID].compute()]
+        assert sorted(ids) == everything.metadata[ID].compute().tolist()
         for part_index, part in enumerate(parts):
             assert (part.num_parts, part.part_index) == (num_parts, part_index)
             assert part.tar_files == everything.tar_files[part_index::num_parts]
             assert len(part) == 2 * len(part.tar_files)
             if len(part):
-                assert part[len(part) - 1][2][ID] == part.metadata[ID].iloc[-1]
+                assert part[len(part) - 1][2][ID] == part.metadata[ID].compute().iloc[-1]
 
 
 @pytest.mark.parametrize('spelling', ['parts', 'ranks'])

@@ -15,26 +15,28 @@ from hypothesis import strategies as st
 
 from gluonbatch.webdataset import ImageTextPairDataset
 
-from helpers import (ID, check_record, cut, files, make_dataset, members_of, record, tar_infos,
-                     write_shard, write_tar)
+from helpers import (ID, add_column, check_record, cut, files, make_dataset, members_of, record,
+                     tar_infos, write_shard, write_tar)
 
 
 def test_save_metadata_replaces_own_parquets_atomically(data, monkeypatch):
     path, expected = data
     ds = ImageTextPairDataset.from_webdataset(path, ID)
     ds.metadata['long'] = ds.metadata['caption'].str.len() > 33
+    before = ds.metadata.compute()
     replaced = []
     real_replace = os.replace
     monkeypatch.setattr(os, 'replace',
                         lambda src, dst: (replaced.append((src, dst)), real_replace(src, dst)))
     written = ds.save_metadata()
     assert written == [os.path.join(path, '%05d.parquet' % k) for k in range(3)]
-    assert [dst for _, dst in replaced] == written
+    assert sorted(dst for _, dst in replaced) == written  # one task per shard, in any order
     assert all(os.path.basename(src).startswith('.') and src.endswith('.tmp')
                and os.path.dirname(src) == path for src, _ in replaced)
     assert not [name for name in files(path) if name.endswith('.tmp')]
     again = ImageTextPairDataset.from_webdataset(path, ID)
-    pd.testing.assert_frame_equal(again.metadata, ds.metadata)
+    pd.testing.assert_frame_equal(again.metadata.compute(), before)
+    pd.testing.assert_frame_equal(ds.metadata.compute(), before)
     check_record(again, 3, expected[3])
 
 
@@ -47,8 +49,8 @@ def test_save_metadata_subset_and_other_path(data, tmp_path):
     assert written == [str(out / name) for name in files(out)]
     second = pd.read_parquet(out / '00001.parquet')
     assert list(second.columns) == [ID, 'score', 'width']  # the id is always saved
-    pd.testing.assert_frame_equal(second, ds.metadata[[ID, 'score', 'width']].iloc[3:5]
-                                  .reset_index(drop=True))
+    pd.testing.assert_frame_equal(second, ds.metadata[[ID, 'score', 'width']].compute()
+                                  .iloc[3:5].reset_index(drop=True))
     ds.save_metadata(out, columns=[ID, 'caption'])
     assert list(pd.read_parquet(out / '00000.parquet').columns) == [ID, 'caption']
     with pytest.raises(ValueError, match=r"no column\(s\) \['nope'\]"):
@@ -56,14 +58,36 @@ def test_save_metadata_subset_and_other_path(data, tmp_path):
 
 
 def test_metadata_rows_must_stay(data):
-    path, _ = data
+    """Columns may be added, rows not: the writers check each shard's rows when they compute
+    them, the partitions (one per shard) and the metadata's type at the call."""
+    path, expected = data
     ds = ImageTextPairDataset.from_webdataset(path, ID)
-    ds.metadata = ds.metadata.iloc[::-1]
-    with pytest.raises(ValueError, match='reordered'):
+    lazy = ds.metadata
+    parquets = {name: open(os.path.join(path, name), 'rb').read()
+                for name in files(path) if name.endswith('.parquet')}
+    out = os.path.join(path, 'out')
+    ds.metadata = lazy.map_partitions(lambda frame: frame.iloc[::-1])
+    with pytest.raises(ValueError, match=r'metadata of .*\.parquet has \d+ rows .*rows were '
+                                         r'added, removed or reordered; add columns, but keep '
+                                         r'the rows'):
         ds.save_metadata()
-    ds.metadata = ds.metadata.iloc[1:]
-    with pytest.raises(ValueError, match='8 rows for 9 records'):
-        ds.to_webdataset(os.path.join(path, 'out'), None)
+    ds.metadata = lazy[lazy[ID] != expected[0]['key']]  # record 0 filtered out
+    with pytest.raises(ValueError, match=r'metadata of .*00000\.parquet has 2 rows .*it had 3 '
+                                         r'.*rows were added, removed or reordered; add '
+                                         r'columns, but keep the rows'):
+        ds.to_webdataset(out, None)
+    assert not os.path.exists(out) or files(out) == []
+    ds.metadata = lazy.repartition(npartitions=1)
+    with pytest.raises(ValueError, match='keep one partition per shard'):
+        ds.save_metadata()
+    ds.metadata = lazy.compute()
+    for write in (ds.save_metadata, lambda: ds.to_webdataset(out, None)):
+        with pytest.raises(TypeError, match='metadata must be a Dask DataFrame'):
+            write()
+    assert {name: open(os.path.join(path, name), 'rb').read() for name in parquets} == parquets
+    ds.metadata = lazy
+    add_column(ds, 'number', range(9))
+    assert len(ds.to_webdataset(out, None)) == 1  # unchanged rows and a column: written
 
 
 def check_resharded(out, source_records, mask, samples_per_shard, max_shards, old_id_col,
@@ -78,12 +102,14 @@ def check_resharded(out, source_records, mask, samples_per_shard, max_shards, ol
                                 for ext in ('.tar', '.parquet', '.idx'))
     new = ImageTextPairDataset.from_webdataset(out, ID)
     scanned = ImageTextPairDataset.from_webdataset(out, ID, use_index=False)
-    pd.testing.assert_frame_equal(new.metadata, scanned.metadata)
+    assert new.metadata.npartitions == num_shards
+    meta = new.metadata.compute()
+    pd.testing.assert_frame_equal(meta, scanned.metadata.compute())
     expected_ids = ['%0*d' % (max_shards + digits, sample + 10 ** digits * shard)
                     for shard in range(num_shards)
                     for sample in range(min(samples_per_shard,
                                             len(kept) - shard * samples_per_shard))]
-    assert list(new.metadata[ID]) == expected_ids
+    assert meta[ID].tolist() == expected_ids
     for i, (rec, new_id) in enumerate(zip(kept, expected_ids)):
         raw = new.read_raw(i)
         assert {ext: raw[ext] for ext in ('jpg', 'txt')} == {ext: rec[ext]
@@ -93,9 +119,9 @@ def check_resharded(out, source_records, mask, samples_per_shard, max_shards, ol
         if old_id_col:
             want_json[old_id_col] = rec['key']
         assert json.loads(raw['json']) == want_json and new[i][2][ID] == new_id
-        assert new.metadata['score'][i] == rec['row']['score']
+        assert meta['score'][i] == rec['row']['score']
         if old_id_col:
-            assert new.metadata[old_id_col][i] == rec['key']
+            assert meta[old_id_col][i] == rec['key']
     with tarfile.open(written[0]) as tar:
         assert tar.getnames()[:3] == ['%s.%s' % (expected_ids[0], ext)
                                       for ext in ('jpg', 'txt', 'json')]
@@ -117,13 +143,13 @@ def test_reshard_keeps_filtered_records_renumbered(source, tmp_path_factory, mas
                                                    samples_per_shard, max_shards, old_id_col):
     path, records = source
     ds = ImageTextPairDataset.from_webdataset(path, ID)
-    ds.metadata['keep'] = mask  # a column added in memory
+    add_column(ds, 'keep', mask)  # a column added in memory
     out = str(tmp_path_factory.mktemp('out'))
     written = ds.to_webdataset(out, 'keep', samples_per_shard=samples_per_shard,
                                max_shards=max_shards, old_id_col=old_id_col)
     new = check_resharded(out, records, mask, samples_per_shard, max_shards, old_id_col,
                           written)
-    assert new.metadata['keep'].all()
+    assert new.metadata['keep'].compute().all()
 
 
 @pytest.mark.parametrize('samples_per_shard', [1, 5, 10, 10000])
@@ -134,7 +160,7 @@ def test_reshard_default_layout(source, tmp_path, samples_per_shard):
     check_resharded(str(tmp_path / 'out'), records, [True] * 12, samples_per_shard, 5, None,
                     written)
     if samples_per_shard == 10000:  # DESIGN's example: shard 0, 4-digit record numbers
-        assert ImageTextPairDataset.from_webdataset(tmp_path / 'out', ID).metadata[ID][11] \
+        assert ImageTextPairDataset.from_webdataset(tmp_path / 'out', ID).record_id(11) \
             == '000000011'
 
 
@@ -190,21 +216,25 @@ def test_reshard_refuses_bad_arguments_before_writing(source, tmp_path):
     assert len(written) == 6
 
 
-def test_reshard_failure_leaves_only_complete_shards(source, tmp_path):
-    """A record that cannot be read (its tar cut short after opening) stops the writer;
-    the shards written before it stay, the one being written leaves no file."""
+def test_reshard_failure_leaves_no_shard_and_a_rerun_completes(source, tmp_path):
+    """A record that cannot be read (its tar cut short after its shard was first used) stops
+    the writer; shards are renamed into place only when all were written, so no shard file
+    is left, nor any temporary file. Once the tar is restored, a run into the same
+    directory writes everything."""
     path, records = source
     copy = str(tmp_path / 'source')
     shutil.copytree(path, copy)
     ds = ImageTextPairDataset.from_webdataset(copy, ID)
+    assert ds.record_id(4) == records[4]['key']  # the first use of shard 1
     tar = os.path.join(copy, '00001.tar')
     cut(tar, tar_infos(tar)[6].offset)  # record 6 (the third of shard 1) and after
     out = tmp_path / 'out'
     with pytest.raises(ValueError, match='truncated after the dataset was opened'):
         ds.to_webdataset(out, None, samples_per_shard=4)
-    assert files(out) == ['00000.idx', '00000.parquet', '00000.tar']
-    new = ImageTextPairDataset.from_webdataset(out, ID)
-    assert [new.read_raw(i)['jpg'] for i in range(4)] == [rec['jpg'] for rec in records[:4]]
+    assert not out.exists() or files(out) == []
+    shutil.copyfile(os.path.join(path, '00001.tar'), tar)
+    written = ds.to_webdataset(out, None, samples_per_shard=4)
+    check_resharded(str(out), records, [True] * 12, 4, 5, None, written)
 
 
 def test_reshard_streams_one_record_at_a_time(tmp_path, monkeypatch):
@@ -246,4 +276,4 @@ def test_reshard_refuses_a_record_whose_json_is_not_an_object(tmp_path):
     with pytest.raises(ValueError, match=r"the .json member of record '00000000?2' of .*src "
                                          r"holds a list, not an object"):
         ds.to_webdataset(out, None, samples_per_shard=2)
-    assert files(out) == ['00000.idx', '00000.parquet', '00000.tar']  # the complete shard
+    assert not out.exists() or files(out) == []  # no shard, not even the complete first one

@@ -51,8 +51,9 @@ def _inspect(args):
     if shown:
         print('first %d records:' % shown)
     for i in range(shown):
-        key = ds.metadata[ds.id_col].iloc[i]
+        key = 'record %d' % i
         try:
+            key = ds.record_id(i)
             image, caption, meta = ds[i]
         except ValueError as err:
             failed += 1
@@ -71,8 +72,8 @@ def _reshard(args):
     tars = ds.to_webdataset(args.dst, args.filter_column,
                             samples_per_shard=args.samples_per_shard,
                             max_shards=args.max_shards, old_id_col=args.old_id_col)
-    kept = len(ds) if args.filter_column is None else int(ds.metadata[args.filter_column].sum())
     if tars:
+        kept = len(ImageTextPairDataset.from_webdataset(args.dst, args.id_col))
         print('%s: %d of %d records in %d shards (%s .. %s)'
               % (os.path.abspath(args.dst), kept, len(ds), len(tars),
                  os.path.basename(tars[0]), os.path.basename(tars[-1])))

@@ -3,16 +3,13 @@ import logging
 import os
 import warnings
 
+import dask.dataframe as dd
 import mxnet as mx
-import numpy as np
-import pandas as pd
 
 from .._core.checks import check_int
-from .._core.process import ProcessLocal
-from .decode import decode_record
-from .records import read_records, record_spans
+from .metadata import count_records, lazy_metadata
+from .reader import RecordReader
 from .shards import Shard, find_shards, part_arguments, select_part
-from .tar import check_headers
 from .writer import reshard, save_metadata
 
 __all__ = ['ImageTextPairDataset']
@@ -31,16 +28,19 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
     Member extensions are matched case-insensitively. Record ``i`` is row ``i`` of
     :attr:`metadata`: shards in numeric order, each shard's rows sorted by id.
 
-    Reading a record reads only its bytes (usually one ``pread`` for all its members), and
-    checks each member's tar header on the way, so a stale ``.idx`` cannot return another
-    member's bytes. File handles are opened lazily, per process: DataLoader worker
-    processes each open their own.
+    Opening reads only the parquet footers. Reading a record reads only its bytes (usually
+    one ``pread`` for all its members), and checks each member's tar header on the way, so
+    a stale ``.idx`` cannot return another member's bytes; its shard's ids and offsets are
+    read on its first record, per process. File handles are opened lazily, per process:
+    DataLoader worker processes each open their own.
 
     Attributes
     ----------
-    metadata : pandas.DataFrame
-        One row per record, in record order. Columns added here are used by
-        :meth:`to_webdataset` and saved by :meth:`save_metadata`; rows must stay as they are.
+    metadata : dask.dataframe.DataFrame
+        One row per record, in record order (the index is the record number), one
+        partition per shard, read from the parquet files only when computed. Columns added
+        here (``ds.metadata['keep'] = ...``) are used by :meth:`to_webdataset` and saved by
+        :meth:`save_metadata`; rows must stay as they are.
     path : str
         The dataset directory (absolute).
     id_col : str
@@ -85,22 +85,9 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
                          self._all_shards)
         self._shards = [Shard(self.path, stem, use_index and stem in indexed)
                         for stem in stems]
-        self._handles = ProcessLocal(dict)
-
-        self.metadata, table = read_records(self._shards, id_col)
-        (self._members, self._starts, self._record_shard,
-         self._slots) = table.arrays()
-        self._spans = record_spans(self._members, self._starts)
-        self._verified = np.zeros(len(self._record_shard), dtype=bool)
-        self._exts = table.exts
-        # the keys records are returned with: lower case, like the webdataset library's
-        self._keys = [ext.lower() for ext in table.exts]
-        self._ids = self.metadata[id_col].to_numpy(dtype=str)
-        self._check_unique_ids()
-        for shard in self._shards:  # an idx for another tar fails here, not mid-epoch
-            if shard.idx and shard.stop > shard.start:
-                self._read_members(shard.start)
-                self._read_members(shard.stop - 1)
+        self._meta = count_records(self._shards, id_col)
+        self._reader = RecordReader(self._shards, id_col)
+        self.metadata = lazy_metadata(self._shards, id_col, self._meta)
 
     @classmethod
     def from_webdataset(cls, path, id_col, *, num_parts=None, part_index=None, use_index=True,
@@ -132,12 +119,17 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         ------
         FileNotFoundError
             No such directory, no shards, or a tar without its parquet (or the reverse).
-        TypeError
-            Ids that are not strings.
         ValueError
-            Ids or records that do not match between a parquet and its tar, a truncated or
-            corrupt tar, an index that does not match its tar, member names with path
-            components; each names the file and record.
+            A parquet file that cannot be read, or has no ``id_col``.
+
+        Notes
+        -----
+        Each shard's other errors are raised when it is first used (its metadata computed,
+        or one of its records read), each naming the file and record: ``TypeError`` for
+        ids that are not strings, ``ValueError`` for ids or records that do not match
+        between a parquet and its tar, a truncated or corrupt tar, an index that does not
+        match its tar, or member names with path components. Ids are not compared across
+        shards.
 
         Examples
         --------
@@ -162,8 +154,14 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         """The tar path of every shard of this dataset, in shard order."""
         return [shard.tar for shard in self._shards]
 
+    @property
+    def reader(self):
+        """The :class:`~gluonbatch.webdataset.reader.RecordReader` behind ``ds[i]``: the
+        same records without the metadata, light to send to Dask workers."""
+        return self._reader
+
     def __len__(self):
-        return len(self._record_shard)
+        return len(self._reader)
 
     @property
     def rank(self):
@@ -184,45 +182,9 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
                    ', part_index=%d, num_parts=%d' % (self.part_index, self.num_parts)
                    if self.num_parts > 1 else ''))
 
-    def _check_unique_ids(self):
-        duplicated = self.metadata[self.id_col].duplicated()
-        if duplicated.any():
-            key = self.metadata[self.id_col][duplicated].iloc[0]
-            shards = [shard.parquet for shard in self._shards
-                      if key in set(self._ids[shard.start:shard.stop])]
-            raise ValueError('record id %r is in more than one shard: %s' % (key, shards))
-
-    # ---------------------------------------------------------------- file handles
-
-    def _fd(self, shard):
-        """This process's read-only descriptor of ``shard``'s tar, opened on first use.
-
-        The handles are per process: a forked DataLoader worker opens its own rather than
-        sharing its parent's.
-        """
-        handles = self._handles.get()
-        handle = handles.get(shard.tar)
-        if handle is None:
-            opened = open(shard.tar, 'rb', buffering=0)
-            handle = handles.setdefault(shard.tar, opened)
-            if handle is not opened:  # another thread opened it first
-                opened.close()
-        return handle.fileno()
-
     def close(self):
         """Close this process's file handles (they reopen on the next read)."""
-        handles = self._handles.get()
-        while handles:
-            handles.popitem()[1].close()
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        del state['_handles']  # open files: the copy opens its own
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._handles = ProcessLocal(dict)
+        self._reader.close()
 
     def __del__(self):
         try:
@@ -241,54 +203,21 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
             raise IndexError('record index %d out of range for %d records' % (idx, n))
         return i
 
-    def _describe(self, i, member=None):
-        shard = self._shards[self._record_shard[i]]
-        what = 'member %s of record %r' % (member, self._ids[i]) if member else \
-            'record %r' % self._ids[i]
-        return '%s (index %d) in %s' % (what, i, shard.tar)
+    def record_id(self, idx):
+        """The id of record ``idx``; reads only its shard's ids (once).
 
-    def _read_members(self, i):
-        """``[(ext, bytes), ...]``: every member of record ``i``, in tar order.
-
-        One ``pread`` of the record's span when its members are adjacent (the usual case),
-        else one per member. The first time a process reads the record, each member's tar
-        headers, read along with it, are checked against its name, offset and size.
+        Examples
+        --------
+        >>> import tempfile
+        >>> from gluonbatch.webdataset import make_example_dataset
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     ds = ImageTextPairDataset.from_webdataset(
+        ...         make_example_dataset(tmp, num_shards=2, samples_per_shard=2), 'key')
+        ...     print(ds.record_id(-1))
+        000011
         """
-        shard = self._shards[self._record_shard[i]]
-        fd = self._fd(shard)
-        rows = self._members[self._starts[i]:self._starts[i + 1]].tolist()
-        start, length = self._spans[i].tolist()
-        if length >= 0:
-            reads = [(start, length, rows)]
-        else:
-            # row: (data offset, size, extension code, header start)
-            reads = [(row[3], row[0] + row[1] - row[3], [row]) for row in rows]
-        keys, members = self._keys, []
-        for start, length, read_rows in reads:
-            buf = os.pread(fd, length, start)
-            if len(buf) != length:
-                self._truncated(i, shard)
-            if not self._verified[i]:
-                self._verify(i, shard, buf, start, read_rows)
-            members += [(keys[code], buf[offset - start:offset - start + size])
-                        for offset, size, code, _ in read_rows]
-        self._verified[i] = True
-        return members
-
-    def _truncated(self, i, shard):
-        raise ValueError('%s ends before the bytes of %s: the tar was truncated after the '
-                         'dataset was opened' % (shard.tar, self._describe(i)))
-
-    def _verify(self, i, shard, buf, start, rows):
-        """Check the tar headers of the members ``rows`` of record ``i`` in ``buf``."""
-        key = self._ids[i]
-        mismatch = check_headers(buf, start, [('%s.%s' % (key, self._exts[code]), offset, size)
-                                              for offset, size, code, _ in rows])
-        if mismatch:
-            source = ('its index %s does not match it' % shard.idx if shard.idx
-                      else 'it changed after the dataset was opened')
-            raise ValueError('%s: expected member %s at byte %d (%d bytes) but %s; %s'
-                             % ((shard.tar,) + mismatch + (source,)))
+        _, records, row = self._reader.locate(self._index(idx))
+        return str(records.ids[row])
 
     def read_raw(self, idx):
         """The undecoded members of record ``idx`` as ``{extension: bytes}``.
@@ -303,29 +232,29 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         ...     print(ds.read_raw(0)['jpg'][:2])
         b'\\xff\\xd8'
         """
-        return dict(self._read_members(self._index(idx)))
+        return dict(self._reader.read_members(self._index(idx)))
 
     def __getitem__(self, idx):
         i = self._index(idx)
-        members = self._read_members(i)
-        return decode_record(members, self._slots[i].tolist(), self._ids[i],
-                             lambda member=None: self._describe(i, member))
+        return self._reader.record(i)
 
     # ---------------------------------------------------------------- writing
 
     def _checked_metadata(self):
+        """The metadata, checked as far as it can be without computing it (its rows are
+        checked per shard when the writer computes them)."""
         frame = self.metadata
-        if not isinstance(frame, pd.DataFrame):
-            raise TypeError('metadata must be a pandas DataFrame, got %s' % type(frame).__name__)
+        if not isinstance(frame, dd.DataFrame):
+            raise TypeError('metadata must be a Dask DataFrame (one partition per shard), got '
+                            '%s; assign columns to it rather than replacing it'
+                            % type(frame).__name__)
         if self.id_col not in frame.columns:
             raise ValueError('metadata lost its id column %r' % self.id_col)
-        if len(frame) != len(self) or not np.array_equal(
-                frame[self.id_col].to_numpy(dtype=str), self._ids):
-            raise ValueError('metadata no longer matches the records of %s: rows were added, '
-                             'removed or reordered, or ids changed (%d rows for %d records); '
-                             'add columns, but keep the rows' % (self.path, len(frame),
-                                                                 len(self)))
-        return frame.reset_index(drop=True)
+        if frame.npartitions != max(1, len(self._shards)):
+            raise ValueError('metadata has %d partitions but %s has %d shards: keep one '
+                             'partition per shard (add columns, but keep the rows)'
+                             % (frame.npartitions, self.path, len(self._shards)))
+        return frame
 
     def save_metadata(self, path=None, columns=None):
         """Write the metadata back as one parquet per shard, with the shards' file names.
@@ -356,10 +285,17 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         ['00000.parquet', '00001.parquet']
         >>> list(ImageTextPairDataset.from_webdataset(path, 'key').metadata.columns)
         ['key', 'long']
+        >>> list(ds.metadata.columns)  # the dataset reads the files it wrote from now on
+        ['key', 'long']
         >>> tmp.cleanup()
         """
-        return save_metadata(self._checked_metadata(), self.id_col, self._shards,
-                             self.path if path is None else path, columns)
+        written = save_metadata(self._checked_metadata(), self.id_col, self._shards,
+                                self.path if path is None else path, columns)
+        if path is None or os.path.realpath(path) == os.path.realpath(self.path):
+            # the files just written are the metadata from now on
+            self._meta = count_records(self._shards, self.id_col)
+            self.metadata = lazy_metadata(self._shards, self.id_col, self._meta)
+        return written
 
     def to_webdataset(self, path, filter_column, samples_per_shard=10000, max_shards=5,
                       old_id_col=None):
@@ -403,16 +339,16 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         >>> tmp = tempfile.TemporaryDirectory()
         >>> ds = ImageTextPairDataset.from_webdataset(
         ...     make_example_dataset(os.path.join(tmp.name, 'source'), num_shards=2), 'key')
-        >>> ds.metadata['keep'] = [True, False, True, True, True, False]
+        >>> ds.metadata['keep'] = ~ds.metadata['key'].isin(['000001', '000012'])
         >>> out = os.path.join(tmp.name, 'kept')
         >>> [p[-9:] for p in ds.to_webdataset(out, 'keep', samples_per_shard=3,
         ...                                   old_id_col='old_key')]
         ['00000.tar', '00001.tar']
         >>> new = ImageTextPairDataset.from_webdataset(out, 'key')
-        >>> new.metadata[['key', 'old_key']].values.tolist()
+        >>> new.metadata[['key', 'old_key']].compute().values.tolist()
         [['000000', '000000'], ['000001', '000002'], ['000002', '000010'], ['000010', '000011']]
         >>> tmp.cleanup()
         """
-        frame = self._checked_metadata()
-        return reshard(frame, self._read_members, self.path, self.id_col, path,
-                       filter_column, samples_per_shard, max_shards, old_id_col)
+        return reshard(self._checked_metadata(), self._shards, self._reader.read_members,
+                       self.path, self.id_col, path, filter_column, samples_per_shard,
+                       max_shards, old_id_col)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from .._core.checks import check_int
-from .writer import ShardWriter, id_digits
+from .writer import ShardWriter, commit_shard, id_digits
 
 _WORDS = ('red', 'blue', 'green', 'small', 'large', 'striped', 'cat', 'dog', 'boat', 'tree',
           'house', 'bird', 'on', 'a', 'the', 'beach', 'road', 'hill', 'at', 'night')
@@ -38,7 +38,8 @@ def make_example_dataset(path, num_shards=2, samples_per_shard=3, min_size=16, m
     os.makedirs(path, exist_ok=True)
     digits = id_digits(samples_per_shard)
     for shard_number in range(num_shards):
-        writer = ShardWriter(path, '%05d' % shard_number, 0)
+        stem = '%05d' % shard_number
+        writer = ShardWriter(path, stem, 0)
         rows = []
         try:
             for sample in range(samples_per_shard):
@@ -55,6 +56,7 @@ def make_example_dataset(path, num_shards=2, samples_per_shard=3, min_size=16, m
                                  ('json', json.dumps(meta).encode())])
                 rows.append(meta)
             writer.finish(pd.DataFrame(rows))
+            commit_shard(path, stem)
         finally:
             writer.abort()
         if not index:

@@ -3,7 +3,7 @@ and the parquet metadata, read and checked against each shard's tar or index."""
 import os
 
 import numpy as np
-import pandas as pd
+import pyarrow.parquet as pq
 
 from .index import group_members, read_index
 from .shards import examples
@@ -16,17 +16,28 @@ from .tar import BLOCK, padded, scan_tar
 IMAGE_EXTENSIONS = ('jpg', 'jpeg', 'png', 'webp')
 
 
-def read_parquet(shard, id_col):
-    """A shard's metadata, rows sorted by id, with the checks that name the file and row."""
+def open_parquet(shard, id_col):
+    """A shard's ``pyarrow.parquet.ParquetFile`` (its footer read), checked for the id column."""
     try:
-        frame = pd.read_parquet(shard.parquet)
-    except ImportError:
-        raise
+        source = pq.ParquetFile(shard.parquet)
     except Exception as err:  # pyarrow raises its own error types for damaged files
         raise ValueError('%s is not a readable parquet file: %s' % (shard.parquet, err)) from None
-    if id_col not in frame.columns:
+    names = source.schema_arrow.names
+    if id_col not in names:
         raise ValueError('%s has no id column %r; its columns are %s'
-                         % (shard.parquet, id_col, list(map(str, frame.columns))))
+                         % (shard.parquet, id_col, names))
+    return source
+
+
+def read_parquet(shard, id_col, columns=None):
+    """A shard's metadata (``columns`` only, if given), rows sorted by id, with the checks
+    that name the file and row."""
+    with open_parquet(shard, id_col) as source:
+        try:
+            frame = source.read(columns=columns).to_pandas()
+        except Exception as err:  # pyarrow's own error types
+            raise ValueError('%s is not a readable parquet file: %s'
+                             % (shard.parquet, err)) from None
     ids = frame[id_col].to_numpy()
     for row, value in enumerate(ids):
         if not isinstance(value, str):
@@ -103,32 +114,50 @@ class RecordTable:
                 np.array(self.slots, dtype=np.int16).reshape(-1, 3))
 
 
-def read_records(shards, id_col):
-    """``(metadata, table)`` of ``shards``: their parquet rows (shard by shard, each sorted
-    by id) and a :class:`RecordTable` of their records, from each ``.idx`` or tar scan.
+class ShardRecords:
+    """One shard's records, read on first use: ids, member offsets, spans and slots.
 
-    Sets each shard's ``tar_size``, ``start`` and ``stop`` (its records in the table).
+    The ids come from the parquet's id column (sorted: record ``j`` of the shard is its
+    ``j``-th smallest id), the members from the ``.idx`` or a scan of the tar, and both
+    are checked against each other here, naming the files.
+
+    Attributes
+    ----------
+    ids : numpy.ndarray of str
+    members : numpy.ndarray
+        A row ``(data offset, size, extension code, header start)`` per member.
+    starts : numpy.ndarray
+        Record ``j``'s members are rows ``starts[j]:starts[j + 1]``.
+    spans : numpy.ndarray
+        Per record ``(first byte, length)``, see :func:`record_spans`.
+    slots : numpy.ndarray
+        Per record, the positions of its image, ``.txt`` and ``.json`` members.
+    exts, keys : list of str
+        The extension of each code as in the tar, and lower case.
+    verified : numpy.ndarray of bool
+        Records whose tar headers this process has checked.
     """
-    frames, table = [], RecordTable()
-    for number, shard in enumerate(shards):
-        frame = read_parquet(shard, id_col)
+
+    def __init__(self, shard, id_col):
+        ids = read_parquet(shard, id_col, columns=[id_col])[id_col].tolist()
         shard.tar_size = os.path.getsize(shard.tar)
         if shard.idx:
             samples = read_index(shard.idx, shard.tar, shard.tar_size)
-            if len(samples) != len(frame):
+            if len(samples) != len(ids):
                 raise ValueError('%s does not match %s: it lists %d samples, the parquet '
                                  '%d rows (rebuild it with `gluonbatch wds index %s`)'
-                                 % (shard.idx, shard.tar, len(samples), len(frame),
-                                    shard.tar))
+                                 % (shard.idx, shard.tar, len(samples), len(ids), shard.tar))
         else:
             samples = group_members(scan_tar(shard.tar), shard.tar)
-        shard.start = len(table.shards)
-        table.add_shard(number, shard, samples, frame[id_col].tolist())
-        shard.stop = len(table.shards)
-        frames.append(frame)
-    if not frames:
-        return pd.DataFrame({id_col: pd.Series([], dtype=object)}), table
-    return pd.concat(frames, ignore_index=True), table
+        table = RecordTable()
+        table.add_shard(0, shard, samples, ids)
+        self.members, self.starts, _, self.slots = table.arrays()
+        self.spans = record_spans(self.members, self.starts)
+        self.ids = np.array(ids, dtype=str)
+        self.exts = table.exts
+        # the keys records are returned with: lower case, like the webdataset library's
+        self.keys = [ext.lower() for ext in table.exts]
+        self.verified = np.zeros(len(ids), dtype=bool)
 
 
 def header_starts(offsets, sizes):

@@ -1,13 +1,18 @@
 """Writing: the resharding writer behind ``to_webdataset`` and the parquet writer behind
-``save_metadata``; every file is written to a temporary name and renamed when complete."""
+``save_metadata``, each one Dask task per shard on whatever scheduler is active; every file
+is written to a temporary name and renamed when complete."""
 import json
 import logging
 import os
+import re
 import tarfile
 import time
 
+import dask
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .index import format_index
 from .._core.checks import check_int
@@ -15,6 +20,30 @@ from .shards import SHARD_FILE, examples, remove_quietly, replacing, temporary_n
 from .tar import BLOCK, member_header, padded
 
 _LOG = logging.getLogger(__name__)
+
+
+def write_parquet(frame, path):
+    """Write ``frame`` to ``path`` without its index; a column of equal-length 1-d float
+    arrays (embeddings) is stored as a fixed-size list of float32.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = os.path.join(tmp, 'x.parquet')
+    ...     write_parquet(pd.DataFrame({'e': [np.ones(3), np.zeros(3)]}), path)
+    ...     print(pq.read_schema(path).field('e').type)
+    fixed_size_list<element: float>[3]
+    """
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    for name in frame.columns:
+        values = frame[name]
+        if values.dtype != object or not len(values):
+            continue
+        if all(isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind == 'f'
+               for v in values) and len({len(v) for v in values}) == 1:
+            flat = pa.array(np.concatenate(values.tolist()).astype(np.float32))
+            table = table.set_column(table.schema.get_field_index(name), name,
+                                     pa.FixedSizeListArray.from_arrays(flat, len(values.iloc[0])))
+    pq.write_table(table, path)
 
 
 def id_digits(samples_per_shard):
@@ -58,23 +87,52 @@ class ShardWriter:
         self.samples.append((key, files))
 
     def finish(self, metadata):
-        """Close the tar, write the index and the parquet, rename all three; the tar path."""
+        """Close the tar, write the index and the parquet, all under their temporary names
+        (:func:`commit_shard` renames them)."""
         end = self.position + 2 * BLOCK
         record = tarfile.RECORDSIZE
         self.handle.write(bytes(2 * BLOCK + (-end) % record))
         self.handle.close()
         with open(self.tmp['idx'], 'w', encoding='utf-8') as handle:
             handle.write(format_index(self.samples))
-        metadata.to_parquet(self.tmp['parquet'], index=False)
-        for ext in ('tar', 'idx', 'parquet'):
-            os.replace(self.tmp[ext], self.final[ext])
-        return self.final['tar']
+        write_parquet(metadata, self.tmp['parquet'])
 
     def abort(self):
-        """Remove whatever temporary file is left (nothing after :meth:`finish`)."""
+        """Remove whatever temporary file is left."""
         self.handle.close()
         for tmp in self.tmp.values():
             remove_quietly(tmp)
+
+
+_SHARD_EXTS = ('tar', 'idx', 'parquet')  # the order they are renamed in: the tar first
+_TEMPORARY_SHARD_FILE = re.compile(r'^\.\d+\.(tar|idx|parquet)\.tmp$')
+
+
+def commit_shard(directory, stem):
+    """Rename a finished shard's temporary files into place; returns the tar's path."""
+    for ext in _SHARD_EXTS:
+        final = os.path.join(directory, '%s.%s' % (stem, ext))
+        os.replace(temporary_name(final), final)
+    return os.path.join(directory, stem + '.tar')
+
+
+def remove_temporary_shards(directory):
+    """Remove the temporary shard files a failed or killed run left in ``directory``."""
+    for name in os.listdir(directory):
+        if _TEMPORARY_SHARD_FILE.match(name):
+            remove_quietly(os.path.join(directory, name))
+
+
+def check_rows(frame, shard):
+    """Raise unless ``frame`` (a computed partition of the metadata) still has ``shard``'s
+    rows: the same number, indexed by their record numbers."""
+    if len(frame) != shard.stop - shard.start or not frame.index.equals(
+            pd.RangeIndex(shard.start, shard.stop)):
+        raise ValueError('the metadata of %s has %d rows (index %s..); it had %d (%d..%d) '
+                         'when the dataset was opened: rows were added, removed or '
+                         'reordered; add columns, but keep the rows'
+                         % (shard.parquet, len(frame), frame.index[:1].tolist(),
+                            shard.stop - shard.start, shard.start, shard.stop - 1))
 
 
 def with_json_ids(members, ids, source):
@@ -104,11 +162,27 @@ def with_json_ids(members, ids, source):
     return out
 
 
-def save_metadata(frame, id_col, shards, directory, columns=None):
-    """Write ``frame`` as one parquet per shard; the work of
-    :meth:`ImageTextPairDataset.save_metadata` (which documents the arguments).
+def partitions(frame):
+    """The Dask DataFrame's partitions as one ``Delayed`` each (one per shard).
 
-    Each file is written to a temporary name and renamed over the old one.
+    With Dask's string conversion off while the graph is lowered: it would otherwise turn
+    object columns that hold arrays (embeddings) into strings on this path.
+    """
+    with dask.config.set({'dataframe.convert-string': False}):
+        return frame.to_delayed()
+
+
+def _write_parquet(frame, shard, final):
+    check_rows(frame, shard)
+    with replacing(final) as tmp:
+        write_parquet(frame, tmp)
+    return final
+
+
+def save_metadata(frame, id_col, shards, directory, columns=None):
+    """Write ``frame`` (the dataset's Dask metadata) as one parquet per shard, one task per
+    shard; the work of :meth:`ImageTextPairDataset.save_metadata` (which documents the
+    arguments). Each file is written to a temporary name and renamed over the old one.
     """
     if columns is not None:
         columns = [columns] if isinstance(columns, str) else list(columns)
@@ -121,36 +195,74 @@ def save_metadata(frame, id_col, shards, directory, columns=None):
         frame = frame[columns]
     directory = os.path.abspath(os.fspath(directory))
     os.makedirs(directory, exist_ok=True)
-    written = []
-    for shard in shards:
-        final = os.path.join(directory, shard.stem + '.parquet')
-        with replacing(final) as tmp:
-            frame.iloc[shard.start:shard.stop].to_parquet(tmp, index=False)
-        written.append(final)
-    return written
+    tasks = [dask.delayed(_write_parquet)(part, shard,
+                                          os.path.join(directory, shard.stem + '.parquet'))
+             for part, shard in zip(partitions(frame), shards)]
+    return list(dask.compute(*tasks))
 
 
-def reshard(frame, read_members, source, id_col, path, filter_column, samples_per_shard,
-            max_shards, old_id_col):
+def _kept_rows(frame, shard, filter_column):
+    """The rows of one partition whose ``filter_column`` is True."""
+    check_rows(frame, shard)
+    column = frame[filter_column]
+    if column.isna().any():
+        raise TypeError('to_webdataset: filter column %r of %s holds missing values; it must '
+                        'be True or False for every record' % (filter_column, shard.parquet))
+    return np.flatnonzero(column.to_numpy(dtype=bool))
+
+
+def _write_output_shard(read_members, destination, stem, first_id, width, pieces, partitions,
+                        id_col, old_id_col, mtime, source):
+    """Write one output shard from ``pieces`` (``(input shard, rows)``, with the computed
+    ``partitions`` of those shards) under temporary names; the records' new ids are
+    consecutive from ``first_id``."""
+    writer = ShardWriter(destination, stem, mtime)
+    try:
+        metas, number = [], first_id
+        for (shard, rows), frame in zip(pieces, partitions):
+            check_rows(frame, shard)
+            meta = frame.iloc[rows]
+            for row, old_id in zip(rows.tolist(), meta[id_col].tolist()):
+                new_id = '%0*d' % (width, number)
+                ids = {id_col: new_id}
+                if old_id_col is not None:
+                    ids[old_id_col] = old_id
+                writer.add(new_id, with_json_ids(read_members(shard.start + row), ids,
+                                                 'record %r of %s' % (old_id, source)))
+                number += 1
+            metas.append(meta)
+        meta = pd.concat(metas, ignore_index=True)
+        if old_id_col is not None:
+            meta[old_id_col] = meta[id_col].astype(object)
+        meta[id_col] = ['%0*d' % (width, n) for n in range(first_id, number)]
+        writer.finish(meta)
+    except BaseException:
+        writer.abort()
+        raise
+    return stem
+
+
+def reshard(frame, shards, read_members, source, id_col, path, filter_column,
+            samples_per_shard, max_shards, old_id_col):
     """Write the records of ``frame`` kept by ``filter_column`` as a new, renumbered dataset.
 
     The work of :meth:`ImageTextPairDataset.to_webdataset` (which documents the arguments):
-    ``frame`` is the checked metadata, ``read_members(i)`` returns record ``i``'s members
-    as ``[(ext, bytes), ...]`` and ``source`` is the source directory.
+    ``frame`` is the dataset's Dask metadata (one partition per shard of ``shards``),
+    ``read_members(i)`` returns record ``i``'s members as ``[(ext, bytes), ...]`` and
+    ``source`` is the source directory. Two computations on the active Dask scheduler: the
+    kept rows of every input shard, then one task per output shard. The output shards are
+    renamed into place only when every task has succeeded.
     """
     samples_per_shard = check_int(samples_per_shard, 'samples_per_shard', minimum=1)
     max_shards = check_int(max_shards, 'max_shards', minimum=1)
-    if filter_column is None:
-        keep = np.ones(len(frame), dtype=bool)
-    else:
+    if filter_column is not None:
         if filter_column not in frame.columns:
             raise ValueError('to_webdataset: no filter column %r in the metadata; it has %s'
                              % (filter_column, list(map(str, frame.columns))))
-        column = frame[filter_column]
-        if not pd.api.types.is_bool_dtype(column.dtype) or column.isna().any():
+        dtype = frame[filter_column].dtype
+        if not pd.api.types.is_bool_dtype(dtype):
             raise TypeError('to_webdataset: filter column %r must be bool (True keeps a '
-                            'record), got dtype %s' % (filter_column, column.dtype))
-        keep = column.to_numpy(dtype=bool)
+                            'record), got dtype %s' % (filter_column, dtype))
     if old_id_col is not None:
         if not isinstance(old_id_col, str):
             raise TypeError('old_id_col must be a str, got %r' % (old_id_col,))
@@ -166,42 +278,56 @@ def reshard(frame, read_members, source, id_col, path, filter_column, samples_pe
         if existing:
             raise ValueError('to_webdataset: %s already holds shard files (%s); write into '
                              'an empty directory' % (destination, examples(existing)))
-    rows = np.flatnonzero(keep)
-    num_shards = -(-len(rows) // samples_per_shard)
+    if filter_column is None:
+        kept = [np.arange(shard.stop - shard.start) for shard in shards]
+    else:
+        kept = list(dask.compute(*[
+            dask.delayed(_kept_rows)(part, shard, filter_column)
+            for part, shard in zip(partitions(frame[[filter_column]]), shards)]))
+    total = sum(len(rows) for rows in kept)
+    num_shards = -(-total // samples_per_shard)
     if num_shards > 10 ** max_shards:
         raise ValueError('to_webdataset: %d records at %d per shard need %d shards, more '
                          'than max_shards=%d digits can number; raise max_shards or '
-                         'samples_per_shard' % (len(rows), samples_per_shard, num_shards,
+                         'samples_per_shard' % (total, samples_per_shard, num_shards,
                                                 max_shards))
-    if not len(rows):
+    if not total:
         _LOG.info('to_webdataset: no record of %s has %r True; nothing written',
                   source, filter_column)
         return []
     os.makedirs(destination, exist_ok=True)
+    remove_temporary_shards(destination)
     digits = id_digits(samples_per_shard)
-    width = max_shards + digits
-    mtime = int(time.time())
-    written = []
-    for shard_number in range(num_shards):
-        chunk = rows[shard_number * samples_per_shard:(shard_number + 1) * samples_per_shard]
-        new_ids = ['%0*d' % (width, sample + 10 ** digits * shard_number)
-                   for sample in range(len(chunk))]
-        meta = frame.iloc[chunk].reset_index(drop=True)
-        old_ids = meta[id_col].tolist()
-        if old_id_col is not None:
-            meta[old_id_col] = meta[id_col].astype(object)
-        meta[id_col] = new_ids
-        writer = ShardWriter(destination, '%0*d' % (max_shards, shard_number), mtime)
-        try:
-            for new_id, old_id, row in zip(new_ids, old_ids, chunk.tolist()):
-                ids = {id_col: new_id}
-                if old_id_col is not None:
-                    ids[old_id_col] = old_id
-                writer.add(new_id, with_json_ids(read_members(row), ids,
-                                                 'record %r of %s' % (old_id, source)))
-            written.append(writer.finish(meta))
-        finally:
-            writer.abort()
+    tasks = _output_tasks(frame, shards, kept, samples_per_shard, digits, max_shards,
+                          read_members, destination, id_col, old_id_col, source)
+    try:
+        stems = dask.compute(*tasks)
+    except BaseException:
+        remove_temporary_shards(destination)
+        raise
+    written = [commit_shard(destination, stem) for stem in stems]
     _LOG.info('to_webdataset: wrote %d of %d records of %s into %d shard(s) in %s',
-              len(rows), len(frame), source, num_shards, destination)
+              total, shards[-1].stop, source, num_shards, destination)
     return written
+
+
+def _output_tasks(frame, shards, kept, samples_per_shard, digits, max_shards, read_members,
+                  destination, id_col, old_id_col, source):
+    """One Dask task per output shard, each given the input partitions it draws from."""
+    parts_of = partitions(frame)
+    # every kept record as (input shard number, row), in dataset order
+    owners = np.concatenate([np.full(len(rows), n) for n, rows in enumerate(kept)])
+    rows = np.concatenate(kept)
+    mtime = int(time.time())
+    tasks = []
+    for shard_number, begin in enumerate(range(0, len(rows), samples_per_shard)):
+        end = begin + samples_per_shard
+        pieces, parts = [], []
+        for n in np.unique(owners[begin:end]).tolist():
+            pieces.append((shards[n], rows[begin:end][owners[begin:end] == n]))
+            parts.append(parts_of[n])
+        tasks.append(dask.delayed(_write_output_shard)(
+            read_members, destination, '%0*d' % (max_shards, shard_number),
+            10 ** digits * shard_number, max_shards + digits, pieces, parts, id_col,
+            old_id_col, mtime, source))
+    return tasks

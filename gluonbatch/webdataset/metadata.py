@@ -1,0 +1,67 @@
+"""The dataset's metadata as a lazy Dask DataFrame: one partition per shard, read from that
+shard's parquet only when something computes it.
+
+The frame's index is the record number (record ``i`` of the dataset is row ``i``), so its
+divisions are known from the shards' row counts, which the parquet footers give without
+reading any row.
+"""
+import dask
+import dask.dataframe as dd
+import pandas as pd
+
+from .records import open_parquet, read_parquet
+
+__all__ = ['count_records', 'lazy_metadata']
+
+
+def count_records(shards, id_col):
+    """Set each shard's ``start`` and ``stop`` (its records in the dataset) from its parquet
+    footer; returns the frame's meta (the first shard's columns, no rows)."""
+    meta, start = None, 0
+    for shard in shards:
+        with open_parquet(shard, id_col) as source:
+            shard.start, start = start, start + source.metadata.num_rows
+            shard.stop = start
+            if meta is None:
+                meta = source.schema_arrow.empty_table().to_pandas()
+    if meta is None:
+        meta = pd.DataFrame({id_col: pd.Series([], dtype=object)})
+    return meta.set_axis(pd.RangeIndex(0, 0), axis=0)
+
+
+class ReadShardMetadata:
+    """One partition: a shard's parquet rows sorted by id, indexed by record number.
+
+    Checked against what the dataset was opened with, naming the file: the same columns
+    as the first shard's and the same number of rows.
+    """
+
+    def __init__(self, id_col, columns):
+        self.id_col, self.columns = id_col, list(columns)
+
+    def __call__(self, shard):
+        frame = read_parquet(shard, self.id_col)
+        if list(frame.columns) != self.columns:
+            raise ValueError('%s has columns %s; the dataset\'s first shard has %s'
+                             % (shard.parquet, list(map(str, frame.columns)), self.columns))
+        if len(frame) != shard.stop - shard.start:
+            raise ValueError('%s has %d rows; it had %d when the dataset was opened'
+                             % (shard.parquet, len(frame), shard.stop - shard.start))
+        return frame.set_axis(pd.RangeIndex(shard.start, shard.stop), axis=0)
+
+
+def lazy_metadata(shards, id_col, meta):
+    """The Dask DataFrame of ``shards``' metadata, nothing read yet.
+
+    Divisions are known (record numbers) unless a shard is empty.
+    """
+    # Columns keep the dtypes pandas reads (Dask would turn object columns into its
+    # string dtype, and with them the arrays of an embedding column into strings).
+    with dask.config.set({'dataframe.convert-string': False}):
+        if not shards:
+            return dd.from_pandas(meta, npartitions=1)
+        divisions = None
+        if all(shard.stop > shard.start for shard in shards):
+            divisions = tuple(shard.start for shard in shards) + (shards[-1].stop - 1,)
+        return dd.from_map(ReadShardMetadata(id_col, meta.columns), shards, meta=meta,
+                           divisions=divisions, label='read-shard-metadata')

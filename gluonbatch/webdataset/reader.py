@@ -1,0 +1,148 @@
+"""Random access to the records of a dataset's shards: :class:`RecordReader`."""
+import os
+
+import numpy as np
+
+from .._core.process import ProcessLocal
+from .decode import decode_record
+from .records import ShardRecords
+from .tar import check_headers
+
+__all__ = ['RecordReader']
+
+
+class RecordReader:
+    """Reads record ``i`` of a list of shards: its members' bytes, checked on the way.
+
+    A shard's records (:class:`~gluonbatch.webdataset.records.ShardRecords`) are read
+    the first time one of its records is, in each process (a forked DataLoader worker
+    inherits those its parent read; a pickled copy reads them again where it is used).
+    With an ``.idx``, the first and last record's tar headers are checked then, so an index
+    for another tar fails there and not mid-epoch. File handles are opened on first use,
+    per process.
+
+    Parameters
+    ----------
+    shards : list of Shard
+        With ``start`` and ``stop`` set (their records in the dataset).
+    id_col : str
+    """
+
+    def __init__(self, shards, id_col):
+        self.shards, self.id_col = shards, id_col
+        self._starts = np.array([shard.start for shard in shards], dtype=np.int64)
+        self._records = {}  # shard number -> ShardRecords
+        self._handles = ProcessLocal(dict)
+
+    def __len__(self):
+        return self.shards[-1].stop if self.shards else 0
+
+    # ---------------------------------------------------------------- file handles
+
+    def fd(self, shard):
+        """This process's read-only descriptor of ``shard``'s tar, opened on first use.
+
+        The handles are per process: a forked DataLoader worker opens its own rather than
+        sharing its parent's.
+        """
+        handles = self._handles.get()
+        handle = handles.get(shard.tar)
+        if handle is None:
+            opened = open(shard.tar, 'rb', buffering=0)
+            handle = handles.setdefault(shard.tar, opened)
+            if handle is not opened:  # another thread opened it first
+                opened.close()
+        return handle.fileno()
+
+    def close(self):
+        """Close this process's file handles (they reopen on the next read)."""
+        handles = self._handles.get()
+        while handles:
+            handles.popitem()[1].close()
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        del state['_handles']  # open files: the copy opens its own
+        state['_records'] = {}  # read again where the copy is used
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._handles = ProcessLocal(dict)
+
+    # ---------------------------------------------------------------- reading
+
+    def locate(self, i):
+        """``(shard number, the shard's records, record i's row in them)``."""
+        number = int(np.searchsorted(self._starts, i, side='right')) - 1
+        records = self._records.get(number)
+        if records is None:
+            shard = self.shards[number]
+            records = self._records.setdefault(number, ShardRecords(shard, self.id_col))
+            if shard.idx and len(records.ids):
+                for row in (0, len(records.ids) - 1):
+                    self._read_shard_members(shard, records, row)
+        return number, records, i - self.shards[number].start
+
+    def describe(self, i, member=None):
+        number, records, row = self.locate(i)
+        what = 'member %s of record %r' % (member, records.ids[row]) if member else \
+            'record %r' % records.ids[row]
+        return '%s (index %d) in %s' % (what, i, self.shards[number].tar)
+
+    def read_members(self, i):
+        """``[(ext, bytes), ...]``: every member of record ``i``, in tar order."""
+        number, records, row = self.locate(i)
+        return self._read_shard_members(self.shards[number], records, row)
+
+    def _read_shard_members(self, shard, records, row):
+        """The members of record ``row`` of ``shard``.
+
+        One ``pread`` of the record's span when its members are adjacent (the usual case),
+        else one per member. The first time a process reads the record, each member's tar
+        headers, read along with it, are checked against its name, offset and size.
+        """
+        fd = self.fd(shard)
+        rows = records.members[records.starts[row]:records.starts[row + 1]].tolist()
+        start, length = records.spans[row].tolist()
+        if length >= 0:
+            reads = [(start, length, rows)]
+        else:
+            # row: (data offset, size, extension code, header start)
+            reads = [(member[3], member[0] + member[1] - member[3], [member])
+                     for member in rows]
+        keys, members = records.keys, []
+        for start, length, read_rows in reads:
+            buf = os.pread(fd, length, start)
+            if len(buf) != length:
+                raise ValueError('%s ends before the bytes of record %r: the tar was '
+                                 'truncated after the dataset was opened'
+                                 % (shard.tar, records.ids[row]))
+            if not records.verified[row]:
+                self._verify(shard, records, row, buf, start, read_rows)
+            members += [(keys[code], buf[offset - start:offset - start + size])
+                        for offset, size, code, _ in read_rows]
+        records.verified[row] = True
+        return members
+
+    @staticmethod
+    def _verify(shard, records, row, buf, start, rows):
+        """Check the tar headers of the members ``rows`` of a record in ``buf``."""
+        key = records.ids[row]
+        mismatch = check_headers(buf, start, [('%s.%s' % (key, records.exts[code]), offset,
+                                               size) for offset, size, code, _ in rows])
+        if mismatch:
+            source = ('its index %s does not match it' % shard.idx if shard.idx
+                      else 'it changed after the dataset was opened')
+            raise ValueError('%s: expected member %s at byte %d (%d bytes) but %s; %s'
+                             % ((shard.tar,) + mismatch + (source,)))
+
+    def __getitem__(self, i):
+        return self.record(i)
+
+    def record(self, i):
+        """``(image, caption, metadata)``: record ``i`` (0 <= i < len) decoded."""
+        members = self.read_members(i)
+        _, records, row = self.locate(i)
+        return decode_record(members, records.slots[row].tolist(), records.ids[row],
+                             lambda member=None: self.describe(i, member))

@@ -1,0 +1,225 @@
+"""The lazy metadata on Dask: nothing is read until something computes, each shard once;
+results equal a plain pandas computation on the threaded scheduler and on a local
+``distributed`` cluster, which also survives a worker killed while resharding."""
+import builtins
+import contextlib
+import os
+
+import dask
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from gluonbatch.webdataset import ImageTextPairDataset
+from helpers import ID, files, make_dataset
+
+SIZES = (4, 3, 5, 2)
+
+
+@pytest.fixture(scope='module')
+def source(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp('source'))
+    return path, make_dataset(path, sizes=SIZES)
+
+
+def _pandas_metadata(path):
+    """The metadata the slow way: every parquet read whole, rows sorted by id per shard."""
+    frames = [pd.read_parquet(os.path.join(path, name)).sort_values(ID)
+              for name in sorted(os.listdir(path)) if name.endswith('.parquet')]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _plain(frame):
+    """``frame`` with Dask's string columns as plain objects, for comparing with pandas."""
+    return frame.astype({name: object for name, dtype in frame.dtypes.items()
+                         if isinstance(dtype, pd.StringDtype)})
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """The dataset files opened from now on (parquet through pyarrow, tars and indexes
+    through Python), in order."""
+    paths = []
+    parquet_file, python_open = pq.ParquetFile, builtins.open
+
+    class CountingParquetFile(parquet_file):
+        def __init__(self, source, *args, **kwargs):
+            paths.append(os.fspath(source))
+            super().__init__(source, *args, **kwargs)
+
+    def counting_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and os.fspath(file).endswith(('.tar', '.idx')):
+            paths.append(os.fspath(file))
+        return python_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(pq, 'ParquetFile', CountingParquetFile)
+    monkeypatch.setattr(builtins, 'open', counting_open)
+    return paths
+
+
+def test_building_a_pipeline_reads_nothing_and_computing_reads_each_shard_once(
+        source, tmp_path, opened):
+    path, _ = source
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    footers = sorted(opened)
+    assert footers == sorted(os.path.join(path, '%05d.parquet' % k) for k in range(4))
+    del opened[:]
+    ds.metadata['wide'] = ds.metadata['width'] > 10
+    ds.metadata['area'] = ds.metadata['width'] * ds.metadata['height']
+    ds.metadata['doubled'] = ds.metadata.map_partitions(lambda frame: frame['score'] * 2,
+                                                        meta=('doubled', 'f8'))
+    assert ds.metadata.npartitions == 4 and ds.metadata.known_divisions
+    assert opened == []  # nothing read by building the pipeline
+    written = ds.save_metadata(tmp_path / 'saved', columns=['wide', 'area', 'doubled'])
+    assert sorted(opened) == footers  # each shard's parquet read once, no tar
+    want = _pandas_metadata(path)
+    saved = pd.concat([pd.read_parquet(p) for p in written], ignore_index=True)
+    np.testing.assert_array_equal(saved['wide'], want['width'] > 10)
+    np.testing.assert_array_equal(saved['area'], want['width'] * want['height'])
+    np.testing.assert_array_equal(saved['doubled'], want['score'] * 2)
+
+
+def test_random_access_reads_only_the_shard_of_the_record(source, opened):
+    path, records = source
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    del opened[:]
+    assert ds.record_id(9) == records[9]['key'] and ds.read_raw(9)['jpg'] == records[9]['jpg']
+    assert sorted(set(opened)) == [os.path.join(path, '00002.parquet'),
+                                   os.path.join(path, '00002.tar')]
+
+
+def _pipeline(ds):
+    """A curation pipeline: a derived score, a filter column, kept per shard."""
+    frame = ds.metadata
+    frame['area'] = frame['width'] * frame['height']
+    frame['keep'] = (frame['area'] > 120) & (frame['score'] < 0.4)
+    return frame
+
+
+def _expected(path):
+    frame = _pandas_metadata(path)
+    frame['area'] = frame['width'] * frame['height']
+    frame['keep'] = (frame['area'] > 120) & (frame['score'] < 0.4)
+    return frame
+
+
+def _check_pipeline_and_reshard(path, out):
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    frame = _pipeline(ds)
+    want = _expected(path)
+    pd.testing.assert_frame_equal(_plain(frame.compute()), want, check_dtype=False)
+    kept = frame[frame['keep']].compute()
+    assert kept[ID].tolist() == want[ID][want['keep']].tolist()
+    assert frame.groupby('shard')['area'].sum().compute().sort_index().tolist() == \
+        want.groupby('shard')['area'].sum().tolist()
+    written = ds.to_webdataset(out, 'keep', samples_per_shard=3, old_id_col='old')
+    new = ImageTextPairDataset.from_webdataset(out, ID)
+    assert new.metadata['old'].compute().tolist() == want[ID][want['keep']].tolist()
+    assert [new[i][2]['old'] for i in range(len(new))] == want[ID][want['keep']].tolist()
+    return written
+
+
+def test_the_threaded_scheduler_computes_what_pandas_does(source, tmp_path):
+    path, _ = source
+    written = _check_pipeline_and_reshard(path, tmp_path / 'out')  # threads: Dask's default
+    assert len(written) == -(-int(_expected(path)['keep'].sum()) // 3)
+
+
+def fail_on(frame, shard):
+    """A column whose computation fails for one shard."""
+    if int(frame['shard'].iloc[0]) == shard:
+        raise OSError('shard %d is unreadable' % shard)
+    return frame['score']
+
+
+def test_a_failed_run_leaves_no_shard_and_runs_again(source, tmp_path):
+    """A task failing while the output shards are written: the error arrives as raised,
+    no shard (and no temporary file) is left, and a run into the same directory works."""
+    path, _ = source
+    out = tmp_path / 'out'
+
+    def resharded(failing_shard):
+        ds = ImageTextPairDataset.from_webdataset(path, ID)
+        frame = _pipeline(ds)
+        frame['copy'] = frame.map_partitions(fail_on, failing_shard, meta=('copy', 'f8'))
+        return ds.to_webdataset(out, 'keep', samples_per_shard=2)
+
+    with dask.config.set(scheduler='threads'), \
+            pytest.raises(OSError, match='shard 2 is unreadable'):
+        resharded(2)
+    assert files(out) == []
+    with dask.config.set(scheduler='threads'):
+        written = resharded(None)
+    assert len(written) == len(files(out)) // 3 == -(-int(_expected(path)['keep'].sum()) // 2)
+
+
+@pytest.mark.filterwarnings('ignore:Running on a single-machine scheduler')
+def test_a_local_cluster_computes_what_pandas_does(source, tmp_path, cluster):
+    path, _ = source
+    threaded = tmp_path / 'threaded'
+    with dask.config.set(scheduler='threads'):
+        _check_pipeline_and_reshard(path, threaded)
+    with dask.config.set(scheduler=cluster[1]):
+        written = _check_pipeline_and_reshard(path, tmp_path / 'cluster')
+    assert [os.path.basename(p) for p in written] == files(threaded)[2::3]
+    for name in files(threaded):  # the same shards, byte for byte (mtime aside)
+        if not name.endswith('.tar'):
+            assert (tmp_path / 'cluster' / name).read_bytes() == (threaded / name).read_bytes()
+
+
+def die_once(frame, marker, shard):
+    """A column that kills its worker process the first time it sees ``shard``."""
+    if int(frame['shard'].iloc[0]) == shard and not os.path.exists(marker):
+        open(marker, 'w').close()
+        os._exit(1)  # as a killed worker: no cleanup, no exception
+    return frame['score'] * 10
+
+
+@contextlib.contextmanager
+def _cluster_losing_a_worker():
+    """A local cluster of two worker processes, of which a test kills one: closed with a
+    bound, then its processes are ended (a restarted worker may not answer the close)."""
+    distributed = pytest.importorskip('distributed')
+    psutil = pytest.importorskip('psutil')
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                     host='127.0.0.1', dashboard_address=None)
+    client = distributed.Client(local, set_as_default=False)
+    try:
+        yield client
+    finally:
+        spawned = [child for child in psutil.Process().children(recursive=True)
+                   if child.pid not in before]
+        try:
+            client.close(timeout=10)
+            local.close(timeout=10)
+        except (TimeoutError, OSError):
+            pass  # ended below
+        for child in spawned:
+            if child.is_running():
+                child.kill()
+
+
+def test_a_worker_killed_while_resharding(source, tmp_path):
+    """Dask runs the dead worker's task again elsewhere; the output is complete and no
+    temporary file is left."""
+    path, _ = source
+    want = _expected(path)
+
+    def resharded(out, marker):
+        ds = ImageTextPairDataset.from_webdataset(path, ID)
+        frame = _pipeline(ds)
+        frame['tenfold'] = frame.map_partitions(die_once, str(marker), 2,
+                                                meta=('tenfold', 'f8'))
+        return ds.to_webdataset(out, 'keep', samples_per_shard=3)
+
+    out = tmp_path / 'retried'
+    with _cluster_losing_a_worker() as client, dask.config.set(scheduler=client):
+        written = resharded(out, tmp_path / 'died-once')
+    assert (tmp_path / 'died-once').exists()  # a worker did die
+    new = ImageTextPairDataset.from_webdataset(out, ID)
+    assert len(new) == int(want['keep'].sum()) and len(written) == len(files(out)) // 3
+    np.testing.assert_array_equal(new.metadata['tenfold'].compute(),
+                                  want['score'][want['keep']] * 10)
+    assert not [name for name in os.listdir(out) if name.startswith('.')]
