@@ -1,0 +1,236 @@
+"""Curation stages on MXNet Gluon, named after NeMo Curator's: an image embedder and a
+classifier on the embeddings, each adding a column to a dataset's lazy metadata.
+
+Calling a stage on an :class:`~gluonbatch.webdataset.ImageTextPairDataset` returns the
+dataset with a new column computed per shard (``map_partitions``): nothing runs until the
+metadata is computed (``save_metadata``, ``to_webdataset``, ``compute``), on whatever Dask
+scheduler is active. The model is loaded once per process that computes a shard.
+
+Examples
+--------
+>>> import tempfile
+>>> import mxnet as mx
+>>> from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
+>>> tmp = tempfile.TemporaryDirectory()
+>>> ds = ImageTextPairDataset.from_webdataset(make_example_dataset(tmp.name), 'key')
+>>> net = mx.gluon.nn.HybridSequential()
+>>> net.add(mx.gluon.nn.Conv2D(4, 3, strides=4), mx.gluon.nn.GlobalAvgPool2D(),
+...         mx.gluon.nn.Flatten())
+>>> net.initialize(mx.init.Xavier())
+>>> ds = GluonImageEmbedder(net, image_size=32, batch_size=2)(ds)
+>>> head = mx.gluon.nn.Dense(1, in_units=4)
+>>> head.initialize()
+>>> ds = EmbeddingClassifier(head, pred_column='aesthetic_score')(ds)
+>>> frame = ds.metadata.compute()
+>>> frame['image_embedding'][0].shape, frame['aesthetic_score'].dtype
+((4,), dtype('float32'))
+>>> tmp.cleanup()
+"""
+import mxnet as mx
+import numpy as np
+import pandas as pd
+
+from .._core.checks import check_callable, check_int
+from .._pool import PooledLoader
+from ..batchify import Stack
+
+__all__ = ['ImageEmbedder', 'GluonImageEmbedder', 'ImageClassifier', 'EmbeddingClassifier']
+
+# ImageNet statistics, which gluoncv's model-zoo backbones were trained with
+_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255
+_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255
+
+
+class _Stage:
+    """What every stage shares: the model, loaded once per process, never pickled."""
+
+    def __init__(self, batch_size):
+        self.batch_size = check_int(batch_size, 'batch_size', minimum=1)
+        self._model = None
+
+    def load_model(self, ctx):
+        """The Gluon block to run on ``ctx`` (subclasses build or load it here)."""
+        raise NotImplementedError('%s must define load_model(ctx)' % type(self).__name__)
+
+    def model(self):
+        if self._model is None:
+            self._model = self.load_model(mx.cpu())
+        return self._model
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state['_model'] = None  # loaded again in the process that computes
+        return state
+
+    def _add_column(self, dataset, name, compute, meta):
+        dataset.metadata[name] = dataset.metadata.map_partitions(compute, meta=(name, meta))
+        return dataset
+
+
+class ImageEmbedder(_Stage):
+    """Base class of image embedders: adds one embedding per record as a metadata column.
+
+    A shard is embedded by reading its records through a gluonbatch DataLoader
+    (``num_workers`` processes decoding and resizing, gluonbatch's ``Stack`` batchifying)
+    and running the model of :meth:`load_model` on each batch. Subclasses define
+    :meth:`load_model`; :meth:`transform` is the preprocessing.
+
+    Parameters
+    ----------
+    image_size : int, default 224
+        Images are resized to ``image_size`` x ``image_size`` (bilinear).
+    batch_size : int, default 64
+    num_workers : int, default 0
+        DataLoader worker processes per shard.
+    normalize_embeddings : bool, default True
+        Divide each embedding by its L2 norm.
+    embedding_column : str, default 'image_embedding'
+    """
+
+    def __init__(self, image_size=224, batch_size=64, num_workers=0, normalize_embeddings=True,
+                 embedding_column='image_embedding'):
+        super().__init__(batch_size)
+        self.image_size = check_int(image_size, 'image_size', minimum=1)
+        self.num_workers = check_int(num_workers, 'num_workers', minimum=0)
+        self.normalize_embeddings = bool(normalize_embeddings)
+        if not isinstance(embedding_column, str):
+            raise TypeError('embedding_column must be a str, got %r' % (embedding_column,))
+        self.embedding_column = embedding_column
+
+    def transform(self, image):
+        """One decoded (H, W, 3) uint8 image as the model's (3, S, S) float32 input:
+        resized, then normalised with the ImageNet mean and standard deviation."""
+        image = mx.image.imresize(image, self.image_size, self.image_size)
+        array = (image.asnumpy().astype(np.float32) - _MEAN) / _STD
+        return array.transpose(2, 0, 1)
+
+    def embed_records(self, dataset, indices):
+        """The (len(indices), D) float32 embeddings of records ``indices`` of ``dataset``
+        (anything whose ``[i][0]`` is record ``i``'s image)."""
+        images = mx.gluon.data.SimpleDataset(list(indices)).transform(
+            lambda i: self.transform(dataset[i][0]), lazy=True)
+        # gluonbatch's loader: MXNet's sets signal handlers, which only the main thread may,
+        # and Dask computes shards in other threads
+        loader = PooledLoader(images, batch_size=self.batch_size, batchify_fn=Stack(),
+                              num_workers=self.num_workers)
+        model = self.model()
+        parts = [model(batch.as_in_context(mx.cpu())).asnumpy() for batch in loader]
+        embeddings = np.concatenate(parts).reshape(len(indices), -1).astype(np.float32)
+        if self.normalize_embeddings:
+            embeddings /= np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-12)
+        return embeddings
+
+    def __call__(self, dataset):
+        """``dataset`` with :attr:`embedding_column` added to its metadata, lazily."""
+        records = dataset.reader  # what the tasks carry: the records, not the dataset
+
+        def compute(frame):
+            embeddings = self.embed_records(records, frame.index.tolist())
+            return pd.Series(list(embeddings), index=frame.index, dtype=object)
+        return self._add_column(dataset, self.embedding_column, compute, object)
+
+
+class GluonImageEmbedder(ImageEmbedder):
+    """An :class:`ImageEmbedder` running any Gluon block, e.g. a model-zoo backbone's
+    ``features``; its output is flattened to one vector per image.
+
+    Parameters
+    ----------
+    net : mxnet.gluon.Block
+        Initialised (a deferred initialisation is completed with one blank image); it takes
+        (N, 3, S, S) float32 batches.
+    image_size, batch_size, num_workers, normalize_embeddings, embedding_column :
+        As for :class:`ImageEmbedder`.
+    """
+
+    def __init__(self, net, image_size=224, batch_size=64, num_workers=0,
+                 normalize_embeddings=True, embedding_column='image_embedding'):
+        check_callable(net, 'net')
+        super().__init__(image_size, batch_size, num_workers, normalize_embeddings,
+                         embedding_column)
+        # one blank image completes a deferred initialisation here: the shard tasks may run
+        # on copies of the net (a Dask cluster's workers), which could not complete it
+        net(mx.nd.zeros((1, 3, self.image_size, self.image_size)))
+        self.net = net
+
+    def load_model(self, ctx):
+        return self.net
+
+
+class ImageClassifier(_Stage):
+    """Base class of classifiers on image embeddings: adds one prediction per record.
+
+    Parameters
+    ----------
+    embedding_column : str
+        The column of embeddings the model reads (an :class:`ImageEmbedder`'s).
+    pred_column : str
+        The column written.
+    pred_type : type or numpy dtype, default float
+        The predictions' dtype (``float`` becomes float32; ``bool`` for a filter).
+    batch_size : int, default 4096
+    """
+
+    def __init__(self, embedding_column, pred_column, pred_type=float, batch_size=4096):
+        super().__init__(batch_size)
+        for name, value in (('embedding_column', embedding_column),
+                            ('pred_column', pred_column)):
+            if not isinstance(value, str):
+                raise TypeError('%s must be a str, got %r' % (name, value))
+        self.embedding_column, self.pred_column = embedding_column, pred_column
+        self.pred_type = np.dtype(np.float32 if pred_type is float else pred_type)
+
+    def postprocess(self, outputs):
+        """The model's (N, ...) outputs as N predictions: a trailing axis of 1 dropped."""
+        return outputs.reshape(len(outputs), -1)[:, 0] if outputs.ndim > 1 and \
+            outputs.shape[1:] == (1,) else outputs
+
+    def predict(self, embeddings):
+        """The predictions for an (N, D) float32 array of embeddings."""
+        model = self.model()
+        parts = [self.postprocess(model(mx.nd.array(embeddings[start:start + self.batch_size],
+                                                    dtype=np.float32)).asnumpy())
+                 for start in range(0, len(embeddings), self.batch_size)]
+        if not parts:
+            return np.empty(0, self.pred_type)
+        return np.concatenate(parts).astype(self.pred_type)
+
+    def __call__(self, dataset):
+        """``dataset`` with :attr:`pred_column` added to its metadata, lazily."""
+        if self.embedding_column not in dataset.metadata.columns:
+            raise ValueError('%s needs the column %r (run an ImageEmbedder first); the '
+                             'metadata has %s' % (type(self).__name__, self.embedding_column,
+                                                  list(map(str, dataset.metadata.columns))))
+
+        def compute(frame):
+            values = frame[self.embedding_column].tolist()
+            embeddings = np.stack(values).astype(np.float32) if values else \
+                np.empty((0, 0), np.float32)
+            return pd.Series(self.predict(embeddings), index=frame.index)
+        return self._add_column(dataset, self.pred_column, compute, self.pred_type)
+
+
+class EmbeddingClassifier(ImageClassifier):
+    """An :class:`ImageClassifier` running a Gluon block on the embeddings (the shape of
+    NeMo Curator's aesthetic and NSFW scorers: a small head on image embeddings).
+
+    Parameters
+    ----------
+    block : mxnet.gluon.Block
+        Initialised with its shapes known (``in_units=D``, or run once): each shard is
+        scored by a copy of it in the process that computes the shard. It takes (N, D)
+        float32 embeddings.
+    pred_column : str
+    embedding_column : str, default 'image_embedding'
+    pred_type, batch_size :
+        As for :class:`ImageClassifier`.
+    """
+
+    def __init__(self, block, pred_column, embedding_column='image_embedding', pred_type=float,
+                 batch_size=4096):
+        check_callable(block, 'block')
+        super().__init__(embedding_column, pred_column, pred_type, batch_size)
+        self.block = block
+
+    def load_model(self, ctx):
+        return self.block

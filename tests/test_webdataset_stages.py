@@ -1,0 +1,156 @@
+"""The curation stages: the embedder's column is the net run on the decoded images, the
+classifier's the head run on the embeddings, both lazy, both stored as parquet."""
+import mxnet as mx
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from gluonbatch.webdataset import (EmbeddingClassifier, GluonImageEmbedder, ImageClassifier,
+                                   ImageEmbedder, ImageTextPairDataset)
+from helpers import ID, make_dataset
+
+SIZE = 16
+MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255
+STD = np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255
+
+
+class CountingNet(mx.gluon.nn.HybridBlock):
+    """A small backbone that counts the images it has embedded."""
+
+    def __init__(self):
+        super().__init__()
+        self.images = 0
+        with self.name_scope():
+            self.conv = mx.gluon.nn.Conv2D(6, 3, strides=2, in_channels=3)
+            self.pool = mx.gluon.nn.GlobalAvgPool2D()
+
+    def forward(self, x):
+        self.images += x.shape[0]
+        return self.pool(self.conv(x)).flatten()
+
+
+@pytest.fixture(scope='module')
+def source(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp('source'))
+    make_dataset(path, sizes=(3, 4, 2))
+    return path
+
+
+def _net():
+    mx.random.seed(3)
+    net = CountingNet()
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+def _by_hand(ds, net, normalize=True):
+    """The embeddings computed one record at a time: resize, ImageNet-normalise, run."""
+    rows = []
+    for i in range(len(ds)):
+        image = mx.image.imresize(ds[i][0], SIZE, SIZE).asnumpy().astype(np.float32)
+        x = ((image - MEAN) / STD).transpose(2, 0, 1)[None]
+        rows.append(net(mx.nd.array(x)).asnumpy()[0])
+    rows = np.array(rows, dtype=np.float32)
+    if normalize:
+        rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+def test_the_embedding_column_is_the_net_on_each_image_in_record_order(source, num_workers):
+    ds = ImageTextPairDataset.from_webdataset(source, ID)
+    net = _net()
+    embedder = GluonImageEmbedder(net, image_size=SIZE, batch_size=3, num_workers=num_workers)
+    before = net.images
+    assert embedder(ds) is ds and 'image_embedding' in ds.metadata.columns
+    assert net.images == before  # lazy: nothing embedded yet
+    got = np.stack(ds.metadata['image_embedding'].compute().tolist())
+    assert net.images == before + len(ds)  # each record once
+    np.testing.assert_allclose(got, _by_hand(ds, net), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1, rtol=1e-5)
+
+
+def test_embeddings_unnormalised_and_in_another_column(source):
+    ds = ImageTextPairDataset.from_webdataset(source, ID)
+    net = _net()
+    GluonImageEmbedder(net, image_size=SIZE, normalize_embeddings=False,
+                       embedding_column='clip')(ds)
+    got = np.stack(ds.metadata['clip'].compute().tolist())
+    np.testing.assert_allclose(got, _by_hand(ds, net, normalize=False), rtol=1e-5, atol=1e-6)
+
+
+def test_the_classifier_column_is_the_head_on_the_embeddings(source, tmp_path):
+    ds = ImageTextPairDataset.from_webdataset(source, ID)
+    GluonImageEmbedder(_net(), image_size=SIZE, batch_size=4)(ds)
+    head = mx.gluon.nn.Dense(1, in_units=6)
+    head.initialize(mx.init.Normal(1))
+    EmbeddingClassifier(head, pred_column='aesthetic_score', batch_size=4)(ds)
+    EmbeddingClassifier(mx.gluon.nn.Lambda(lambda x: x.sum(axis=1) > 0), 'nsfw',
+                        pred_type=bool)(ds)
+    frame = ds.metadata.compute()
+    embeddings = np.stack(frame['image_embedding'].tolist())
+    want = head(mx.nd.array(embeddings)).asnumpy()[:, 0]
+    np.testing.assert_allclose(frame['aesthetic_score'], want, rtol=1e-5, atol=1e-6)
+    assert frame['aesthetic_score'].dtype == np.float32 and frame['nsfw'].dtype == bool
+    np.testing.assert_array_equal(frame['nsfw'], embeddings.sum(axis=1) > 0)
+
+    # embeddings are stored as fixed-size float32 lists and read back as they were
+    written = ds.save_metadata(tmp_path / 'meta', columns=['image_embedding', 'aesthetic_score'])
+    field = pq.read_schema(written[0]).field('image_embedding')
+    assert str(field.type) == 'fixed_size_list<element: float>[6]'
+    back = np.concatenate([np.stack(pq.read_table(p).column('image_embedding').to_pylist())
+                           for p in written])
+    np.testing.assert_array_equal(back.astype(np.float32), embeddings)
+
+
+def test_a_filter_on_a_score_reshards(source, tmp_path):
+    ds = ImageTextPairDataset.from_webdataset(source, ID)
+    GluonImageEmbedder(_net(), image_size=SIZE)(ds)
+    EmbeddingClassifier(mx.gluon.nn.Lambda(lambda x: x[:, 0]), 'score')(ds)
+    ds.metadata['keep'] = ds.metadata['score'] > ds.metadata['score'].quantile(0.5)
+    frame = ds.metadata.compute()
+    ds.to_webdataset(tmp_path / 'kept', 'keep', samples_per_shard=2, old_id_col='old')
+    new = ImageTextPairDataset.from_webdataset(tmp_path / 'kept', ID)
+    kept = new.metadata.compute()
+    assert kept['old'].tolist() == frame[ID][frame['keep']].tolist()
+    np.testing.assert_array_equal(np.stack(kept['image_embedding'].tolist()),
+                                  np.stack(frame['image_embedding'][frame['keep']].tolist()))
+
+
+@pytest.mark.filterwarnings('ignore:Running on a single-machine scheduler')
+def test_stages_on_a_local_cluster_equal_the_threaded_result(source, cluster):
+    import dask
+
+    def scored():
+        ds = ImageTextPairDataset.from_webdataset(source, ID)
+        GluonImageEmbedder(_net(), image_size=SIZE)(ds)
+        head = mx.gluon.nn.Dense(1, in_units=6)
+        head.initialize(mx.init.Constant(0.5))
+        EmbeddingClassifier(head, 'score')(ds)
+        return ds.metadata.compute()
+
+    with dask.config.set(scheduler=cluster[1]):
+        on_cluster = scored()
+    with dask.config.set(scheduler='threads'):
+        threaded = scored()
+    np.testing.assert_allclose(on_cluster['score'], threaded['score'], rtol=1e-5)
+    np.testing.assert_allclose(np.stack(on_cluster['image_embedding'].tolist()),
+                               np.stack(threaded['image_embedding'].tolist()), rtol=1e-5)
+
+
+def test_stage_arguments_and_order_are_checked(source):
+    ds = ImageTextPairDataset.from_webdataset(source, ID)
+    with pytest.raises(ValueError, match=r"EmbeddingClassifier needs the column "
+                                         r"'image_embedding' \(run an ImageEmbedder first\)"):
+        EmbeddingClassifier(mx.gluon.nn.Dense(1), 'score')(ds)
+    with pytest.raises(TypeError, match='batch_size must be an integer'):
+        GluonImageEmbedder(_net(), batch_size=2.5)
+    with pytest.raises(ValueError, match='image_size'):
+        GluonImageEmbedder(_net(), image_size=0)
+    with pytest.raises(TypeError, match="net must be callable"):
+        GluonImageEmbedder('resnet')
+    with pytest.raises(TypeError, match='pred_column must be a str'):
+        EmbeddingClassifier(mx.gluon.nn.Dense(1), pred_column=3)
+    with pytest.raises(NotImplementedError, match='must define load_model'):
+        ImageEmbedder(image_size=SIZE)(ds).metadata.compute()
+    assert issubclass(EmbeddingClassifier, ImageClassifier)
