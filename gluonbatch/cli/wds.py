@@ -1,4 +1,5 @@
-"""``gluonbatch wds``: index, inspect and reshard sharded image-text datasets.
+"""``gluonbatch wds``: index, inspect, reshard, embed, score and filter sharded image-text
+datasets (the curation steps are in :mod:`gluonbatch.cli.curate`).
 
 The datasets are directories of ``NNNNN.tar`` + ``.parquet`` + ``.idx`` files
 (:mod:`gluonbatch.webdataset`). Bad datasets are reported on one line, not as tracebacks:
@@ -8,6 +9,7 @@ import os
 import sys
 
 from .._core.argtypes import non_negative_int, positive_int
+from .curate import add_actions, computing_on, dask_options
 
 __all__ = ['add_parser', 'run']
 
@@ -69,9 +71,10 @@ def _reshard(args):
     from ..webdataset import ImageTextPairDataset
 
     ds = ImageTextPairDataset.from_webdataset(args.src, args.id_col)
-    tars = ds.to_webdataset(args.dst, args.filter_column,
-                            samples_per_shard=args.samples_per_shard,
-                            max_shards=args.max_shards, old_id_col=args.old_id_col)
+    with computing_on(args):
+        tars = ds.to_webdataset(args.dst, args.filter_column,
+                                samples_per_shard=args.samples_per_shard,
+                                max_shards=args.max_shards, old_id_col=args.old_id_col)
     if tars:
         kept = len(ImageTextPairDataset.from_webdataset(args.dst, args.id_col))
         print('%s: %d of %d records in %d shards (%s .. %s)'
@@ -92,7 +95,8 @@ def add_parser(commands):
     0
     """
     wds = commands.add_parser('wds', help='sharded image-text datasets (NNNNN.tar + '
-                                          '.parquet + .idx): index, inspect, reshard')
+                                          '.parquet + .idx): index, inspect, reshard, '
+                                          'embed, score, filter')
     actions = wds.add_subparsers(dest='wds_command', required=True, metavar='ACTION')
 
     index = actions.add_parser('index', help='write the v1.2 .idx file of tar files')
@@ -116,14 +120,19 @@ def add_parser(commands):
     reshard.add_argument('--filter-column', metavar='COL',
                          help='bool parquet column: keep records where it is True '
                               '(default: keep every record)')
-    reshard.add_argument('--samples-per-shard', type=positive_int, default=10000, metavar='N')
-    reshard.add_argument('--max-shards', type=positive_int, default=5, metavar='N',
-                         help='digits of the shard number (default 5)')
-    reshard.add_argument('--old-id-col', metavar='NAME',
-                         help='keep the previous ids in this new column')
-    reshard.add_argument('--id-col', default='key', help='id column (default: key)')
+    _reshard_options(reshard)
+    dask_options(reshard)
     reshard.set_defaults(run=run, action=_reshard)
+    add_actions(actions, run, _reshard_options)
     return wds
+
+
+def _reshard_options(parser):
+    parser.add_argument('--samples-per-shard', type=positive_int, default=10000, metavar='N')
+    parser.add_argument('--max-shards', type=positive_int, default=5, metavar='N',
+                        help='digits of the shard number (default 5)')
+    parser.add_argument('--old-id-col', metavar='NAME',
+                        help='keep the previous ids in this new column')
 
 
 def run(args):

@@ -38,8 +38,10 @@ from .dataset import ImageTextPairDataset
 from .example import make_example_dataset
 from .index import INDEX_VERSION, write_index
 from .records import IMAGE_EXTENSIONS
-from .stages import EmbeddingClassifier, GluonImageEmbedder, ImageClassifier, ImageEmbedder
+from .stages import (EmbeddingClassifier, ExportedEmbeddingClassifier, ExportedImageEmbedder,
+                     GluonImageEmbedder, ImageClassifier, ImageEmbedder)
 
 __all__ = ['ImageTextPairDataset', 'write_index', 'make_example_dataset',
            'IMAGE_EXTENSIONS', 'INDEX_VERSION', 'ImageEmbedder', 'GluonImageEmbedder',
-           'ImageClassifier', 'EmbeddingClassifier']
+           'ExportedImageEmbedder', 'ImageClassifier', 'EmbeddingClassifier',
+           'ExportedEmbeddingClassifier']

@@ -26,6 +26,9 @@ Examples
 ((4,), dtype('float32'))
 >>> tmp.cleanup()
 """
+import os
+import uuid
+
 import mxnet as mx
 import numpy as np
 import pandas as pd
@@ -34,11 +37,26 @@ from .._core.checks import check_callable, check_int
 from .._pool import PooledLoader
 from ..batchify import Stack
 
-__all__ = ['ImageEmbedder', 'GluonImageEmbedder', 'ImageClassifier', 'EmbeddingClassifier']
+__all__ = ['ImageEmbedder', 'GluonImageEmbedder', 'ExportedImageEmbedder', 'ImageClassifier',
+           'EmbeddingClassifier', 'ExportedEmbeddingClassifier']
 
 # ImageNet statistics, which gluoncv's model-zoo backbones were trained with
 _MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255
 _STD = np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255
+
+
+class _ColumnTask:
+    """The function a stage maps over the metadata's partitions: ``compute(frame)`` with a
+    token of its own, as Dask cannot hash a network deterministically."""
+
+    def __init__(self, compute, token):
+        self.compute, self.token = compute, token
+
+    def __call__(self, frame):
+        return self.compute(frame)
+
+    def __dask_tokenize__(self):
+        return (type(self).__name__, self.token)
 
 
 class _Stage:
@@ -47,6 +65,7 @@ class _Stage:
     def __init__(self, batch_size):
         self.batch_size = check_int(batch_size, 'batch_size', minimum=1)
         self._model = None
+        self._token = uuid.uuid4().hex
 
     def load_model(self, ctx):
         """The Gluon block to run on ``ctx`` (subclasses build or load it here)."""
@@ -63,7 +82,8 @@ class _Stage:
         return state
 
     def _add_column(self, dataset, name, compute, meta):
-        dataset.metadata[name] = dataset.metadata.map_partitions(compute, meta=(name, meta))
+        task = _ColumnTask(compute, (self._token, dataset.path, name))
+        dataset.metadata[name] = dataset.metadata.map_partitions(task, meta=(name, meta))
         return dataset
 
 
@@ -138,7 +158,8 @@ class GluonImageEmbedder(ImageEmbedder):
     ----------
     net : mxnet.gluon.Block
         Initialised (a deferred initialisation is completed with one blank image); it takes
-        (N, 3, S, S) float32 batches.
+        (N, 3, S, S) float32 batches. On a Dask cluster it is pickled to the workers, which
+        a hybridized block cannot be: use :class:`ExportedImageEmbedder` for those.
     image_size, batch_size, num_workers, normalize_embeddings, embedding_column :
         As for :class:`ImageEmbedder`.
     """
@@ -234,3 +255,62 @@ class EmbeddingClassifier(ImageClassifier):
 
     def load_model(self, ctx):
         return self.block
+
+
+def _import_block(prefix, epoch):
+    """The block ``HybridBlock.export(prefix, epoch)`` saved; FileNotFoundError naming a
+    missing file."""
+    files = '%s-symbol.json' % prefix, '%s-%04d.params' % (prefix, epoch)
+    for path in files:
+        if not os.path.isfile(path):
+            raise FileNotFoundError('no exported network at %s: %s is missing'
+                                    % (prefix, path))
+    return mx.gluon.SymbolBlock.imports(files[0], ['data'], files[1])
+
+
+class ExportedImageEmbedder(ImageEmbedder):
+    """An :class:`ImageEmbedder` whose network was saved with ``HybridBlock.export(prefix)``;
+    each process that computes a shard loads it from the files (a hybridized network does
+    not pickle, so this is the form a Dask cluster's workers can share).
+
+    Parameters
+    ----------
+    prefix : str
+        ``prefix-symbol.json`` and ``prefix-%04d.params`` (of ``epoch``).
+    epoch : int, default 0
+    image_size, batch_size, num_workers, normalize_embeddings, embedding_column :
+        As for :class:`ImageEmbedder`.
+    """
+
+    def __init__(self, prefix, epoch=0, image_size=224, batch_size=64, num_workers=0,
+                 normalize_embeddings=True, embedding_column='image_embedding'):
+        super().__init__(image_size, batch_size, num_workers, normalize_embeddings,
+                         embedding_column)
+        self.prefix, self.epoch = str(prefix), check_int(epoch, 'epoch', minimum=0)
+        self.model()  # missing or broken files fail here, not in a task
+
+    def load_model(self, ctx):
+        return _import_block(self.prefix, self.epoch)
+
+
+class ExportedEmbeddingClassifier(ImageClassifier):
+    """An :class:`ImageClassifier` whose head was saved with ``HybridBlock.export(prefix)``,
+    loaded from the files by each process that computes a shard.
+
+    Parameters
+    ----------
+    prefix : str
+    pred_column : str
+    epoch : int, default 0
+    embedding_column, pred_type, batch_size :
+        As for :class:`ImageClassifier`.
+    """
+
+    def __init__(self, prefix, pred_column, epoch=0, embedding_column='image_embedding',
+                 pred_type=float, batch_size=4096):
+        super().__init__(embedding_column, pred_column, pred_type, batch_size)
+        self.prefix, self.epoch = str(prefix), check_int(epoch, 'epoch', minimum=0)
+        self.model()
+
+    def load_model(self, ctx):
+        return _import_block(self.prefix, self.epoch)

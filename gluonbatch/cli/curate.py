@@ -1,0 +1,165 @@
+"""``gluonbatch wds embed / score / filter``: curation steps on a dataset directory, computed
+by Dask (local threads with a progress bar, or the scheduler at ``--scheduler ADDRESS``).
+
+``embed`` and ``score`` add a column to the dataset's parquet files (written back in place,
+each atomically); ``filter`` writes the records an expression keeps as a new dataset.
+"""
+import contextlib
+
+from .._core.argtypes import non_negative_int, positive_int
+
+__all__ = ['add_actions', 'dask_options', 'computing_on']
+
+
+@contextlib.contextmanager
+def computing_on(args):
+    """Dask computes on ``args.scheduler`` (a ``distributed`` scheduler address) if given,
+    else on local threads, with a progress bar unless ``--no-progress``."""
+    if args.scheduler:
+        from distributed import Client
+
+        with Client(args.scheduler) as client:
+            print('computing on %s (progress: %s)' % (args.scheduler, client.dashboard_link))
+            yield
+    elif args.progress:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar():
+            yield
+    else:
+        yield
+
+
+def _embedder(args):
+    from ..webdataset import ExportedImageEmbedder, GluonImageEmbedder
+
+    options = dict(image_size=args.image_size, batch_size=args.batch_size,
+                   num_workers=args.num_workers, normalize_embeddings=args.normalize,
+                   embedding_column=args.column)
+    if args.model:
+        return ExportedImageEmbedder(args.model, args.epoch, **options)
+    return GluonImageEmbedder(_zoo_features(args), **options)
+
+
+def _zoo_features(args):
+    from gluoncv.model_zoo import get_model  # the examples' extra
+
+    net = get_model(args.network, pretrained=False)
+    if args.params:
+        net.load_parameters(args.params)
+    else:
+        net.initialize()
+    return getattr(net, 'features', net)
+
+
+def _open(args):
+    from ..webdataset import ImageTextPairDataset
+
+    return ImageTextPairDataset.from_webdataset(args.dir, args.id_col)
+
+
+def _embed(args):
+    ds = _embedder(args)(_open(args))
+    with computing_on(args):
+        written = ds.save_metadata()
+    print('%s: %s for %d records in %d parquet files' % (ds.path, args.column, len(ds),
+                                                         len(written)))
+    return 0
+
+
+def _score(args):
+    from ..webdataset import ExportedEmbeddingClassifier
+
+    ds = ExportedEmbeddingClassifier(args.model, args.column, args.epoch,
+                                     embedding_column=args.embedding_column,
+                                     batch_size=args.batch_size)(_open(args))
+    with computing_on(args):
+        written = ds.save_metadata()
+    print('%s: %s for %d records in %d parquet files' % (ds.path, args.column, len(ds),
+                                                         len(written)))
+    return 0
+
+
+def _filter(args):
+    from ..webdataset import ImageTextPairDataset
+
+    ds = ImageTextPairDataset.from_webdataset(args.src, args.id_col)
+    try:
+        ds.metadata[args.keep_column] = ds.metadata.eval(args.where)
+    except (NameError, SyntaxError, KeyError, TypeError, ValueError) as err:
+        raise ValueError('--where %r is not an expression of the columns %s: %s'
+                         % (args.where, list(map(str, ds.metadata.columns)), err)) from None
+    with computing_on(args):
+        tars = ds.to_webdataset(args.dst, args.keep_column,
+                                samples_per_shard=args.samples_per_shard,
+                                max_shards=args.max_shards, old_id_col=args.old_id_col)
+    if not tars:
+        print('no record of %s satisfies %s; nothing written' % (ds.path, args.where))
+        return 0
+    kept = len(ImageTextPairDataset.from_webdataset(args.dst, args.id_col))
+    print('%s: %d of %d records (%s) in %d shards' % (args.dst, kept, len(ds), args.where,
+                                                      len(tars)))
+    return 0
+
+
+def dask_options(parser):
+    parser.add_argument('--id-col', default='key', help='id column (default: key)')
+    parser.add_argument('--scheduler', metavar='ADDRESS',
+                        help='compute on this Dask scheduler (e.g. tcp://host:8786); '
+                             'default: local threads')
+    parser.add_argument('--no-progress', dest='progress', action='store_false',
+                        help='no progress bar (local threads)')
+
+
+def add_actions(actions, run, reshard_options):
+    """Add ``embed``, ``score`` and ``filter`` to the ``wds`` actions.
+
+    ``reshard_options(parser)`` adds the options ``filter`` shares with ``reshard``.
+    """
+    embed = actions.add_parser('embed', help='add an image embedding column (a Gluon '
+                                             'network run on every image)')
+    embed.add_argument('dir', help='dataset directory (its parquet files gain the column)')
+    source = embed.add_mutually_exclusive_group(required=True)
+    source.add_argument('--model', metavar='PREFIX',
+                        help='a network exported with HybridBlock.export(PREFIX)')
+    source.add_argument('--network', metavar='NAME',
+                        help="a gluoncv model-zoo network, e.g. resnet18_v1b (its "
+                             "features); weights from --params, else random")
+    embed.add_argument('--params', metavar='FILE', help='parameters for --network')
+    embed.add_argument('--epoch', type=non_negative_int, default=0,
+                       help='epoch number of the --model files (default 0)')
+    embed.add_argument('--image-size', type=positive_int, default=224, metavar='S')
+    embed.add_argument('--batch-size', type=positive_int, default=64, metavar='N')
+    embed.add_argument('--num-workers', type=non_negative_int, default=0, metavar='N',
+                       help='DataLoader worker processes per shard (default 0)')
+    embed.add_argument('--column', default='image_embedding', help='column to write')
+    embed.add_argument('--no-normalize', dest='normalize', action='store_false',
+                       help='keep the embeddings unnormalised (default: unit L2 norm)')
+    dask_options(embed)
+    embed.set_defaults(run=run, action=_embed)
+
+    score = actions.add_parser('score', help='add a score column: a Gluon head on the '
+                                             'image embeddings')
+    score.add_argument('dir', help='dataset directory (its parquet files gain the column)')
+    score.add_argument('--model', metavar='PREFIX', required=True,
+                       help='the head, exported with HybridBlock.export(PREFIX)')
+    score.add_argument('--epoch', type=non_negative_int, default=0)
+    score.add_argument('--column', required=True, help='column to write, e.g. '
+                                                       'aesthetic_score')
+    score.add_argument('--embedding-column', default='image_embedding')
+    score.add_argument('--batch-size', type=positive_int, default=4096, metavar='N')
+    dask_options(score)
+    score.set_defaults(run=run, action=_score)
+
+    filtered = actions.add_parser('filter', help='write the records an expression keeps as '
+                                                 'a new, renumbered dataset')
+    filtered.add_argument('src', help='source dataset directory')
+    filtered.add_argument('dst', help='destination directory (not the source)')
+    filtered.add_argument('--where', required=True, metavar='EXPR',
+                          help="a DataFrame.eval expression of the metadata columns, e.g. "
+                               "'aesthetic_score > 5 and width >= 256'")
+    filtered.add_argument('--keep-column', default='keep',
+                          help='the column the expression is written to (default keep)')
+    reshard_options(filtered)
+    dask_options(filtered)
+    filtered.set_defaults(run=run, action=_filter)
