@@ -28,6 +28,7 @@ Examples
 """
 import os
 import uuid
+import warnings
 
 import mxnet as mx
 import numpy as np
@@ -265,7 +266,10 @@ def _import_block(prefix, epoch):
         if not os.path.isfile(path):
             raise FileNotFoundError('no exported network at %s: %s is missing'
                                     % (prefix, path))
-    return mx.gluon.SymbolBlock.imports(files[0], ['data'], files[1])
+    with warnings.catch_warnings():
+        # MXNet warns that the input's dtype is not given; it is float32, as exported
+        warnings.simplefilter('ignore', UserWarning)
+        return mx.gluon.SymbolBlock.imports(files[0], ['data'], files[1])
 
 
 class ExportedImageEmbedder(ImageEmbedder):
