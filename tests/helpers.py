@@ -277,6 +277,11 @@ def files(directory):
     return sorted(os.listdir(directory))
 
 
+def visible(directory):
+    """The files of ``directory`` a dataset reader sees: not hidden ones."""
+    return [name for name in files(directory) if not name.startswith('.')]
+
+
 def cut(path, size):
     with open(path, 'r+b') as handle:
         handle.truncate(size)

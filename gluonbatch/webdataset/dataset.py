@@ -263,8 +263,9 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         ----------
         path : str or os.PathLike, optional
             Directory to write into (created if needed). By default the dataset's own
-            directory, whose parquet files are then replaced atomically (each is written to
-            a temporary name and renamed over the old one).
+            directory. The files are written into a hidden directory first and renamed
+            over the old ones only when every shard is written: a failure (rows that no
+            longer match a shard, say) changes no file.
         columns : list of str, optional
             Save only these columns; the id column is always saved (first, if not listed).
 
@@ -305,11 +306,13 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         ``max_shards + d`` digits, where ``d = ceil(log10(samples_per_shard))``; its members
         are renamed ``<new id>.<ext>`` and its ``.json`` member gets the new id in ``id_col``
         (and the old one in ``old_id_col``), so the JSON, the parquet and the member names
-        agree; the other members are copied byte for byte. Each shard is written as ``NNNNN.tar`` (``max_shards``
-        digits), ``NNNNN.parquet`` (the metadata, id column renumbered) and ``NNNNN.idx``,
-        each to a temporary name (``.NNNNN.tar.tmp``) renamed when complete; the tar before
-        the index and the parquet. Records are read and written one at a time, so memory is
-        bounded by one output shard's metadata, not by the dataset.
+        agree; the other members are copied byte for byte. Each shard is written as
+        ``NNNNN.tar`` (``max_shards`` digits), ``NNNNN.parquet`` (the metadata, id column
+        renumbered) and ``NNNNN.idx``, one Dask task per shard, into a hidden directory of
+        ``path``; only when every shard is written are they renamed into place (the tar
+        before the index and the parquet), so a failed run leaves no shard. Records are
+        read and written one at a time, so a task's memory is bounded by one output
+        shard's metadata. The metadata's rows are checked against the records' ids.
 
         Parameters
         ----------
@@ -349,6 +352,6 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         [['000000', '000000'], ['000001', '000002'], ['000002', '000010'], ['000010', '000011']]
         >>> tmp.cleanup()
         """
-        return reshard(self._checked_metadata(), self._shards, self._reader.read_members,
+        return reshard(self._checked_metadata(), self._shards, self._reader,
                        self.path, self.id_col, path, filter_column, samples_per_shard,
                        max_shards, old_id_col)

@@ -72,6 +72,10 @@ class RecordReader:
 
     # ---------------------------------------------------------------- reading
 
+    def shard_ids(self, shard):
+        """The record ids of ``shard`` (one of :attr:`shards`, not empty), in record order."""
+        return self.locate(shard.start)[1].ids
+
     def locate(self, i):
         """``(shard number, the shard's records, record i's row in them)``."""
         number = int(np.searchsorted(self._starts, i, side='right')) - 1

@@ -1,12 +1,15 @@
 """Writing: the resharding writer behind ``to_webdataset`` and the parquet writer behind
 ``save_metadata``, each one Dask task per shard on whatever scheduler is active; every file
 is written to a temporary name and renamed when complete."""
+import contextlib
 import json
 import logging
 import os
 import re
+import shutil
 import tarfile
 import time
+import uuid
 
 import dask
 import numpy as np
@@ -16,7 +19,7 @@ import pyarrow.parquet as pq
 
 from .index import format_index
 from .._core.checks import check_int
-from .shards import SHARD_FILE, examples, remove_quietly, replacing, temporary_name
+from .shards import SHARD_FILE, examples, remove_quietly, temporary_name
 from .tar import BLOCK, member_header, padded
 
 _LOG = logging.getLogger(__name__)
@@ -105,34 +108,57 @@ class ShardWriter:
 
 
 _SHARD_EXTS = ('tar', 'idx', 'parquet')  # the order they are renamed in: the tar first
+_STAGING_PREFIX = '.partial-'
 _TEMPORARY_SHARD_FILE = re.compile(r'^\.\d+\.(tar|idx|parquet)\.tmp$')
 
 
-def commit_shard(directory, stem):
-    """Rename a finished shard's temporary files into place; returns the tar's path."""
+def commit_shard(directory, stem, destination=None):
+    """Rename a finished shard's temporary files in ``directory`` into place in
+    ``destination`` (default: the same directory); returns the tar's path."""
+    destination = directory if destination is None else destination
     for ext in _SHARD_EXTS:
-        final = os.path.join(directory, '%s.%s' % (stem, ext))
-        os.replace(temporary_name(final), final)
-    return os.path.join(directory, stem + '.tar')
+        name = '%s.%s' % (stem, ext)
+        os.replace(temporary_name(os.path.join(directory, name)),
+                   os.path.join(destination, name))
+    return os.path.join(destination, stem + '.tar')
 
 
-def remove_temporary_shards(directory):
-    """Remove the temporary shard files a failed or killed run left in ``directory``."""
+@contextlib.contextmanager
+def staging(directory):
+    """A hidden directory in ``directory`` that a run's tasks write into, removed at the end
+    whatever happens; a task still running after a failure finds it gone and writes
+    nothing. What a killed run left is removed first."""
     for name in os.listdir(directory):
-        if _TEMPORARY_SHARD_FILE.match(name):
+        if name.startswith(_STAGING_PREFIX):
+            shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+        elif _TEMPORARY_SHARD_FILE.match(name):
             remove_quietly(os.path.join(directory, name))
+    path = os.path.join(directory, _STAGING_PREFIX + uuid.uuid4().hex)
+    os.mkdir(path)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
-def check_rows(frame, shard):
+def check_rows(frame, shard, id_col, ids=None):
     """Raise unless ``frame`` (a computed partition of the metadata) still has ``shard``'s
-    rows: the same number, indexed by their record numbers."""
+    rows: the same number, indexed by their record numbers, ids in record order (sorted),
+    and equal to ``ids`` (the shard's record ids) when given."""
+    problem = None
     if len(frame) != shard.stop - shard.start or not frame.index.equals(
             pd.RangeIndex(shard.start, shard.stop)):
-        raise ValueError('the metadata of %s has %d rows (index %s..); it had %d (%d..%d) '
-                         'when the dataset was opened: rows were added, removed or '
-                         'reordered; add columns, but keep the rows'
-                         % (shard.parquet, len(frame), frame.index[:1].tolist(),
-                            shard.stop - shard.start, shard.start, shard.stop - 1))
+        problem = '%d rows (index %s..); it had %d (%d..%d)' % (
+            len(frame), frame.index[:1].tolist(), shard.stop - shard.start, shard.start,
+            shard.stop - 1)
+    elif id_col in frame.columns and not frame[id_col].is_monotonic_increasing:
+        problem = 'its ids out of record order'
+    elif ids is not None and not np.array_equal(frame[id_col].to_numpy(dtype=str), ids):
+        problem = 'ids that are not its records\' ids'
+    if problem:
+        raise ValueError('the metadata of %s has %s when the dataset was opened: rows were '
+                         'added, removed or reordered, or ids changed; add columns, but keep '
+                         'the rows' % (shard.parquet, problem))
 
 
 def with_json_ids(members, ids, source):
@@ -172,17 +198,16 @@ def partitions(frame):
         return frame.to_delayed()
 
 
-def _write_parquet(frame, shard, final):
-    check_rows(frame, shard)
-    with replacing(final) as tmp:
-        write_parquet(frame, tmp)
-    return final
+def _write_parquet(frame, shard, id_col, path):
+    check_rows(frame, shard, id_col)
+    write_parquet(frame, path)
 
 
 def save_metadata(frame, id_col, shards, directory, columns=None):
     """Write ``frame`` (the dataset's Dask metadata) as one parquet per shard, one task per
     shard; the work of :meth:`ImageTextPairDataset.save_metadata` (which documents the
-    arguments). Each file is written to a temporary name and renamed over the old one.
+    arguments). The files are written into a hidden directory and, once every shard is
+    written, each renamed over the old one: a failure changes no file.
     """
     if columns is not None:
         columns = [columns] if isinstance(columns, str) else list(columns)
@@ -195,15 +220,20 @@ def save_metadata(frame, id_col, shards, directory, columns=None):
         frame = frame[columns]
     directory = os.path.abspath(os.fspath(directory))
     os.makedirs(directory, exist_ok=True)
-    tasks = [dask.delayed(_write_parquet)(part, shard,
-                                          os.path.join(directory, shard.stem + '.parquet'))
-             for part, shard in zip(partitions(frame), shards)]
-    return list(dask.compute(*tasks))
+    names = [shard.stem + '.parquet' for shard in shards]
+    with staging(directory) as stage:
+        dask.compute(*[dask.delayed(_write_parquet)(part, shard, id_col,
+                                                    os.path.join(stage, name))
+                       for part, shard, name in zip(partitions(frame), shards, names)])
+        # every shard is written: now they replace the old files, each atomically
+        for name in names:
+            os.replace(os.path.join(stage, name), os.path.join(directory, name))
+    return [os.path.join(directory, name) for name in names]
 
 
 def _kept_rows(frame, shard, filter_column):
     """The rows of one partition whose ``filter_column`` is True."""
-    check_rows(frame, shard)
+    check_rows(frame, shard, None)
     column = frame[filter_column]
     if column.isna().any():
         raise TypeError('to_webdataset: filter column %r of %s holds missing values; it must '
@@ -211,7 +241,7 @@ def _kept_rows(frame, shard, filter_column):
     return np.flatnonzero(column.to_numpy(dtype=bool))
 
 
-def _write_output_shard(read_members, destination, stem, first_id, width, pieces, partitions,
+def _write_output_shard(reader, destination, stem, first_id, width, pieces, partitions,
                         id_col, old_id_col, mtime, source):
     """Write one output shard from ``pieces`` (``(input shard, rows)``, with the computed
     ``partitions`` of those shards) under temporary names; the records' new ids are
@@ -220,14 +250,14 @@ def _write_output_shard(read_members, destination, stem, first_id, width, pieces
     try:
         metas, number = [], first_id
         for (shard, rows), frame in zip(pieces, partitions):
-            check_rows(frame, shard)
+            check_rows(frame, shard, id_col, reader.shard_ids(shard))
             meta = frame.iloc[rows]
             for row, old_id in zip(rows.tolist(), meta[id_col].tolist()):
                 new_id = '%0*d' % (width, number)
                 ids = {id_col: new_id}
                 if old_id_col is not None:
                     ids[old_id_col] = old_id
-                writer.add(new_id, with_json_ids(read_members(shard.start + row), ids,
+                writer.add(new_id, with_json_ids(reader.read_members(shard.start + row), ids,
                                                  'record %r of %s' % (old_id, source)))
                 number += 1
             metas.append(meta)
@@ -242,14 +272,14 @@ def _write_output_shard(read_members, destination, stem, first_id, width, pieces
     return stem
 
 
-def reshard(frame, shards, read_members, source, id_col, path, filter_column,
-            samples_per_shard, max_shards, old_id_col):
+def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_per_shard,
+            max_shards, old_id_col):
     """Write the records of ``frame`` kept by ``filter_column`` as a new, renumbered dataset.
 
     The work of :meth:`ImageTextPairDataset.to_webdataset` (which documents the arguments):
     ``frame`` is the dataset's Dask metadata (one partition per shard of ``shards``),
-    ``read_members(i)`` returns record ``i``'s members as ``[(ext, bytes), ...]`` and
-    ``source`` is the source directory. Two computations on the active Dask scheduler: the
+    ``reader`` the dataset's :class:`~gluonbatch.webdataset.reader.RecordReader` and
+    ``source`` the source directory. Two computations on the active Dask scheduler: the
     kept rows of every input shard, then one task per output shard. The output shards are
     renamed into place only when every task has succeeded.
     """
@@ -296,22 +326,18 @@ def reshard(frame, shards, read_members, source, id_col, path, filter_column,
                   source, filter_column)
         return []
     os.makedirs(destination, exist_ok=True)
-    remove_temporary_shards(destination)
     digits = id_digits(samples_per_shard)
-    tasks = _output_tasks(frame, shards, kept, samples_per_shard, digits, max_shards,
-                          read_members, destination, id_col, old_id_col, source)
-    try:
-        stems = dask.compute(*tasks)
-    except BaseException:
-        remove_temporary_shards(destination)
-        raise
-    written = [commit_shard(destination, stem) for stem in stems]
+    with staging(destination) as stage:
+        stems = dask.compute(*_output_tasks(frame, shards, kept, samples_per_shard, digits,
+                                            max_shards, reader, stage, id_col, old_id_col,
+                                            source))
+        written = [commit_shard(stage, stem, destination) for stem in stems]
     _LOG.info('to_webdataset: wrote %d of %d records of %s into %d shard(s) in %s',
               total, shards[-1].stop, source, num_shards, destination)
     return written
 
 
-def _output_tasks(frame, shards, kept, samples_per_shard, digits, max_shards, read_members,
+def _output_tasks(frame, shards, kept, samples_per_shard, digits, max_shards, reader,
                   destination, id_col, old_id_col, source):
     """One Dask task per output shard, each given the input partitions it draws from."""
     parts_of = partitions(frame)
@@ -327,7 +353,7 @@ def _output_tasks(frame, shards, kept, samples_per_shard, digits, max_shards, re
             pieces.append((shards[n], rows[begin:end][owners[begin:end] == n]))
             parts.append(parts_of[n])
         tasks.append(dask.delayed(_write_output_shard)(
-            read_members, destination, '%0*d' % (max_shards, shard_number),
+            reader, destination, '%0*d' % (max_shards, shard_number),
             10 ** digits * shard_number, max_shards + digits, pieces, parts, id_col,
             old_id_col, mtime, source))
     return tasks
