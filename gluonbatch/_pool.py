@@ -21,6 +21,7 @@ Examples
 [[0.0, 1.0], [2.0, 3.0], [4.0]]
 """
 import collections
+import io
 import multiprocessing
 import os
 import pickle
@@ -87,14 +88,25 @@ def _error_payload(error, indices):
     notes.append('in DataLoader worker process %d:\n%s' % (
         os.getpid(), ''.join(traceback.format_exception(error)).rstrip('\n')))
     try:
-        payload = pickle.dumps((error, notes), pickle.HIGHEST_PROTOCOL)
+        payload = _own_pickle((error, notes))
         pickle.loads(payload)  # some exceptions pickle but cannot be rebuilt
         return payload
     except Exception as failure:
         stand_in = RuntimeError('%s.%s: %s (the worker could not send the exception itself: '
                                 '%s: %s)' % (type(error).__module__, type(error).__qualname__,
                                              error, type(failure).__name__, failure))
-        return pickle.dumps((stand_in, notes), pickle.HIGHEST_PROTOCOL)
+        return _own_pickle((stand_in, notes))
+
+
+def _own_pickle(value):
+    """``value`` pickled by its types' own reductions, ignoring reducers registered with
+    ``copyreg``: a library can register one for every exception type (``distributed``,
+    through ``tblib``), and what a worker sends must not depend on what it imported."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = {}
+    pickler.dump(value)
+    return buffer.getvalue()
 
 
 def _raise_worker_error(payload):
