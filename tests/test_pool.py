@@ -1,5 +1,6 @@
 """The worker pool of DetectionDataLoader and RandomTransformDataLoader (gluonbatch._pool),
 exercised through those public loaders."""
+import copyreg
 import errno
 import gc
 import multiprocessing
@@ -98,6 +99,11 @@ ERRORS = [
     lambda idx: LabelError('label of sample %d is negative' % idx, idx),
     lambda idx: ValueError('bad sample %d' % idx),
 ]
+def rebuild_renamed(message):
+    """What a copyreg reducer would rebuild a RenamedArgsError with."""
+    return RenamedArgsError(message, 'x')
+
+
 UNPICKLABLE = [lambda idx: LockedError('locked at %d' % idx),
                lambda idx: RenamedArgsError('renamed at %d' % idx, 'x')]
 KINDS = ERRORS + UNPICKLABLE
@@ -192,6 +198,19 @@ def test_errors_arrive_unchanged_with_notes(loaders, num_workers, kind, fail_at)
             errno.ENOENT, 'No such file or directory', '/data/image-%d.jpg' % fail_at)
     assert arrived == fail_at // BATCH  # the batches before the failing one arrived
     check_notes(error, fail_at, num_workers)
+
+
+def test_what_travels_does_not_depend_on_copyreg(monkeypatch):
+    """A library may register a reducer for every exception type (``distributed`` does,
+    through ``tblib``); the workers' errors travel, or not, as without it."""
+    monkeypatch.setitem(copyreg.dispatch_table, RenamedArgsError,
+                        lambda error: (rebuild_renamed, ('renamed at 7',)))
+    for num_workers in (1, 2):  # new loaders: their workers inherit the reducer
+        dataset = Failing()
+        fresh = {num_workers: (dataset, detection_loader(dataset, batch_size=BATCH,
+                                                         num_workers=num_workers))}
+        error, _ = first_error(fresh, num_workers, len(ERRORS) + 1, 7)
+        assert type(error) is RuntimeError and 'RenamedArgsError' in str(error)
 
 
 def test_key_error_message_is_not_requoted(loaders):
