@@ -58,26 +58,25 @@ def _open(args):
     return ImageTextPairDataset.from_webdataset(args.dir, args.id_col)
 
 
-def _embed(args):
-    ds = _embedder(args)(_open(args))
+def _save_column(ds, args):
+    """Compute the dataset's new column ``args.column`` and write it into its parquets."""
     with computing_on(args):
         written = ds.save_metadata()
     print('%s: %s for %d records in %d parquet files' % (ds.path, args.column, len(ds),
                                                          len(written)))
     return 0
+
+
+def _embed(args):
+    return _save_column(_embedder(args)(_open(args)), args)
 
 
 def _score(args):
     from ..webdataset import ExportedEmbeddingClassifier
 
-    ds = ExportedEmbeddingClassifier(args.model, args.column, args.epoch,
-                                     embedding_column=args.embedding_column,
-                                     batch_size=args.batch_size)(_open(args))
-    with computing_on(args):
-        written = ds.save_metadata()
-    print('%s: %s for %d records in %d parquet files' % (ds.path, args.column, len(ds),
-                                                         len(written)))
-    return 0
+    return _save_column(ExportedEmbeddingClassifier(
+        args.model, args.column, args.epoch, embedding_column=args.embedding_column,
+        batch_size=args.batch_size)(_open(args)), args)
 
 
 def _filter(args):

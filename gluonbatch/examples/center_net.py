@@ -14,8 +14,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from ..batchify import Pad, Stack, Tuple
-from .runner import detection_dataset, loader_parser, run_example
+from .runner import detection_dataset, detector_loaders, loader_parser, run_example
 
 TRAIN_FIELDS = ('image', 'heatmap_targets', 'wh_targets', 'wh_masks', 'center_reg_targets',
                 'center_reg_masks')
@@ -110,15 +109,7 @@ def build(args):
     val_data = detection_dataset(args, split='val').transform(
         CenterNetDefaultValTransform(size, size))
 
-    def train_loader(batchify_fn):
-        return gluon.data.DataLoader(train_data, args.batch_size, shuffle=True,
-                                     batchify_fn=batchify_fn, last_batch='rollover',
-                                     num_workers=args.num_workers)
-
-    val_loader = gluon.data.DataLoader(
-        val_data, args.batch_size, shuffle=False, last_batch='keep',
-        batchify_fn=Tuple(Stack(), Pad(pad_val=-1, num_shards=args.num_shards)),
-        num_workers=args.num_workers)
+    train_loader, val_loader, _ = detector_loaders(args, train_data, val_data)
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
             'train_batchify': train_batchify(batchify), 'train_data': train_data,
             'gluoncv_batchify': train_batchify}

@@ -7,6 +7,7 @@ import mxnet as mx
 import numpy as np
 
 from .._core.tree import array_leaves
+from ..batchify import Pad, Stack, Tuple
 from .._core.argtypes import non_negative_int, positive_int
 from .synthetic import SyntheticDetection
 
@@ -78,6 +79,26 @@ def detection_dataset(args, masks=False, split='train'):
         return kind(root=args.coco_root, splits='instances_%s2017' % split, skip_empty=True)
     return SyntheticDetection(length=args.samples, masks=masks,
                               seed=args.seed + (0 if split == 'train' else 1))
+
+
+def detector_loaders(args, train_data, val_data):
+    """The loaders gluoncv's single-stage detector scripts (SSD, YOLOv3, CenterNet) build.
+
+    Returns ``(train_loader, val_loader, val_batchify)``: ``train_loader(batchify_fn)``
+    makes the shuffled training loader (``last_batch='rollover'``) with a batchify
+    function; the validation loader keeps the last batch and stacks images beside labels
+    padded with -1, in ``--num-shards`` shards.
+    """
+    def train_loader(batchify_fn):
+        return mx.gluon.data.DataLoader(train_data, args.batch_size, shuffle=True,
+                                        batchify_fn=batchify_fn, last_batch='rollover',
+                                        num_workers=args.num_workers)
+
+    val_batchify = Tuple(Stack(), Pad(pad_val=-1, num_shards=args.num_shards))
+    val_loader = mx.gluon.data.DataLoader(val_data, args.batch_size, shuffle=False,
+                                          last_batch='keep', batchify_fn=val_batchify,
+                                          num_workers=args.num_workers)
+    return train_loader, val_loader, val_batchify
 
 
 def shard_list(field):

@@ -11,8 +11,8 @@ import warnings
 import mxnet as mx
 from mxnet import autograd, gluon
 
-from ..batchify import Pad, Stack, Tuple
-from .runner import detection_dataset, loader_parser, run_example
+from ..batchify import Stack, Tuple
+from .runner import detection_dataset, detector_loaders, loader_parser, run_example
 
 TRAIN_FIELDS = ('image', 'cls_targets', 'box_targets')
 VAL_FIELDS = ('image', 'label')
@@ -35,15 +35,7 @@ def build(args):
     train_data = detection_dataset(args).transform(train_transform)
     val_data = detection_dataset(args, split='val').transform(SSDDefaultValTransform(size, size))
 
-    def train_loader(batchify_fn):
-        return gluon.data.DataLoader(train_data, args.batch_size, shuffle=True,
-                                     batchify_fn=batchify_fn, last_batch='rollover',
-                                     num_workers=args.num_workers)
-
-    val_batchify = Tuple(Stack(), Pad(pad_val=-1, num_shards=args.num_shards))
-    val_loader = gluon.data.DataLoader(val_data, args.batch_size, shuffle=False,
-                                       last_batch='keep', batchify_fn=val_batchify,
-                                       num_workers=args.num_workers)
+    train_loader, val_loader, val_batchify = detector_loaders(args, train_data, val_data)
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
             'train_batchify': Tuple(Stack(), Stack(), Stack()), 'val_data': val_data,
             'gluoncv_batchify': lambda gcv: gcv.Tuple(gcv.Stack(), gcv.Stack(), gcv.Stack()),
