@@ -130,7 +130,7 @@ def add_actions(actions, run, reshard_options):
     embed.add_argument('--image-size', type=positive_int, default=224, metavar='S')
     embed.add_argument('--batch-size', type=positive_int, default=64, metavar='N')
     embed.add_argument('--num-workers', type=non_negative_int, default=0, metavar='N',
-                       help='DataLoader worker processes per shard (default 0)')
+                       help='DataLoader worker threads per shard (default 0)')
     embed.add_argument('--column', default='image_embedding', help='column to write')
     embed.add_argument('--no-normalize', dest='normalize', action='store_false',
                        help='keep the embeddings unnormalised (default: unit L2 norm)')

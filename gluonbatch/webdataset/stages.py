@@ -35,7 +35,6 @@ import numpy as np
 import pandas as pd
 
 from .._core.checks import check_callable, check_int
-from .._pool import PooledLoader
 from ..batchify import Stack
 
 __all__ = ['ImageEmbedder', 'GluonImageEmbedder', 'ExportedImageEmbedder', 'ImageClassifier',
@@ -91,8 +90,8 @@ class _Stage:
 class ImageEmbedder(_Stage):
     """Base class of image embedders: adds one embedding per record as a metadata column.
 
-    A shard is embedded by reading its records through a gluonbatch DataLoader
-    (``num_workers`` processes decoding and resizing, gluonbatch's ``Stack`` batchifying)
+    A shard is embedded by reading its records through a DataLoader (``num_workers``
+    threads decoding and resizing, gluonbatch's ``Stack`` batchifying)
     and running the model of :meth:`load_model` on each batch. Subclasses define
     :meth:`load_model`; :meth:`transform` is the preprocessing.
 
@@ -102,7 +101,8 @@ class ImageEmbedder(_Stage):
         Images are resized to ``image_size`` x ``image_size`` (bilinear).
     batch_size : int, default 64
     num_workers : int, default 0
-        DataLoader worker processes per shard.
+        DataLoader worker threads per shard (threads: Dask runs each shard's task in a
+        thread of its own, and a process forked beside other threads can deadlock).
     normalize_embeddings : bool, default True
         Divide each embedding by its L2 norm.
     embedding_column : str, default 'image_embedding'
@@ -130,10 +130,11 @@ class ImageEmbedder(_Stage):
         (anything whose ``[i][0]`` is record ``i``'s image)."""
         images = mx.gluon.data.SimpleDataset(list(indices)).transform(
             lambda i: self.transform(dataset[i][0]), lazy=True)
-        # gluonbatch's loader: MXNet's sets signal handlers, which only the main thread may,
-        # and Dask computes shards in other threads
-        loader = PooledLoader(images, batch_size=self.batch_size, batchify_fn=Stack(),
-                              num_workers=self.num_workers)
+        # Worker threads, not processes: Dask computes shards in threads of its own, and
+        # forking beside them can copy a lock another thread holds into the child.
+        loader = mx.gluon.data.DataLoader(images, batch_size=self.batch_size,
+                                          batchify_fn=Stack(), num_workers=self.num_workers,
+                                          thread_pool=True)
         model = self.model()
         parts = [model(batch.as_in_context(mx.cpu())).asnumpy() for batch in loader]
         embeddings = np.concatenate(parts).reshape(len(indices), -1).astype(np.float32)
