@@ -1,4 +1,4 @@
-"""The record table: per record its shard, its members' offsets, sizes and extensions;
+"""The record table: per record its members' offsets, sizes and extensions, in one shard;
 and the parquet metadata, read and checked against each shard's tar or index."""
 import os
 
@@ -60,7 +60,7 @@ class RecordTable:
 
     def __init__(self):
         self.exts, self.codes = [], {}
-        self.members, self.starts, self.shards, self.slots = [], [0], [], []
+        self.members, self.starts, self.slots = [], [0], []
         self.heads = []
 
     def code(self, ext):
@@ -69,7 +69,7 @@ class RecordTable:
             self.exts.append(ext)
         return self.codes[ext]
 
-    def add_shard(self, number, shard, samples, ids):
+    def add_shard(self, shard, samples, ids):
         """Add a shard's records in the order of ``ids``, checking them against its tar."""
         where = shard.idx or shard.tar
         by_key = dict(samples)
@@ -101,7 +101,6 @@ class RecordTable:
                 slots.append(lowered.index(wanted))
             self.members.extend((offset, size, self.code(ext)) for ext, offset, size in files)
             self.starts.append(len(self.members))
-            self.shards.append(number)
             self.slots.append(slots)
         added = np.array(self.members[len(self.heads):], dtype=np.int64).reshape(-1, 3)
         self.heads.extend(header_starts(added[:, 0], added[:, 1]).tolist())
@@ -110,7 +109,6 @@ class RecordTable:
         members = np.array(self.members, dtype=np.int64).reshape(-1, 3)
         return (np.column_stack([members, np.array(self.heads, dtype=np.int64)]),
                 np.array(self.starts, dtype=np.int64),
-                np.array(self.shards, dtype=np.int32),
                 np.array(self.slots, dtype=np.int16).reshape(-1, 3))
 
 
@@ -150,8 +148,8 @@ class ShardRecords:
         else:
             samples = group_members(scan_tar(shard.tar), shard.tar)
         table = RecordTable()
-        table.add_shard(0, shard, samples, ids)
-        self.members, self.starts, _, self.slots = table.arrays()
+        table.add_shard(shard, samples, ids)
+        self.members, self.starts, self.slots = table.arrays()
         self.spans = record_spans(self.members, self.starts)
         self.ids = np.array(ids, dtype=str)
         self.exts = table.exts
