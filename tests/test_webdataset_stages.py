@@ -1,5 +1,8 @@
 """The curation stages: the embedder's column is the net run on the decoded images, the
 classifier's the head run on the embeddings, both lazy, both stored as parquet."""
+import threading
+import time
+
 import mxnet as mx
 import numpy as np
 import pyarrow.parquet as pq
@@ -68,6 +71,33 @@ def test_the_embedding_column_is_the_net_on_each_image_in_record_order(source, n
     assert net.images == before + len(ds)  # each record once
     np.testing.assert_allclose(got, _by_hand(ds, net), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1, rtol=1e-5)
+
+
+class OverlapNet(mx.gluon.nn.Block):
+    """A net that records how many threads were inside its forward at once."""
+
+    def __init__(self):
+        super().__init__()
+        self.inside, self.most = 0, 0
+        self.guard = threading.Lock()
+
+    def forward(self, x):
+        with self.guard:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+        time.sleep(0.05)  # long enough for a second shard's thread to arrive
+        with self.guard:
+            self.inside -= 1
+        return x.reshape((0, -1)).sum(axis=1, keepdims=True)
+
+
+def test_shards_computed_in_parallel_never_call_the_net_at_once(source):
+    ds = ImageTextPairDataset.from_webdataset(source, ID)
+    net = OverlapNet()
+    GluonImageEmbedder(net, image_size=SIZE, batch_size=1)(ds)
+    EmbeddingClassifier(net, 'score', embedding_column='image_embedding', batch_size=1)(ds)
+    frame = ds.metadata.compute(scheduler='threads', num_workers=3)
+    assert net.most == 1 and len(frame) == len(ds)
 
 
 def test_embeddings_unnormalised_and_in_another_column(source):

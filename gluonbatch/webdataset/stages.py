@@ -4,7 +4,8 @@ classifier on the embeddings, each adding a column to a dataset's lazy metadata.
 Calling a stage on an :class:`~gluonbatch.webdataset.ImageTextPairDataset` returns the
 dataset with a new column computed per shard (``map_partitions``): nothing runs until the
 metadata is computed (``save_metadata``, ``to_webdataset``, ``compute``), on whatever Dask
-scheduler is active. The model is loaded once per process that computes a shard.
+scheduler is active. The model is loaded once per process that computes a shard and runs
+one batch at a time there (a Gluon block is not safe to call from two threads at once).
 
 Examples
 --------
@@ -27,6 +28,7 @@ Examples
 >>> tmp.cleanup()
 """
 import os
+import threading
 import uuid
 import warnings
 
@@ -35,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .._core.checks import check_callable, check_int
+from .._core.process import ProcessLocal
 from ..batchify import Stack
 
 __all__ = ['ImageEmbedder', 'GluonImageEmbedder', 'ExportedImageEmbedder', 'ImageClassifier',
@@ -43,6 +46,11 @@ __all__ = ['ImageEmbedder', 'GluonImageEmbedder', 'ExportedImageEmbedder', 'Imag
 # ImageNet statistics, which gluoncv's model-zoo backbones were trained with
 _MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255
 _STD = np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255
+
+# Dask computes shards in several threads, and a Gluon block (a hybridized one above all)
+# is not safe to call from two threads at once; stages may share a block, so the lock is
+# the process's, not the stage's
+_MODEL_CALLS = ProcessLocal(threading.Lock)
 
 
 class _ColumnTask:
@@ -60,7 +68,8 @@ class _ColumnTask:
 
 
 class _Stage:
-    """What every stage shares: the model, loaded once per process, never pickled."""
+    """What every stage shares: the model, loaded once per process, never pickled, and
+    run on one batch at a time per process."""
 
     def __init__(self, batch_size):
         self.batch_size = check_int(batch_size, 'batch_size', minimum=1)
@@ -71,10 +80,12 @@ class _Stage:
         """The Gluon block to run on ``ctx`` (subclasses build or load it here)."""
         raise NotImplementedError('%s must define load_model(ctx)' % type(self).__name__)
 
-    def model(self):
-        if self._model is None:
-            self._model = self.load_model(mx.cpu())
-        return self._model
+    def run(self, batch):
+        """The model's output on one batch, as a numpy array (loading the model first)."""
+        with _MODEL_CALLS.get():
+            if self._model is None:
+                self._model = self.load_model(mx.cpu())
+            return self._model(batch).asnumpy()
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -135,8 +146,7 @@ class ImageEmbedder(_Stage):
         loader = mx.gluon.data.DataLoader(images, batch_size=self.batch_size,
                                           batchify_fn=Stack(), num_workers=self.num_workers,
                                           thread_pool=True)
-        model = self.model()
-        parts = [model(batch.as_in_context(mx.cpu())).asnumpy() for batch in loader]
+        parts = [self.run(batch.as_in_context(mx.cpu())) for batch in loader]
         embeddings = np.concatenate(parts).reshape(len(indices), -1).astype(np.float32)
         if self.normalize_embeddings:
             embeddings /= np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-12)
@@ -210,9 +220,8 @@ class ImageClassifier(_Stage):
 
     def predict(self, embeddings):
         """The predictions for an (N, D) float32 array of embeddings."""
-        model = self.model()
-        parts = [self.postprocess(model(mx.nd.array(embeddings[start:start + self.batch_size],
-                                                    dtype=np.float32)).asnumpy())
+        parts = [self.postprocess(self.run(mx.nd.array(
+                     embeddings[start:start + self.batch_size], dtype=np.float32)))
                  for start in range(0, len(embeddings), self.batch_size)]
         if not parts:
             return np.empty(0, self.pred_type)
@@ -292,7 +301,8 @@ class ExportedImageEmbedder(ImageEmbedder):
         super().__init__(image_size, batch_size, num_workers, normalize_embeddings,
                          embedding_column)
         self.prefix, self.epoch = str(prefix), check_int(epoch, 'epoch', minimum=0)
-        self.model()  # missing or broken files fail here, not in a task
+        # missing or broken files fail here, not in a task
+        self._model = self.load_model(mx.cpu())
 
     def load_model(self, ctx):
         return _import_block(self.prefix, self.epoch)
@@ -315,7 +325,7 @@ class ExportedEmbeddingClassifier(ImageClassifier):
                  pred_type=float, batch_size=4096):
         super().__init__(embedding_column, pred_column, pred_type, batch_size)
         self.prefix, self.epoch = str(prefix), check_int(epoch, 'epoch', minimum=0)
-        self.model()
+        self._model = self.load_model(mx.cpu())
 
     def load_model(self, ctx):
         return _import_block(self.prefix, self.epoch)
