@@ -58,6 +58,48 @@ def opened(monkeypatch):
     return paths
 
 
+@pytest.fixture
+def columns_read(monkeypatch):
+    """The ``columns`` of every parquet read from now on (None: every column)."""
+    reads = []
+    read = pq.ParquetFile.read
+
+    def recording_read(self, columns=None, *args, **kwargs):
+        reads.append(None if columns is None else sorted(columns))
+        return read(self, columns, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, 'read', recording_read)
+    return reads
+
+
+def test_a_computation_reads_only_the_columns_it_needs(source, columns_read):
+    path, _ = source
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds.metadata['wide'] = ds.metadata['width'] > 10
+    want = _pandas_metadata(path)
+    assert ds.metadata['wide'].sum().compute() == (want['width'] > 10).sum()
+    assert columns_read == [sorted([ID, 'width'])] * len(SIZES)  # the id sorts the rows
+    del columns_read[:]
+    whole = ds.metadata.compute()
+    assert columns_read == [None] * len(SIZES)
+    pd.testing.assert_frame_equal(_plain(whole).drop(columns='wide'), want)
+
+
+@pytest.mark.parametrize('compute', [lambda frame: frame.compute(),
+                                     lambda frame: frame['width'].sum().compute()],
+                         ids=['every-column', 'one-column'])
+def test_a_shard_with_other_columns_is_refused_naming_it(tmp_path, compute):
+    make_dataset(str(tmp_path), sizes=SIZES)
+    odd = str(tmp_path / '00002.parquet')
+    frame = pd.read_parquet(odd)
+    frame['extra'] = 1
+    frame.to_parquet(odd, index=False)
+    ds = ImageTextPairDataset.from_webdataset(tmp_path, ID)
+    with pytest.raises(ValueError, match=r"00002.parquet has columns \[.*'extra'\]; the "
+                                         r"dataset's first shard has"):
+        compute(ds.metadata)
+
+
 def test_building_a_pipeline_reads_nothing_and_computing_reads_each_shard_once(
         source, tmp_path, opened):
     path, _ = source

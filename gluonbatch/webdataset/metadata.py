@@ -33,20 +33,20 @@ class ReadShardMetadata:
     """One partition: a shard's parquet rows sorted by id, indexed by record number.
 
     Checked against what the dataset was opened with, naming the file: the same columns
-    as the first shard's and the same number of rows.
+    as the first shard's and the same number of rows. Dask passes ``columns`` when a
+    computation needs only some of them, and only those are read.
     """
 
     def __init__(self, id_col, columns):
         self.id_col, self.columns = id_col, list(columns)
 
-    def __call__(self, shard):
-        frame = read_parquet(shard, self.id_col)
-        if list(frame.columns) != self.columns:
-            raise ValueError('%s has columns %s; the dataset\'s first shard has %s'
-                             % (shard.parquet, list(map(str, frame.columns)), self.columns))
+    def __call__(self, shard, columns=None):
+        frame = read_parquet(shard, self.id_col, columns, expect_columns=self.columns)
         if len(frame) != shard.stop - shard.start:
             raise ValueError('%s has %d rows; it had %d when the dataset was opened'
                              % (shard.parquet, len(frame), shard.stop - shard.start))
+        if columns is not None:
+            frame = frame[list(columns)]
         return frame.set_axis(pd.RangeIndex(shard.start, shard.stop), axis=0)
 
 

@@ -29,10 +29,18 @@ def open_parquet(shard, id_col):
     return source
 
 
-def read_parquet(shard, id_col, columns=None):
-    """A shard's metadata (``columns`` only, if given), rows sorted by id, with the checks
-    that name the file and row."""
+def read_parquet(shard, id_col, columns=None, expect_columns=None):
+    """A shard's metadata (``columns`` only, if given, and the id column), rows sorted by
+    id, with the checks that name the file and row; ``expect_columns`` are the columns the
+    file must have (all of them, in order)."""
     with open_parquet(shard, id_col) as source:
+        # the columns as pandas reads them (a stored index is not a column)
+        names = list(source.schema_arrow.empty_table().to_pandas().columns)
+        if expect_columns is not None and names != list(expect_columns):
+            raise ValueError('%s has columns %s; the dataset\'s first shard has %s'
+                             % (shard.parquet, names, list(expect_columns)))
+        if columns is not None and id_col not in columns:
+            columns = [id_col] + list(columns)  # the rows are sorted by it
         try:
             frame = source.read(columns=columns).to_pandas()
         except Exception as err:  # pyarrow's own error types
