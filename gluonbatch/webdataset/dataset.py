@@ -110,7 +110,8 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
             same code.
         use_index : bool, default True
             Use the ``.idx`` files present. Without one (or with ``False``) a shard's tar
-            headers are scanned once here; no file is written either way.
+            headers are scanned once, when the shard is first used (one of its records
+            read, or its metadata checked against them); no file is written either way.
         rank, world_size : int, optional
             Deprecated aliases of ``part_index`` and ``num_parts`` (a DeprecationWarning);
             giving both spellings of one is a TypeError.
