@@ -153,9 +153,11 @@ def benchmark_files():
         if not ratios:
             continue
         # list_table takes README-style cells: `name` becomes an inline literal
+        # the curation cases have no gluoncv contender: '-'
         rows.append(['`%s`' % case['case'], case.get('title', '')]
-                    + ['%.3f' % medians[name] for name in ('gluonbatch', 'gluoncv', 'floor')]
-                    + ['%.2fx' % ratios[key] for key in
+                    + ['%.3f' % medians[name] if name in medians else '-'
+                       for name in ('gluonbatch', 'gluoncv', 'floor')]
+                    + ['%.2fx' % ratios[key] if key in ratios else '-' for key in
                        ('gluoncv/gluonbatch', 'gluonbatch/floor', 'gluoncv/floor')])
     _write('bench_table.txt', list_table(rows, (12, 30, 9, 9, 9, 10, 10, 10)))
     checks = [['case', 'metric', 'measured', 'goal']]

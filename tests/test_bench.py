@@ -21,8 +21,10 @@ WITHOUT_GLUONCV = ("import sys; sys.modules['gluoncv'] = None; "
 
 CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray', 'rcnn_c4', 'rcnn_fpn',
          'loader', 'webdataset', 'memory', 'loader_recycled', 'worker_batchify',
-         'rcnn_loader_recycled']
+         'rcnn_loader_recycled', 'curation_metadata', 'curation_reshard']
 CONTENDERS = {'gluonbatch', 'gluoncv', 'floor'}
+#: What the curation cases time: 2 Dask workers (the gluonbatch column), and the rest.
+CURATION_CONTENDERS = {'gluonbatch', 'dask_1_worker', 'threads', 'single_process', 'floor'}
 #: Cases timing more than the three contenders, and what else they time.
 MORE_CONTENDERS = {'loader_recycled': {'gluonbatch, recycling off'},
                    'rcnn_loader_recycled': {'gluonbatch, recycling off'},
@@ -44,7 +46,14 @@ def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
     assert {'cpu_count', 'mxnet', 'numpy', 'gluoncv'} <= set(results['machine'])
     assert [case['case'] for case in results['cases']] == CASES
     for case in results['cases']:
-        assert set(case['medians_ms']) == CONTENDERS | MORE_CONTENDERS.get(case['case'], set())
+        if case['case'].startswith('curation'):  # no gluoncv: Dask schedulers instead
+            assert set(case['medians_ms']) == CURATION_CONTENDERS
+            assert set(case['records_per_s']) == CURATION_CONTENDERS
+            assert set(case['ratios']) == {name + '/floor' for name in CURATION_CONTENDERS
+                                           if name != 'floor'}
+        else:
+            assert set(case['medians_ms']) == CONTENDERS | MORE_CONTENDERS.get(case['case'],
+                                                                                set())
         assert all(ms > 0 and math.isfinite(ms) for ms in case['medians_ms'].values())
         assert all(len(times) == case['rounds'] for times in case['times_ms'].values())
         assert all(r > 0 and math.isfinite(r) for r in case['ratios'].values())
@@ -66,6 +75,13 @@ def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
         if case['case'] in RECYCLING_GOALS:
             goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
             assert goals == RECYCLING_GOALS[case['case']]
+        if case['case'] == 'curation_metadata':
+            assert set(case['driver_peak_mb']) == {'threads', 'threads_quarter', 'cluster',
+                                                 'eager'}
+            assert case['driver_peak_mb']['eager'] > 0 and case['partition_mb'] > 0
+        if case['case'] == 'curation_reshard':
+            assert set(case['opening_ms']) == {'open_idx', 'first_read_idx', 'open_scan',
+                                               'first_read_scan'}
         if case['case'] == 'webdataset':  # per record; one goal: random vs sequential reads
             assert set(case['records_per_s']) == CONTENDERS
             assert set(case['raw_read_us_per_record']) == {'random', 'in_order', 'sequential',

@@ -55,6 +55,24 @@ How it measures
   in tar order and with a ``tarfile`` stream; resharding throughput with
   ``shutil.copyfile`` of the same tar bytes. Every file is in the page cache (just written).
 
+* **The curation cases** have no gluoncv contender (gluoncv has no curation). Each times
+  one Dask job on four schedulers: a ``distributed.LocalCluster`` of 2 single-threaded
+  worker processes (the ``gluonbatch`` column), one of 1 worker, Dask's default threaded
+  scheduler and its synchronous one (one process). The rounds, interleaved and rotated as
+  above, run in two phases: the in-process schedulers and the floor first, with no cluster
+  running (an idle LocalCluster's scheduler shares the benchmark's process and slows it),
+  then the two clusters. ``curation_metadata`` adds a lazy filter column to 1,000,000 records of
+  metadata in 100 shards (parquet; each record's tar entry an empty member) and runs
+  ``save_metadata``; its floor is pyarrow reading and writing each parquet file in one
+  process. It also measures the driver's peak memory in fresh processes (resident memory
+  after the imports against the peak while the pipeline runs), with the threaded
+  scheduler, as the client of the 2-worker cluster, and for the eager way (one pandas
+  DataFrame of all the metadata), beside one partition's size. ``curation_reshard`` runs
+  ``to_webdataset`` on 100,000 records of small JPEGs in 10 shards, filtered on a lazy
+  column; its floor is copying each shard file. Times are per run; records/s divide the
+  records by them. It also times opening that dataset and reading a first record, with
+  and without the ``.idx`` files.
+
 The output is a report, not a test: goals are printed with PASS/MISS next to the measured
 ratio, and the script exits 0 either way. ``--json PATH`` writes the results for plotting;
 ``--plot PATH`` draws them as a bar chart of the ratios to the floor

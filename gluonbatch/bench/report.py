@@ -90,6 +90,31 @@ def _preamble(facts, rows, quick):
                          % (row['records_per_s']['gluonbatch'], raw['random'], raw['in_order'],
                             raw['sequential'], raw['tarfile_stream'], row['reshard_mb_per_s'],
                             row['copyfile_mb_per_s']))
+        if row['case'].startswith('curation'):
+            lines += _curation_lines(row)
+    return lines
+
+
+def _curation_lines(row):
+    """The preamble's lines for a curation case (no gluoncv contender)."""
+    per_s = row['records_per_s']
+    lines = ['%s: records/s on 2 Dask workers (the gluonbatch column) %.0f, 1 worker %.0f, '
+             'threads %.0f, one process %.0f; floor %s %.0f'
+             % (row['case'], per_s['gluonbatch'], per_s['dask_1_worker'], per_s['threads'],
+                per_s['single_process'], row['floor_is'], per_s['floor'])]
+    if 'driver_peak_mb' in row:
+        peak = row['driver_peak_mb']
+        lines.append('%s: driver peak MB: threads %.0f (a quarter of the data %.0f), client '
+                     'of the 2-worker cluster %.0f, eager pandas %.0f; one partition %.1f MB'
+                     % (row['case'], peak['threads'], peak['threads_quarter'],
+                        peak['cluster'], peak['eager'], row['partition_mb']))
+    if 'opening_ms' in row:
+        opening = row['opening_ms']
+        lines.append('%s: open %.1f ms then first record %.1f ms with .idx; %.1f ms then '
+                     '%.1f ms scanning the tar' % (row['case'], opening['open_idx'],
+                                                   opening['first_read_idx'],
+                                                   opening['open_scan'],
+                                                   opening['first_read_scan']))
     return lines
 
 
@@ -105,9 +130,10 @@ def format_report(facts, rows, quick):
     lines += [header, '-' * len(header)]
     for row in rows:
         ms = row['medians_ms']
-        lines.append('%-3d %-42s %6d %8.2f %11.3f %11.3f %11.3f'
-                     % (row['number'], row['title'], row['rounds'], row['out_bytes'] / 1e6,
-                        ms['gluonbatch'], ms['gluoncv'], ms['floor']))
+        lines.append('%-3d %-42s %6d %8.2f %s' % (
+            row['number'], row['title'], row['rounds'], row['out_bytes'] / 1e6,
+            ' '.join('%11.3f' % ms[name] if name in ms else '%11s' % '-'
+                     for name in ('gluonbatch', 'gluoncv', 'floor'))))
     lines.append('')
     header = '%-3s %-32s %10s %10s  %s' % ('#', 'metric', 'measured', 'goal', 'result')
     lines += [header, '-' * len(header)]

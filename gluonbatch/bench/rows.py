@@ -68,7 +68,7 @@ def ratio_check(metric, value, goal=None):
     >>> ratio_check('gluoncv / gluonbatch', 60.0, ('>=', 50))['passed']
     True
     """
-    passed = None
+    passed, value = None, float(value)  # a numpy scalar would not be JSON
     if goal is not None:
         op, bound = goal
         passed = value >= bound if op == '>=' else value <= bound

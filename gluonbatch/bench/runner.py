@@ -40,7 +40,9 @@ CASES = (('pad_labels', 'cases_batchify', SMALL_ROUNDS),
          ('memory', 'cases_batchify', BIG_ROUNDS),
          ('loader_recycled', 'cases_recycling', RECYCLED_ROUNDS),
          ('worker_batchify', 'cases_recycling', BIG_ROUNDS),
-         ('rcnn_loader_recycled', 'cases_recycling', LOADER_ROUNDS))
+         ('rcnn_loader_recycled', 'cases_recycling', LOADER_ROUNDS),
+         ('curation_metadata', 'cases_curation', LOADER_ROUNDS),
+         ('curation_reshard', 'cases_curation', LOADER_ROUNDS))
 
 
 def parse_args(argv):

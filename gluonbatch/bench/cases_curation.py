@@ -1,0 +1,338 @@
+"""Cases 13 and 14: curation on Dask, a metadata pipeline over 1,000,000 records and
+resharding 100,000, each on Dask's schedulers and in one process.
+
+gluoncv has no curation, so these rows have no gluoncv contender: ``gluonbatch`` is the
+work on a ``distributed.LocalCluster`` of 2 worker processes (one thread each), beside the
+same work on a 1-worker cluster, on Dask's default threaded scheduler, and on its
+synchronous scheduler (one process, one thread: the single-process writer). The floor is
+the least a single process must do for the same output: pyarrow reading and writing every
+parquet file (metadata), or copying every shard file (resharding).
+
+The rounds run in two phases, each interleaved and rotated: first the threaded and
+synchronous schedulers and the floor with no cluster running (a LocalCluster's scheduler
+lives in the benchmark's process, and even idle it slows work done there by about a third),
+then the two clusters.
+
+The driver's peak memory is measured in fresh processes, one run each (memory does not
+vary from run to run as time does): the resident memory after the imports against the
+peak while the pipeline runs (``VmHWM``, reset when the pipeline starts).
+"""
+import contextlib
+import functools
+import gc
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import dask
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from ..webdataset import ImageTextPairDataset, make_example_dataset
+from ..webdataset.writer import ShardWriter, commit_shard, id_digits, write_parquet
+from .harness import interleave
+from .rows import ratio_check
+
+__all__ = ['case_curation_metadata', 'case_curation_reshard', 'driver_peak']
+
+_WORDS = np.array(['red', 'blue', 'green', 'small', 'large', 'cat', 'dog', 'boat', 'tree',
+                   'house', 'on', 'a', 'the', 'beach', 'at', 'night'])
+_MB = 1e6
+
+
+def _write_metadata_set(path, records, shards, rng):
+    """``records`` rows of metadata in ``shards`` shards, each record in the tar an empty
+    ``.txt`` member (one 512-byte header): a dataset whose weight is its parquet."""
+    per_shard = records // shards
+    digits = id_digits(per_shard)
+    os.makedirs(path)
+    for shard in range(shards):
+        stem = '%05d' % shard
+        ids = ['%0*d' % (5 + digits, n + 10 ** digits * shard) for n in range(per_shard)]
+        words = _WORDS[rng.integers(0, len(_WORDS), (per_shard, 6))]
+        frame = pd.DataFrame({
+            'key': ids,
+            'caption': [' '.join(row) for row in words.tolist()],
+            'url': ['https://example.com/%s.jpg' % key for key in ids],
+            'width': rng.integers(64, 1024, per_shard),
+            'height': rng.integers(64, 1024, per_shard),
+            'aesthetic_score': rng.random(per_shard, dtype=np.float32) * 10})
+        writer = ShardWriter(path, stem, 0)
+        try:
+            for key in ids:
+                writer.add(key, [('txt', b'')])
+            writer.finish(frame)
+            commit_shard(path, stem)
+        finally:
+            writer.abort()
+    return path
+
+
+def _filter_column(metadata):
+    """The pipeline's filter: a lazy bool column from two columns."""
+    return (metadata['aesthetic_score'] > 5) & (metadata['caption'].str.len() > 24)
+
+
+def _save_filtered(source, target, num_parts=1):
+    """The metadata pipeline: open (the first of ``num_parts`` parts), add the filter
+    column, ``save_metadata`` elsewhere."""
+    ds = ImageTextPairDataset.from_webdataset(source, 'key', num_parts=num_parts, part_index=0)
+    ds.metadata['keep'] = _filter_column(ds.metadata)
+    ds.save_metadata(target)
+
+
+def _save_filtered_eagerly(source, target):
+    """The same output from one pandas DataFrame of all the metadata, as before it was
+    lazy: every parquet read, the column added, each shard's rows written back."""
+    names = sorted(n for n in os.listdir(source) if n.endswith('.parquet'))
+    parts = [pd.read_parquet(os.path.join(source, name)) for name in names]
+    frame = pd.concat(parts, ignore_index=True)
+    del parts
+    frame['keep'] = _filter_column(frame)
+    os.makedirs(target)
+    start = 0
+    for name in names:
+        stop = start + pq.read_metadata(os.path.join(source, name)).num_rows
+        write_parquet(frame.iloc[start:stop], os.path.join(target, name))
+        start = stop
+
+
+def _status_bytes(field):
+    """A memory line of ``/proc/self/status`` (``VmRSS``, ``VmHWM``) in bytes."""
+    with open('/proc/self/status') as handle:
+        for line in handle:
+            if line.startswith(field + ':'):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError('/proc/self/status has no %s line' % field)
+
+
+def driver_peak(mode, source, warmup, target, num_parts=1, address=None):
+    """Run the metadata pipeline in this process; returns ``(resident bytes before, peak
+    resident bytes)`` of its run on ``source``.
+
+    ``mode`` is ``'threads'`` (Dask's default scheduler: the work is done in this process),
+    ``'cluster'`` (this process is a client of the scheduler at ``address``) or
+    ``'eager'``; ``num_parts`` > 1 runs on the first of that many parts of the dataset. A
+    first run on the small dataset ``warmup`` pays for first use (modules imported
+    lazily, thread pools) before the peak is reset.
+    """
+    if mode == 'eager':
+        run = _save_filtered_eagerly
+    else:
+        run = functools.partial(_save_filtered, num_parts=int(num_parts))
+    client = None
+    if mode == 'cluster':
+        from distributed import Client
+        client = Client(address)
+    try:
+        with dask.config.set(scheduler=client if client is not None else 'threads'):
+            run(warmup, target)
+            shutil.rmtree(target)
+            gc.collect()
+            with open('/proc/self/clear_refs', 'w') as handle:
+                handle.write('5')  # the peak (VmHWM) starts again from here
+            before = _status_bytes('VmRSS')
+            run(source, target)
+            return before, _status_bytes('VmHWM')
+    finally:
+        if client is not None:
+            client.close()
+
+
+_PEAK_SCRIPT = ('import json, sys\n'
+                'from gluonbatch.bench.cases_curation import driver_peak\n'
+                'print(json.dumps(driver_peak(*sys.argv[1:])))\n')
+
+#: The driver memory runs: name -> (mode, parts). A quarter of the dataset beside the whole
+#: shows whether the peak grows with the data.
+MEMORY_RUNS = {'threads': ('threads', 1), 'threads_quarter': ('threads', 4),
+               'cluster': ('cluster', 1), 'eager': ('eager', 1)}
+
+
+def _peak_in_fresh_process(mode, num_parts, source, warmup, target, address):
+    """MB the pipeline adds to a fresh driver process at its peak."""
+    args = [sys.executable, '-c', _PEAK_SCRIPT, mode, source, warmup, target, str(num_parts)]
+    if address:
+        args.append(address)
+    result = subprocess.run(args, capture_output=True, text=True, check=False)
+    if result.returncode:
+        raise RuntimeError('the %s memory run failed:\n%s' % (mode, result.stderr[-3000:]))
+    before, peak = json.loads(result.stdout.strip().splitlines()[-1])
+    shutil.rmtree(target)
+    return max(0, peak - before) / _MB
+
+
+@contextlib.contextmanager
+def _local_clusters(*sizes):
+    """One ``distributed.Client`` per size: a LocalCluster of that many single-threaded
+    worker processes on 127.0.0.1."""
+    from distributed import Client, LocalCluster
+    with contextlib.ExitStack() as stack:
+        clients = []
+        for workers in sizes:
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, host='127.0.0.1',
+                dashboard_address=':0', silence_logs=logging.ERROR))
+            clients.append(stack.enter_context(Client(cluster, set_as_default=False)))
+        yield clients
+
+
+def _timed(run, scheduler, root):
+    """A contender: seconds ``run(target)`` takes on ``scheduler``, ``target`` a fresh
+    directory of ``root`` removed afterwards."""
+    def timed():
+        parent = tempfile.mkdtemp(dir=root)
+        with dask.config.set(scheduler=scheduler):
+            start = time.perf_counter()
+            run(os.path.join(parent, 'out'))
+            elapsed = time.perf_counter() - start
+        shutil.rmtree(parent)
+        return elapsed
+    return timed
+
+
+def _time_in_one_process(run, floor, rounds, root, follow=None):
+    """Interleaved rounds of ``run`` on the threaded and synchronous schedulers and of the
+    ``floor``, with no cluster running: a LocalCluster's scheduler lives in this process,
+    and even idle it slows work done here by a third."""
+    return interleave({'threads': _timed(run, 'threads', root),
+                       'single_process': _timed(run, 'synchronous', root),
+                       'floor': _timed(floor, 'synchronous', root)}, rounds, follow)
+
+
+def _time_on_clusters(run, two, one, rounds, root):
+    """Interleaved rounds of ``run`` on the 2-worker and the 1-worker cluster."""
+    return interleave({'gluonbatch': _timed(run, two, root),
+                       'dask_1_worker': _timed(run, one, root)}, rounds)
+
+
+def _curation_row(case, title, rounds, records, *phases):
+    """The fields both curation rows share, from the ``(medians, times)`` of each phase:
+    seconds in ms, records/s, ratios to the floor."""
+    medians, times = {}, {}
+    for phase_medians, phase_times in phases:
+        medians.update(phase_medians)
+        times.update(phase_times)
+    return {'case': case, 'title': title, 'rounds': rounds, 'records': records,
+            'out_bytes': 0, 'outputs': [],
+            'medians_ms': {name: s * 1e3 for name, s in medians.items()},
+            'times_ms': {name: [s * 1e3 for s in values] for name, values in times.items()},
+            'records_per_s': {name: records / s for name, s in medians.items()},
+            'ratios': {'%s/floor' % name: s / medians['floor']
+                       for name, s in medians.items() if name != 'floor'}}
+
+
+def _scaling_checks(row):
+    per_s = row['records_per_s']
+    return [ratio_check('records/s 2 Dask workers / 1', per_s['gluonbatch'] /
+                        per_s['dask_1_worker'], ('>=', 1.5)),
+            ratio_check('records/s 2 workers / 1 process', per_s['gluonbatch'] /
+                        per_s['single_process'])]
+
+
+def _copy_parquets(source, target):
+    """The metadata floor: pyarrow reads and writes every parquet file, one process."""
+    os.makedirs(target)
+    for name in sorted(os.listdir(source)):
+        if name.endswith('.parquet'):
+            pq.write_table(pq.read_table(os.path.join(source, name)),
+                           os.path.join(target, name))
+
+
+def case_curation_metadata(rng, rounds, quick):
+    """Case 13: filter + ``save_metadata`` over 1,000,000 records (20,000 with ``--quick``)
+    in 100 shards (4): records/s on 2 Dask workers vs 1 vs one process, and the driver's
+    peak memory against the eager pandas load and one partition's size."""
+    records, shards = (20000, 4) if quick else (1000000, 100)
+    root = tempfile.mkdtemp(prefix='gluonbatch-bench-meta-')
+    try:
+        source = _write_metadata_set(os.path.join(root, 'source'), records, shards, rng)
+        warmup = _write_metadata_set(os.path.join(root, 'warmup'), 2000, 2, rng)
+        first = pd.read_parquet(os.path.join(source, '00000.parquet'))
+        partition_mb = float(first.memory_usage(deep=True).sum()) / _MB
+        del first
+        def pipeline(target):
+            _save_filtered(source, target)
+        medians, times = _time_in_one_process(
+            pipeline, lambda target: _copy_parquets(source, target), rounds, root)
+        with _local_clusters(2, 1) as (two, one):
+            on_clusters = _time_on_clusters(pipeline, two, one, rounds, root)
+            peaks = {name: _peak_in_fresh_process(mode, parts, source, warmup,
+                                                  os.path.join(root, name),
+                                                  two.scheduler.address)
+                     for name, (mode, parts) in MEMORY_RUNS.items()}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    row = _curation_row('curation_metadata', 'Dask metadata %d rec, %d shards'
+                        % (records, shards), rounds, records, (medians, times), on_clusters)
+    row['floor_is'] = 'pyarrow read + write of each parquet'
+    row['driver_peak_mb'] = peaks
+    row['partition_mb'] = partition_mb
+    row['checks'] = _scaling_checks(row) + [
+        # the peak follows the partitions in flight, not the data: 4x the data, same peak
+        ratio_check('driver peak: all / a quarter', peaks['threads'] /
+                    peaks['threads_quarter'], ('<=', 2)),
+        ratio_check('driver peak / eager pandas peak', peaks['threads'] / peaks['eager']),
+        ratio_check('driver peak / one partition', peaks['threads'] / partition_mb),
+    ]
+    return row
+
+
+def _copy_shards(source, target):
+    """The resharding floor: every shard file copied, one process."""
+    os.makedirs(target)
+    for name in sorted(os.listdir(source)):
+        shutil.copyfile(os.path.join(source, name), os.path.join(target, name))
+
+
+def _opening(source, use_index):
+    """Seconds to open ``source`` and then read one record (its shard's records loaded)."""
+    start = time.perf_counter()
+    ds = ImageTextPairDataset.from_webdataset(source, 'key', use_index=use_index)
+    opened = time.perf_counter()
+    ds.read_raw(len(ds) // 2)
+    read = time.perf_counter()
+    ds.close()
+    return opened - start, read - opened
+
+
+def case_curation_reshard(rng, rounds, quick):
+    """Case 14: ``to_webdataset`` of 100,000 records (2,000 with ``--quick``) of small
+    JPEGs in 10 shards (4), filtered on a lazy column: records/s on 2 Dask workers vs 1 vs
+    one process; also the time to open the dataset and read a first record."""
+    records, shards = (2000, 4) if quick else (100000, 10)
+    root = tempfile.mkdtemp(prefix='gluonbatch-bench-reshard-')
+    try:
+        source = make_example_dataset(os.path.join(root, 'source'), num_shards=shards,
+                                      samples_per_shard=records // shards, min_size=8,
+                                      max_size=16, seed=int(rng.integers(2 ** 31)), index=True)
+
+        def reshard(target):
+            ds = ImageTextPairDataset.from_webdataset(source, 'key')
+            ds.metadata['keep'] = ds.metadata['width'] > 8
+            ds.to_webdataset(target, 'keep', samples_per_shard=records // shards)
+
+        follow = {'open_idx': lambda: _opening(source, True)[0],
+                  'first_read_idx': lambda: _opening(source, True)[1],
+                  'open_scan': lambda: _opening(source, False)[0],
+                  'first_read_scan': lambda: _opening(source, False)[1]}
+        medians, times = _time_in_one_process(
+            reshard, lambda target: _copy_shards(source, target), rounds, root, follow)
+        with _local_clusters(2, 1) as (two, one):
+            on_clusters = _time_on_clusters(reshard, two, one, rounds, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    opening = {name: medians.pop(name) * 1e3 for name in follow}
+    times = {name: values for name, values in times.items() if name in medians}
+    row = _curation_row('curation_reshard', 'Dask reshard %d rec, %d shards'
+                        % (records, shards), rounds, records, (medians, times), on_clusters)
+    row['floor_is'] = 'copying each shard file'
+    row['opening_ms'] = opening
+    row['checks'] = _scaling_checks(row)
+    return row
