@@ -100,6 +100,18 @@ def test_shards_computed_in_parallel_never_call_the_net_at_once(source):
     assert net.most == 1 and len(frame) == len(ds)
 
 
+def test_an_empty_shard_gets_no_embeddings_and_no_scores(tmp_path):
+    make_dataset(str(tmp_path), sizes=(2, 0, 3))
+    ds = ImageTextPairDataset.from_webdataset(tmp_path, ID)
+    net = _net()
+    GluonImageEmbedder(net, image_size=SIZE, batch_size=2)(ds)
+    EmbeddingClassifier(mx.gluon.nn.Lambda(lambda x: x.sum(axis=1)), 'score')(ds)
+    frame = ds.metadata.compute()
+    embeddings = np.stack(frame['image_embedding'].tolist())
+    np.testing.assert_allclose(embeddings, _by_hand(ds, net), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(frame['score'], embeddings.sum(axis=1), rtol=1e-5)
+
+
 def test_embeddings_unnormalised_and_in_another_column(source):
     ds = ImageTextPairDataset.from_webdataset(source, ID)
     net = _net()

@@ -318,4 +318,10 @@ def test_reordered_or_changed_ids_are_refused(data, tmp_path):
     ds.metadata = lazy.assign(**{ID: lazy[ID] + 'x'})  # in order, but not the records'
     with pytest.raises(ValueError, match="ids that are not its records' ids"):
         ds.to_webdataset(tmp_path / 'renamed', None)
+    parquets = sorted(p for p in os.listdir(path) if p.endswith('.parquet'))
+    saved = {name: open(os.path.join(path, name), 'rb').read() for name in parquets}
+    for target in (None, tmp_path / 'renamed-meta'):  # its own files, and elsewhere
+        with pytest.raises(ValueError, match=r"\.parquet has ids that are not its records'"):
+            ds.save_metadata(target)
+    assert {name: open(os.path.join(path, name), 'rb').read() for name in parquets} == saved
     assert not (tmp_path / 'reordered').exists() or visible(tmp_path / 'reordered') == []

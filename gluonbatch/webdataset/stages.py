@@ -147,6 +147,8 @@ class ImageEmbedder(_Stage):
                                           batchify_fn=Stack(), num_workers=self.num_workers,
                                           thread_pool=True)
         parts = [self.run(batch.as_in_context(mx.cpu())) for batch in loader]
+        if not parts:  # an empty shard
+            return np.empty((0, 0), np.float32)
         embeddings = np.concatenate(parts).reshape(len(indices), -1).astype(np.float32)
         if self.normalize_embeddings:
             embeddings /= np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-12)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .index import format_index
+from .records import read_parquet
 from .._core.checks import check_int
 from .shards import SHARD_FILE, examples, remove_quietly, temporary_name
 from .tar import BLOCK, member_header, padded
@@ -199,7 +200,10 @@ def partitions(frame):
 
 
 def _write_parquet(frame, shard, id_col, path):
-    check_rows(frame, shard, id_col)
+    # the ids the shard's parquet holds now (one column): rewritten ids would no longer
+    # name the shard's records
+    ids = read_parquet(shard, id_col, columns=[id_col])[id_col].to_numpy(dtype=str)
+    check_rows(frame, shard, id_col, ids)
     write_parquet(frame, path)
 
 
