@@ -147,11 +147,14 @@ def test_the_classifier_column_is_the_head_on_the_embeddings(source, tmp_path):
 
 def test_a_filter_on_a_score_reshards(source, tmp_path):
     ds = ImageTextPairDataset.from_webdataset(source, ID)
-    GluonImageEmbedder(_net(), image_size=SIZE)(ds)
+    net = _net()
+    GluonImageEmbedder(net, image_size=SIZE)(ds)
     EmbeddingClassifier(mx.gluon.nn.Lambda(lambda x: x[:, 0]), 'score')(ds)
     ds.metadata['keep'] = ds.metadata['score'] > ds.metadata['score'].quantile(0.5)
     frame = ds.metadata.compute()
+    before = net.images
     ds.to_webdataset(tmp_path / 'kept', 'keep', samples_per_shard=2, old_id_col='old')
+    assert net.images == before + len(ds)  # the pipeline ran once, not once per pass
     new = ImageTextPairDataset.from_webdataset(tmp_path / 'kept', ID)
     kept = new.metadata.compute()
     assert kept['old'].tolist() == frame[ID][frame['keep']].tolist()

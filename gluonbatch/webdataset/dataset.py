@@ -10,7 +10,8 @@ from .._core.checks import check_int
 from .metadata import count_records, lazy_metadata
 from .reader import RecordReader
 from .shards import Shard, find_shards, part_arguments, select_part
-from .writer import reshard, save_metadata
+from .reshard import reshard
+from .writer import save_metadata
 
 __all__ = ['ImageTextPairDataset']
 
@@ -85,9 +86,8 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
                          self._all_shards)
         self._shards = [Shard(self.path, stem, use_index and stem in indexed)
                         for stem in stems]
-        self._meta = count_records(self._shards, id_col)
+        self._open_metadata()  # counts each shard's records, which the reader needs
         self._reader = RecordReader(self._shards, id_col)
-        self.metadata = lazy_metadata(self._shards, id_col, self._meta)
 
     @classmethod
     def from_webdataset(cls, path, id_col, *, num_parts=None, part_index=None, use_index=True,
@@ -241,6 +241,13 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
 
     # ---------------------------------------------------------------- writing
 
+    def _open_metadata(self):
+        """The lazy metadata of the shards' parquet files, and its id column as opened
+        (kept apart: assigning to ``metadata`` changes that frame, not this column)."""
+        self.metadata = lazy_metadata(self._shards, self.id_col,
+                                      count_records(self._shards, self.id_col))
+        self._opened_ids = self.metadata[self.id_col]
+
     def _checked_metadata(self):
         """The metadata, checked as far as it can be without computing it (its rows are
         checked per shard when the writer computes them)."""
@@ -291,12 +298,10 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         ['key', 'long']
         >>> tmp.cleanup()
         """
-        written = save_metadata(self._checked_metadata(), self.id_col, self._shards,
-                                self.path if path is None else path, columns)
+        written = save_metadata(self._checked_metadata(), self._opened_ids, self.id_col,
+                                self._shards, self.path if path is None else path, columns)
         if path is None or os.path.realpath(path) == os.path.realpath(self.path):
-            # the files just written are the metadata from now on
-            self._meta = count_records(self._shards, self.id_col)
-            self.metadata = lazy_metadata(self._shards, self.id_col, self._meta)
+            self._open_metadata()  # the files just written are the metadata from now on
         return written
 
     def to_webdataset(self, path, filter_column, samples_per_shard=10000, max_shards=5,

@@ -1,14 +1,13 @@
-"""Writing: the resharding writer behind ``to_webdataset`` and the parquet writer behind
-``save_metadata``, each one Dask task per shard on whatever scheduler is active; every file
-is written to a temporary name and renamed when complete."""
+"""Writing shards and metadata: the shard writer, the parquet writer behind
+``save_metadata`` (one Dask task per shard on whatever scheduler is active), the row checks
+and the hidden staging directory that makes a run's output appear all at once or not at
+all. Resharding (``to_webdataset``) is :mod:`~gluonbatch.webdataset.reshard`."""
 import contextlib
-import json
 import logging
 import os
 import re
 import shutil
 import tarfile
-import time
 import uuid
 
 import dask
@@ -18,9 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .index import format_index
-from .records import read_parquet
-from .._core.checks import check_int
-from .shards import SHARD_FILE, examples, remove_quietly, temporary_name
+from .shards import remove_quietly, temporary_name
 from .tar import BLOCK, member_header, padded
 
 _LOG = logging.getLogger(__name__)
@@ -162,33 +159,6 @@ def check_rows(frame, shard, id_col, ids=None):
                          'the rows' % (shard.parquet, problem))
 
 
-def with_json_ids(members, ids, source):
-    """``members`` with the ``.json`` member's ``ids`` (a dict: key -> id) set.
-
-    The format's rule is that a record's JSON, its parquet row and its member names carry
-    one id, so a renumbered record's JSON is rewritten; other members are kept as they are.
-
-    >>> with_json_ids([('txt', b'a cat'), ('json', b'{"key": "07", "w": 3}')], {'key': '00'},
-    ...               'record 7')
-    [('txt', b'a cat'), ('json', b'{"key": "00", "w": 3}')]
-    """
-    out = []
-    for ext, data in members:
-        if ext == 'json':
-            try:
-                meta = json.loads(data)
-            except ValueError as err:
-                raise ValueError('the .json member of %s is not valid JSON: %s'
-                                 % (source, err)) from None
-            if not isinstance(meta, dict):
-                raise ValueError('the .json member of %s holds a %s, not an object'
-                                 % (source, type(meta).__name__))
-            meta.update(ids)
-            data = json.dumps(meta, ensure_ascii=False).encode('utf-8')
-        out.append((ext, data))
-    return out
-
-
 def partitions(frame):
     """The Dask DataFrame's partitions as one ``Delayed`` each (one per shard).
 
@@ -199,19 +169,22 @@ def partitions(frame):
         return frame.to_delayed()
 
 
-def _write_parquet(frame, shard, id_col, path):
-    # the ids the shard's parquet holds now (one column): rewritten ids would no longer
-    # name the shard's records
-    ids = read_parquet(shard, id_col, columns=[id_col])[id_col].to_numpy(dtype=str)
-    check_rows(frame, shard, id_col, ids)
-    write_parquet(frame, path)
+def _rows_checked(frame, opened_ids, shards, id_col, partition_info=None):
+    """One partition, checked against the ids its shard was opened with (``opened_ids``,
+    the same partition of the opened metadata's id column): rewritten ids would no longer
+    name the shard's records."""
+    shard = shards[partition_info['number']]
+    check_rows(frame, shard, id_col, opened_ids.to_numpy(dtype=str))
+    return frame
 
 
-def save_metadata(frame, id_col, shards, directory, columns=None):
+def save_metadata(frame, opened_ids, id_col, shards, directory, columns=None):
     """Write ``frame`` (the dataset's Dask metadata) as one parquet per shard, one task per
     shard; the work of :meth:`ImageTextPairDataset.save_metadata` (which documents the
-    arguments). The files are written into a hidden directory and, once every shard is
-    written, each renamed over the old one: a failure changes no file.
+    arguments). ``opened_ids`` is the id column of the metadata as opened: each
+    partition's ids must still be those (a frame built from the opened one reads each
+    parquet once for both). The files are written into a hidden directory and, once every
+    shard is written, each renamed over the old one: a failure changes no file.
     """
     if columns is not None:
         columns = [columns] if isinstance(columns, str) else list(columns)
@@ -222,142 +195,15 @@ def save_metadata(frame, id_col, shards, directory, columns=None):
         if id_col not in columns:
             columns.insert(0, id_col)
         frame = frame[columns]
+    frame = frame.map_partitions(_rows_checked, opened_ids, shards, id_col,
+                                 align_dataframes=False, meta=frame._meta)
     directory = os.path.abspath(os.fspath(directory))
     os.makedirs(directory, exist_ok=True)
     names = [shard.stem + '.parquet' for shard in shards]
     with staging(directory) as stage:
-        dask.compute(*[dask.delayed(_write_parquet)(part, shard, id_col,
-                                                    os.path.join(stage, name))
-                       for part, shard, name in zip(partitions(frame), shards, names)])
+        dask.compute(*[dask.delayed(write_parquet)(part, os.path.join(stage, name))
+                       for part, name in zip(partitions(frame), names)])
         # every shard is written: now they replace the old files, each atomically
         for name in names:
             os.replace(os.path.join(stage, name), os.path.join(directory, name))
     return [os.path.join(directory, name) for name in names]
-
-
-def _kept_rows(frame, shard, filter_column):
-    """The rows of one partition whose ``filter_column`` is True."""
-    check_rows(frame, shard, None)
-    column = frame[filter_column]
-    if column.isna().any():
-        raise TypeError('to_webdataset: filter column %r of %s holds missing values; it must '
-                        'be True or False for every record' % (filter_column, shard.parquet))
-    return np.flatnonzero(column.to_numpy(dtype=bool))
-
-
-def _write_output_shard(reader, destination, stem, first_id, width, pieces, partitions,
-                        id_col, old_id_col, mtime, source):
-    """Write one output shard from ``pieces`` (``(input shard, rows)``, with the computed
-    ``partitions`` of those shards) under temporary names; the records' new ids are
-    consecutive from ``first_id``."""
-    writer = ShardWriter(destination, stem, mtime)
-    try:
-        metas, number = [], first_id
-        for (shard, rows), frame in zip(pieces, partitions):
-            check_rows(frame, shard, id_col, reader.shard_ids(shard))
-            meta = frame.iloc[rows]
-            for row, old_id in zip(rows.tolist(), meta[id_col].tolist()):
-                new_id = '%0*d' % (width, number)
-                ids = {id_col: new_id}
-                if old_id_col is not None:
-                    ids[old_id_col] = old_id
-                writer.add(new_id, with_json_ids(reader.read_members(shard.start + row), ids,
-                                                 'record %r of %s' % (old_id, source)))
-                number += 1
-            metas.append(meta)
-        meta = pd.concat(metas, ignore_index=True)
-        if old_id_col is not None:
-            meta[old_id_col] = meta[id_col].astype(object)
-        meta[id_col] = ['%0*d' % (width, n) for n in range(first_id, number)]
-        writer.finish(meta)
-    except BaseException:
-        writer.abort()
-        raise
-    return stem
-
-
-def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_per_shard,
-            max_shards, old_id_col):
-    """Write the records of ``frame`` kept by ``filter_column`` as a new, renumbered dataset.
-
-    The work of :meth:`ImageTextPairDataset.to_webdataset` (which documents the arguments):
-    ``frame`` is the dataset's Dask metadata (one partition per shard of ``shards``),
-    ``reader`` the dataset's :class:`~gluonbatch.webdataset.reader.RecordReader` and
-    ``source`` the source directory. Two computations on the active Dask scheduler: the
-    kept rows of every input shard, then one task per output shard. The output shards are
-    renamed into place only when every task has succeeded.
-    """
-    samples_per_shard = check_int(samples_per_shard, 'samples_per_shard', minimum=1)
-    max_shards = check_int(max_shards, 'max_shards', minimum=1)
-    if filter_column is not None:
-        if filter_column not in frame.columns:
-            raise ValueError('to_webdataset: no filter column %r in the metadata; it has %s'
-                             % (filter_column, list(map(str, frame.columns))))
-        dtype = frame[filter_column].dtype
-        if not pd.api.types.is_bool_dtype(dtype):
-            raise TypeError('to_webdataset: filter column %r must be bool (True keeps a '
-                            'record), got dtype %s' % (filter_column, dtype))
-    if old_id_col is not None:
-        if not isinstance(old_id_col, str):
-            raise TypeError('old_id_col must be a str, got %r' % (old_id_col,))
-        if old_id_col == id_col or old_id_col in frame.columns:
-            raise ValueError('to_webdataset: old_id_col %r is already a column of the '
-                             'metadata; choose a new name' % old_id_col)
-    destination = os.path.abspath(os.fspath(path))
-    if os.path.realpath(destination) == os.path.realpath(source):
-        raise ValueError('to_webdataset: %s is the source directory; write the new '
-                         'dataset somewhere else' % destination)
-    if os.path.isdir(destination):
-        existing = sorted(n for n in os.listdir(destination) if SHARD_FILE.match(n))
-        if existing:
-            raise ValueError('to_webdataset: %s already holds shard files (%s); write into '
-                             'an empty directory' % (destination, examples(existing)))
-    if filter_column is None:
-        kept = [np.arange(shard.stop - shard.start) for shard in shards]
-    else:
-        kept = list(dask.compute(*[
-            dask.delayed(_kept_rows)(part, shard, filter_column)
-            for part, shard in zip(partitions(frame[[filter_column]]), shards)]))
-    total = sum(len(rows) for rows in kept)
-    num_shards = -(-total // samples_per_shard)
-    if num_shards > 10 ** max_shards:
-        raise ValueError('to_webdataset: %d records at %d per shard need %d shards, more '
-                         'than max_shards=%d digits can number; raise max_shards or '
-                         'samples_per_shard' % (total, samples_per_shard, num_shards,
-                                                max_shards))
-    if not total:
-        _LOG.info('to_webdataset: no record of %s has %r True; nothing written',
-                  source, filter_column)
-        return []
-    os.makedirs(destination, exist_ok=True)
-    digits = id_digits(samples_per_shard)
-    with staging(destination) as stage:
-        stems = dask.compute(*_output_tasks(frame, shards, kept, samples_per_shard, digits,
-                                            max_shards, reader, stage, id_col, old_id_col,
-                                            source))
-        written = [commit_shard(stage, stem, destination) for stem in stems]
-    _LOG.info('to_webdataset: wrote %d of %d records of %s into %d shard(s) in %s',
-              total, shards[-1].stop, source, num_shards, destination)
-    return written
-
-
-def _output_tasks(frame, shards, kept, samples_per_shard, digits, max_shards, reader,
-                  destination, id_col, old_id_col, source):
-    """One Dask task per output shard, each given the input partitions it draws from."""
-    parts_of = partitions(frame)
-    # every kept record as (input shard number, row), in dataset order
-    owners = np.concatenate([np.full(len(rows), n) for n, rows in enumerate(kept)])
-    rows = np.concatenate(kept)
-    mtime = int(time.time())
-    tasks = []
-    for shard_number, begin in enumerate(range(0, len(rows), samples_per_shard)):
-        end = begin + samples_per_shard
-        pieces, parts = [], []
-        for n in np.unique(owners[begin:end]).tolist():
-            pieces.append((shards[n], rows[begin:end][owners[begin:end] == n]))
-            parts.append(parts_of[n])
-        tasks.append(dask.delayed(_write_output_shard)(
-            reader, destination, '%0*d' % (max_shards, shard_number),
-            10 ** digits * shard_number, max_shards + digits, pieces, parts, id_col,
-            old_id_col, mtime, source))
-    return tasks

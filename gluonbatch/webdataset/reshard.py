@@ -1,0 +1,207 @@
+"""Resharding: the writer behind ``to_webdataset``, on whatever Dask scheduler is active.
+
+Two passes, and the metadata is computed once. The first is one task per input shard: it
+computes the shard's partition (the whole pipeline, embedders included), checks its rows
+against the shard's records, and writes the rows the filter keeps, every column, to a
+parquet file in the run's hidden staging directory; it returns their row numbers. Once the
+driver knows how many records each shard keeps, it numbers the output shards, and the
+second pass is one task per output shard, reading the kept rows it needs from those files
+and the records from the source tars. Output shards are renamed into place only when
+every task has succeeded.
+"""
+import json
+import logging
+import os
+import time
+
+import dask
+import numpy as np
+import pandas as pd
+
+from .._core.checks import check_int
+from .shards import SHARD_FILE, examples
+from .writer import (ShardWriter, check_rows, commit_shard, id_digits, partitions, staging,
+                     write_parquet)
+
+__all__ = ['reshard', 'with_json_ids']
+
+_LOG = logging.getLogger(__name__)
+
+
+def with_json_ids(members, ids, source):
+    """``members`` with the ``.json`` member's ``ids`` (a dict: key -> id) set.
+
+    The format's rule is that a record's JSON, its parquet row and its member names carry
+    one id, so a renumbered record's JSON is rewritten; other members are kept as they are.
+
+    >>> with_json_ids([('txt', b'a cat'), ('json', b'{"key": "07", "w": 3}')], {'key': '00'},
+    ...               'record 7')
+    [('txt', b'a cat'), ('json', b'{"key": "00", "w": 3}')]
+    """
+    out = []
+    for ext, data in members:
+        if ext == 'json':
+            try:
+                meta = json.loads(data)
+            except ValueError as err:
+                raise ValueError('the .json member of %s is not valid JSON: %s'
+                                 % (source, err)) from None
+            if not isinstance(meta, dict):
+                raise ValueError('the .json member of %s holds a %s, not an object'
+                                 % (source, type(meta).__name__))
+            meta.update(ids)
+            data = json.dumps(meta, ensure_ascii=False).encode('utf-8')
+        out.append((ext, data))
+    return out
+
+
+def _kept_path(stage, shard):
+    return os.path.join(stage, 'kept-%s.parquet' % shard.stem)
+
+
+def _stage_kept_rows(frame, shard, id_col, filter_column, reader, stage):
+    """First pass, one input shard: check the computed partition ``frame`` against the
+    shard's records, write the rows ``filter_column`` keeps (all of them if None) to the
+    staging directory, and return their row numbers within the shard."""
+    check_rows(frame, shard, id_col, reader.shard_ids(shard))
+    if filter_column is None:
+        rows = np.arange(len(frame))
+    else:
+        column = frame[filter_column]
+        if column.isna().any():
+            raise TypeError('to_webdataset: filter column %r of %s holds missing values; it '
+                            'must be True or False for every record'
+                            % (filter_column, shard.parquet))
+        rows = np.flatnonzero(column.to_numpy(dtype=bool))
+    if len(rows):
+        write_parquet(frame.iloc[rows], _kept_path(stage, shard))
+    return rows
+
+
+def _write_output_shard(reader, stage, stem, first_id, width, pieces, id_col, old_id_col,
+                        mtime, source):
+    """Second pass, one output shard, written under temporary names in ``stage``.
+
+    ``pieces`` are ``(input shard, its kept row numbers, begin, end)``: this shard takes
+    kept rows ``begin:end`` of that input shard, in order. The records' new ids are
+    consecutive from ``first_id``.
+    """
+    writer = ShardWriter(stage, stem, mtime)
+    try:
+        metas, number = [], first_id
+        for shard, rows, begin, end in pieces:
+            meta = pd.read_parquet(_kept_path(stage, shard)).iloc[begin:end]
+            for row, old_id in zip(rows[begin:end].tolist(), meta[id_col].tolist()):
+                new_id = '%0*d' % (width, number)
+                ids = {id_col: new_id}
+                if old_id_col is not None:
+                    ids[old_id_col] = old_id
+                writer.add(new_id, with_json_ids(reader.read_members(shard.start + row), ids,
+                                                 'record %r of %s' % (old_id, source)))
+                number += 1
+            metas.append(meta)
+        meta = pd.concat(metas, ignore_index=True)
+        if old_id_col is not None:
+            meta[old_id_col] = meta[id_col].astype(object)
+        meta[id_col] = ['%0*d' % (width, n) for n in range(first_id, number)]
+        writer.finish(meta)
+    except BaseException:
+        writer.abort()
+        raise
+    return stem
+
+
+def _output_tasks(shards, kept, samples_per_shard, max_shards, reader, stage, id_col,
+                  old_id_col, source):
+    """One Dask task per output shard; ``kept`` holds each input shard's kept row numbers."""
+    digits = id_digits(samples_per_shard)
+    # every kept record as (input shard number, position among that shard's kept rows)
+    owners = np.concatenate([np.full(len(rows), n) for n, rows in enumerate(kept)])
+    positions = np.concatenate([np.arange(len(rows)) for rows in kept])
+    mtime = int(time.time())
+    tasks = []
+    for shard_number, begin in enumerate(range(0, len(owners), samples_per_shard)):
+        end = begin + samples_per_shard
+        pieces = []
+        for n in np.unique(owners[begin:end]).tolist():
+            taken = positions[begin:end][owners[begin:end] == n]
+            pieces.append((shards[n], kept[n], int(taken[0]), int(taken[-1]) + 1))
+        tasks.append(dask.delayed(_write_output_shard)(
+            reader, stage, '%0*d' % (max_shards, shard_number), 10 ** digits * shard_number,
+            max_shards + digits, pieces, id_col, old_id_col, mtime, source))
+    return tasks
+
+
+def _check_arguments(frame, id_col, source, destination, filter_column, old_id_col):
+    if filter_column is not None:
+        if filter_column not in frame.columns:
+            raise ValueError('to_webdataset: no filter column %r in the metadata; it has %s'
+                             % (filter_column, list(map(str, frame.columns))))
+        dtype = frame[filter_column].dtype
+        if not pd.api.types.is_bool_dtype(dtype):
+            raise TypeError('to_webdataset: filter column %r must be bool (True keeps a '
+                            'record), got dtype %s' % (filter_column, dtype))
+    if old_id_col is not None:
+        if not isinstance(old_id_col, str):
+            raise TypeError('old_id_col must be a str, got %r' % (old_id_col,))
+        if old_id_col == id_col or old_id_col in frame.columns:
+            raise ValueError('to_webdataset: old_id_col %r is already a column of the '
+                             'metadata; choose a new name' % old_id_col)
+    if os.path.realpath(destination) == os.path.realpath(source):
+        raise ValueError('to_webdataset: %s is the source directory; write the new '
+                         'dataset somewhere else' % destination)
+    if os.path.isdir(destination):
+        existing = sorted(n for n in os.listdir(destination) if SHARD_FILE.match(n))
+        if existing:
+            raise ValueError('to_webdataset: %s already holds shard files (%s); write into '
+                             'an empty directory' % (destination, examples(existing)))
+
+
+def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_per_shard,
+            max_shards, old_id_col):
+    """Write the records of ``frame`` kept by ``filter_column`` as a new, renumbered dataset.
+
+    The work of :meth:`ImageTextPairDataset.to_webdataset` (which documents the arguments):
+    ``frame`` is the dataset's Dask metadata (one partition per shard of ``shards``),
+    ``reader`` the dataset's :class:`~gluonbatch.webdataset.reader.RecordReader` and
+    ``source`` the source directory.
+    """
+    samples_per_shard = check_int(samples_per_shard, 'samples_per_shard', minimum=1)
+    max_shards = check_int(max_shards, 'max_shards', minimum=1)
+    destination = os.path.abspath(os.fspath(path))
+    _check_arguments(frame, id_col, source, destination, filter_column, old_id_col)
+    created = not os.path.isdir(destination)
+    os.makedirs(destination, exist_ok=True)
+    written = []
+    try:
+        with staging(destination) as stage:
+            kept = list(dask.compute(*[
+                dask.delayed(_stage_kept_rows)(part, shard, id_col, filter_column, reader,
+                                               stage)
+                for part, shard in zip(partitions(frame), shards)]))
+            total = sum(len(rows) for rows in kept)
+            num_shards = -(-total // samples_per_shard)
+            if num_shards > 10 ** max_shards:
+                raise ValueError('to_webdataset: %d records at %d per shard need %d shards, '
+                                 'more than max_shards=%d digits can number; raise max_shards '
+                                 'or samples_per_shard' % (total, samples_per_shard,
+                                                           num_shards, max_shards))
+            if total:
+                stems = dask.compute(*_output_tasks(shards, kept, samples_per_shard,
+                                                    max_shards, reader, stage, id_col,
+                                                    old_id_col, source))
+                written = [commit_shard(stage, stem, destination) for stem in stems]
+    finally:
+        if created and not written:
+            # a run that writes nothing leaves nothing, not even the directory it made
+            try:
+                os.rmdir(destination)
+            except OSError:
+                pass  # something else was put there meanwhile
+    if not total:
+        _LOG.info('to_webdataset: no record of %s has %r True; nothing written',
+                  source, filter_column)
+        return []
+    _LOG.info('to_webdataset: wrote %d of %d records of %s into %d shard(s) in %s',
+              total, shards[-1].stop, source, num_shards, destination)
+    return written
