@@ -5,9 +5,14 @@ import math
 import os
 import pathlib
 import shutil
+import subprocess
+import sys
 import tarfile
+import threading
+import time
 import tracemalloc
 
+import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -325,3 +330,71 @@ def test_reordered_or_changed_ids_are_refused(data, tmp_path):
             ds.save_metadata(target)
     assert {name: open(os.path.join(path, name), 'rb').read() for name in parquets} == saved
     assert not (tmp_path / 'reordered').exists() or visible(tmp_path / 'reordered') == []
+
+
+COMPUTING = threading.Event()  # set once the slow rank is inside its run
+
+
+def _double(frame):
+    return frame['score'] * 2
+
+
+def _slow_double(frame):
+    COMPUTING.set()  # this rank's run has made its hidden directory
+    time.sleep(0.5)
+    return _double(frame)
+
+
+def test_ranks_saving_their_parts_at_once_do_not_remove_each_others_work(tmp_path):
+    """Each rank runs the same code on its own part of one directory: one rank's run must
+    not take the other's hidden directory for a killed run's leftovers."""
+    make_dataset(str(tmp_path), sizes=(2, 3, 2, 1))
+    COMPUTING.clear()
+    errors = []
+
+    def save(part, copy):
+        try:
+            ds = ImageTextPairDataset.from_webdataset(tmp_path, ID, num_parts=2,
+                                                      part_index=part)
+            ds.metadata['double'] = ds.metadata.map_partitions(copy, meta=('double', 'f8'))
+            with dask.config.set(scheduler='synchronous'):
+                ds.save_metadata()
+        except Exception as err:  # reported below, with its rank
+            errors.append((part, err))
+
+    first = threading.Thread(target=save, args=(0, _slow_double))
+    first.start()
+    assert COMPUTING.wait(60), errors
+    save(1, _double)  # while rank 0 is still computing
+    first.join()
+    assert errors == []
+    frame = ImageTextPairDataset.from_webdataset(tmp_path, ID).metadata.compute()
+    np.testing.assert_array_equal(frame['double'], frame['score'] * 2)
+    assert visible(tmp_path) == files(tmp_path)  # nothing hidden left
+
+
+KILLED_SAVE = '''
+import os, sys
+from gluonbatch.webdataset import ImageTextPairDataset
+
+def die(frame):
+    if frame.index[0] > 0:
+        os._exit(3)  # killed mid-run: no cleanup
+    return frame['score']
+
+ds = ImageTextPairDataset.from_webdataset(sys.argv[1], 'key')
+ds.metadata['copy'] = ds.metadata.map_partitions(die, meta=('copy', 'f8'))
+ds.save_metadata()
+'''
+
+
+def test_the_next_run_removes_what_a_killed_run_left(tmp_path):
+    make_dataset(str(tmp_path), sizes=(2, 3))
+    before = {name: (tmp_path / name).read_bytes() for name in files(tmp_path)}
+    killed = subprocess.run([sys.executable, '-c', KILLED_SAVE, str(tmp_path)],
+                            capture_output=True, text=True, timeout=600)
+    assert killed.returncode == 3, killed.stderr
+    assert {name: (tmp_path / name).read_bytes() for name in visible(tmp_path)} == before
+    assert visible(tmp_path) != files(tmp_path)  # its hidden directory is still there
+    ImageTextPairDataset.from_webdataset(tmp_path, ID).save_metadata()
+    assert visible(tmp_path) == files(tmp_path)

@@ -3,9 +3,9 @@
 and the hidden staging directory that makes a run's output appear all at once or not at
 all. Resharding (``to_webdataset``) is :mod:`~gluonbatch.webdataset.reshard`."""
 import contextlib
+import fcntl
 import logging
 import os
-import re
 import shutil
 import tarfile
 import uuid
@@ -107,7 +107,6 @@ class ShardWriter:
 
 _SHARD_EXTS = ('tar', 'idx', 'parquet')  # the order they are renamed in: the tar first
 _STAGING_PREFIX = '.partial-'
-_TEMPORARY_SHARD_FILE = re.compile(r'^\.\d+\.(tar|idx|parquet)\.tmp$')
 
 
 def commit_shard(directory, stem, destination=None):
@@ -121,22 +120,44 @@ def commit_shard(directory, stem, destination=None):
     return os.path.join(destination, stem + '.tar')
 
 
+_OWNER = '.owner'  # in a staging directory: locked by the run that writes there
+
+
+def _remove_abandoned(directory):
+    """Remove the staging directories in ``directory`` whose run is gone (killed): their
+    owner file's lock can be taken. Those of runs still going (other ranks, say) stay."""
+    for name in os.listdir(directory):
+        if not name.startswith(_STAGING_PREFIX):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            handle = open(os.path.join(path, _OWNER), 'a')
+        except OSError:  # killed before it made its owner file, or being removed
+            shutil.rmtree(path, ignore_errors=True)
+            continue
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # its run holds the lock: still going
+            shutil.rmtree(path, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def staging(directory):
     """A hidden directory in ``directory`` that a run's tasks write into, removed at the end
     whatever happens; a task still running after a failure finds it gone and writes
-    nothing. What a killed run left is removed first."""
-    for name in os.listdir(directory):
-        if name.startswith(_STAGING_PREFIX):
-            shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
-        elif _TEMPORARY_SHARD_FILE.match(name):
-            remove_quietly(os.path.join(directory, name))
+    nothing. The run holds a lock on it (released by the system if the run is killed), so
+    the next run removes what a killed one left and leaves a live one's alone."""
+    _remove_abandoned(directory)
     path = os.path.join(directory, _STAGING_PREFIX + uuid.uuid4().hex)
     os.mkdir(path)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+    with open(os.path.join(path, _OWNER), 'a') as owner:
+        fcntl.flock(owner, fcntl.LOCK_EX)
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def check_rows(frame, shard, id_col, ids=None):
