@@ -33,8 +33,8 @@ def curated(tmp_path):
     backbone = _export(net, tmp_path / 'backbone', (1, 3, 16, 16))
     scorer = _export(head, tmp_path / 'head', (1, 5))
     ds = ImageTextPairDataset.from_webdataset(path, ID)
-    GluonImageEmbedder(backbone, image_size=16)(ds)
-    EmbeddingClassifier(scorer, 'aesthetic_score')(ds)
+    ds = GluonImageEmbedder(backbone, image_size=16)(ds)
+    ds = EmbeddingClassifier(scorer, 'aesthetic_score')(ds)
     with dask.config.set(scheduler='threads'):  # the blocks of this process, not pickled
         return path, tmp_path, ds.metadata.compute()
 

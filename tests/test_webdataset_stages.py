@@ -64,10 +64,13 @@ def test_the_embedding_column_is_the_net_on_each_image_in_record_order(source, n
     ds = ImageTextPairDataset.from_webdataset(source, ID)
     net = _net()
     embedder = GluonImageEmbedder(net, image_size=SIZE, batch_size=3, num_workers=num_workers)
-    before = net.images
-    assert embedder(ds) is ds and 'image_embedding' in ds.metadata.columns
+    before, columns = net.images, list(ds.metadata.columns)
+    embedded = embedder(ds)
+    assert embedded is not ds and embedded.metadata is not ds.metadata
+    assert list(ds.metadata.columns) == columns  # the input is left as it was
+    assert list(embedded.metadata.columns) == columns + ['image_embedding']
     assert net.images == before  # lazy: nothing embedded yet
-    got = np.stack(ds.metadata['image_embedding'].compute().tolist())
+    got = np.stack(embedded.metadata['image_embedding'].compute().tolist())
     assert net.images == before + len(ds)  # each record once
     np.testing.assert_allclose(got, _by_hand(ds, net), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1, rtol=1e-5)
@@ -94,8 +97,8 @@ class OverlapNet(mx.gluon.nn.Block):
 def test_shards_computed_in_parallel_never_call_the_net_at_once(source):
     ds = ImageTextPairDataset.from_webdataset(source, ID)
     net = OverlapNet()
-    GluonImageEmbedder(net, image_size=SIZE, batch_size=1)(ds)
-    EmbeddingClassifier(net, 'score', embedding_column='image_embedding', batch_size=1)(ds)
+    ds = GluonImageEmbedder(net, image_size=SIZE, batch_size=1)(ds)
+    ds = EmbeddingClassifier(net, 'score', embedding_column='image_embedding', batch_size=1)(ds)
     frame = ds.metadata.compute(scheduler='threads', num_workers=3)
     assert net.most == 1 and len(frame) == len(ds)
 
@@ -104,31 +107,48 @@ def test_an_empty_shard_gets_no_embeddings_and_no_scores(tmp_path):
     make_dataset(str(tmp_path), sizes=(2, 0, 3))
     ds = ImageTextPairDataset.from_webdataset(tmp_path, ID)
     net = _net()
-    GluonImageEmbedder(net, image_size=SIZE, batch_size=2)(ds)
-    EmbeddingClassifier(mx.gluon.nn.Lambda(lambda x: x.sum(axis=1)), 'score')(ds)
+    ds = GluonImageEmbedder(net, image_size=SIZE, batch_size=2)(ds)
+    ds = EmbeddingClassifier(mx.gluon.nn.Lambda(lambda x: x.sum(axis=1)), 'score')(ds)
     frame = ds.metadata.compute()
     embeddings = np.stack(frame['image_embedding'].tolist())
     np.testing.assert_allclose(embeddings, _by_hand(ds, net), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(frame['score'], embeddings.sum(axis=1), rtol=1e-5)
 
 
+def test_each_stage_runs_its_own_model_whatever_the_others_loaded(source):
+    """Models are kept per process and stage, a few at a time: six embedders of different
+    nets in one computation must each give their own net's embeddings."""
+    ds = ImageTextPairDataset.from_webdataset(source, ID)
+    nets = []
+    for seed in range(6):
+        mx.random.seed(seed)
+        net = CountingNet()
+        net.initialize(mx.init.Xavier())
+        nets.append(net)
+        ds = GluonImageEmbedder(net, image_size=SIZE, embedding_column='e%d' % seed)(ds)
+    frame = ds.metadata.compute()
+    for seed, net in enumerate(nets):
+        np.testing.assert_allclose(np.stack(frame['e%d' % seed].tolist()), _by_hand(ds, net),
+                                   rtol=1e-5, atol=1e-6)
+
+
 def test_embeddings_unnormalised_and_in_another_column(source):
     ds = ImageTextPairDataset.from_webdataset(source, ID)
     net = _net()
-    GluonImageEmbedder(net, image_size=SIZE, normalize_embeddings=False,
-                       embedding_column='clip')(ds)
+    ds = GluonImageEmbedder(net, image_size=SIZE, normalize_embeddings=False,
+                            embedding_column='clip')(ds)
     got = np.stack(ds.metadata['clip'].compute().tolist())
     np.testing.assert_allclose(got, _by_hand(ds, net, normalize=False), rtol=1e-5, atol=1e-6)
 
 
 def test_the_classifier_column_is_the_head_on_the_embeddings(source, tmp_path):
     ds = ImageTextPairDataset.from_webdataset(source, ID)
-    GluonImageEmbedder(_net(), image_size=SIZE, batch_size=4)(ds)
+    ds = GluonImageEmbedder(_net(), image_size=SIZE, batch_size=4)(ds)
     head = mx.gluon.nn.Dense(1, in_units=6)
     head.initialize(mx.init.Normal(1))
-    EmbeddingClassifier(head, pred_column='aesthetic_score', batch_size=4)(ds)
-    EmbeddingClassifier(mx.gluon.nn.Lambda(lambda x: x.sum(axis=1) > 0), 'nsfw',
-                        pred_type=bool)(ds)
+    ds = EmbeddingClassifier(head, pred_column='aesthetic_score', batch_size=4)(ds)
+    ds = EmbeddingClassifier(mx.gluon.nn.Lambda(lambda x: x.sum(axis=1) > 0), 'nsfw',
+                             pred_type=bool)(ds)
     frame = ds.metadata.compute()
     embeddings = np.stack(frame['image_embedding'].tolist())
     want = head(mx.nd.array(embeddings)).asnumpy()[:, 0]
@@ -148,8 +168,8 @@ def test_the_classifier_column_is_the_head_on_the_embeddings(source, tmp_path):
 def test_a_filter_on_a_score_reshards(source, tmp_path):
     ds = ImageTextPairDataset.from_webdataset(source, ID)
     net = _net()
-    GluonImageEmbedder(net, image_size=SIZE)(ds)
-    EmbeddingClassifier(mx.gluon.nn.Lambda(lambda x: x[:, 0]), 'score')(ds)
+    ds = GluonImageEmbedder(net, image_size=SIZE)(ds)
+    ds = EmbeddingClassifier(mx.gluon.nn.Lambda(lambda x: x[:, 0]), 'score')(ds)
     ds.metadata['keep'] = ds.metadata['score'] > ds.metadata['score'].quantile(0.5)
     frame = ds.metadata.compute()
     before = net.images
@@ -168,10 +188,10 @@ def test_stages_on_a_local_cluster_equal_the_threaded_result(source, cluster):
 
     def scored():
         ds = ImageTextPairDataset.from_webdataset(source, ID)
-        GluonImageEmbedder(_net(), image_size=SIZE)(ds)
+        ds = GluonImageEmbedder(_net(), image_size=SIZE)(ds)
         head = mx.gluon.nn.Dense(1, in_units=6)
         head.initialize(mx.init.Constant(0.5))
-        EmbeddingClassifier(head, 'score')(ds)
+        ds = EmbeddingClassifier(head, 'score')(ds)
         return ds.metadata.compute()
 
     with dask.config.set(scheduler=cluster[1]):
@@ -187,7 +207,7 @@ def test_stage_arguments_and_order_are_checked(source):
     ds = ImageTextPairDataset.from_webdataset(source, ID)
     with pytest.raises(ValueError, match=r"EmbeddingClassifier needs the column "
                                          r"'image_embedding' \(run an ImageEmbedder first\)"):
-        EmbeddingClassifier(mx.gluon.nn.Dense(1), 'score')(ds)
+        ds = EmbeddingClassifier(mx.gluon.nn.Dense(1), 'score')(ds)
     with pytest.raises(TypeError, match='batch_size must be an integer'):
         GluonImageEmbedder(_net(), batch_size=2.5)
     with pytest.raises(ValueError, match='image_size'):

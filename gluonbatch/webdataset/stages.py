@@ -1,8 +1,9 @@
 """Curation stages on MXNet Gluon, named after NeMo Curator's: an image embedder and a
 classifier on the embeddings, each adding a column to a dataset's lazy metadata.
 
-Calling a stage on an :class:`~gluonbatch.webdataset.ImageTextPairDataset` returns the
-dataset with a new column computed per shard (``map_partitions``): nothing runs until the
+Calling a stage on an :class:`~gluonbatch.webdataset.ImageTextPairDataset` returns a copy
+of the dataset with a new column computed per shard (``map_partitions``), the dataset
+given left as it was: nothing runs until the
 metadata is computed (``save_metadata``, ``to_webdataset``, ``compute``), on whatever Dask
 scheduler is active. The model is loaded once per process that computes a shard and runs
 one batch at a time there (a Gluon block is not safe to call from two threads at once).
@@ -27,6 +28,7 @@ Examples
 ((4,), dtype('float32'))
 >>> tmp.cleanup()
 """
+import copy
 import os
 import threading
 import uuid
@@ -50,7 +52,11 @@ _STD = np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255
 # Dask computes shards in several threads, and a Gluon block (a hybridized one above all)
 # is not safe to call from two threads at once; stages may share a block, so the lock is
 # the process's, not the stage's
-_MODEL_CALLS = ProcessLocal(threading.Lock)
+_MODEL_CALLS = ProcessLocal(threading.RLock)
+# The models this process has loaded, by stage: each task may bring its own copy of a
+# stage (a cluster unpickles one per task), which uses the model its first copy loaded.
+_MODELS = ProcessLocal(dict)
+_MODELS_KEPT = 4
 
 
 class _ColumnTask:
@@ -68,34 +74,39 @@ class _ColumnTask:
 
 
 class _Stage:
-    """What every stage shares: the model, loaded once per process, never pickled, and
-    run on one batch at a time per process."""
+    """What every stage shares: the model, loaded once per process and stage, run on one
+    batch at a time per process."""
 
     def __init__(self, batch_size):
         self.batch_size = check_int(batch_size, 'batch_size', minimum=1)
-        self._model = None
         self._token = uuid.uuid4().hex
 
     def load_model(self, ctx):
         """The Gluon block to run on ``ctx`` (subclasses build or load it here)."""
         raise NotImplementedError('%s must define load_model(ctx)' % type(self).__name__)
 
+    def _model(self):
+        with _MODEL_CALLS.get():
+            models = _MODELS.get()
+            if self._token not in models:
+                models[self._token] = self.load_model(mx.cpu())
+                while len(models) > _MODELS_KEPT:
+                    models.pop(next(iter(models)))  # the oldest
+            return models[self._token]
+
     def run(self, batch):
         """The model's output on one batch, as a numpy array (loading the model first)."""
         with _MODEL_CALLS.get():
-            if self._model is None:
-                self._model = self.load_model(mx.cpu())
-            return self._model(batch).asnumpy()
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state['_model'] = None  # loaded again in the process that computes
-        return state
+            return self._model()(batch).asnumpy()
 
     def _add_column(self, dataset, name, compute, meta):
+        """A copy of ``dataset`` whose metadata has the column ``name``; ``dataset`` keeps
+        its metadata."""
         task = _ColumnTask(compute, (self._token, dataset.path, name))
-        dataset.metadata[name] = dataset.metadata.map_partitions(task, meta=(name, meta))
-        return dataset
+        out = copy.copy(dataset)
+        out.metadata = dataset.metadata.assign(
+            **{name: dataset.metadata.map_partitions(task, meta=(name, meta))})
+        return out
 
 
 class ImageEmbedder(_Stage):
@@ -155,7 +166,8 @@ class ImageEmbedder(_Stage):
         return embeddings
 
     def __call__(self, dataset):
-        """``dataset`` with :attr:`embedding_column` added to its metadata, lazily."""
+        """A copy of ``dataset`` with :attr:`embedding_column` added to its metadata,
+        lazily; ``dataset`` is left as it was."""
         records = dataset.reader  # what the tasks carry: the records, not the dataset
 
         def compute(frame):
@@ -202,8 +214,35 @@ class ImageClassifier(_Stage):
     pred_column : str
         The column written.
     pred_type : type or numpy dtype, default float
-        The predictions' dtype (``float`` becomes float32; ``bool`` for a filter).
+        The predictions' dtype (``float`` becomes float32). The outputs are cast to it:
+        with ``bool``, any non-zero output is True, so a filter on a score thresholds it
+        in :meth:`postprocess`, as below.
     batch_size : int, default 4096
+
+    Examples
+    --------
+    A filter that keeps the records whose score is above 0.5:
+
+    >>> class Keep(ImageClassifier):
+    ...     def __init__(self, head):
+    ...         super().__init__('image_embedding', 'keep', pred_type=bool)
+    ...         self.head = head
+    ...     def load_model(self, ctx):
+    ...         return self.head
+    ...     def postprocess(self, outputs):
+    ...         return super().postprocess(outputs) > 0.5
+    >>> import tempfile
+    >>> from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> ds = ImageTextPairDataset.from_webdataset(make_example_dataset(tmp.name), 'key')
+    >>> net = mx.gluon.nn.GlobalAvgPool2D()  # an image's mean colour, normalised
+    >>> ds = GluonImageEmbedder(net, image_size=8)(ds)
+    >>> head = mx.gluon.nn.Lambda(lambda x: x.max(axis=1))
+    >>> ds = Keep(head)(ds)
+    >>> frame = ds.metadata.compute()
+    >>> frame['keep'].tolist() == [e.max() > 0.5 for e in frame['image_embedding']]
+    True
+    >>> tmp.cleanup()
     """
 
     def __init__(self, embedding_column, pred_column, pred_type=float, batch_size=4096):
@@ -230,7 +269,8 @@ class ImageClassifier(_Stage):
         return np.concatenate(parts).astype(self.pred_type)
 
     def __call__(self, dataset):
-        """``dataset`` with :attr:`pred_column` added to its metadata, lazily."""
+        """A copy of ``dataset`` with :attr:`pred_column` added to its metadata, lazily;
+        ``dataset`` is left as it was."""
         if self.embedding_column not in dataset.metadata.columns:
             raise ValueError('%s needs the column %r (run an ImageEmbedder first); the '
                              'metadata has %s' % (type(self).__name__, self.embedding_column,
@@ -284,7 +324,20 @@ def _import_block(prefix, epoch):
         return mx.gluon.SymbolBlock.imports(files[0], ['data'], files[1])
 
 
-class ExportedImageEmbedder(ImageEmbedder):
+class _Exported:
+    """A stage whose network ``HybridBlock.export(prefix, epoch)`` saved: each process that
+    computes a shard loads it from the files (a hybridized network does not pickle, so this
+    is the form a Dask cluster's workers can share)."""
+
+    def _use_export(self, prefix, epoch):
+        self.prefix, self.epoch = str(prefix), check_int(epoch, 'epoch', minimum=0)
+        self._model()  # missing or broken files fail here, not in a task
+
+    def load_model(self, ctx):
+        return _import_block(self.prefix, self.epoch)
+
+
+class ExportedImageEmbedder(_Exported, ImageEmbedder):
     """An :class:`ImageEmbedder` whose network was saved with ``HybridBlock.export(prefix)``;
     each process that computes a shard loads it from the files (a hybridized network does
     not pickle, so this is the form a Dask cluster's workers can share).
@@ -296,21 +349,33 @@ class ExportedImageEmbedder(ImageEmbedder):
     epoch : int, default 0
     image_size, batch_size, num_workers, normalize_embeddings, embedding_column :
         As for :class:`ImageEmbedder`.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> net = mx.gluon.nn.HybridSequential()
+    >>> net.add(mx.gluon.nn.Conv2D(4, 3, strides=4), mx.gluon.nn.GlobalAvgPool2D())
+    >>> net.initialize()
+    >>> net.hybridize()
+    >>> _ = net(mx.nd.zeros((1, 3, 32, 32)))
+    >>> net.export(os.path.join(tmp.name, 'backbone'))
+    >>> ds = ImageTextPairDataset.from_webdataset(make_example_dataset(tmp.name), 'key')
+    >>> embedded = ExportedImageEmbedder(os.path.join(tmp.name, 'backbone'), image_size=32)(ds)
+    >>> embedded.metadata['image_embedding'].compute()[0].shape
+    (4,)
+    >>> tmp.cleanup()
     """
 
     def __init__(self, prefix, epoch=0, image_size=224, batch_size=64, num_workers=0,
                  normalize_embeddings=True, embedding_column='image_embedding'):
         super().__init__(image_size, batch_size, num_workers, normalize_embeddings,
                          embedding_column)
-        self.prefix, self.epoch = str(prefix), check_int(epoch, 'epoch', minimum=0)
-        # missing or broken files fail here, not in a task
-        self._model = self.load_model(mx.cpu())
-
-    def load_model(self, ctx):
-        return _import_block(self.prefix, self.epoch)
+        self._use_export(prefix, epoch)
 
 
-class ExportedEmbeddingClassifier(ImageClassifier):
+class ExportedEmbeddingClassifier(_Exported, ImageClassifier):
     """An :class:`ImageClassifier` whose head was saved with ``HybridBlock.export(prefix)``,
     loaded from the files by each process that computes a shard.
 
@@ -326,8 +391,4 @@ class ExportedEmbeddingClassifier(ImageClassifier):
     def __init__(self, prefix, pred_column, epoch=0, embedding_column='image_embedding',
                  pred_type=float, batch_size=4096):
         super().__init__(embedding_column, pred_column, pred_type, batch_size)
-        self.prefix, self.epoch = str(prefix), check_int(epoch, 'epoch', minimum=0)
-        self._model = self.load_model(mx.cpu())
-
-    def load_model(self, ctx):
-        return _import_block(self.prefix, self.epoch)
+        self._use_export(prefix, epoch)
