@@ -9,9 +9,10 @@ the members sharing the name before the first ``'.'`` are one record, and the pa
 one row per record with the same id in its id column.
 
 :class:`ImageTextPairDataset` is a gluon ``Dataset`` over such a directory:
-``ds[i]`` reads only the bytes of record ``i`` (offsets from the ``.idx`` files, or from
-the tar headers scanned once when the dataset is opened) and returns
-``(image, caption, metadata)``. :meth:`ImageTextPairDataset.to_webdataset` writes a
+``ds[i]`` reads only the bytes of record ``i`` (offsets from its shard's ``.idx``, or from
+its shard's tar headers, scanned once when the shard is first used) and returns
+``(image, caption, metadata)``; ``ds.metadata`` is a lazy Dask DataFrame, one partition
+per shard. :meth:`ImageTextPairDataset.to_webdataset` writes a
 filtered, renumbered copy; :func:`write_index` writes ``.idx`` files.
 
 Examples

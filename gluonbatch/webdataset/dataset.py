@@ -125,10 +125,12 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
 
         Notes
         -----
-        Each shard's other errors are raised when it is first used (its metadata computed,
-        or one of its records read), each naming the file and record: ``TypeError`` for
-        ids that are not strings, ``ValueError`` for ids or records that do not match
-        between a parquet and its tar, a truncated or corrupt tar, an index that does not
+        Each shard's other errors are raised when it is first used, each naming the file
+        and record. Computing its metadata reads only its parquet: ``TypeError`` for ids
+        that are not strings, ``ValueError`` for repeated ids or columns unlike the first
+        shard's. Reading one of its records (``ds[i]``, an embedder, ``to_webdataset``)
+        also reads its tar or index: ``ValueError`` for ids or records that do not match
+        between the parquet and the tar, a truncated or corrupt tar, an index that does not
         match its tar, or member names with path components. Ids are not compared across
         shards.
 
@@ -316,9 +318,10 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         ``NNNNN.tar`` (``max_shards`` digits), ``NNNNN.parquet`` (the metadata, id column
         renumbered) and ``NNNNN.idx``, one Dask task per shard, into a hidden directory of
         ``path``; only when every shard is written are they renamed into place (the tar
-        before the index and the parquet), so a failed run leaves no shard. Records are
-        read and written one at a time, so a task's memory is bounded by one output
-        shard's metadata. The metadata's rows are checked against the records' ids.
+        before the index and the parquet), so a failed run leaves no shard. The metadata is
+        computed once: a first pass, one task per input shard, checks its rows against the
+        records' ids and stages the kept rows in that hidden directory; each output task
+        then reads only the rows it writes, and the records one at a time.
 
         Parameters
         ----------
