@@ -14,8 +14,9 @@ def read(name):
 
 EXAMPLES = ['gluoncv==0.10.5.post0', 'pycocotools', 'Pillow', 'tqdm', 'matplotlib']
 # gluonbatch.webdataset: parquet metadata through pandas/pyarrow as a lazy Dask DataFrame
-# (run by Dask's schedulers, a distributed cluster included), JPEGs written with Pillow.
-WEBDATASET = ['pandas', 'pyarrow', 'Pillow', 'dask[dataframe]', 'distributed']
+# (run by Dask's schedulers, a distributed cluster included), JPEGs written with Pillow; the
+# curation commands' progress on a cluster is drawn by tqdm.
+WEBDATASET = ['pandas', 'pyarrow', 'Pillow', 'dask[dataframe]', 'distributed', 'tqdm']
 
 setup(
     name='gluonbatch',

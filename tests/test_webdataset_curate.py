@@ -68,13 +68,17 @@ def test_embed_score_filter_give_what_the_stages_give(curated, capsys):
 
 
 @pytest.mark.filterwarnings('ignore:Running on a single-machine scheduler')
-def test_the_steps_on_a_scheduler_address(curated, cluster):
+def test_the_steps_on_a_scheduler_address(curated, cluster, capsys):
     path, tmp_path, want = curated
     address = cluster[0].scheduler_address
     _embed_and_score(path, tmp_path, '--scheduler', address)
+    # the cluster computed them: distributed's bar of their tasks, once per step
+    assert capsys.readouterr().out.count('100% Completed') == 2
     dst = str(tmp_path / 'kept')
     assert main(['wds', 'filter', path, dst, '--where', 'aesthetic_score > 0',
                  '--scheduler', address]) == 0
+    # a first pass over the input shards, then one task per output shard
+    assert capsys.readouterr().out.count('100% Completed') == 2
     frame = ImageTextPairDataset.from_webdataset(path, ID).metadata.compute()
     np.testing.assert_allclose(frame['aesthetic_score'], want['aesthetic_score'], rtol=1e-5)
     kept = ImageTextPairDataset.from_webdataset(dst, ID)

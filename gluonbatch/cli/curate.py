@@ -14,13 +14,15 @@ __all__ = ['add_actions', 'dask_options', 'computing_on']
 @contextlib.contextmanager
 def computing_on(args):
     """Dask computes on ``args.scheduler`` (a ``distributed`` scheduler address) if given,
-    else on local threads, with a progress bar unless ``--no-progress``."""
+    else on local threads; with a progress bar unless ``--no-progress``."""
     if args.scheduler:
         from distributed import Client
+        from ..webdataset.writer import cluster_progress
 
         with Client(args.scheduler) as client:
-            print('computing on %s (progress: %s)' % (args.scheduler, client.dashboard_link))
-            yield
+            print('computing on %s (dashboard: %s)' % (args.scheduler, client.dashboard_link))
+            with cluster_progress() if args.progress else contextlib.nullcontext():
+                yield
     elif args.progress:
         from dask.diagnostics import ProgressBar
 
@@ -107,7 +109,7 @@ def dask_options(parser):
                         help='compute on this Dask scheduler (e.g. tcp://host:8786); '
                              'default: local threads')
     parser.add_argument('--no-progress', dest='progress', action='store_false',
-                        help='no progress bar (local threads)')
+                        help='no progress bar')
 
 
 def add_actions(actions, run, reshard_options):

@@ -20,8 +20,8 @@ import pandas as pd
 
 from .._core.checks import check_int
 from .shards import SHARD_FILE, examples
-from .writer import (ShardWriter, check_rows, commit_shard, id_digits, partitions, staging,
-                     write_parquet)
+from .writer import (ShardWriter, check_rows, commit_shard, compute, id_digits, partitions,
+                     staging, write_parquet)
 
 __all__ = ['reshard', 'with_json_ids']
 
@@ -175,7 +175,7 @@ def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_
     written = []
     try:
         with staging(destination) as stage:
-            kept = list(dask.compute(*[
+            kept = list(compute([
                 dask.delayed(_stage_kept_rows)(part, shard, id_col, filter_column, reader,
                                                stage)
                 for part, shard in zip(partitions(frame), shards)]))
@@ -187,9 +187,8 @@ def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_
                                  'or samples_per_shard' % (total, samples_per_shard,
                                                            num_shards, max_shards))
             if total:
-                stems = dask.compute(*_output_tasks(shards, kept, samples_per_shard,
-                                                    max_shards, reader, stage, id_col,
-                                                    old_id_col, source))
+                stems = compute(_output_tasks(shards, kept, samples_per_shard, max_shards,
+                                              reader, stage, id_col, old_id_col, source))
                 written = [commit_shard(stage, stem, destination) for stem in stems]
     finally:
         if created and not written:

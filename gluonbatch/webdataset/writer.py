@@ -3,6 +3,7 @@
 and the hidden staging directory that makes a run's output appear all at once or not at
 all. Resharding (``to_webdataset``) is :mod:`~gluonbatch.webdataset.reshard`."""
 import contextlib
+import contextvars
 import fcntl
 import logging
 import os
@@ -180,6 +181,34 @@ def check_rows(frame, shard, id_col, ids=None):
                          'the rows' % (shard.parquet, problem))
 
 
+# Whether the writers' computations on a distributed client show a progress bar
+_CLUSTER_PROGRESS = contextvars.ContextVar('gluonbatch_cluster_progress', default=False)
+
+
+@contextlib.contextmanager
+def cluster_progress():
+    """Within this context, the writers' computations on a ``distributed`` client print
+    ``distributed``'s progress bar of their tasks (one per shard)."""
+    token = _CLUSTER_PROGRESS.set(True)
+    try:
+        yield
+    finally:
+        _CLUSTER_PROGRESS.reset(token)
+
+
+def compute(tasks):
+    """The results of ``tasks`` (Dask ``Delayed`` objects) computed on the active scheduler,
+    as a tuple; the one place the writers compute."""
+    client = getattr(dask.base.get_scheduler(), '__self__', None)
+    if _CLUSTER_PROGRESS.get() and hasattr(client, 'gather'):  # a distributed client
+        from distributed import progress
+
+        futures = client.compute(list(tasks))
+        progress(futures)
+        return tuple(client.gather(futures))
+    return dask.compute(*tasks)
+
+
 def partitions(frame):
     """The Dask DataFrame's partitions as one ``Delayed`` each (one per shard).
 
@@ -222,8 +251,8 @@ def save_metadata(frame, opened_ids, id_col, shards, directory, columns=None):
     os.makedirs(directory, exist_ok=True)
     names = [shard.stem + '.parquet' for shard in shards]
     with staging(directory) as stage:
-        dask.compute(*[dask.delayed(write_parquet)(part, os.path.join(stage, name))
-                       for part, name in zip(partitions(frame), names)])
+        compute([dask.delayed(write_parquet)(part, os.path.join(stage, name))
+                 for part, name in zip(partitions(frame), names)])
         # every shard is written: now they replace the old files, each atomically
         for name in names:
             os.replace(os.path.join(stage, name), os.path.join(directory, name))
