@@ -8,7 +8,7 @@ import contextlib
 
 from .._core.argtypes import non_negative_int, positive_int
 
-__all__ = ['add_actions', 'dask_options', 'computing_on']
+__all__ = ['add_actions', 'dask_options', 'computing_on', 'write_kept']
 
 
 @contextlib.contextmanager
@@ -90,16 +90,24 @@ def _filter(args):
     except (NameError, SyntaxError, KeyError, TypeError, ValueError) as err:
         raise ValueError('--where %r is not an expression of the columns %s: %s'
                          % (args.where, list(map(str, ds.metadata.columns)), err)) from None
+    return write_kept(ds, args, args.keep_column, args.where)
+
+
+def write_kept(ds, args, filter_column, why=None):
+    """``ds.to_webdataset`` into ``args.dst`` on the scheduler of ``args``, then one line:
+    how many records were kept (``why``: the reason shown beside the count)."""
+    from ..webdataset import ImageTextPairDataset
+
     with computing_on(args):
-        tars = ds.to_webdataset(args.dst, args.keep_column,
+        tars = ds.to_webdataset(args.dst, filter_column,
                                 samples_per_shard=args.samples_per_shard,
                                 max_shards=args.max_shards, old_id_col=args.old_id_col)
     if not tars:
-        print('no record of %s satisfies %s; nothing written' % (ds.path, args.where))
+        print('no record of %s is kept (%s); nothing written' % (ds.path, why or filter_column))
         return 0
     kept = len(ImageTextPairDataset.from_webdataset(args.dst, args.id_col))
-    print('%s: %d of %d records (%s) in %d shards' % (args.dst, kept, len(ds), args.where,
-                                                      len(tars)))
+    print('%s: %d of %d records%s in %d shards' % (args.dst, kept, len(ds),
+                                                   ' (%s)' % why if why else '', len(tars)))
     return 0
 
 

@@ -9,7 +9,7 @@ import os
 import sys
 
 from .._core.argtypes import non_negative_int, positive_int
-from .curate import add_actions, computing_on, dask_options
+from .curate import add_actions, dask_options, write_kept
 
 __all__ = ['add_parser', 'run']
 
@@ -71,18 +71,7 @@ def _reshard(args):
     from ..webdataset import ImageTextPairDataset
 
     ds = ImageTextPairDataset.from_webdataset(args.src, args.id_col)
-    with computing_on(args):
-        tars = ds.to_webdataset(args.dst, args.filter_column,
-                                samples_per_shard=args.samples_per_shard,
-                                max_shards=args.max_shards, old_id_col=args.old_id_col)
-    if tars:
-        kept = len(ImageTextPairDataset.from_webdataset(args.dst, args.id_col))
-        print('%s: %d of %d records in %d shards (%s .. %s)'
-              % (os.path.abspath(args.dst), kept, len(ds), len(tars),
-                 os.path.basename(tars[0]), os.path.basename(tars[-1])))
-    else:
-        print('no record of %s has %s True; nothing written' % (ds.path, args.filter_column))
-    return 0
+    return write_kept(ds, args, args.filter_column)
 
 
 def add_parser(commands):

@@ -11,7 +11,7 @@ import pandas as pd
 
 from .records import open_parquet, read_parquet
 
-__all__ = ['count_records', 'lazy_metadata']
+__all__ = ['count_records', 'lazy_metadata', 'pandas_dtypes']
 
 
 def count_records(shards, id_col):
@@ -50,14 +50,19 @@ class ReadShardMetadata:
         return frame.set_axis(pd.RangeIndex(shard.start, shard.stop), axis=0)
 
 
+def pandas_dtypes():
+    """The Dask configuration under which the metadata is built and lowered: columns keep
+    the dtypes pandas reads (Dask would turn object columns into its string dtype, and with
+    them the arrays of an embedding column into strings)."""
+    return dask.config.set({'dataframe.convert-string': False})
+
+
 def lazy_metadata(shards, id_col, meta):
     """The Dask DataFrame of ``shards``' metadata, nothing read yet.
 
     Divisions are known (record numbers) unless a shard is empty.
     """
-    # Columns keep the dtypes pandas reads (Dask would turn object columns into its
-    # string dtype, and with them the arrays of an embedding column into strings).
-    with dask.config.set({'dataframe.convert-string': False}):
+    with pandas_dtypes():
         if not shards:
             return dd.from_pandas(meta, npartitions=1)
         divisions = None

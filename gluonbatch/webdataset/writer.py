@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .index import format_index
+from .metadata import pandas_dtypes
 from .shards import remove_quietly, temporary_name
 from .tar import BLOCK, member_header, padded
 
@@ -212,10 +213,10 @@ def compute(tasks):
 def partitions(frame):
     """The Dask DataFrame's partitions as one ``Delayed`` each (one per shard).
 
-    With Dask's string conversion off while the graph is lowered: it would otherwise turn
-    object columns that hold arrays (embeddings) into strings on this path.
+    Lowered with :func:`~gluonbatch.webdataset.metadata.pandas_dtypes`: on this path too,
+    Dask would otherwise turn object columns that hold arrays into strings.
     """
-    with dask.config.set({'dataframe.convert-string': False}):
+    with pandas_dtypes():
         return frame.to_delayed()
 
 
