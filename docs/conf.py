@@ -167,11 +167,37 @@ def benchmark_files():
             checks.append(['`%s`' % case['case'], check['metric'], format_value(check),
                            format_goal(dict(check, goal=goal))])
     _write('bench_checks.txt', list_table(checks, (14, 40, 10, 10)))
+    _write('bench_curation.txt', curation_table(results['cases']))
     machine = results.get('machine', {})
     facts = ['* **%s**: ``%s``' % (key, value) for key, value in machine.items()]
     facts.append('* **mode**: %s, seed %s' % ('quick (smoke) mode' if results.get('quick')
                                               else 'full run', results.get('seed')))
     _write('bench_machine.txt', '\n'.join(facts) + '\n')
+
+
+def curation_table(cases):
+    """Records/s of the curation cases per scheduler, and the driver's peak memory."""
+    names = (('gluonbatch', '2 Dask workers'), ('dask_1_worker', '1 Dask worker'),
+             ('threads', 'threads (1 process)'), ('single_process', 'synchronous (1 process)'),
+             ('floor', 'floor'))
+    curation = [case for case in cases if case['case'].startswith('curation')]
+    if not curation:
+        return 'The committed results have no curation case.\n'
+    rows = [['records/s'] + ['`%s`' % case['case'] for case in curation]]
+    for key, label in names:
+        rows.append([label] + ['%.0f' % case['records_per_s'][key] for case in curation])
+    text = list_table(rows, [20] + [20] * len(curation))
+    for case in curation:
+        if 'driver_peak_mb' in case:
+            peak = case['driver_peak_mb']
+            rows = [['driver process', 'peak MB over its imports'],
+                    ['threads, all the data', '%.0f' % peak['threads']],
+                    ['threads, a quarter of the data', '%.0f' % peak['threads_quarter']],
+                    ['client of the 2-worker cluster', '%.0f' % peak['cluster']],
+                    ['eager: one pandas DataFrame', '%.0f' % peak['eager']],
+                    ['one partition (pandas, deep)', '%.1f' % case['partition_mb']]]
+            text += '\n' + list_table(rows, (30, 20))
+    return text
 
 
 def generate():
