@@ -1,5 +1,7 @@
 """The curation stages: the embedder's column is the net run on the decoded images, the
 classifier's the head run on the embeddings, both lazy, both stored as parquet."""
+import gc
+import os
 import threading
 import time
 
@@ -130,6 +132,25 @@ def test_each_stage_runs_its_own_model_whatever_the_others_loaded(source):
     for seed, net in enumerate(nets):
         np.testing.assert_allclose(np.stack(frame['e%d' % seed].tolist()), _by_hand(ds, net),
                                    rtol=1e-5, atol=1e-6)
+
+
+def _descriptors_of(path):
+    return [fd for fd in os.listdir('/proc/self/fd')
+            if os.path.realpath('/proc/self/fd/' + fd) == os.path.realpath(path)]
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self/fd'), reason='needs /proc/self/fd')
+def test_dropping_a_stages_copy_leaves_the_datasets_files_open(source):
+    """The copy a stage returns reads through the same file handles; collecting it while
+    the dataset reads must not close them under the reader."""
+    ds = ImageTextPairDataset.from_webdataset(source, ID)
+    ds.read_raw(0)
+    held = _descriptors_of(ds.tar_files[0])
+    copy = GluonImageEmbedder(_net(), image_size=SIZE)(ds)
+    assert copy.read_raw(1) == ds.read_raw(1)
+    del copy
+    gc.collect()
+    assert _descriptors_of(ds.tar_files[0]) == held and len(held) == 1
 
 
 def test_embeddings_unnormalised_and_in_another_column(source):

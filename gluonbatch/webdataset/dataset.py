@@ -186,14 +186,13 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
                    if self.num_parts > 1 else ''))
 
     def close(self):
-        """Close this process's file handles (they reopen on the next read)."""
-        self._reader.close()
+        """Close this process's file handles (they reopen on the next read).
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
+        They are shared with the dataset's copies (a curation stage returns one) and are
+        closed anyway when the last of them is garbage-collected: dropping a copy must not
+        close files that another copy may be reading at that moment.
+        """
+        self._reader.close()
 
     # ---------------------------------------------------------------- reading
 

@@ -188,7 +188,8 @@ def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_
                                                            num_shards, max_shards))
             if total:
                 stems = compute(_output_tasks(shards, kept, samples_per_shard, max_shards,
-                                              reader, stage, id_col, old_id_col, source))
+                                              reader, stage, id_col, old_id_col, source),
+                                holds_the_gil=True)
                 written = [commit_shard(stage, stem, destination) for stem in stems]
     finally:
         if created and not written:
