@@ -146,7 +146,7 @@ class RecordReader:
 
     def record(self, i):
         """``(image, caption, metadata)``: record ``i`` (0 <= i < len) decoded."""
-        members = self.read_members(i)
-        _, records, row = self.locate(i)
+        number, records, row = self.locate(i)
+        members = self._read_shard_members(self.shards[number], records, row)
         return decode_record(members, records.slots[row].tolist(), records.ids[row],
                              lambda member=None: self.describe(i, member))

@@ -34,11 +34,12 @@ def read_parquet(shard, id_col, columns=None, expect_columns=None):
     id, with the checks that name the file and row; ``expect_columns`` are the columns the
     file must have (all of them, in order)."""
     with open_parquet(shard, id_col) as source:
-        # the columns as pandas reads them (a stored index is not a column)
-        names = list(source.schema_arrow.empty_table().to_pandas().columns)
-        if expect_columns is not None and names != list(expect_columns):
-            raise ValueError('%s has columns %s; the dataset\'s first shard has %s'
-                             % (shard.parquet, names, list(expect_columns)))
+        if expect_columns is not None:
+            # the columns as pandas reads them (a stored index is not a column)
+            names = list(source.schema_arrow.empty_table().to_pandas().columns)
+            if names != list(expect_columns):
+                raise ValueError('%s has columns %s; the dataset\'s first shard has %s'
+                                 % (shard.parquet, names, list(expect_columns)))
         if columns is not None and id_col not in columns:
             columns = [id_col] + list(columns)  # the rows are sorted by it
         try:
