@@ -26,8 +26,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ['BatchifyUsageError', 'describe', 'check_int', 'check_choice', 'check_callable',
-           'check_batch', 'check_fields', 'check_part', 'check_dtype', 'SUPPORTED_DTYPES']
+__all__ = ['BatchifyUsageError', 'describe', 'check_int', 'check_choice', 'check_str',
+           'check_callable', 'check_batch', 'check_fields', 'check_part', 'check_dtype',
+           'SUPPORTED_DTYPES']
 
 #: dtypes a legacy ``mx.nd.NDArray`` can hold.
 SUPPORTED_DTYPES = tuple(np.dtype(t) for t in (
@@ -109,6 +110,21 @@ def check_choice(value, name, choices):
     if value not in choices:
         raise ValueError('%s must be one of %s, got %r'
                          % (name, ', '.join(map(str, choices)), value))
+    return value
+
+
+def check_str(value, name):
+    """``value``, or TypeError naming ``name`` unless it is a str.
+
+    >>> check_str('key', 'id_col')
+    'key'
+    >>> check_str(3, 'id_col')
+    Traceback (most recent call last):
+    ...
+    TypeError: id_col must be a str, got 3
+    """
+    if not isinstance(value, str):
+        raise TypeError('%s must be a str, got %r' % (name, value))
     return value
 
 

@@ -6,7 +6,7 @@ import warnings
 import dask.dataframe as dd
 import mxnet as mx
 
-from .._core.checks import check_int
+from .._core.checks import check_int, check_str
 from .metadata import count_records, lazy_metadata
 from .reader import RecordReader
 from .shards import Shard, find_shards, part_arguments, select_part
@@ -71,8 +71,7 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
 
     def __init__(self, path, id_col, *, num_parts=None, part_index=None, use_index=True,
                  rank=None, world_size=None):
-        if not isinstance(id_col, str):
-            raise TypeError('id_col must be a str, got %r' % (id_col,))
+        check_str(id_col, 'id_col')
         self.num_parts, self.part_index = part_arguments(num_parts, part_index, rank,
                                                          world_size, stacklevel=2)
         self.path = os.path.abspath(os.fspath(path))

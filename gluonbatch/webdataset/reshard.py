@@ -18,7 +18,7 @@ import dask
 import numpy as np
 import pandas as pd
 
-from .._core.checks import check_int
+from .._core.checks import check_int, check_str
 from .shards import SHARD_FILE, examples
 from .writer import (ShardWriter, check_rows, commit_shard, compute, id_digits, partitions,
                      staging, write_parquet)
@@ -142,8 +142,7 @@ def _check_arguments(frame, id_col, source, destination, filter_column, old_id_c
             raise TypeError('to_webdataset: filter column %r must be bool (True keeps a '
                             'record), got dtype %s' % (filter_column, dtype))
     if old_id_col is not None:
-        if not isinstance(old_id_col, str):
-            raise TypeError('old_id_col must be a str, got %r' % (old_id_col,))
+        check_str(old_id_col, 'old_id_col')
         if old_id_col == id_col or old_id_col in frame.columns:
             raise ValueError('to_webdataset: old_id_col %r is already a column of the '
                              'metadata; choose a new name' % old_id_col)

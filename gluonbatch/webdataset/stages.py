@@ -38,7 +38,7 @@ import mxnet as mx
 import numpy as np
 import pandas as pd
 
-from .._core.checks import check_callable, check_int
+from .._core.checks import check_callable, check_int, check_str
 from .._core.process import ProcessLocal
 from ..batchify import Stack
 
@@ -136,9 +136,7 @@ class ImageEmbedder(_Stage):
         self.image_size = check_int(image_size, 'image_size', minimum=1)
         self.num_workers = check_int(num_workers, 'num_workers', minimum=0)
         self.normalize_embeddings = bool(normalize_embeddings)
-        if not isinstance(embedding_column, str):
-            raise TypeError('embedding_column must be a str, got %r' % (embedding_column,))
-        self.embedding_column = embedding_column
+        self.embedding_column = check_str(embedding_column, 'embedding_column')
 
     def transform(self, image):
         """One decoded (H, W, 3) uint8 image as the model's (3, S, S) float32 input:
@@ -247,11 +245,8 @@ class ImageClassifier(_Stage):
 
     def __init__(self, embedding_column, pred_column, pred_type=float, batch_size=4096):
         super().__init__(batch_size)
-        for name, value in (('embedding_column', embedding_column),
-                            ('pred_column', pred_column)):
-            if not isinstance(value, str):
-                raise TypeError('%s must be a str, got %r' % (name, value))
-        self.embedding_column, self.pred_column = embedding_column, pred_column
+        self.embedding_column = check_str(embedding_column, 'embedding_column')
+        self.pred_column = check_str(pred_column, 'pred_column')
         self.pred_type = np.dtype(np.float32 if pred_type is float else pred_type)
 
     def postprocess(self, outputs):
