@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 from ..webdataset import ImageTextPairDataset, make_example_dataset
 from ..webdataset.writer import ShardWriter, commit_shard, id_digits, write_parquet
 from .harness import interleave
-from .rows import ratio_check
+from .rows import ms_fields, ratio_check
 
 __all__ = ['case_curation_metadata', 'case_curation_reshard', 'driver_peak']
 
@@ -221,8 +221,7 @@ def _curation_row(case, title, rounds, records, *phases):
         times.update(phase_times)
     return {'case': case, 'title': title, 'rounds': rounds, 'records': records,
             'out_bytes': 0, 'outputs': [],
-            'medians_ms': {name: s * 1e3 for name, s in medians.items()},
-            'times_ms': {name: [s * 1e3 for s in values] for name, values in times.items()},
+            **ms_fields(medians, times),
             'records_per_s': {name: records / s for name, s in medians.items()},
             'ratios': {'%s/floor' % name: s / medians['floor']
                        for name, s in medians.items() if name != 'floor'}}

@@ -12,7 +12,7 @@ import numpy as np
 from .._core.tree import array_leaves
 from .harness import back_to_back_medians, host_temporaries, interleaved_medians
 
-__all__ = ['SHARED', 'floor_fn', 'check_same', 'layout_fields', 'ratio_check',
+__all__ = ['SHARED', 'floor_fn', 'check_same', 'layout_fields', 'ratio_check', 'ms_fields',
            'percent_check', 'timing_fields', 'run_case']
 
 SHARED = mx.Context('cpu_shared', 0)
@@ -92,6 +92,15 @@ def _times_ms(times):
     return {name: [s * 1e3 for s in values] for name, values in times.items()}
 
 
+def ms_fields(medians, times):
+    """``medians_ms`` and ``times_ms``: the medians and per-round times (seconds) in ms.
+
+    >>> ms_fields({'floor': 0.5}, {'floor': [0.5, 0.25]})
+    {'medians_ms': {'floor': 500.0}, 'times_ms': {'floor': [500.0, 250.0]}}
+    """
+    return {'medians_ms': _ms(medians), 'times_ms': _times_ms(times)}
+
+
 def timing_fields(medians, times):
     """The row fields every case reports: medians and per-round times in ms, and the ratios
     of gluonbatch, gluoncv and the floor (``medians`` and ``times`` in seconds).
@@ -100,8 +109,7 @@ def timing_fields(medians, times):
     {'gluoncv/gluonbatch': 4.0, 'gluonbatch/floor': 2.0, 'gluoncv/floor': 8.0}
     """
     return {
-        'medians_ms': _ms(medians),
-        'times_ms': _times_ms(times),
+        **ms_fields(medians, times),
         'ratios': {'gluoncv/gluonbatch': medians['gluoncv'] / medians['gluonbatch'],
                    'gluonbatch/floor': medians['gluonbatch'] / medians['floor'],
                    'gluoncv/floor': medians['gluoncv'] / medians['floor']},
