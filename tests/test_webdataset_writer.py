@@ -36,6 +36,9 @@ def test_save_metadata_replaces_own_parquets_atomically(data, monkeypatch):
                         lambda src, dst: (replaced.append((src, dst)), real_replace(src, dst)))
     written = ds.save_metadata()
     assert written == [os.path.join(path, '%05d.parquet' % k) for k in range(3)]
+    # the commit's journal is renamed into place first, then the shards' parquets
+    assert os.path.basename(replaced[0][1]).startswith('.commit-')
+    replaced = replaced[1:]
     assert sorted(dst for _, dst in replaced) == written  # one task per shard, in any order
     # written into a hidden directory of the dataset, then each renamed over the old file
     assert all(os.path.basename(os.path.dirname(src)).startswith('.partial-')
@@ -269,7 +272,11 @@ def test_reshard_streams_one_record_at_a_time(tmp_path, monkeypatch):
     finally:
         tracemalloc.stop()
     assert peak < 4 << 20, 'peak %.1f MiB: more than a record held in memory' % (peak / 2 ** 20)
-    # each shard's files renamed out of the run's hidden directory, the tar first
+    # the commit's journal first, then each shard's files renamed out of the run's hidden
+    # directory, the tar first
+    assert os.path.dirname(replaced[0][1]) == out and \
+        os.path.basename(replaced[0][1]).startswith('.commit-')
+    replaced = replaced[1:]
     stage = os.path.dirname(replaced[0][0])
     assert os.path.dirname(stage) == str(out) and \
         os.path.basename(stage).startswith('.partial-')

@@ -7,6 +7,7 @@ import dask.dataframe as dd
 import mxnet as mx
 
 from .._core.checks import check_int, check_str
+from .commit import recover
 from .metadata import count_records, lazy_metadata
 from .reader import RecordReader
 from .shards import Shard, find_shards, part_arguments, select_part
@@ -76,6 +77,7 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
                                                          world_size, stacklevel=2)
         self.path = os.path.abspath(os.fspath(path))
         self.id_col = id_col
+        recover(self.path)  # a commit a killed run left half done is finished or undone
         stems, indexed = find_shards(self.path)
         self._all_shards = len(stems)
         stems = select_part(stems, self.num_parts, self.part_index)

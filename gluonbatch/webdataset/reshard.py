@@ -7,7 +7,9 @@ parquet file in the run's hidden staging directory; it returns their row numbers
 driver knows how many records each shard keeps, it numbers the output shards, and the
 second pass is one task per output shard, reading the kept rows it needs from those files
 and the records from the source tars. Output shards are renamed into place only when
-every task has succeeded.
+every task has succeeded, together, in one journaled commit
+(:mod:`~gluonbatch.webdataset.commit`): a run killed during the renames leaves files that
+the next read or write of the directory removes.
 """
 import json
 import logging
@@ -20,8 +22,9 @@ import pandas as pd
 
 from .._core.checks import check_int, check_str
 from .shards import SHARD_FILE, examples
-from .writer import (ShardWriter, check_rows, commit_shard, compute, id_digits, partitions,
-                     staging, write_parquet)
+from .commit import BACK, recover, staging
+from .writer import (ShardWriter, check_rows, compute, id_digits, partitions, shard_moves,
+                     write_parquet)
 
 __all__ = ['reshard', 'with_json_ids']
 
@@ -150,6 +153,7 @@ def _check_arguments(frame, id_col, source, destination, filter_column, old_id_c
         raise ValueError('to_webdataset: %s is the source directory; write the new '
                          'dataset somewhere else' % destination)
     if os.path.isdir(destination):
+        recover(destination)  # what a killed run left is undone first
         existing = sorted(n for n in os.listdir(destination) if SHARD_FILE.match(n))
         if existing:
             raise ValueError('to_webdataset: %s already holds shard files (%s); write into '
@@ -176,7 +180,7 @@ def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_
         with staging(destination) as stage:
             kept = list(compute([
                 dask.delayed(_stage_kept_rows)(part, shard, id_col, filter_column, reader,
-                                               stage)
+                                               stage.path)
                 for part, shard in zip(partitions(frame), shards)]))
             total = sum(len(rows) for rows in kept)
             num_shards = -(-total // samples_per_shard)
@@ -187,9 +191,13 @@ def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_
                                                            num_shards, max_shards))
             if total:
                 stems = compute(_output_tasks(shards, kept, samples_per_shard, max_shards,
-                                              reader, stage, id_col, old_id_col, source),
+                                              reader, stage.path, id_col, old_id_col,
+                                              source),
                                 holds_the_gil=True)
-                written = [commit_shard(stage, stem, destination) for stem in stems]
+                # all shards or none: a kill during the renames is undone by the next
+                # read or write of the directory
+                stage.commit([move for stem in stems for move in shard_moves(stem)], BACK)
+                written = [os.path.join(destination, stem + '.tar') for stem in stems]
     finally:
         if created and not written:
             # a run that writes nothing leaves nothing, not even the directory it made

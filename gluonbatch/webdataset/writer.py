@@ -1,15 +1,12 @@
 """Writing shards and metadata: the shard writer, the parquet writer behind
-``save_metadata`` (one Dask task per shard on whatever scheduler is active), the row checks
-and the hidden staging directory that makes a run's output appear all at once or not at
-all. Resharding (``to_webdataset``) is :mod:`~gluonbatch.webdataset.reshard`."""
+``save_metadata`` (one Dask task per shard on whatever scheduler is active) and the row
+checks. A run's output appears all at once or not at all through
+:mod:`~gluonbatch.webdataset.commit`; resharding (``to_webdataset``) is
+:mod:`~gluonbatch.webdataset.reshard`."""
 import contextlib
 import contextvars
-import fcntl
-import logging
 import os
-import shutil
 import tarfile
-import uuid
 
 import dask
 import dask.threaded
@@ -18,13 +15,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .commit import FORWARD, staging
 from .index import format_index
 from .metadata import pandas_dtypes
 from .shards import remove_quietly, temporary_name
 from .tar import BLOCK, member_header, padded
-
-_LOG = logging.getLogger(__name__)
-
 
 def write_parquet(frame, path):
     """Write ``frame`` to ``path`` without its index; a column of equal-length 1-d float
@@ -109,58 +104,26 @@ class ShardWriter:
 
 
 _SHARD_EXTS = ('tar', 'idx', 'parquet')  # the order they are renamed in: the tar first
-_STAGING_PREFIX = '.partial-'
 
 
-def commit_shard(directory, stem, destination=None):
-    """Rename a finished shard's temporary files in ``directory`` into place in
-    ``destination`` (default: the same directory); returns the tar's path."""
-    destination = directory if destination is None else destination
-    for ext in _SHARD_EXTS:
-        name = '%s.%s' % (stem, ext)
-        os.replace(temporary_name(os.path.join(directory, name)),
-                   os.path.join(destination, name))
-    return os.path.join(destination, stem + '.tar')
+def shard_moves(stem):
+    """``(temporary name, final name)`` of a finished shard's files, in the order they are
+    renamed: the tar first.
+
+    >>> shard_moves('00001')[0]
+    ('.00001.tar.tmp', '00001.tar')
+    """
+    names = ['%s.%s' % (stem, ext) for ext in _SHARD_EXTS]
+    return [(os.path.basename(temporary_name(name)), name) for name in names]
 
 
-_OWNER = '.owner'  # in a staging directory: locked by the run that writes there
-
-
-def _remove_abandoned(directory):
-    """Remove the staging directories in ``directory`` whose run is gone (killed): their
-    owner file's lock can be taken. Those of runs still going (other ranks, say) stay."""
-    for name in os.listdir(directory):
-        if not name.startswith(_STAGING_PREFIX):
-            continue
-        path = os.path.join(directory, name)
-        try:
-            handle = open(os.path.join(path, _OWNER), 'a')
-        except OSError:  # killed before it made its owner file, or being removed
-            shutil.rmtree(path, ignore_errors=True)
-            continue
-        with handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # its run holds the lock: still going
-            shutil.rmtree(path, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def staging(directory):
-    """A hidden directory in ``directory`` that a run's tasks write into, removed at the end
-    whatever happens; a task still running after a failure finds it gone and writes
-    nothing. The run holds a lock on it (released by the system if the run is killed), so
-    the next run removes what a killed one left and leaves a live one's alone."""
-    _remove_abandoned(directory)
-    path = os.path.join(directory, _STAGING_PREFIX + uuid.uuid4().hex)
-    os.mkdir(path)
-    with open(os.path.join(path, _OWNER), 'a') as owner:
-        fcntl.flock(owner, fcntl.LOCK_EX)
-        try:
-            yield path
-        finally:
-            shutil.rmtree(path, ignore_errors=True)
+def commit_shard(directory, stem):
+    """Rename one finished shard's temporary files in ``directory`` into place (for data
+    written shard by shard; a run of several shards commits them together through
+    :class:`~gluonbatch.webdataset.commit.Stage`); returns the tar's path."""
+    for temporary, name in shard_moves(stem):
+        os.replace(os.path.join(directory, temporary), os.path.join(directory, name))
+    return os.path.join(directory, stem + '.tar')
 
 
 def check_rows(frame, shard, id_col, ids=None):
@@ -246,7 +209,9 @@ def save_metadata(frame, opened_ids, id_col, shards, directory, columns=None):
     arguments). ``opened_ids`` is the id column of the metadata as opened: each
     partition's ids must still be those (a frame built from the opened one reads each
     parquet once for both). The files are written into a hidden directory and, once every
-    shard is written, each renamed over the old one: a failure changes no file.
+    shard is written, renamed over the old ones in one journaled commit: a failure changes no
+    file, and a kill during the renames is finished by the next read or write of the
+    directory (:mod:`~gluonbatch.webdataset.commit`).
     """
     if columns is not None:
         columns = [columns] if isinstance(columns, str) else list(columns)
@@ -263,9 +228,8 @@ def save_metadata(frame, opened_ids, id_col, shards, directory, columns=None):
     os.makedirs(directory, exist_ok=True)
     names = [shard.stem + '.parquet' for shard in shards]
     with staging(directory) as stage:
-        compute([dask.delayed(write_parquet)(part, os.path.join(stage, name))
+        compute([dask.delayed(write_parquet)(part, stage.file(name))
                  for part, name in zip(partitions(frame), names)])
-        # every shard is written: now they replace the old files, each atomically
-        for name in names:
-            os.replace(os.path.join(stage, name), os.path.join(directory, name))
+        # every shard is written: they replace the old files together
+        stage.commit([(name, name) for name in names], FORWARD)
     return [os.path.join(directory, name) for name in names]
