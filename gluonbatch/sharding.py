@@ -4,8 +4,9 @@ One machine, many devices: a batchify function made with ``num_shards=len(ctx_li
 pads every shard of a batch separately and declares which fields are sharded in its
 ``shard_layout``; :func:`split_to_devices` reads that layout and copies each shard onto its
 device, returning one tuple per device, and :class:`ShardedLoader` does it for every batch
-of a loader. Many machines: :class:`gluonbatch.sampler.SplitSampler` gives every rank its
-own part of the dataset (importable from here too, its former home).
+of a loader. A batch with no sharded field is split by rows across all the devices, like
+``gluon.utils.split_and_load``. Many machines: :class:`gluonbatch.sampler.SplitSampler`
+gives every rank its own part of the dataset (importable from here too, its former home).
 
 Examples
 --------
@@ -130,8 +131,9 @@ def _leaves(tree):
         yield from _leaves(item)
 
 
-def _bounds(leaves, num_shards):
-    """The shard boundaries (start, stop) of the batch, checked against every field."""
+def _bounds(leaves, num_shards, num_devices):
+    """The shard boundaries (start, stop) of the batch, checked against every field; [None]
+    for the whole batch as one shard."""
     sharded = [leaf for leaf in leaves if leaf.kind == _Leaf.SHARDS]
     split = [leaf for leaf in leaves if leaf.kind in (_Leaf.ARRAY, _Leaf.SEQUENCE)]
     if sharded:
@@ -152,16 +154,22 @@ def _bounds(leaves, num_shards):
                                  'so a field split by rows must have %d rows'
                                  % (leaf.name, leaf.rows(), total, len(sizes), sizes, total))
         return [(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
-    if num_shards is None:
-        return [None]  # one shard: every field whole, on the first device
+    # No sharded field: split by rows across every device, as split_and_load does, so that
+    # swapping it for split_to_devices never leaves devices idle.
+    wanted = num_devices if num_shards is None else num_shards
     rows = {leaf.name: leaf.rows() for leaf in split}
-    if len(set(rows.values())) > 1:
-        raise ValueError('the fields have different batch sizes (%s); cannot split them into '
-                         'shards (pass layout= to say which fields are not one row per '
-                         'sample)' % ', '.join('%s: %d' % item for item in rows.items()))
-    if not rows:
+    if wanted == 1 or not rows:  # nothing to split: every field whole, on the first device
         return [None]
-    return split_bounds(next(iter(rows.values())), num_shards)
+    if len(set(rows.values())) > 1:
+        raise ValueError(
+            'cannot split the batch %s: its fields have different numbers of rows (%s), so '
+            'they do not split alike. Pass num_shards=1 to keep the whole batch on '
+            "ctx_list[0], or layout= marking 'whole' the fields that are not one row per "
+            'sample (each device then gets all of them)'
+            % ('across %d devices' % num_devices if num_shards is None
+               else 'into num_shards=%d shards' % num_shards,
+               ', '.join('%s: %d' % item for item in rows.items())))
+    return split_bounds(next(iter(rows.values())), wanted)
 
 
 def _copy(value, ctx):
@@ -228,13 +236,20 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
     * a field of rows (``Stack``, ``Pad`` with one shard, ``Append``, ``List``) is split on
       the shard boundaries of the sharded fields: NDArrays and numpy arrays on axis 0,
       lists item by item (their NDArrays copied to the device, other items as they are);
-      with no sharded field the batch is one shard on ``ctx_list[0]``, unless
-      ``num_shards`` is given;
+      a batch with no sharded field (SSD's ``Tuple(Stack(), Stack(), Stack())``,
+      ``Pad(ret_length=True)``) is split across all of ``ctx_list`` (``num_shards`` if
+      given) on ``np.array_split`` boundaries, like
+      ``gluon.utils.split_and_load(..., even_split=False)``, so no device is left idle;
     * anything else (a number, None, a ``'whole'`` field) is given to every device, its
       NDArrays (a 0-d one, say) as a copy on each device.
 
+    Fields of rows that differ in length cannot split alike: across several devices they
+    raise a ``ValueError``; pass ``num_shards=1`` (the whole batch on ``ctx_list[0]``, as
+    with one device) or a ``layout`` marking such a field ``'whole'``. A batch with nothing
+    to split (only numbers, None or ``'whole'`` fields) is one item, on ``ctx_list[0]``.
     Earlier versions read any list or tuple of NDArrays as shards, which split a
-    ``(padded, lengths)`` pair or a list of fields wrongly; the layout now says.
+    ``(padded, lengths)`` pair or a list of fields wrongly, and put a batch without sharded
+    fields on ``ctx_list[0]`` unless ``num_shards`` was given.
 
     Parameters
     ----------
@@ -243,10 +258,10 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
     ctx_list : list of mx.Context
         The devices, one per shard (``mx.gpu(i)``; ``mx.cpu(i)`` are distinct contexts too).
     num_shards : int, optional
-        Split a batch without sharded fields (e.g. ``Tuple(Stack(), Stack())``) into this
-        many shards on ``np.array_split`` boundaries (at most one per sample), like
-        ``gluon.utils.split_and_load`` with ``even_split=False``. When the batch has
-        sharded fields they decide, and must agree with it.
+        How many shards a batch without sharded fields (e.g. ``Tuple(Stack(), Stack())``)
+        is split into, at most one per sample; ``len(ctx_list)`` by default, and
+        ``num_shards=1`` keeps the whole batch on ``ctx_list[0]``. When the batch has
+        sharded fields they decide, and must not be more than ``num_shards``.
     layout : batchify function or shard layout, optional
         The function that made ``batch`` (anything with a ``shard_layout``), or a layout:
         ``'rows'``, ``'shards'``, ``'fields'``, ``'whole'``, or a tuple or dict of them
@@ -260,13 +275,14 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
         One item per shard used, ``len(result) <= len(ctx_list)``: for a tuple, namedtuple
         or dict batch an object of the same type holding that device's part of every
         field; for a one-field batch, that device's NDArray (or list). A batch with fewer
-        shards than devices (the last, short batch) uses the first devices only.
+        shards or samples than devices (the last, short batch) uses the first devices only.
 
     Raises
     ------
     ValueError
-        More shards than devices (naming both counts), fields that do not split alike, or
-        a batch whose structure differs from its layout.
+        More shards than devices (naming both counts), fields that do not split alike
+        (naming them and their row counts), or a batch whose structure differs from its
+        layout.
     TypeError
         A field the layout calls sharded that is not a list or tuple of NDArrays.
 
@@ -280,13 +296,17 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
     >>> [(x.shape, x.context) for x in split_to_devices(shards, ctx, layout=batchify)]
     [((2, 2), cpu(0)), ((1, 3), cpu(1)), ((1, 1), cpu(2))]
 
-    A pair of NDArrays is two fields, each split on the shard boundaries:
+    Without sharded fields the batch is split across every device; a pair of NDArrays is
+    two fields, each split on the same boundaries:
 
     >>> batchify = Tuple(Pad(ret_length=True), Stack())
     >>> batch = batchify([([1, 2], 0), ([3], 1), ([4], 2), ([5, 6], 3)])
-    >>> [(x.shape, n.asnumpy().tolist(), y.asnumpy().tolist())
-    ...  for (x, n), y in split_to_devices(batch, ctx[:2], 2, layout=batchify)]
-    [((2, 2), [2, 1], [0.0, 1.0]), ((2, 2), [1, 2], [2.0, 3.0])]
+    >>> [(x.shape, n.asnumpy().tolist(), y.asnumpy().tolist(), y.context)
+    ...  for (x, n), y in split_to_devices(batch, ctx, layout=batchify)]
+    [((2, 2), [2, 1], [0.0, 1.0], cpu(0)), ((1, 2), [1], [2.0], cpu(1)), \
+((1, 2), [2], [3.0], cpu(2))]
+    >>> [y.shape for _, y in split_to_devices(batch, ctx, num_shards=1, layout=batchify)]
+    [(4,)]
 
     The last batch of an epoch may have fewer samples than devices:
 
@@ -298,7 +318,7 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
     ctx_list = _check_contexts(ctx_list)
     num_shards = check_int(num_shards, 'num_shards', minimum=1, allow_none=True)
     tree = _parse(batch, resolve_layout(layout), 'the batch')
-    bounds = _bounds(list(_leaves(tree)), num_shards)
+    bounds = _bounds(list(_leaves(tree)), num_shards, len(ctx_list))
     if len(bounds) > len(ctx_list):
         raise ValueError('the batch has %d shards but only %d device(s) were given; make it '
                          'with num_shards=%d (or fewer) or give %d contexts'
@@ -318,12 +338,15 @@ class ShardedLoader:
     Parameters
     ----------
     loader : iterable of batches
-        E.g. a ``mx.gluon.data.DataLoader`` whose batchify function was made with
-        ``num_shards=len(ctx_list)``.
+        E.g. a ``mx.gluon.data.DataLoader``. With a batchify function made with
+        ``num_shards=len(ctx_list)`` every shard is padded to its own maximum; batches
+        without sharded fields are split across all of ``ctx_list``, like
+        ``gluon.utils.split_and_load``.
     ctx_list : list of mx.Context
         The devices.
     num_shards : int, optional
-        Passed to :func:`split_to_devices` (for batches without sharded fields).
+        Passed to :func:`split_to_devices`: the shards of batches without sharded fields,
+        ``len(ctx_list)`` by default (1: every batch whole on ``ctx_list[0]``).
     layout : batchify function or shard layout, optional
         How the batches split. By default the ``shard_layout`` of the loader's batchify
         function (an MXNet ``DataLoader`` keeps it as ``_batchify_fn``; MXNet's own default
@@ -343,6 +366,13 @@ class ShardedLoader:
     ...     print([(x.shape, str(y.context)) for x, y in per_device])
     [((2, 2), 'cpu(0)'), ((2, 4), 'cpu(1)')]
     [((1, 5), 'cpu(0)'), ((1, 6), 'cpu(1)')]
+
+    Batches without sharded fields are split across the devices too:
+
+    >>> stacked = ShardedLoader(mx.gluon.data.DataLoader(mx.gluon.data.SimpleDataset(
+    ...     list(range(6))), batch_size=6, batchify_fn=Stack()), ctx)
+    >>> [(x.asnumpy().tolist(), str(x.context)) for x in next(iter(stacked))]
+    [([0.0, 1.0, 2.0], 'cpu(0)'), ([3.0, 4.0, 5.0], 'cpu(1)')]
     """
 
     def __init__(self, loader, ctx_list, num_shards=None, *, layout=None):

@@ -153,8 +153,13 @@ def test_fewer_shards_than_devices_use_the_first_devices():
     parts = split_to_devices(batch, CTX, layout=batchify)
     assert len(parts) == 2
     assert [p[0].context for p in parts] == CTX[:2] and [p[1] for p in parts] == [['a'], ['b']]
+    # no sharded field: one sample on each of the first devices
+    batch = Tuple(Stack(), Stack())([(1, 2), (3, 4)])
+    parts = split_to_devices(batch, CTX)
+    assert [(x.context, x.asnumpy().tolist(), y.asnumpy().tolist()) for x, y in parts] == [
+        (CTX[0], [1.0], [2.0]), (CTX[1], [3.0], [4.0])]
     # one shard (num_shards=1): the first device only
-    (only,) = split_to_devices(Tuple(Stack(), Stack())([(1, 2), (3, 4)]), CTX)
+    (only,) = split_to_devices(batch, CTX, num_shards=1)
     assert only[0].context == mx.cpu(0) and only[0].shape == (2,)
 
 
@@ -165,6 +170,127 @@ def test_num_shards_splits_a_batch_without_sharded_fields():
     assert [p[2] for p in parts] == [['0', '1'], ['2'], ['3'], ['4']]
     assert [p[1].context for p in parts] == CTX
     assert len(split_to_devices(batch[0][:2], CTX, num_shards=4)) == 2
+
+
+# Batches without a sharded field, as gluoncv's scripts batchify them: (batchify, sample k)
+UNSHARDED = {
+    'ssd': (Tuple(Stack(), Stack(), Stack()),
+            lambda k: (np.full((3, 4, 4), k, 'float32'), np.arange(6, dtype='float32') + k,
+                       np.full((6, 4), k / 10, 'float32'))),
+    'pad_length_and_stack': (Tuple(Pad(ret_length=True), Stack()),
+                             lambda k: (np.arange(k % 4 + 1) + k, k)),
+    'pad_length': (Pad(ret_length=True), lambda k: np.arange(k % 3 + 1) + k),
+}
+
+
+def _fields(value):
+    """The NDArrays of a batch (or of one device's part), in field order."""
+    if isinstance(value, mx.nd.NDArray):
+        return [value]
+    return [array for item in value for array in _fields(item)]
+
+
+def _assert_split_and_load(parts, batch, ctx_list):
+    """``parts`` hold, field by field, what ``split_and_load`` gives for the batch's arrays:
+    over all of ``ctx_list``, or one sample on each first device when there are fewer."""
+    fields = _fields(batch)
+    used = ctx_list[:min(len(ctx_list), fields[0].shape[0])]
+    assert len(parts) == len(used)
+    for index, field in enumerate(fields):
+        want = mx.gluon.utils.split_and_load(field, used, even_split=False)
+        for part, expected, ctx in zip(parts, want, used):
+            got = _fields(part)[index]
+            assert type(part) is type(batch) and len(_fields(part)) == len(fields)
+            assert got.context == ctx and got.dtype == expected.dtype
+            np.testing.assert_array_equal(got.asnumpy(), expected.asnumpy())
+
+
+@pytest.mark.parametrize('num_samples', [2, 7, 8])
+@pytest.mark.parametrize('num_devices', [2, 3, 4])
+@pytest.mark.parametrize('kind', sorted(UNSHARDED))
+def test_a_batch_without_sharded_fields_splits_like_split_and_load(kind, num_devices,
+                                                                   num_samples):
+    batchify, make = UNSHARDED[kind]
+    batch = batchify([make(k) for k in range(num_samples)])
+    parts = split_to_devices(batch, CTX[:num_devices], layout=batchify)
+    assert len(parts) == min(num_devices, num_samples)  # every device busy, if it can be
+    _assert_split_and_load(parts, batch, CTX[:num_devices])
+    for array in _fields(parts[0]):  # copies: the batch's memory is not shared
+        before = array.asnumpy().copy()
+        for field in _fields(batch):
+            field[:] = field + 1
+        mx.nd.waitall()
+        np.testing.assert_array_equal(array.asnumpy(), before)
+        for field in _fields(batch):
+            field[:] = field - 1
+
+
+@pytest.mark.parametrize('kind', sorted(UNSHARDED))
+def test_num_shards_1_keeps_the_whole_batch_on_the_first_device(kind):
+    batchify, make = UNSHARDED[kind]
+    batch = batchify([make(k) for k in range(5)])
+    (whole,) = split_to_devices(batch, CTX, num_shards=1, layout=batchify)
+    assert type(whole) is type(batch)
+    for got, want in zip(_fields(whole), _fields(batch)):
+        assert got.context == CTX[0]
+        np.testing.assert_array_equal(got.asnumpy(), want.asnumpy())
+    assert len(_fields(whole)) == len(_fields(batch))
+    # and a single device takes the whole batch without being asked
+    (alone,) = split_to_devices(batch, CTX[1:2], layout=batchify)
+    assert [x.shape for x in _fields(alone)] == [x.shape for x in _fields(batch)]
+    assert all(x.context == CTX[1] for x in _fields(alone))
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+@pytest.mark.parametrize('kind', sorted(UNSHARDED))
+def test_sharded_loader_splits_unsharded_batches_like_split_and_load(kind, num_workers):
+    batchify, make = UNSHARDED[kind]
+    data = mx.gluon.data.SimpleDataset([make(k) for k in range(11)])
+    plain = mx.gluon.data.DataLoader(data, batch_size=5, batchify_fn=batchify)
+    loader = ShardedLoader(mx.gluon.data.DataLoader(data, batch_size=5, batchify_fn=batchify,
+                                                    num_workers=num_workers), CTX[:3])
+    batches = list(loader)
+    assert [len(per_device) for per_device in batches] == [3, 3, 1]  # 5, 5 and 1 samples
+    for per_device, batch in zip(batches, plain):
+        _assert_split_and_load(per_device, batch, CTX[:3])
+    whole = ShardedLoader(mx.gluon.data.DataLoader(data, batch_size=5, batchify_fn=batchify,
+                                                   num_workers=num_workers), CTX[:3],
+                          num_shards=1)
+    assert [[_fields(part)[0].shape[0] for part in per_device] for per_device in whole] == [
+        [5], [5], [1]]
+
+
+def _with_anchors(samples):
+    """A plain batchify function returning one array per batch beside the rows."""
+    return Stack()(samples), mx.nd.ones((6, 4))
+
+
+def test_fields_of_different_row_counts_need_to_be_told_apart():
+    batch = _with_anchors([np.full(2, k, 'float32') for k in range(4)])
+    with pytest.raises(ValueError, match=r"cannot split the batch across 3 devices: its fields "
+                                         r"have different numbers of rows \(the batch\[0\]: 4, "
+                                         r"the batch\[1\]: 6\).*num_shards=1.*layout=.*'whole'"):
+        split_to_devices(batch, CTX[:3])
+    # the remedies the message names
+    (whole,) = split_to_devices(batch, CTX[:3], num_shards=1)
+    assert whole[0].shape == (4, 2) and whole[1].shape == (6, 4)
+    parts = split_to_devices(batch, CTX[:3], layout=('rows', 'whole'))
+    assert [x.asnumpy()[:, 0].tolist() for x, _ in parts] == [[0, 1], [2], [3]]
+    assert [(anchors.shape, anchors.context) for _, anchors in parts] == [
+        ((6, 4), ctx) for ctx in CTX[:3]]
+    (alone,) = split_to_devices(batch, CTX[:1])  # one device: unchanged, the batch whole
+    assert alone[1].shape == (6, 4)
+    # the loader raises it too rather than using one device
+    data = mx.gluon.data.SimpleDataset([np.full(2, k, 'float32') for k in range(4)])
+    loader = ShardedLoader(mx.gluon.data.DataLoader(data, batch_size=4,
+                                                    batchify_fn=_with_anchors), CTX[:2])
+    with pytest.raises(ValueError, match='across 2 devices.*different numbers of rows'):
+        next(iter(loader))
+
+
+def test_a_batch_with_nothing_to_split_goes_to_the_first_device():
+    (only,) = split_to_devices((0.5, mx.nd.ones((3, 2))), CTX, layout=('whole', 'whole'))
+    assert only[0] == 0.5 and only[1].context == CTX[0] and only[1].shape == (3, 2)
 
 
 def test_append_lists_are_split_per_sample():
@@ -213,7 +339,9 @@ def test_errors():
     with pytest.raises(ValueError, match='must have 3 rows'):
         split_to_devices((Pad(num_shards=2)([[1], [2], [3]]), mx.nd.ones((4, 2))), CTX,
                          layout=('shards', 'rows'))
-    with pytest.raises(ValueError, match='different batch sizes'):
+    with pytest.raises(ValueError, match=r'into num_shards=2 shards: its fields have '
+                                         r'different numbers of rows \(the batch\[0\]: 3, '
+                                         r'the batch\[1\]: 4\)'):
         split_to_devices((mx.nd.ones(3), mx.nd.ones(4)), CTX, num_shards=2)
     with pytest.raises(ValueError, match='num_shards'):
         split_to_devices(shards, CTX, num_shards=0)
@@ -368,13 +496,13 @@ def test_any_nesting_splits_like_slicing_the_batch(data):
     batchify, make, expect = _tree(data.draw, num_devices, 0, sharded)
     ids = list(range(10, 10 + num_samples))
     batch = _quiet(batchify, [make(sid) for sid in ids])
-    num_shards = data.draw(st.sampled_from([None, num_devices]), label='num_shards')
+    # sharded Pads decide the shards; without them num_shards does, len(ctx_list) by default
+    choices = [None, num_devices] if sharded else [None] + list(range(1, num_devices + 1))
+    num_shards = data.draw(st.sampled_from(choices), label='num_shards')
     parts = split_to_devices(batch, CTX[:num_devices], num_shards, layout=batchify)
-    if sharded or num_shards is not None:
-        sizes = [len(s) for s in np.array_split(ids, min(num_devices, num_samples))]
-        bounds = [(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
-    else:
-        bounds = [(0, num_samples)]
+    wanted = num_devices if sharded or num_shards is None else num_shards
+    sizes = [len(s) for s in np.array_split(ids, min(wanted, num_samples))]
+    bounds = [(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
     assert len(parts) == len(bounds)
     for shard, (part, (start, stop)) in enumerate(zip(parts, bounds)):
         _assert_part(part, expect(batch, shard, start, stop), CTX[shard])
@@ -383,14 +511,16 @@ def test_any_nesting_splits_like_slicing_the_batch(data):
 def test_a_pair_of_arrays_is_two_fields_not_two_shards():
     batchify = Tuple(Pad(ret_length=True), Stack())
     batch = batchify([([1, 2], 0), ([3], 1)])
-    (whole,) = split_to_devices(batch, CTX[:2], layout=batchify)
+    (whole,) = split_to_devices(batch, CTX[:2], num_shards=1, layout=batchify)
     (padded, lengths), labels = whole
     assert padded.shape == (2, 2) and lengths.asnumpy().tolist() == [2, 1]
     assert padded.context == mx.cpu(0)
-    halves = split_to_devices(batch, CTX[:2], num_shards=2, layout=batchify)
-    assert [(p.asnumpy().tolist(), n.asnumpy().tolist(), y.asnumpy().tolist())
-            for (p, n), y in halves] == [([[1, 2]], [2], [0.0]), ([[3, 0]], [1], [1.0])]
-    assert [y.context for _, y in halves] == CTX[:2]
+    for num_shards in (None, 2):  # two devices: two halves, by default too
+        halves = split_to_devices(batch, CTX[:2], num_shards, layout=batchify)
+        assert [(p.asnumpy().tolist(), n.asnumpy().tolist(), y.asnumpy().tolist())
+                for (p, n), y in halves] == [([[1, 2]], [2], [0.0]), ([[3, 0]], [1], [1.0])]
+        assert [(p.context, n.context, y.context) for (p, n), y in halves] == [
+            (ctx,) * 3 for ctx in CTX[:2]]
 
 
 def test_sharded_loader_layout_comes_from_the_batchify_function():
@@ -426,11 +556,15 @@ def test_a_list_of_arrays_without_a_layout_is_refused_not_guessed():
         with pytest.raises(ValueError, match='list of 2 NDArrays.*declares no shard_layout.*'
                                              'Pass layout='):
             split_to_devices(batch, CTX[:2])
-    # an undeclared batch of plain fields splits as rows, unsplit unless asked
-    (whole,) = split_to_devices((mx.nd.ones((4, 2)), [1, 2, 3]), CTX)
-    assert whole[0].shape == (4, 2) and whole[1] == [1, 2, 3]
-    with pytest.raises(ValueError, match='different batch sizes.*pass layout='):
-        split_to_devices((mx.nd.ones((4, 2)), [1, 2, 3]), CTX, num_shards=2)
+    # an undeclared batch of plain fields splits as rows; rows of different lengths cannot
+    # split alike across several devices
+    odd = (mx.nd.ones((4, 2)), [1, 2, 3])
+    with pytest.raises(ValueError, match='across 4 devices.*different numbers of rows'):
+        split_to_devices(odd, CTX)
+    for args in ((CTX[:1],), (CTX, 1)):  # one device, or num_shards=1: the batch whole
+        (whole,) = split_to_devices(odd, *args)
+        assert whole[0].shape == (4, 2) and whole[1] == [1, 2, 3]
+        assert whole[0].context == CTX[0]
 
 
 @pytest.mark.parametrize('num_workers', [0, 1, 2])
