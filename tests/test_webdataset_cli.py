@@ -1,10 +1,13 @@
-"""The `gluonbatch wds` commands."""
+"""The `gluonbatch wds` commands, and `python -m gluonbatch` as the `gluonbatch` command."""
+import importlib.metadata
 import os
+import subprocess
+import sys
 
 import pytest
 
 from gluonbatch import cli
-from gluonbatch.webdataset import ImageTextPairDataset
+from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
 
 from helpers import ID, record, write_shard
 
@@ -62,3 +65,45 @@ def test_cli_inspect_reports_undecodable_records(tmp_path, capsys):
     assert cli.main(['wds', 'inspect', str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "000000001  error: cannot decode the image" in out and '000000000  image' in out
+
+
+def _console_script(argv, monkeypatch, capsys):
+    """Run the installed ``gluonbatch`` console script's function as its wrapper does
+    (``sys.exit(main())`` with ``sys.argv``): ``(exit code, stdout, stderr)``."""
+    (entry,) = [entry for entry in importlib.metadata.entry_points(group='console_scripts')
+                if entry.name == 'gluonbatch']
+    main = entry.load()
+    assert main is cli.main
+    monkeypatch.setattr(sys, 'argv', ['gluonbatch'] + argv)
+    try:
+        code = main()
+    except SystemExit as exit:  # argparse exits for --help and usage errors
+        code = exit.code
+    captured = capsys.readouterr()
+    return 0 if code is None else code, captured.out, captured.err
+
+
+@pytest.mark.parametrize('argv, code', [
+    (['--help'], 0),
+    (['wds', 'inspect', '{data}', '--records', '1'], 0),
+    (['wds', 'inspect', '{tmp}/nope'], 1),  # an error: the exit code and stderr carry over
+    (['nope'], 2),  # argparse's usage error
+])
+def test_python_m_gluonbatch_is_the_gluonbatch_command(argv, code, tmp_path, monkeypatch,
+                                                       capsys):
+    data = make_example_dataset(str(tmp_path / 'data'), num_shards=1, samples_per_shard=2)
+    argv = [arg.format(data=data, tmp=tmp_path) for arg in argv]
+    monkeypatch.setenv('COLUMNS', '80')  # argparse wraps help to the terminal's width
+    result = subprocess.run([sys.executable, '-m', 'gluonbatch'] + argv, capture_output=True,
+                            text=True, env=dict(os.environ), cwd=str(tmp_path))
+    expected = _console_script(argv, monkeypatch, capsys)
+    assert (result.returncode, result.stdout, result.stderr) == expected
+    assert result.returncode == code
+    assert '__main__' not in result.stdout + result.stderr  # the program is 'gluonbatch'
+    if argv == ['--help']:
+        assert result.stdout.startswith('usage: gluonbatch [-h] COMMAND')
+    elif code == 0:
+        assert '1 shards (0 with .idx), 2 records' in result.stdout
+    else:
+        assert 'gluonbatch' in result.stderr and ': error:' in result.stderr
+        assert 'Traceback' not in result.stderr
