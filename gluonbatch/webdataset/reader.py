@@ -31,6 +31,7 @@ class RecordReader:
     def __init__(self, shards, id_col):
         self.shards, self.id_col = shards, id_col
         self._starts = np.array([shard.start for shard in shards], dtype=np.int64)
+        self._numbers = {shard.stem: number for number, shard in enumerate(shards)}
         self._records = {}  # shard number -> ShardRecords
         self._handles = ProcessLocal(dict)
 
@@ -73,12 +74,18 @@ class RecordReader:
     # ---------------------------------------------------------------- reading
 
     def shard_ids(self, shard):
-        """The record ids of ``shard`` (one of :attr:`shards`, not empty), in record order."""
-        return self.locate(shard.start)[1].ids
+        """The record ids of ``shard`` (one of :attr:`shards`, or a copy of one; it may be
+        empty), in record order."""
+        return self._shard_records(self._numbers[shard.stem]).ids
 
     def locate(self, i):
         """``(shard number, the shard's records, record i's row in them)``."""
+        # side='right': an empty shard starts where the next one does, and holds no record
         number = int(np.searchsorted(self._starts, i, side='right')) - 1
+        return number, self._shard_records(number), i - self.shards[number].start
+
+    def _shard_records(self, number):
+        """Shard ``number``'s :class:`ShardRecords`, read on first use in this process."""
         records = self._records.get(number)
         if records is None:
             shard = self.shards[number]
@@ -86,7 +93,7 @@ class RecordReader:
             if shard.idx and len(records.ids):
                 for row in (0, len(records.ids) - 1):
                     self._read_shard_members(shard, records, row)
-        return number, records, i - self.shards[number].start
+        return records
 
     def describe(self, i, member=None):
         number, records, row = self.locate(i)
