@@ -1,0 +1,194 @@
+"""All-or-nothing commits: ``save_metadata`` and ``to_webdataset`` stopped at every
+file-system step in turn -- killed (in a forked child, by ``commit_faults.py``) or
+interrupted (Ctrl-C) -- leave a directory that reads as the complete old state or the
+complete new one, and a rerun always succeeds with exactly the full record set."""
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from gluonbatch.webdataset import ImageTextPairDataset
+from gluonbatch.webdataset.commit import recover, staging
+
+from helpers import ID, files, make_dataset, visible
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIZES = (3, 2, 4)
+
+
+@pytest.fixture(scope='module')
+def source(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp('source'))
+    make_dataset(path, sizes=SIZES, index=True)
+    return path
+
+
+def _stop_at_every_step(operation, source, work, mode):
+    """Run the driver; returns the step directories in order and what each step was."""
+    done = subprocess.run([sys.executable, os.path.join(HERE, 'commit_faults.py'), operation,
+                           source, str(work), mode], capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(os.path.join(work, 'steps.json')) as handle:
+        steps = json.load(handle)
+    dirs = sorted(name for name in os.listdir(work) if name.startswith('step-'))
+    assert len(dirs) == len(steps)
+    return [os.path.join(work, name) for name in dirs], steps
+
+
+def _contents(path):
+    """A dataset as plain values: its metadata rows and every record's members."""
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    rows = ds.metadata.compute().to_dict('records')
+    return rows, [ds.read_raw(i) for i in range(len(ds))]
+
+
+def _hidden(path):
+    return [name for name in files(path) if name.startswith('.')]
+
+
+def _journals(path):
+    return [name for name in _hidden(path) if name.startswith('.commit-')]
+
+
+# --------------------------------------------------------------------------- save_metadata
+
+@pytest.mark.parametrize('mode', ['kill', 'interrupt'])
+def test_save_metadata_stopped_at_any_step_reads_old_or_new_and_reruns(source, tmp_path,
+                                                                       mode):
+    old = ImageTextPairDataset.from_webdataset(source, ID).metadata.compute()
+    new = old.assign(area=old['width'] * old['height'])
+    dirs, steps = _stop_at_every_step('save_metadata', source, tmp_path, mode)
+    # the renames of the commit are among the steps, so the test reaches into it
+    assert sum(step.startswith('replace(.') for step in steps) >= 1
+    assert sum(step == 'replace(%05d.parquet, %05d.parquet)' % (k, k)
+               for step in steps for k in range(len(SIZES))) == len(SIZES)
+    outcomes = []
+    for step_dir, step in zip(dirs, steps):
+        data = os.path.join(step_dir, 'data')
+        if not _journals(data):  # nothing to finish: what a reader sees is consistent
+            columns = {tuple(pd.read_parquet(os.path.join(data, name)).columns)
+                       for name in visible(data) if name.endswith('.parquet')}
+            assert len(columns) == 1, (step, columns)
+        seen = ImageTextPairDataset.from_webdataset(data, ID).metadata.compute()
+        if 'area' in seen.columns:
+            pd.testing.assert_frame_equal(seen, new, obj='after %s' % step)
+            outcomes.append('new')
+        else:
+            pd.testing.assert_frame_equal(seen, old, obj='after %s' % step)
+            outcomes.append('old')
+        assert _hidden(data) == [], (step, files(data))  # opening finished the commit
+        again = ImageTextPairDataset.from_webdataset(data, ID)
+        again.metadata['area'] = again.metadata['width'] * again.metadata['height']
+        again.save_metadata()
+        pd.testing.assert_frame_equal(
+            ImageTextPairDataset.from_webdataset(data, ID).metadata.compute(), new)
+        assert _hidden(data) == []
+    # stopped before its journal the run changed nothing; after it, the commit is finished
+    assert outcomes[0] == 'old' and outcomes[-1] == 'new', list(zip(steps, outcomes))
+    first_new = outcomes.index('new')
+    assert outcomes == ['old'] * first_new + ['new'] * (len(outcomes) - first_new)
+    assert steps[first_new - 1].startswith('replace(.commit-'), steps[first_new - 1]
+
+
+# --------------------------------------------------------------------------- to_webdataset
+
+@pytest.mark.parametrize('mode', ['kill', 'interrupt'])
+def test_to_webdataset_stopped_at_any_step_leaves_nothing_and_reruns(source, tmp_path, mode):
+    ds = ImageTextPairDataset.from_webdataset(source, ID)
+    ds.metadata['keep'] = ds.metadata['score'] < 0.7
+    reference = str(tmp_path / 'reference')
+    ds.to_webdataset(reference, 'keep', samples_per_shard=3, old_id_col='old_key')
+    want = _contents(reference)
+    assert len(want[1]) >= 3 and len(files(reference)) >= 6  # several output shards
+    dirs, steps = _stop_at_every_step('to_webdataset', source, tmp_path / 'runs', mode)
+    shard_files = files(reference)
+    assert sum(step.startswith('replace(.') and step.split(', ')[1][:-1] in shard_files
+               for step in steps) == len(shard_files)  # every rename of the commit
+    for step_dir, step in zip(dirs, steps):
+        out = os.path.join(step_dir, 'out')
+        if os.path.isdir(out):
+            if not _journals(out):  # nothing to undo: no shard is visible
+                assert visible(out) == [], (step, files(out))
+            with pytest.raises(FileNotFoundError, match='holds no shards'):
+                ImageTextPairDataset.from_webdataset(out, ID)  # undoes a half commit
+            assert files(out) == [], (step, files(out))
+        ds.to_webdataset(out, 'keep', samples_per_shard=3, old_id_col='old_key')
+        assert files(out) == shard_files, step
+        assert _contents(out) == want, step
+
+
+# --------------------------------------------------------------------------- the journal
+
+def test_a_live_commit_is_waited_for_and_a_live_stage_left_alone(tmp_path):
+    """Recovery in another process while a run stages and commits: it leaves the live
+    stage alone and, during the commit, waits for it instead of undoing it."""
+    script = '''
+import os, sys, time
+from gluonbatch.webdataset.commit import staging
+directory = sys.argv[1]
+with staging(directory) as stage:
+    with open(stage.file('.a'), 'w') as handle:
+        handle.write('a')
+    print('staged', flush=True)
+    sys.stdin.readline()
+    real = os.replace
+    def slow(source, target):
+        real(source, target)
+        if target.endswith('a'):
+            print('moving', flush=True)
+            sys.stdin.readline()
+    os.replace = slow
+    stage.commit([('.a', 'a')], 'back')
+print('done', flush=True)
+'''
+    run = subprocess.Popen([sys.executable, '-c', script, str(tmp_path)], text=True,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert run.stdout.readline() == 'staged\n'
+        recover(str(tmp_path))  # the run holds its stage: it stays
+        assert len(_hidden(tmp_path)) == 1 and _hidden(tmp_path)[0].startswith('.partial-')
+        run.stdin.write('\n')
+        run.stdin.flush()
+        assert run.stdout.readline() == 'moving\n'  # its journal written, 'a' moved
+        assert 'a' in files(tmp_path)
+        recovery = subprocess.Popen(
+            [sys.executable, '-c', 'import sys; from gluonbatch.webdataset.commit import '
+             'recover; recover(sys.argv[1]); print(sorted(__import__("os").listdir('
+             'sys.argv[1])))', str(tmp_path)], text=True, stdout=subprocess.PIPE)
+        run.stdin.write('\n')
+        run.stdin.flush()
+        assert run.stdout.readline() == 'done\n'
+        seen, _ = recovery.communicate(timeout=300)
+        assert recovery.returncode == 0
+        assert seen.strip() == "['a']"  # it waited for the commit and kept its file
+    finally:
+        run.kill()
+        run.wait()
+
+
+def test_a_damaged_journal_is_refused_naming_it(tmp_path):
+    (tmp_path / '.commit-0123.json').write_text('{"mode": "sideways"}')
+    with pytest.raises(ValueError, match=r'\.commit-0123\.json is a damaged commit journal'):
+        recover(str(tmp_path))
+    assert files(tmp_path) == ['.commit-0123.json']  # nothing was guessed
+
+
+def test_commit_refuses_an_unknown_mode_and_changes_nothing(tmp_path):
+    with staging(str(tmp_path)) as stage:
+        (tmp_path / stage.file('.a')).write_text('a')
+        with pytest.raises(ValueError, match="mode must be 'forward' or 'back', got 'up'"):
+            stage.commit([('.a', 'a')], 'up')
+    assert files(tmp_path) == []
+
+
+def test_recovery_of_a_directory_without_commits_changes_nothing(tmp_path):
+    make_dataset(str(tmp_path), sizes=(2,))
+    before = {name: (tmp_path / name).read_bytes() for name in files(tmp_path)}
+    recover(str(tmp_path))
+    recover(str(tmp_path / 'missing'))  # no directory: nothing to do
+    assert {name: (tmp_path / name).read_bytes() for name in files(tmp_path)} == before
+    assert visible(tmp_path) == files(tmp_path)
