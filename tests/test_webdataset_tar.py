@@ -1,6 +1,8 @@
 """Tar members: scanning, names, member types, long names (pax and GNU), directory
 entries, pax headers, members of 8 GiB or more, truncated and corrupt tars."""
+import io
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -10,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gluonbatch.cli import main as cli_main
 from gluonbatch.webdataset import ImageTextPairDataset, write_index
 from gluonbatch.webdataset.tar import check_headers, member_header, padded, scan_tar
 
@@ -86,6 +89,36 @@ def test_member_names_with_path_components_never_touch_the_file_system(tmp_path,
         write_index(path / '00000.tar')
     assert sorted(str(p) for p in tmp_path.rglob('*')) == before
     assert not os.path.exists('/tmp/abs.jpg')
+
+
+@pytest.mark.parametrize('raw', [b'000000000.caf\xe9.jpg', b'\xff\xfe.txt'])
+def test_a_member_name_that_is_not_utf8_is_refused_naming_the_tar_and_member(tmp_path, raw,
+                                                                           capsys):
+    """Reading, indexing (function and command) and resharding refuse it alike, with a
+    ValueError naming the tar and the member's bytes; nothing is written."""
+    path = tmp_path / 'data'
+    path.mkdir()
+    rec = record(0, 0)
+    with tarfile.open(path / '00000.tar', 'w', format=tarfile.GNU_FORMAT,
+                      encoding='utf-8', errors='surrogateescape') as tar:
+        for name, data in members_of([rec]) + [(raw.decode('utf-8', 'surrogateescape'),
+                                                b'payload')]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    pd.DataFrame([rec['row']]).to_parquet(path / '00000.parquet')
+    message = r'00000\.tar: member name %s is not UTF-8' % re.escape(repr(raw))
+    before = sorted(os.listdir(path))
+    with pytest.raises(ValueError, match=message):
+        read_everything(path)
+    with pytest.raises(ValueError, match=message):
+        write_index(path / '00000.tar')
+    assert cli_main(['wds', 'index', str(path / '00000.tar')]) == 1
+    assert re.search('gluonbatch wds index: error: .*' + message, capsys.readouterr().err)
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    with pytest.raises(ValueError, match=message):
+        ds.to_webdataset(tmp_path / 'out', None)
+    assert sorted(os.listdir(path)) == before and not os.path.exists(tmp_path / 'out')
 
 
 def test_non_regular_members_are_refused(tmp_path):

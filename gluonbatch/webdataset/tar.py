@@ -35,7 +35,9 @@ def split_member_name(name, where):
     The key is everything before the first ``'.'``, the extension everything after it.
     Names with path components (``'../x.jpg'``, ``'a/b.jpg'``), whitespace, or without a
     key or an extension are refused: members are addressed by offset and never extracted,
-    and such names cannot be written to an ``.idx`` file.
+    and such names cannot be written to an ``.idx`` file. So are names that are not UTF-8
+    (tarfile hands their bytes over as surrogate escapes): an index, a parquet id and a
+    JSON id are UTF-8 text, so such a record could never be matched or written.
 
     >>> split_member_name('000420031.seg.png', 'x.tar')
     ('000420031', 'seg.png')
@@ -43,7 +45,18 @@ def split_member_name(name, where):
     Traceback (most recent call last):
     ...
     ValueError: x.tar: member name '../x.jpg' has path components or whitespace; ...
+    >>> split_member_name(b'caf\\xe9.jpg'.decode('utf-8', 'surrogateescape'), 'x.tar')
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: x.tar: member name b'caf\\xe9.jpg' is not UTF-8; ...
     """
+    try:
+        name.encode('utf-8')
+    except UnicodeEncodeError:
+        raise ValueError('%s: member name %r is not UTF-8; member names must be UTF-8 text '
+                         '(rename it when the tar is written)'
+                         % (where, name.encode('utf-8', 'surrogateescape'))) from None
     if _BAD_NAME.search(name):
         raise ValueError('%s: member name %r has path components or whitespace; members must '
                          'be plain names such as \'000000000.jpg\'' % (where, name))
