@@ -37,39 +37,49 @@ def _plain(frame):
 
 
 @pytest.fixture
-def opened(monkeypatch):
-    """The dataset files opened from now on (parquet through pyarrow, tars and indexes
-    through Python), in order."""
-    paths = []
+def parquet_reads(monkeypatch, source):
+    """``(opened, reads)``: the files of ``source`` opened from now on (parquets through
+    pyarrow, tars and indexes through Python), in order, and the ``columns`` of each of its
+    parquets read (None: every column).
+
+    Only ``source``'s files count: a computation of an earlier test that failed may still
+    be running on Dask's threads, reading the files of its own directory.
+    """
+    root = source[0] + os.sep
+    opened, reads = [], []
     parquet_file, python_open = pq.ParquetFile, builtins.open
 
-    class CountingParquetFile(parquet_file):
-        def __init__(self, source, *args, **kwargs):
-            paths.append(os.fspath(source))
-            super().__init__(source, *args, **kwargs)
+    class RecordingParquetFile(parquet_file):
+        def __init__(self, path, *args, **kwargs):
+            self.recorded = os.fspath(path).startswith(root)
+            if self.recorded:
+                opened.append(os.fspath(path))
+            super().__init__(path, *args, **kwargs)
 
-    def counting_open(file, *args, **kwargs):
-        if isinstance(file, (str, os.PathLike)) and os.fspath(file).endswith(('.tar', '.idx')):
-            paths.append(os.fspath(file))
+        def read(self, columns=None, *args, **kwargs):
+            if self.recorded:
+                reads.append(None if columns is None else sorted(columns))
+            return super().read(columns, *args, **kwargs)
+
+    def recording_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and os.fspath(file).startswith(root) and \
+                os.fspath(file).endswith(('.tar', '.idx')):
+            opened.append(os.fspath(file))
         return python_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(pq, 'ParquetFile', CountingParquetFile)
-    monkeypatch.setattr(builtins, 'open', counting_open)
-    return paths
+    monkeypatch.setattr(pq, 'ParquetFile', RecordingParquetFile)
+    monkeypatch.setattr(builtins, 'open', recording_open)
+    return opened, reads
 
 
 @pytest.fixture
-def columns_read(monkeypatch):
-    """The ``columns`` of every parquet read from now on (None: every column)."""
-    reads = []
-    read = pq.ParquetFile.read
+def opened(parquet_reads):
+    return parquet_reads[0]
 
-    def recording_read(self, columns=None, *args, **kwargs):
-        reads.append(None if columns is None else sorted(columns))
-        return read(self, columns, *args, **kwargs)
 
-    monkeypatch.setattr(pq.ParquetFile, 'read', recording_read)
-    return reads
+@pytest.fixture
+def columns_read(parquet_reads):
+    return parquet_reads[1]
 
 
 def test_a_computation_reads_only_the_columns_it_needs(source, columns_read):
