@@ -4,7 +4,7 @@ import os
 import pytest
 from hypothesis import settings
 
-from helpers import make_dataset
+from helpers import local_cluster, make_dataset
 
 # CI runs a fixed, reproducible set of examples; developers get fresh ones on every run.
 settings.register_profile('ci', derandomize=True, print_blob=True)
@@ -26,8 +26,7 @@ def cluster():
     ``(cluster, client)``: Dask computes on it until the module's last test is done (so
     tests using it come last in their module)."""
     distributed = pytest.importorskip('distributed')
-    local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                     host='127.0.0.1', dashboard_address=None)
+    local = local_cluster()
     client = distributed.Client(local)
     yield local, client
     client.close(timeout=20)

@@ -341,3 +341,18 @@ def settled(read):
         if counts == previous:
             break
     return counts
+
+
+# ----------------------------------------------------------------- Dask clusters
+
+def local_cluster(n_workers=2):
+    """A ``distributed.LocalCluster`` of single-threaded worker processes on 127.0.0.1.
+
+    Its scheduler's HTTP server (the dashboard, when bokeh is installed, and the health
+    routes otherwise) binds a free port: the default, 8787, may be another cluster's, of
+    this suite running twice at once or of another program.
+    """
+    import distributed
+
+    return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                    host='127.0.0.1', dashboard_address='127.0.0.1:0')

@@ -4,6 +4,8 @@ results equal a plain pandas computation on the threaded scheduler and on a loca
 import builtins
 import contextlib
 import os
+import socket
+import warnings
 
 import dask
 import numpy as np
@@ -12,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gluonbatch.webdataset import ImageTextPairDataset
-from helpers import ID, files, make_dataset, visible
+from helpers import ID, files, local_cluster, make_dataset, visible
 
 SIZES = (4, 3, 5, 2)
 
@@ -237,8 +239,7 @@ def _cluster_losing_a_worker():
     distributed = pytest.importorskip('distributed')
     psutil = pytest.importorskip('psutil')
     before = {child.pid for child in psutil.Process().children(recursive=True)}
-    local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                     host='127.0.0.1', dashboard_address=None)
+    local = local_cluster()
     client = distributed.Client(local, set_as_default=False)
     try:
         yield client
@@ -277,3 +278,20 @@ def test_a_worker_killed_while_resharding(source, tmp_path):
     np.testing.assert_array_equal(new.metadata['tenfold'].compute(),
                                   want['score'][want['keep']] * 10)
     assert not [name for name in os.listdir(out) if name.startswith('.')]
+
+
+def test_a_cluster_of_the_tests_leaves_the_default_dashboard_port_alone():
+    """The tests' clusters (``local_cluster``) bind a free port for their scheduler's HTTP
+    server: with 8787 taken (by this test, standing in for another cluster), no warning
+    and another port."""
+    with socket.socket() as taken:
+        try:
+            taken.bind(('127.0.0.1', 8787))
+        except OSError:
+            pass  # taken already: all the better
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            with local_cluster(n_workers=1) as local:
+                port = local.scheduler.http_server.port
+    assert port != 8787
+    assert not [w for w in caught if 'already in use' in str(w.message)]

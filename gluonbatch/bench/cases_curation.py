@@ -171,14 +171,15 @@ def _peak_in_fresh_process(mode, num_parts, source, warmup, target, address):
 @contextlib.contextmanager
 def _local_clusters(*sizes):
     """One ``distributed.Client`` per size: a LocalCluster of that many single-threaded
-    worker processes on 127.0.0.1."""
+    worker processes on 127.0.0.1, its scheduler's HTTP server on a free port (8787, the
+    default, may be another cluster's)."""
     from distributed import Client, LocalCluster
     with contextlib.ExitStack() as stack:
         clients = []
         for workers in sizes:
             cluster = stack.enter_context(LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, host='127.0.0.1',
-                dashboard_address=':0', silence_logs=logging.ERROR))
+                dashboard_address='127.0.0.1:0', silence_logs=logging.ERROR))
             clients.append(stack.enter_context(Client(cluster, set_as_default=False)))
         yield clients
 
