@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -123,6 +124,7 @@ def test_to_webdataset_stopped_at_any_step_leaves_nothing_and_reruns(source, tmp
 
 # --------------------------------------------------------------------------- the journal
 
+@pytest.mark.skipif(not os.path.exists('/proc/locks'), reason='needs /proc/locks')
 def test_a_live_commit_is_waited_for_and_a_live_stage_left_alone(tmp_path):
     """Recovery in another process while a run stages and commits: it leaves the live
     stage alone and, during the commit, waits for it instead of undoing it."""
@@ -159,6 +161,7 @@ print('done', flush=True)
             [sys.executable, '-c', 'import sys; from gluonbatch.webdataset.commit import '
              'recover; recover(sys.argv[1]); print(sorted(__import__("os").listdir('
              'sys.argv[1])))', str(tmp_path)], text=True, stdout=subprocess.PIPE)
+        assert _waits_for_a_lock(recovery)  # blocked on the journal's lock
         run.stdin.write('\n')
         run.stdin.flush()
         assert run.stdout.readline() == 'done\n'
@@ -168,6 +171,19 @@ print('done', flush=True)
     finally:
         run.kill()
         run.wait()
+
+
+def _waits_for_a_lock(process):
+    """Whether ``process`` comes to wait for a file lock (``/proc/locks`` lists the locks
+    a process waits for with ``->``) before it ends; polled, for a while at most."""
+    for _ in range(3000):
+        with open('/proc/locks') as locks:
+            if any('->' in line and ' %d ' % process.pid in line for line in locks):
+                return True
+        if process.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return False
 
 
 def test_a_damaged_journal_is_refused_naming_it(tmp_path):
