@@ -1,15 +1,25 @@
 """The worker pool behind ``DetectionDataLoader`` and ``RandomTransformDataLoader``.
 
-Workers are forked (an explicit ``fork`` context, whatever the platform's default): each
-receives the dataset, the candidate transforms and the batchify function once, when the
-pool starts, by inheriting them rather than by pickling them per batch, so lambdas work.
-A worker keeps them in a :class:`~gluonbatch._core.process.ProcessLocal`, so the state of
-one process is never mistaken for another's. Batches come back as pickled bytes whose
-NDArrays travel as shared-memory file descriptors.
+The workers (:mod:`gluonbatch._pool_worker`) are forked once, with the dataset, the
+transforms and the batchify function, and send batches back as pickled bytes whose
+NDArrays travel as shared-memory file descriptors. An error while loading a batch is
+raised as the original exception (same type, arguments and message), with notes
+(``BaseException.add_note``) naming the dataset indices of the batch and, from a worker,
+the worker's traceback.
 
-An error while loading a batch is raised as the original exception (same type, arguments
-and message), with notes (``BaseException.add_note``) naming the dataset indices of the
-batch and, from a worker, the worker's traceback.
+A worker that dies is a ``RuntimeError`` naming its pid and the batch's dataset indices.
+Every task carries a sequence number, and the worker that starts it records its pid in a
+small array shared with the main process (:class:`~gluonbatch._pool_worker.Claims`); the
+main process waits for a batch in short slices and, between them, asks whether the
+worker loading it still lives. A batch whose worker died after sending it cannot be
+unpickled (its file descriptors left with the worker): that too is a ``RuntimeError``.
+
+A pass over the data left early (a ``break``) gives its batches in flight back: those
+already arrived are unpickled and dropped at once, which frees their shared memory; the
+others are as the next pass begins, before it hands the workers anything. Sequence
+numbers are never reused within a loader, and the claims have room for many times the
+tasks in flight (one pass's at a time, since a pass first drains the one left before
+it), so a task left behind is never mistaken for a task of the current pass.
 
 Examples
 --------
@@ -21,113 +31,75 @@ Examples
 [[0.0, 1.0], [2.0, 3.0], [4.0]]
 """
 import collections
-import io
+import itertools
 import multiprocessing
+import numbers
 import os
 import pickle
-import traceback
-from multiprocessing.reduction import ForkingPickler
+import time
 
 import mxnet as mx
 
-from ._core.checks import check_int
-from ._core.process import ProcessLocal
+from ._core.checks import check_int, describe
 from ._core.tree import map_arrays
+from ._pool_worker import (CONTEXT, Claims, add_note, indices_note, load_batch,
+                           load_batch_in_worker, pick, raise_worker_error, set_worker_state)
 
 __all__ = ['PooledLoader', 'load_batch']
 
-# Fork, not spawn or forkserver: the workers inherit the dataset, transforms and batchify
-# function, which need not be picklable.
-_CONTEXT = multiprocessing.get_context('fork')
-
-# In a worker: what the pool initializer handed over; empty in any other process.
-_worker_state = ProcessLocal(dict)
-
-
-def _set_worker_state(dataset, transforms, batchify_fn):
-    """Pool initializer: runs once in every worker process."""
-    _worker_state.get().update(dataset=dataset, transforms=transforms,
-                               batchify_fn=batchify_fn)
+#: Seconds between looks at the worker loading a batch the main process waits for.
+_POLL = 0.05
+#: Seconds a batch may take to arrive after the worker that returned it died (the pool's
+#: result thread may still be passing it on).
+_GRACE = 1.0
+#: What unpickling a batch raises when its file descriptors cannot be fetched from the
+#: worker that sent it (ConnectionError and FileNotFoundError are OSErrors).
+_TRANSPORT_ERRORS = (EOFError, OSError)
 
 
-def _add_note(error, note):
-    """Add ``note`` to ``error`` once: an exception object raised again keeps one copy."""
-    if note not in getattr(error, '__notes__', ()):
-        error.add_note(note)
-
-
-def _indices_note(indices):
-    return 'raised while loading dataset samples %s' % list(indices)
-
-
-def load_batch(dataset, indices, transform, batchify_fn):
-    """Read ``dataset[i]`` for every index (through ``transform``), then batchify.
-
-    >>> load_batch([1, 2, 3], [2, 0], None, list)
-    [3, 1]
-    """
-    view = dataset if transform is None else dataset.transform(transform)
-    return batchify_fn([view[index] for index in indices])
-
-
-def _pick(transforms, index):
-    return None if index is None else transforms[index]
-
-
-def _error_payload(error, indices):
-    """``error`` pickled with the notes to add to it: its dataset indices, this traceback.
-
-    The notes travel beside the exception (which is left as it is), so a worker that
-    raises one stored exception again does not pile notes onto it, and types whose
-    pickling drops ``__notes__`` keep them. An exception that cannot be pickled, or not
-    rebuilt from its pickle, is replaced by a RuntimeError naming its type and message:
-    the main process must get something.
-    """
-    notes = list(getattr(error, '__notes__', ()))
-    notes.append(_indices_note(indices))
-    notes.append('in DataLoader worker process %d:\n%s' % (
-        os.getpid(), ''.join(traceback.format_exception(error)).rstrip('\n')))
+def _alive(pid):
+    """Whether process ``pid`` exists: the pool reaps a dead worker at once, so a dead
+    worker's pid is soon gone."""
     try:
-        payload = _own_pickle((error, notes))
-        pickle.loads(payload)  # some exceptions pickle but cannot be rebuilt
-        return payload
-    except Exception as failure:
-        stand_in = RuntimeError('%s.%s: %s (the worker could not send the exception itself: '
-                                '%s: %s)' % (type(error).__module__, type(error).__qualname__,
-                                             error, type(failure).__name__, failure))
-        return _own_pickle((stand_in, notes))
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, if not as ours: leave it to the timeout
+        return True
+    return True
 
 
-def _own_pickle(value):
-    """``value`` pickled by its types' own reductions, ignoring reducers registered with
-    ``copyreg``: a library can register one for every exception type (``distributed``,
-    through ``tblib``), and what a worker sends must not depend on what it imported."""
-    buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = {}
-    pickler.dump(value)
-    return buffer.getvalue()
+def _wait_until_gone(pid, seconds):
+    """Whether process ``pid`` is gone, given up to ``seconds`` to be reaped."""
+    deadline = time.monotonic() + seconds
+    while _alive(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_POLL / 5)
+    return True
 
 
-def _raise_worker_error(payload):
-    error, notes = pickle.loads(payload)
-    for note in notes:
-        _add_note(error, note)
-    raise error
+def _check_timeout(timeout):
+    """``timeout`` as a float (None: infinity): TypeError if it is not a real number,
+    ValueError unless it is above 0."""
+    if timeout is None:  # gluoncv's loaders waited without limit then
+        return float('inf')
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError('timeout must be a number of seconds, got %r (%s)'
+                        % (timeout, describe(timeout)))
+    if not timeout > 0:
+        raise ValueError('timeout must be a number of seconds > 0, got %r' % (timeout,))
+    return float(timeout)
 
 
-def _load_batch_in_worker(indices, transform_index):
-    """``(True, pickled batch)``, or ``(False, pickled error)`` if loading failed."""
-    state = _worker_state.get()
-    try:
-        batch = load_batch(state['dataset'], indices,
-                           _pick(state['transforms'], transform_index), state['batchify_fn'])
-        # NDArrays travel as shared-memory file descriptors (MXNet registers the reducer).
-        return True, bytes(ForkingPickler.dumps(batch, pickle.HIGHEST_PROTOCOL))
-    except Exception as error:
-        # Returned, not raised: the pool would wrap it, and could hang on one that fails
-        # to unpickle.
-        return False, _error_payload(error, indices)
+class _Task:
+    """A batch handed to the pool: its sequence number, dataset indices and result."""
+
+    __slots__ = ('sequence', 'indices', 'result', 'received')
+
+    def __init__(self, sequence, indices, result):
+        self.sequence, self.indices, self.result = sequence, indices, result
+        self.received = False  # the result was taken: nothing of it is left to free
 
 
 class PooledLoader(mx.gluon.data.DataLoader):
@@ -140,6 +112,19 @@ class PooledLoader(mx.gluon.data.DataLoader):
     and, when a worker loaded it, that worker's traceback. An exception a worker cannot
     send back (it does not pickle, or not rebuild from its pickle) arrives as a
     ``RuntimeError`` naming its type and message, with the same notes.
+
+    A worker process that dies (killed by the out-of-memory killer, say) raises a
+    ``RuntimeError`` naming its pid and the dataset indices of the batch, as soon as it
+    is seen dead (within about a tenth of a second): while loading the batch, or after
+    sending it but before this process received it. A batch that does not arrive within
+    ``timeout`` seconds raises a ``RuntimeError`` naming its indices and the worker
+    loading it, if one started. The pool replaces a dead worker, so the next pass works.
+
+    A pass over the data left early (``break``, or an error) gives back the batches it
+    had in flight: those that have arrived are freed at once, the others as the next pass
+    begins, which first waits for them (up to ``timeout`` in all; the workers load them
+    first anyway). So however often a loop breaks off, the loader holds the shared memory
+    of at most ``prefetch`` batches it no longer needs, and never more than one pass does.
 
     Workers receive the dataset, the transforms and the batchify function once, when the
     pool starts, so none of them is pickled per batch (lambdas work too). Subclasses pick
@@ -155,17 +140,19 @@ class PooledLoader(mx.gluon.data.DataLoader):
         As for ``mx.gluon.data.DataLoader``.
     prefetch : int, optional
         Batches in flight with workers, at least 1; default ``2 * num_workers``.
-    timeout : float, default 120
-        Seconds to wait for a worker's batch before raising (a worker that died).
+    timeout : float or None, default 120
+        Seconds to wait for a worker's batch before raising (a stuck worker); None waits
+        without limit. A worker seen dead raises at once.
     transforms : sequence of callables
         The transforms ``_transform_for`` picks from, applied as ``dataset.transform``.
 
     Raises
     ------
     TypeError
-        ``num_workers`` or ``prefetch`` is not an integer (``prefetch`` may be None).
+        ``num_workers`` or ``prefetch`` is not an integer (``prefetch`` may be None), or
+        ``timeout`` is not a number (or None).
     ValueError
-        ``num_workers`` is negative or ``prefetch`` below 1.
+        ``num_workers`` is negative, ``prefetch`` below 1 or ``timeout`` not positive.
     """
 
     def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
@@ -173,6 +160,7 @@ class PooledLoader(mx.gluon.data.DataLoader):
                  pin_device_id=0, prefetch=None, timeout=120, transforms=()):
         num_workers = check_int(num_workers, 'num_workers', minimum=0)
         prefetch = check_int(prefetch, 'prefetch', minimum=1, allow_none=True)
+        timeout = _check_timeout(timeout)
         super().__init__(dataset=dataset, batch_size=batch_size, shuffle=shuffle,
                          sampler=sampler, last_batch=last_batch, batch_sampler=batch_sampler,
                          batchify_fn=batchify_fn, num_workers=0, pin_memory=pin_memory,
@@ -182,10 +170,14 @@ class PooledLoader(mx.gluon.data.DataLoader):
         self._timeout = timeout
         self._transforms = list(transforms)
         self._worker_pool = None
+        self._sequences = itertools.count()
+        self._abandoned = collections.deque()  # tasks of passes left early, still running
         if self._num_workers:
-            self._worker_pool = _CONTEXT.Pool(
-                self._num_workers, initializer=_set_worker_state,
-                initargs=(self._dataset, self._transforms, self._batchify_fn))
+            # Many times the tasks in flight: no slot is taken over while asked about.
+            self._claims = Claims(max(64, 4 * (self._prefetch + 1)))
+            self._worker_pool = CONTEXT.Pool(
+                self._num_workers, initializer=set_worker_state,
+                initargs=(self._dataset, self._transforms, self._batchify_fn, self._claims))
 
     def _transform_for(self, batch_index):
         """Index into ``transforms`` of the transform for this batch (None: no transform)."""
@@ -204,37 +196,124 @@ class PooledLoader(mx.gluon.data.DataLoader):
         self._start_epoch()
         if self._worker_pool is None:
             for batch_index, indices in enumerate(self._batch_sampler):
-                transform = _pick(self._transforms, self._transform_for(batch_index))
+                transform = pick(self._transforms, self._transform_for(batch_index))
                 try:
                     batch = load_batch(self._dataset, indices, transform, self._batchify_fn)
                 except Exception as error:
-                    _add_note(error, _indices_note(indices))
+                    add_note(error, indices_note(indices))
                     raise
                 yield self._deliver(batch)
         else:
             yield from self._iter_workers()
 
     def _iter_workers(self):
+        # A pass left early may still have batches in flight: the pool would run them
+        # first anyway, and waiting for them keeps no more batches in shared memory than
+        # one pass has.
+        self._drain_abandoned()
         pending = collections.deque()
-        for batch_index, indices in enumerate(self._batch_sampler):
-            pending.append(self._worker_pool.apply_async(
-                _load_batch_in_worker, (indices, self._transform_for(batch_index))))
-            if len(pending) > self._prefetch:
-                yield self._receive(pending.popleft())
-        while pending:
-            yield self._receive(pending.popleft())
-
-    def _receive(self, result):
         try:
-            loaded, payload = result.get(self._timeout)
-        except multiprocessing.TimeoutError:
-            raise RuntimeError('a worker did not deliver a batch within %s s; it may have '
-                               'died (out of memory?)' % self._timeout) from None
+            for batch_index, indices in enumerate(self._batch_sampler):
+                pending.append(self._submit(batch_index, indices))
+                if len(pending) > self._prefetch:
+                    yield self._receive_first(pending)
+            while pending:
+                yield self._receive_first(pending)
+        finally:
+            # Runs when the loop breaks off too (the generator is closed).
+            self._abandon(pending)
+
+    def _submit(self, batch_index, indices):
+        sequence = next(self._sequences)
+        result = self._worker_pool.apply_async(
+            load_batch_in_worker, (sequence, indices, self._transform_for(batch_index)))
+        return _Task(sequence, list(indices), result)
+
+    def _receive_first(self, pending):
+        # Taken off only once received: a task that fails to arrive is given back.
+        batch = self._receive(pending[0])
+        pending.popleft()
+        return batch
+
+    def _receive(self, task):
+        loaded, pid, payload = self._wait(task)
         if not loaded:
-            _raise_worker_error(payload)
-        return self._deliver(pickle.loads(payload))
+            raise_worker_error(payload)
+        try:
+            batch = pickle.loads(payload)
+        except _TRANSPORT_ERRORS as error:
+            state = ('which died after sending it' if _wait_until_gone(pid, _GRACE)
+                     else 'which is still running')
+            raise RuntimeError('the batch of dataset samples %s could not be received from '
+                               'DataLoader worker process %d, %s (%s: %s)' % (
+                                   task.indices, pid, state, type(error).__name__,
+                                   error)) from error
+        return self._deliver(batch)
+
+    def _wait(self, task, deadline=None):
+        """The task's result; a RuntimeError if its worker died, or at the ``deadline``
+        (``time.monotonic()``; by default ``timeout`` seconds from now)."""
+        if deadline is None:
+            deadline = time.monotonic() + self._timeout
+        gone_since = None
+        while True:
+            try:
+                outcome = task.result.get(max(0, min(_POLL, deadline - time.monotonic())))
+                task.received = True
+                return outcome
+            except multiprocessing.TimeoutError:
+                pass
+            claim = self._claims.lookup(task.sequence)
+            if claim is not None and not _alive(claim[0]):
+                pid, returned = claim
+                if not returned:
+                    raise RuntimeError('DataLoader worker process %d died while loading '
+                                       'dataset samples %s (killed, by the out-of-memory '
+                                       'killer say, or exited)' % (pid, task.indices))
+                # It returned the batch before dying: the pool may still be passing it on.
+                gone_since = gone_since or time.monotonic()
+                if time.monotonic() - gone_since > _GRACE:
+                    raise RuntimeError('DataLoader worker process %d died after loading '
+                                       'dataset samples %s, before their batch arrived'
+                                       % (pid, task.indices))
+            if time.monotonic() >= deadline:
+                if claim is None:
+                    where = 'no worker process has started loading it'
+                elif claim[1]:
+                    where = 'worker process %d returned it, but it never arrived' % claim[0]
+                else:
+                    where = 'worker process %d is still loading it (stuck?)' % claim[0]
+                raise RuntimeError('the batch of dataset samples %s did not arrive within '
+                                   '%g s: %s' % (task.indices, self._timeout, where))
+
+    def _abandon(self, tasks):
+        """Free the batches of a pass left early that have arrived; keep the others."""
+        for task in tasks:
+            if task.received:
+                continue
+            if task.result.ready():
+                self._discard(task)
+            else:
+                self._abandoned.append(task)
+
+    def _drain_abandoned(self):
+        """Wait for the batches of passes left early (up to ``timeout`` in all), and free
+        them; those still missing then are given up."""
+        deadline = time.monotonic() + self._timeout
+        while self._abandoned:
+            self._discard(self._abandoned[0], deadline)
+            self._abandoned.popleft()
+
+    def _discard(self, task, deadline=None):
+        try:
+            loaded, _, payload = self._wait(task, deadline)
+            if loaded:
+                pickle.loads(payload)  # fetches its descriptors, and lets them go
+        except Exception:  # noqa: a batch nobody waits for has no one to tell
+            pass
 
     def __del__(self):
+        # Terminating the workers frees whatever they still hold for this process.
         if getattr(self, '_worker_pool', None) is not None:
             self._worker_pool.terminate()
             self._worker_pool = None

@@ -151,20 +151,34 @@ class DetectionDataLoader(PooledLoader):
         As for ``mx.gluon.data.DataLoader``.
     num_workers : int, default 0
         Worker processes; 0 loads every batch in this process.
-    timeout : float, default 120
-        Seconds to wait for a worker's batch before raising (a worker that died).
+    timeout : float or None, default 120
+        Seconds to wait for a worker's batch before raising (a stuck worker); None waits
+        without limit. A worker that died raises at once.
 
     Raises
     ------
     TypeError, ValueError
-        ``num_workers`` is not an integer, or is negative. Earlier versions converted it
-        with ``int()`` and clamped a negative count to 0.
+        ``num_workers`` is not an integer, or is negative; ``timeout`` is not a number (or
+        None), or not above 0. Earlier versions converted ``num_workers`` with ``int()``
+        and clamped a negative count to 0.
 
     Notes
     -----
     A batch that fails to load raises the original exception (type, arguments and
     message unchanged) with notes naming its dataset indices and, from a worker, the
     worker's traceback (earlier versions raised a copy with a rewritten message).
+
+    A worker process that dies (the out-of-memory killer, say) raises a ``RuntimeError``
+    naming its pid and the dataset indices of its batch as soon as it is seen dead,
+    whether it died loading the batch or after sending it (whose shared memory then
+    cannot be received); earlier versions waited for ``timeout`` or raised a bare
+    ``EOFError`` or ``ConnectionError``. The pool starts a new worker, so the next pass
+    works.
+
+    Leaving a pass early (``break``) gives back the batches it had in flight: those that
+    have arrived are freed at once, the others when the next pass begins, which first
+    waits for them. Earlier versions kept them in shared memory until the loader was
+    deleted, so every ``break`` held on to ``prefetch`` more batches.
 
     Examples
     --------
@@ -225,23 +239,27 @@ class RandomTransformDataLoader(PooledLoader):
         Worker processes; 0 loads every batch in this process.
     prefetch : int, optional
         Batches in flight with workers, at least 1; default ``2 * num_workers``.
-    timeout : float, default 120
-        Seconds to wait for a worker's batch before raising (a worker that died).
+    timeout : float or None, default 120
+        Seconds to wait for a worker's batch before raising (a stuck worker); None waits
+        without limit. A worker that died raises at once.
 
     Raises
     ------
     TypeError
         ``interval``, ``num_workers`` or ``prefetch`` is not an integer (``prefetch`` may
-        be None), or a transform is not callable.
+        be None), ``timeout`` is not a number or None, or a transform is not callable.
     ValueError
-        ``interval`` or ``prefetch`` is below 1, ``num_workers`` is negative, or there is
-        no transform. Earlier versions clamped such ``interval``, ``prefetch`` and
-        ``num_workers`` values silently, and converted non-integers with ``int()``.
+        ``interval`` or ``prefetch`` is below 1, ``num_workers`` is negative, ``timeout``
+        is not above 0, or there is no transform. Earlier versions clamped such
+        ``interval``, ``prefetch`` and ``num_workers`` values silently, and converted
+        non-integers with ``int()``.
 
     Notes
     -----
-    Errors while loading are raised as in :class:`DetectionDataLoader`: the original
-    exception, with notes naming the dataset indices and any worker's traceback.
+    Errors while loading, dead workers and passes left early are handled as in
+    :class:`DetectionDataLoader`: the original exception, with notes naming the dataset
+    indices and any worker's traceback; a ``RuntimeError`` naming a dead worker and its
+    batch; the batches of a pass left early freed.
 
     Examples
     --------

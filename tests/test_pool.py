@@ -6,7 +6,9 @@ import gc
 import multiprocessing
 import os
 import re
+import signal
 import threading
+import time
 import traceback
 import warnings
 
@@ -17,6 +19,8 @@ from hypothesis import given, settings, strategies as st
 
 from gluonbatch.batchify import Stack
 from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
+from gluonbatch.memory import use_recycling
+from helpers import settled
 
 
 class Filled(mx.gluon.data.Dataset):
@@ -333,3 +337,309 @@ def test_pinned_batches_keep_every_container_type(num_workers):
         first = 3 * number
         np.testing.assert_array_equal(record.image.asnumpy()[:, 0, 0], [first, first + 1,
                                                                         first + 2])
+
+
+# --------------------------------------------------------------------------- dead workers
+
+LOADERS = ['detection', 'random']
+
+
+def pooled(which, dataset, **kwargs):
+    """One of the two pooled loaders over ``dataset``; the random one's transform keeps
+    samples as they are."""
+    if which == 'detection':
+        return detection_loader(dataset, **kwargs)
+    return RandomTransformDataLoader([lambda x: x], dataset, batchify_fn=Stack(), **kwargs)
+
+
+def in_worker(dataset):
+    return os.getpid() != dataset.main
+
+
+def wait_until(condition, what):
+    """Wait for ``condition()``; a guard fails the test if it never holds."""
+    for _ in range(6000):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError('waited in vain for ' + what)
+
+
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+class Killing(mx.gluon.data.Dataset):
+    """Sample ``kill_at`` kills the worker process loading it (once), after noting its pid
+    in ``killed``; otherwise sample i is a 2-vector filled with i."""
+
+    def __init__(self, kill_at, length=10):
+        self.main, self.length = os.getpid(), length
+        self.kill_at = multiprocessing.Value('q', kill_at, lock=False)
+        self.killed = multiprocessing.Value('q', 0, lock=False)
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, idx):
+        if idx == self.kill_at.value and in_worker(self):
+            self.kill_at.value = -1
+            self.killed.value = os.getpid()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return np.full(2, idx, 'float32')
+
+
+ALL_OF_TEN = [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+
+
+@pytest.mark.parametrize('which', LOADERS)
+@pytest.mark.parametrize('num_workers', [1, 2])
+def test_a_worker_dying_while_loading_is_named_with_its_batch(which, num_workers):
+    dataset = Killing(kill_at=1)
+    # A short timeout: the death must be reported as a death, not as a batch that is late.
+    loader = pooled(which, dataset, batch_size=3, num_workers=num_workers, timeout=30)
+    with pytest.raises(RuntimeError) as info:
+        list(loader)
+    pid = dataset.killed.value
+    assert pid > 0 and gone(pid)
+    assert str(info.value).startswith(
+        'DataLoader worker process %d died while loading dataset samples [0, 1, 2]' % pid)
+    # The pool replaced the worker: later passes deliver every batch.
+    assert firsts(loader) == ALL_OF_TEN
+    assert firsts(loader) == ALL_OF_TEN
+
+
+class DiesAfterSending(mx.gluon.data.Dataset):
+    """Batches of two samples (i filled with i). The first worker process to start its
+    second batch after batch 0 waits for ``go``, notes its pid in ``dead`` and the batch it
+    sent before in ``sent``, and kills itself."""
+
+    def __init__(self, length=20):
+        self.main, self.length = os.getpid(), length
+        self.go = multiprocessing.Value('q', 0, lock=False)
+        self.sent = multiprocessing.Value('q', -1, lock=False)
+        self.dead = multiprocessing.Value('q', 0)  # its lock picks the one worker to die
+        self.loaded = []  # in each worker: the batches after batch 0 it loaded
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, idx):
+        batch = idx // 2
+        if in_worker(self) and idx % 2 == 0 and batch > 0:
+            if self.loaded and self._chosen():
+                wait_until(lambda: self.go.value, 'the main process to receive batch 0')
+                self.sent.value = self.loaded[0]
+                self.dead.value = os.getpid()
+                os.kill(os.getpid(), signal.SIGKILL)
+            self.loaded.append(batch)
+        return np.full(2, idx, 'float32')
+
+    def _chosen(self):
+        with self.dead.get_lock():
+            if self.dead.value:
+                return False
+            self.dead.value = -1
+            return True
+
+
+@pytest.mark.parametrize('which', LOADERS)
+@pytest.mark.parametrize('num_workers', [1, 2])
+def test_a_batch_sent_by_a_worker_that_died_is_a_runtime_error(which, num_workers):
+    dataset = DiesAfterSending()
+    loader = pooled(which, dataset, batch_size=2, num_workers=num_workers, timeout=30)
+    batches = iter(loader)
+    assert firsts([next(batches)]) == [[0, 1]]
+    dataset.go.value = 1
+    wait_until(lambda: dataset.dead.value > 0 and gone(dataset.dead.value),
+               'the worker to die')
+    pid, sent = dataset.dead.value, dataset.sent.value
+    # The batches before the one it sent arrive; that one cannot: its file descriptors
+    # went with the worker. Not an EOFError: an error naming the worker and the batch.
+    for number in range(1, sent):
+        assert firsts([next(batches)]) == [[2 * number, 2 * number + 1]]
+    with pytest.raises(RuntimeError) as info:
+        next(batches)
+    message = str(info.value)
+    assert message.startswith('the batch of dataset samples %s could not be received from '
+                              'DataLoader worker process %d, which died after sending it'
+                              % ([2 * sent, 2 * sent + 1], pid)), message
+    assert isinstance(info.value.__cause__, (EOFError, OSError))
+    assert firsts(loader) == [[i, i + 1] for i in range(0, 20, 2)]
+
+
+class Stuck(Filled):
+    """Sample 0 blocks the worker loading it, noting its pid in ``stuck``, until
+    ``release`` is set."""
+
+    def __init__(self, length=5):
+        super().__init__(0, length)
+        self.main = os.getpid()
+        self.stuck = multiprocessing.Value('q', 0, lock=False)
+        self.release = multiprocessing.Value('q', 0, lock=False)
+
+    def __getitem__(self, idx):
+        if idx == 0 and in_worker(self) and not self.release.value:
+            self.stuck.value = os.getpid()
+            wait_until(lambda: self.release.value, 'the test to release the worker')
+        return super().__getitem__(idx)
+
+
+@pytest.mark.parametrize('num_workers', [1, 2])
+def test_a_batch_that_is_late_names_its_samples_and_worker(num_workers):
+    dataset = Stuck()
+    loader = pooled('detection', dataset, batch_size=2, num_workers=num_workers, timeout=3)
+    with pytest.raises(RuntimeError) as info:
+        next(iter(loader))
+    assert str(info.value) == (
+        'the batch of dataset samples [0, 1] did not arrive within 3 s: worker process %d '
+        'is still loading it (stuck?)' % dataset.stuck.value)
+    assert not gone(dataset.stuck.value)
+    dataset.release.value = 1
+    # The next pass takes the late batch off the worker's hands and starts afresh.
+    assert firsts(loader) == [[0, 1], [2, 3], [4]]
+
+
+@pytest.mark.parametrize('value', ['3', True, [1], 1j])
+def test_non_number_timeout_is_a_type_error(value):
+    with pytest.raises(TypeError, match='timeout must be a number of seconds'):
+        make_loader('random', timeout=value)
+    with pytest.raises(TypeError, match='timeout must be a number of seconds'):
+        make_loader('detection', timeout=value)
+
+
+@pytest.mark.parametrize('value', [0, -1, -0.5, float('nan')])
+def test_timeout_not_above_zero_is_a_value_error(value):
+    with pytest.raises(ValueError, match='timeout must be a number of seconds > 0'):
+        make_loader('random', timeout=value)
+
+
+@pytest.mark.parametrize('value', [np.int64(5), np.float32(0.5), 7, 2.5, float('inf'), None])
+def test_timeout_of_any_real_number_type(value):
+    assert firsts(make_loader('detection', num_workers=1, timeout=value)) == [[0, 1], [2, 3]]
+
+
+# --------------------------------------------------------------------------- early breaks
+
+SAMPLE_FLOATS = 1 << 19  # 2 MiB of float32 per sample
+BATCH_BYTES = 2 * 4 * SAMPLE_FLOATS  # batches of two samples
+
+
+class Large(mx.gluon.data.Dataset):
+    """Sample i: 2 MiB of float32 filled with i."""
+
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, idx):
+        return np.full(SAMPLE_FLOATS, idx, 'float32')
+
+
+def shm_bytes(pids):
+    """Bytes of the distinct ``/dev/shm`` files that processes ``pids`` hold open or map.
+
+    MXNet removes a segment's name as soon as it makes it, so they are found through
+    ``/proc``: descriptors by ``stat`` of the link, mappings by ``/proc/<pid>/maps``.
+    """
+    sizes = {}
+    for pid in pids:
+        for fd in os.listdir('/proc/%d/fd' % pid):
+            link = '/proc/%d/fd/%s' % (pid, fd)
+            try:
+                if os.readlink(link).startswith('/dev/shm/'):
+                    info = os.stat(link)
+                    key = info.st_dev, info.st_ino
+                    sizes[key] = max(sizes.get(key, 0), info.st_size)
+            except OSError:  # closed meanwhile
+                pass
+        with open('/proc/%d/maps' % pid) as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and fields[5].startswith('/dev/shm/'):
+                    start, end = (int(bound, 16) for bound in fields[0].split('-'))
+                    major, minor = (int(part, 16) for part in fields[3].split(':'))
+                    key = os.makedev(major, minor), int(fields[4])
+                    sizes[key] = max(sizes.get(key, 0), end - start)
+    return sum(sizes.values())
+
+
+def held_after_breaks(loader, workers, counts):
+    """``/dev/shm`` bytes this process and ``workers`` hold beyond what they held at first,
+    after each number of passes in ``counts`` broken off after their first batch."""
+    pids = [os.getpid()] + workers
+    baseline = settled(lambda: shm_bytes(pids))
+    held, breaks = [], 0
+    for count in counts:
+        while breaks < count:
+            for batch in loader:
+                assert batch.asnumpy()[:, :2].tolist() == [[0, 0], [1, 1]]
+                break
+            del batch
+            breaks += 1
+        held.append(settled(lambda: shm_bytes(pids)) - baseline)
+    return held
+
+
+def new_loader(which, num_workers):
+    """A pooled loader of ``Large`` batches, and the pids of its worker processes."""
+    children = set(multiprocessing.active_children())
+    loader = pooled(which, Large(), batch_size=2, num_workers=num_workers)
+    workers = [child.pid for child in multiprocessing.active_children()
+               if child not in children]
+    assert len(workers) == num_workers
+    return loader, workers
+
+
+@pytest.mark.parametrize('which', LOADERS)
+@pytest.mark.parametrize('num_workers', [1, 2])
+def test_breaking_off_passes_frees_their_batches(which, num_workers):
+    # Recycling off: every batch has a segment of its own, so what is held is what is in
+    # flight, and none is kept for reuse.
+    with use_recycling(False):
+        loader, workers = new_loader(which, num_workers)
+    held = held_after_breaks(loader, workers, [5, 40])
+    prefetch = 2 * num_workers  # the default
+    # At most the batches in flight when the last pass broke off, however many broke off.
+    assert all(bytes_ <= prefetch * BATCH_BYTES + (1 << 20) for bytes_ in held), held
+
+
+@pytest.mark.parametrize('num_workers', [1, 2])
+def test_breaking_off_passes_frees_their_batches_with_recycling(num_workers):
+    # Workers keep the segments of their busiest moment for reuse; the docs' shared-memory
+    # page sizes that at (2 prefetch + 3 num_workers) batches, each at most 1/8 larger.
+    # Before, every break kept prefetch more batches busy for good.
+    loader, workers = new_loader('detection', num_workers)
+    held = held_after_breaks(loader, workers, [5, 40])
+    prefetch = 2 * num_workers
+    bound = (2 * prefetch + 3 * num_workers) * BATCH_BYTES * 9 // 8
+    assert all(bytes_ <= bound for bytes_ in held), held
+
+
+@pytest.mark.parametrize('num_workers', [1, 2])
+def test_errors_of_batches_left_behind_are_not_raised_later(num_workers):
+    dataset = Failing()
+    dataset.fail_at.value = 7  # batch 2, in flight when the first pass breaks off
+    loader = detection_loader(dataset, batch_size=BATCH, num_workers=num_workers)
+    for batch in loader:
+        assert firsts([batch]) == [[0, 1, 2]]
+        break
+    dataset.fail_at.value = -1
+    assert firsts(loader) == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+
+
+@pytest.mark.parametrize('which', LOADERS)
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+def test_passes_after_early_breaks_deliver_every_batch(which, num_workers):
+    loader = pooled(which, Filled(0, 11), batch_size=2, num_workers=num_workers)
+    everything = [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9], [10]]
+    for stop in [0, 1, 3, 0, 4, 0]:
+        for number, batch in enumerate(loader):
+            assert firsts([batch]) == [everything[number]]
+            if number == stop:
+                break
+        assert firsts(loader) == everything
+    assert firsts(loader) == everything
