@@ -64,12 +64,14 @@ def test_save_metadata_stopped_at_any_step_reads_old_or_new_and_reruns(source, t
     new = old.assign(area=old['width'] * old['height'])
     dirs, steps = _stop_at_every_step('save_metadata', source, tmp_path, mode)
     # the renames of the commit are among the steps, so the test reaches into it
-    assert sum(step.startswith('replace(.') for step in steps) >= 1
+    assert sum(step.startswith('replace(.journal, .commit-') for step in steps) == 1
     assert sum(step == 'replace(%05d.parquet, %05d.parquet)' % (k, k)
                for step in steps for k in range(len(SIZES))) == len(SIZES)
     outcomes = []
     for step_dir, step in zip(dirs, steps):
         data = os.path.join(step_dir, 'data')
+        if mode == 'interrupt':  # the run settled its commit itself
+            assert not _journals(data), (step, files(data))
         if not _journals(data):  # nothing to finish: what a reader sees is consistent
             columns = {tuple(pd.read_parquet(os.path.join(data, name)).columns)
                        for name in visible(data) if name.endswith('.parquet')}
@@ -92,7 +94,7 @@ def test_save_metadata_stopped_at_any_step_reads_old_or_new_and_reruns(source, t
     assert outcomes[0] == 'old' and outcomes[-1] == 'new', list(zip(steps, outcomes))
     first_new = outcomes.index('new')
     assert outcomes == ['old'] * first_new + ['new'] * (len(outcomes) - first_new)
-    assert steps[first_new - 1].startswith('replace(.commit-'), steps[first_new - 1]
+    assert steps[first_new - 1].startswith('replace(.journal, .commit-'), steps[first_new - 1]
 
 
 # --------------------------------------------------------------------------- to_webdataset
@@ -111,6 +113,8 @@ def test_to_webdataset_stopped_at_any_step_leaves_nothing_and_reruns(source, tmp
                for step in steps) == len(shard_files)  # every rename of the commit
     for step_dir, step in zip(dirs, steps):
         out = os.path.join(step_dir, 'out')
+        if mode == 'interrupt' and os.path.isdir(out):  # the run settled its commit itself
+            assert not _journals(out) and visible(out) == [], (step, files(out))
         if os.path.isdir(out):
             if not _journals(out):  # nothing to undo: no shard is visible
                 assert visible(out) == [], (step, files(out))
@@ -186,11 +190,85 @@ def _waits_for_a_lock(process):
     return False
 
 
-def test_a_damaged_journal_is_refused_naming_it(tmp_path):
-    (tmp_path / '.commit-0123.json').write_text('{"mode": "sideways"}')
+@pytest.mark.parametrize('journal', [
+    '{"mode": "sideways"}', 'not json',
+    '{"mode": "back", "stage": "../victim", "moves": []}',
+    '{"mode": "back", "stage": ".partial-%s", "moves": [["a", "/tmp/x", 1]]}' % ('0' * 32),
+    '{"mode": "forward", "stage": ".partial-%s", "moves": [["../a", "b", 1]]}' % ('0' * 32),
+    '{"mode": "back", "stage": ".partial-%s", "moves": [["a", "b"]]}' % ('0' * 32)],
+    ids=['mode', 'json', 'stage-outside', 'absolute-target', 'source-outside', 'no-inode'])
+def test_a_damaged_or_tampered_journal_is_refused_naming_it(tmp_path, journal):
+    """Settling a journal touches nothing outside its directory: one that names anything
+    but plain names there is refused, and nothing is changed."""
+    data = tmp_path / 'data'
+    data.mkdir()
+    (tmp_path / 'victim').mkdir()
+    (data / '.commit-0123.json').write_text(journal)
     with pytest.raises(ValueError, match=r'\.commit-0123\.json is a damaged commit journal'):
-        recover(str(tmp_path))
-    assert files(tmp_path) == ['.commit-0123.json']  # nothing was guessed
+        recover(str(data))
+    with pytest.raises(ValueError, match='damaged commit journal'):
+        ImageTextPairDataset.from_webdataset(data, ID)
+    assert files(data) == ['.commit-0123.json'] and (tmp_path / 'victim').is_dir()
+
+
+def test_a_back_commit_never_replaces_or_removes_another_runs_files(tmp_path):
+    """Two runs adding the same file: the second is refused before it moves anything, and
+    undoing a commit removes only the files it moved (known by their inodes)."""
+    (tmp_path / 'b').write_text('theirs')
+    with staging(str(tmp_path)) as stage:
+        for name in ('.a', '.b'):
+            (tmp_path / stage.file(name)).write_text('ours')
+        with pytest.raises(ValueError, match=r'already holds b: another run wrote into it'):
+            stage.commit([('.a', 'a'), ('.b', 'b')], 'back')
+    assert files(tmp_path) == ['b'] and (tmp_path / 'b').read_text() == 'theirs'
+
+
+def test_opening_a_file_is_still_no_dataset_directory(tmp_path):
+    (tmp_path / 'file').write_text('x')
+    with pytest.raises(FileNotFoundError, match='no dataset directory'):
+        ImageTextPairDataset.from_webdataset(tmp_path / 'file', ID)
+
+
+READER_DURING_A_COMMIT = '''
+import os, sys
+from gluonbatch.webdataset import ImageTextPairDataset
+ds = ImageTextPairDataset.from_webdataset(sys.argv[1], 'key')
+ds.metadata['area'] = ds.metadata['width'] * ds.metadata['height']
+real = os.replace
+def pausing(source, target):
+    real(source, target)
+    if target.endswith('00000.parquet'):
+        print('moved one', flush=True)
+        sys.stdin.readline()
+os.replace = pausing
+ds.save_metadata()
+print('saved', flush=True)
+'''
+
+
+@pytest.mark.skipif(not os.path.exists('/proc/locks'), reason='needs /proc/locks')
+def test_a_dataset_opened_during_a_commit_is_read_after_it(tmp_path):
+    """A reader never sees a commit half way: opening waits for the one under way, then
+    reads every shard's new columns."""
+    make_dataset(str(tmp_path), sizes=(2, 3, 1))
+    run = subprocess.Popen([sys.executable, '-c', READER_DURING_A_COMMIT, str(tmp_path)],
+                           text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert run.stdout.readline() == 'moved one\n'  # one parquet of three replaced
+        reader = subprocess.Popen(
+            [sys.executable, '-c', 'import sys; from gluonbatch.webdataset import '
+             'ImageTextPairDataset as D; print(sorted(D.from_webdataset(sys.argv[1], '
+             '"key").metadata.compute().columns))', str(tmp_path)],
+            text=True, stdout=subprocess.PIPE)
+        assert _waits_for_a_lock(reader)
+        run.stdin.write('\n')
+        run.stdin.flush()
+        assert run.stdout.readline() == 'saved\n'
+        seen, _ = reader.communicate(timeout=300)
+        assert reader.returncode == 0 and 'area' in seen, seen
+    finally:
+        run.kill()
+        run.wait()
 
 
 def test_commit_refuses_an_unknown_mode_and_changes_nothing(tmp_path):

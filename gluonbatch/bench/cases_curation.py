@@ -35,7 +35,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ..webdataset import ImageTextPairDataset, make_example_dataset
-from ..webdataset.writer import ShardWriter, commit_shard, id_digits, write_parquet
+from ..webdataset.commit import FORWARD, staging
+from ..webdataset.writer import ShardWriter, commit_shards, id_digits, write_parquet
 from .harness import interleave
 from .rows import ms_fields, ratio_check
 
@@ -52,25 +53,23 @@ def _write_metadata_set(path, records, shards, rng):
     per_shard = records // shards
     digits = id_digits(per_shard)
     os.makedirs(path)
-    for shard in range(shards):
-        stem = '%05d' % shard
-        ids = ['%0*d' % (5 + digits, n + 10 ** digits * shard) for n in range(per_shard)]
-        words = _WORDS[rng.integers(0, len(_WORDS), (per_shard, 6))]
-        frame = pd.DataFrame({
-            'key': ids,
-            'caption': [' '.join(row) for row in words.tolist()],
-            'url': ['https://example.com/%s.jpg' % key for key in ids],
-            'width': rng.integers(64, 1024, per_shard),
-            'height': rng.integers(64, 1024, per_shard),
-            'aesthetic_score': rng.random(per_shard, dtype=np.float32) * 10})
-        writer = ShardWriter(path, stem, 0)
-        try:
+    stems = ['%05d' % shard for shard in range(shards)]
+    with staging(path) as stage:
+        for shard, stem in enumerate(stems):
+            ids = ['%0*d' % (5 + digits, n + 10 ** digits * shard) for n in range(per_shard)]
+            words = _WORDS[rng.integers(0, len(_WORDS), (per_shard, 6))]
+            frame = pd.DataFrame({
+                'key': ids,
+                'caption': [' '.join(row) for row in words.tolist()],
+                'url': ['https://example.com/%s.jpg' % key for key in ids],
+                'width': rng.integers(64, 1024, per_shard),
+                'height': rng.integers(64, 1024, per_shard),
+                'aesthetic_score': rng.random(per_shard, dtype=np.float32) * 10})
+            writer = ShardWriter(stage.path, stem, 0)
             for key in ids:
                 writer.add(key, [('txt', b'')])
             writer.finish(frame)
-            commit_shard(path, stem)
-        finally:
-            writer.abort()
+        commit_shards(stage, stems, FORWARD)
     return path
 
 

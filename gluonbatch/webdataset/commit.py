@@ -2,27 +2,28 @@
 and the commit journal that makes its files appear together, even across a kill.
 
 A run writes every file into a hidden staging directory (``.partial-<id>``) of the
-directory it writes to, and holds a lock on it (the system releases it if the run is
-killed). When every file is written, :meth:`Stage.commit` records the moves it is about to
-make in a journal (``.commit-<id>.json``, beside the staging directory, written whole under
-a temporary name and renamed, and locked by the run too), makes them, removes the staging
-directory and, last, the journal. A journal left behind means a commit a kill or an error
-interrupted, and :func:`recover` (run before every read of a dataset directory and every
-write into one) finishes it the way its run chose:
+directory it writes to, and holds a lock on it while it runs (the system releases it if
+the run dies). When every file is written, :meth:`Stage.commit` records the moves it is
+about to make in a journal (``.commit-<id>.json``, written whole in the stage and renamed
+out), makes them, removes the staging directory and, last, the journal. A journal left
+behind is a commit that a kill stopped half way, and :func:`recover` (run before every read
+of a dataset directory and every write into one) settles it the way its run chose:
 
 * ``'forward'`` (files that replace others, ``save_metadata``): the journal is written only
   once every new file is complete, so the commit is finished: the files not moved yet are
-  moved. Readers see the old files or, after recovery, all the new ones.
-* ``'back'`` (files that are added, ``to_webdataset``): the commit counts only when its
-  journal is removed, so the files already moved are removed again. Readers and a rerun see
-  no new file or all of them.
+  moved.
+* ``'back'`` (files that are added, ``to_webdataset``): the commit counts only once its
+  journal is removed, so the files it moved are removed again (those whose inode the
+  journal recorded: another run's files are never touched).
 
-Recovery leaves a live run's work alone: a journal whose lock is held belongs to a commit
-in progress, which it waits for (commits are renames, quickly done); a staging directory
-whose lock is held belongs to a run still computing (another rank, say).
+Commits, recovery and the making of a staging directory take turns under an exclusive
+lock of the directory itself (``flock`` on it, which needs no write access), and opening a
+dataset holds a shared one (:func:`reading`): a reader sees a directory before a commit or
+after it, never half way, and recovery never mistakes a live run for a dead one. A staging
+directory whose run still computes (another rank's, say) is left alone.
 
 The guarantee is against the writing process dying (killed, interrupted, out of memory),
-not against the machine losing power: only the journal is synced to disk.
+not against the machine losing power: nothing is synced to disk.
 
 Examples
 --------
@@ -42,26 +43,65 @@ import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import uuid
 
-__all__ = ['staging', 'Stage', 'recover', 'FORWARD', 'BACK']
+__all__ = ['staging', 'Stage', 'recover', 'reading', 'FORWARD', 'BACK']
 
 _LOG = logging.getLogger(__name__)
 
 FORWARD, BACK = 'forward', 'back'
-_STAGE_PREFIX = '.partial-'
-_JOURNAL_PREFIX, _JOURNAL_SUFFIX = '.commit-', '.json'
-_OWNER = '.owner'  # in a staging directory: locked by the run that writes there
+_STAGE_PREFIX, _JOURNAL_PREFIX, _JOURNAL_SUFFIX = '.partial-', '.commit-', '.json'
+_STAGE_NAME = re.compile(r'^\.partial-[0-9a-f]{32}$')
+_OWNER = '.owner'      # in a staging directory: locked by the run that writes there
+_JOURNAL_TMP = '.journal'  # in a staging directory: the journal being written
 
 
-def _lock(handle, wait):
-    """Take ``handle``'s exclusive lock; False if ``wait`` is False and another holds it."""
+@contextlib.contextmanager
+def _locked(directory, shared=False):
+    """Hold ``directory``'s own lock, exclusive or ``shared``. A file system without
+    ``flock`` on directories (some network ones) is used without it."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        except OSError as err:  # not a lock held by another: flock is not supported here
+            _LOG.debug('no lock on %s (%s): commits are not serialized there', directory, err)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def reading(directory):
+    """Read ``directory`` as it is between commits: settle what a killed run left, then
+    hold its shared lock (commits wait until the block ends).
+
+    Parameters
+    ----------
+    directory : str
+        A directory of a dataset; a path that is not one is left to the reader.
+    """
+    with contextlib.ExitStack() as held:
+        while True:
+            recover(directory)
+            if not os.path.isdir(directory):
+                break
+            held.enter_context(_locked(directory, shared=True))
+            if not any(_is_journal(name) for name in os.listdir(directory)):
+                break
+            held.close()  # a run was killed in its commit since: settle that first
+        yield
+
+
+def _is_journal(name):
+    return name.startswith(_JOURNAL_PREFIX) and name.endswith(_JOURNAL_SUFFIX)
+
+
+def _plain(name):
+    return isinstance(name, str) and name not in ('', '.', '..') and \
+        os.path.basename(name) == name and '\0' not in name
 
 
 class Stage:
@@ -77,8 +117,6 @@ class Stage:
         self.directory = directory
         self.id = uuid.uuid4().hex
         self.path = os.path.join(directory, _STAGE_PREFIX + self.id)
-        self._journal = None      # (path, locked handle, content) once it is written
-        self._moves_done = False  # every move of the commit made
 
     def file(self, name):
         """The path of ``name`` in the stage."""
@@ -92,172 +130,187 @@ class Stage:
         moves : list of (str, str)
             ``(name in the stage, name in the directory)`` per file; every file complete.
         mode : {'forward', 'back'}
-            How an interrupted commit is finished: ``'forward'`` completes it (the files
+            How a commit stopped half way is settled: ``'forward'`` finishes it (the files
             replace others), ``'back'`` undoes it (the files are new).
+
+        Raises
+        ------
+        ValueError
+            An unknown ``mode``, a name with a path in it, or (``'back'``) a file of that
+            name in the directory already (another run's): nothing is moved.
         """
         if mode not in (FORWARD, BACK):
             raise ValueError("mode must be 'forward' or 'back', got %r" % (mode,))
-        record = {'mode': mode, 'stage': os.path.basename(self.path),
-                  'moves': [[source, target] for source, target in moves]}
-        path = os.path.join(self.directory, _JOURNAL_PREFIX + self.id + _JOURNAL_SUFFIX)
-        temporary = path + '.tmp'
-        handle = open(temporary, 'w', encoding='utf-8')
-        try:
-            _lock(handle, wait=True)
-            json.dump(record, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-            os.replace(temporary, path)  # the lock stays with the open file
-        except BaseException:
-            handle.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(temporary)
-            raise
-        self._journal = (path, handle, record)
-        _move(self.directory, self.path, record['moves'])
-        self._moves_done = True
-
-    def close(self):
-        """End the run: settle an interrupted commit, remove the stage, then the journal.
-
-        A commit whose moves were all made is complete once its journal is removed; one
-        interrupted by an error is finished or undone here (its ``mode``). If that fails
-        too, the journal stays for :func:`recover`, and so do the staged files it needs.
-        """
-        if self._journal is not None and not self._moves_done:
+        moves = [list(move) for move in moves]
+        bad = [move for move in moves if len(move) != 2 or not all(map(_plain, move))]
+        if bad:
+            raise ValueError('commit moves must be (name, name) pairs of plain file names, '
+                             'got %r' % (bad[0],))
+        with _locked(self.directory):
+            if mode == BACK:
+                present = [target for _, target in moves
+                           if os.path.lexists(os.path.join(self.directory, target))]
+                if present:
+                    raise ValueError('%s already holds %s: another run wrote into it '
+                                     'meanwhile; nothing of this run was moved'
+                                     % (self.directory, present[0]))
+            record = {'mode': mode, 'stage': os.path.basename(self.path),
+                      'moves': [[source, target, os.stat(self.file(source)).st_ino]
+                                for source, target in moves]}
+            journal = os.path.join(self.directory,
+                                   _JOURNAL_PREFIX + self.id + _JOURNAL_SUFFIX)
+            with open(self.file(_JOURNAL_TMP), 'w', encoding='utf-8') as handle:
+                json.dump(record, handle)
+            os.replace(self.file(_JOURNAL_TMP), journal)
             try:
-                _settle(self.directory, self._journal[2])
+                _move(self.directory, self.path, record['moves'])
+                _close_commit(self.directory, journal, record)
             except BaseException:
-                _LOG.error('could not finish the interrupted commit of %s; it is finished '
-                           'when the directory is next read or written', self.directory)
-                self._journal[1].close()
+                # stopped half way (Ctrl-C, an error): settle it now if possible, else the
+                # next read or write of the directory does
+                with contextlib.suppress(Exception):
+                    if os.path.exists(journal):
+                        _settle(self.directory, record)
+                        _close_commit(self.directory, journal, record)
                 raise
-        shutil.rmtree(self.path, ignore_errors=True)
-        if self._journal is not None:
-            path, handle, _ = self._journal
-            os.remove(path)  # the commit point of a 'back' commit
-            handle.close()
-            self._journal = None
 
 
 @contextlib.contextmanager
 def staging(directory):
     """A :class:`Stage` in ``directory`` that a run's tasks write into, removed at the end
     whatever happens; a task still running after a failure finds it gone and writes
-    nothing. :func:`recover` runs first, so what a killed run left is finished or removed.
+    nothing. :func:`recover` runs first, so what a killed run left is settled.
+
+    Parameters
+    ----------
+    directory : str
+        An existing directory.
+
+    Yields
+    ------
+    Stage
     """
     recover(directory)
     stage = Stage(directory)
-    os.mkdir(stage.path)
-    with open(stage.file(_OWNER), 'a') as owner:
-        _lock(owner, wait=True)
+    with _locked(directory):  # made and locked before recovery can look at it
+        os.mkdir(stage.path)
+        owner = open(stage.file(_OWNER), 'a')
+        fcntl.flock(owner, fcntl.LOCK_EX)
+    with owner:
         try:
             yield stage
         finally:
-            stage.close()
-
-
-def _read_journal(path, handle):
-    """The journal at ``path``, read through ``handle``, checked."""
-    try:
-        journal = json.loads(handle.read().decode('utf-8'))
-        valid = (isinstance(journal, dict) and journal.get('mode') in (FORWARD, BACK)
-                 and isinstance(journal.get('stage'), str)
-                 and isinstance(journal.get('moves'), list))
-    except ValueError:
-        valid = False
-    if not valid:
-        raise ValueError('%s is a damaged commit journal: the commit it describes cannot be '
-                         'finished; check the directory by hand and remove it' % path)
-    return journal
+            shutil.rmtree(stage.path, ignore_errors=True)
 
 
 def _move(directory, stage_path, moves):
-    for source, target in moves:
+    for source, target, _ in moves:
         os.replace(os.path.join(stage_path, source), os.path.join(directory, target))
 
 
 def _settle(directory, journal):
     """Finish (``'forward'``) or undo (``'back'``) the journal's commit. Safe to repeat: a
-    file still staged was not moved; one no longer staged was."""
+    file still staged was not moved; a moved file is known by its inode."""
     stage_path = os.path.join(directory, journal['stage'])
     if journal['mode'] == FORWARD:
         _move(directory, stage_path,
-              [(source, target) for source, target in journal['moves']
-               if os.path.exists(os.path.join(stage_path, source))])
+              [move for move in journal['moves']
+               if os.path.lexists(os.path.join(stage_path, move[0]))])
         return
-    for source, target in journal['moves']:
-        if not os.path.exists(os.path.join(stage_path, source)):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(directory, target))
-
-
-def recover(directory):
-    """Finish or undo the commits that killed runs left in ``directory`` and remove their
-    staging directories; wait for a commit in progress. Nothing to do (the usual case)
-    costs one directory listing.
-
-    Raises
-    ------
-    OSError
-        The directory cannot be changed (read-only?) while a commit is unfinished.
-    ValueError
-        A journal that is not one (damaged: written by a machine that lost power).
-    """
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return
-    for name in sorted(names):
-        path = os.path.join(directory, name)
-        if not name.startswith(_JOURNAL_PREFIX):
-            continue
-        if name.endswith(_JOURNAL_SUFFIX):
-            _recover_journal(directory, path)
-        elif name.endswith(_JOURNAL_SUFFIX + '.tmp'):
-            _remove_if_unlocked(path)  # killed while writing it: nothing was moved
-    for name in names:
-        if name.startswith(_STAGE_PREFIX):
-            _remove_abandoned_stage(os.path.join(directory, name))
-
-
-def _recover_journal(directory, path):
-    try:
-        handle = open(path, 'rb')
-    except FileNotFoundError:
-        return  # its commit ended meanwhile
-    with handle:
-        _lock(handle, wait=True)  # a live commit: wait for it to end
-        if os.fstat(handle.fileno()).st_nlink == 0:
-            return  # it ended and removed its journal
-        journal = _read_journal(path, handle)
-        _settle(directory, journal)
-        _LOG.warning('finished the interrupted commit of %s (%s)', directory,
-                     'its new files are in place' if journal['mode'] == FORWARD
-                     else 'its files were removed: run it again')
-        shutil.rmtree(os.path.join(directory, journal['stage']), ignore_errors=True)
-        os.remove(path)
-
-
-def _remove_if_unlocked(path):
-    try:
-        handle = open(path, 'rb')
-    except FileNotFoundError:
-        return
-    with handle:
-        if _lock(handle, wait=False):
-            with contextlib.suppress(FileNotFoundError):
+    for _, target, inode in journal['moves']:
+        path = os.path.join(directory, target)
+        with contextlib.suppress(FileNotFoundError):
+            if os.lstat(path).st_ino == inode:
                 os.remove(path)
 
 
-def _remove_abandoned_stage(path):
-    """Remove a staging directory whose run is gone (its owner file's lock can be taken);
-    one of a run still going stays."""
+def _close_commit(directory, journal_path, journal):
+    """A settled commit's last steps: remove its staging directory, then its journal (the
+    point where a ``'back'`` commit counts)."""
+    shutil.rmtree(os.path.join(directory, journal['stage']), ignore_errors=True)
+    os.remove(journal_path)
+
+
+def _read_journal(path):
+    """The journal at ``path``, checked: its stage and files are plain names of the
+    directory, so settling it touches nothing outside."""
     try:
-        handle = open(os.path.join(path, _OWNER), 'a')
-    except OSError:  # killed before it made its owner file, or being removed
+        with open(path, 'rb') as handle:
+            journal = json.loads(handle.read().decode('utf-8'))
+        valid = (isinstance(journal, dict) and journal.get('mode') in (FORWARD, BACK)
+                 and isinstance(journal.get('stage'), str)
+                 and _STAGE_NAME.match(journal['stage'])
+                 and isinstance(journal.get('moves'), list)
+                 and all(isinstance(move, list) and len(move) == 3 and _plain(move[0])
+                         and _plain(move[1]) and isinstance(move[2], int)
+                         for move in journal['moves']))
+    except ValueError:
+        valid = False
+    if not valid:
+        raise ValueError('%s is a damaged commit journal: the commit it describes cannot be '
+                         'settled; check the directory by hand and remove it' % path)
+    return journal
+
+
+def recover(directory):
+    """Settle the commits that killed runs left in ``directory`` and remove their staging
+    directories. A directory without hidden run files (the usual case) costs one listing.
+
+    Parameters
+    ----------
+    directory : str
+        Any path: one that is not a directory has nothing to settle.
+
+    Raises
+    ------
+    ValueError
+        A journal that is not one (damaged or tampered with), naming it.
+    OSError
+        A commit cannot be settled (a read-only directory?); a note names its journal.
+    """
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if not any(name.startswith((_STAGE_PREFIX, _JOURNAL_PREFIX)) for name in names):
+        return
+    with _locked(directory):  # no commit is under way now, and no stage being made
+        names = sorted(os.listdir(directory))
+        for name in names:
+            if _is_journal(name):
+                _recover_journal(directory, os.path.join(directory, name))
+        for name in names:
+            if _STAGE_NAME.match(name):
+                _remove_if_abandoned(os.path.join(directory, name))
+
+
+def _recover_journal(directory, path):
+    journal = _read_journal(path)
+    try:
+        _settle(directory, journal)
+        _close_commit(directory, path, journal)
+    except OSError as err:
+        err.add_note('while settling the interrupted commit of %s (journal %s): open the '
+                     'directory once where it can be written' % (directory, path))
+        raise
+    _LOG.warning('settled the interrupted commit of %s: %s', directory,
+                 'its new files are in place' if journal['mode'] == FORWARD
+                 else 'its files were removed (run it again)')
+
+
+def _remove_if_abandoned(path):
+    """Remove a staging directory whose run is gone: its owner file's lock can be taken
+    (or it has none: its run died making it). One of a run still going stays."""
+    try:
+        handle = open(os.path.join(path, _OWNER), 'rb')
+    except FileNotFoundError:
         shutil.rmtree(path, ignore_errors=True)
         return
+    except OSError:
+        return  # not ours to judge (another user's?)
     with handle:
-        if _lock(handle, wait=False):
-            shutil.rmtree(path, ignore_errors=True)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # its run holds the lock: still going
+        shutil.rmtree(path, ignore_errors=True)

@@ -7,7 +7,7 @@ import dask.dataframe as dd
 import mxnet as mx
 
 from .._core.checks import check_int, check_str
-from .commit import recover
+from .commit import reading
 from .metadata import count_records, lazy_metadata
 from .reader import RecordReader
 from .shards import Shard, find_shards, part_arguments, select_part
@@ -77,17 +77,18 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
                                                          world_size, stacklevel=2)
         self.path = os.path.abspath(os.fspath(path))
         self.id_col = id_col
-        recover(self.path)  # a commit a killed run left half done is finished or undone
-        stems, indexed = find_shards(self.path)
-        self._all_shards = len(stems)
-        stems = select_part(stems, self.num_parts, self.part_index)
-        if not stems:
-            _LOG.warning('%s: part %d of %d gets no shard (the dataset has %d); its dataset '
-                         'is empty', self.path, self.part_index, self.num_parts,
-                         self._all_shards)
-        self._shards = [Shard(self.path, stem, use_index and stem in indexed)
-                        for stem in stems]
-        self._open_metadata()  # counts each shard's records, which the reader needs
+        # between commits: one a killed run left half done is settled first
+        with reading(self.path):
+            stems, indexed = find_shards(self.path)
+            self._all_shards = len(stems)
+            stems = select_part(stems, self.num_parts, self.part_index)
+            if not stems:
+                _LOG.warning('%s: part %d of %d gets no shard (the dataset has %d); its '
+                             'dataset is empty', self.path, self.part_index, self.num_parts,
+                             self._all_shards)
+            self._shards = [Shard(self.path, stem, use_index and stem in indexed)
+                            for stem in stems]
+            self._open_metadata()  # counts each shard's records, which the reader needs
         self._reader = RecordReader(self._shards, id_col)
 
     @classmethod
@@ -273,9 +274,10 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         ----------
         path : str or os.PathLike, optional
             Directory to write into (created if needed). By default the dataset's own
-            directory. The files are written into a hidden directory first and renamed
-            over the old ones only when every shard is written: a failure (rows that no
-            longer match a shard, say) changes no file.
+            directory. The files are written into a hidden directory first and moved over
+            the old ones only when every shard is written, in one journaled commit: a
+            failure (rows that no longer match a shard, say) changes no file, and a kill
+            during the moves is finished by the next read or write of the directory.
         columns : list of str, optional
             Save only these columns; the id column is always saved (first, if not listed).
 
@@ -317,11 +319,13 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         agree; the other members are copied byte for byte. Each shard is written as
         ``NNNNN.tar`` (``max_shards`` digits), ``NNNNN.parquet`` (the metadata, id column
         renumbered) and ``NNNNN.idx``, one Dask task per shard, into a hidden directory of
-        ``path``; only when every shard is written are they renamed into place (the tar
-        before the index and the parquet), so a failed run leaves no shard. The metadata is
-        computed once: a first pass, one task per input shard, checks its rows against the
-        records' ids and stages the kept rows in that hidden directory; each output task
-        then reads only the rows it writes, and the records one at a time.
+        ``path``; only when every shard is written are they moved into place, together, in
+        one journaled commit (:mod:`~gluonbatch.webdataset.commit`): a failed or
+        interrupted run leaves no shard, and one killed during the moves leaves files that
+        the next read or write of the directory removes, so it can be run again. The
+        metadata is computed once: a first pass, one task per input shard, checks its rows
+        against the records' ids and stages the kept rows in that hidden directory; each
+        output task then reads only the rows it writes, and the records one at a time.
 
         Parameters
         ----------

@@ -7,7 +7,9 @@ import numpy as np
 import pandas as pd
 
 from .._core.checks import check_int
-from .writer import ShardWriter, commit_shard, id_digits
+from .commit import FORWARD, staging
+from .shards import remove_quietly
+from .writer import ShardWriter, commit_shards, id_digits
 
 _WORDS = ('red', 'blue', 'green', 'small', 'large', 'striped', 'cat', 'dog', 'boat', 'tree',
           'house', 'bird', 'on', 'a', 'the', 'beach', 'road', 'hill', 'at', 'night')
@@ -37,11 +39,11 @@ def make_example_dataset(path, num_shards=2, samples_per_shard=3, min_size=16, m
     path = os.fspath(path)
     os.makedirs(path, exist_ok=True)
     digits = id_digits(samples_per_shard)
-    for shard_number in range(num_shards):
-        stem = '%05d' % shard_number
-        writer = ShardWriter(path, stem, 0)
-        rows = []
-        try:
+    stems = ['%05d' % shard_number for shard_number in range(num_shards)]
+    with staging(path) as stage:
+        for shard_number, stem in enumerate(stems):
+            writer = ShardWriter(stage.path, stem, 0)
+            rows = []
             for sample in range(samples_per_shard):
                 key = '%0*d' % (5 + digits, sample + 10 ** digits * shard_number)
                 height, width = (int(v) for v in rng.integers(min_size, max_size + 1, 2))
@@ -56,9 +58,9 @@ def make_example_dataset(path, num_shards=2, samples_per_shard=3, min_size=16, m
                                  ('json', json.dumps(meta).encode())])
                 rows.append(meta)
             writer.finish(pd.DataFrame(rows))
-            commit_shard(path, stem)
-        finally:
-            writer.abort()
-        if not index:
-            os.remove(writer.final['idx'])
+        if not index:  # an index of an earlier dataset there would not match
+            for stem in stems:
+                remove_quietly(os.path.join(path, stem + '.idx'))
+        # the shards appear together (an existing dataset's files are replaced)
+        commit_shards(stage, stems, FORWARD, index=index)
     return path

@@ -23,7 +23,7 @@ import pandas as pd
 from .._core.checks import check_int, check_str
 from .shards import SHARD_FILE, examples
 from .commit import BACK, recover, staging
-from .writer import (ShardWriter, check_rows, compute, id_digits, partitions, shard_moves,
+from .writer import (ShardWriter, check_rows, commit_shards, compute, id_digits, partitions,
                      write_parquet)
 
 __all__ = ['reshard', 'with_json_ids']
@@ -194,10 +194,9 @@ def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_
                                               reader, stage.path, id_col, old_id_col,
                                               source),
                                 holds_the_gil=True)
-                # all shards or none: a kill during the renames is undone by the next
-                # read or write of the directory
-                stage.commit([move for stem in stems for move in shard_moves(stem)], BACK)
-                written = [os.path.join(destination, stem + '.tar') for stem in stems]
+                # all shards or none: a kill during the moves is undone by the next read
+                # or write of the directory
+                written = commit_shards(stage, stems, BACK)
     finally:
         if created and not written:
             # a run that writes nothing leaves nothing, not even the directory it made

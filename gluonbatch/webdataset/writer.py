@@ -55,7 +55,8 @@ def id_digits(samples_per_shard):
 
 
 class ShardWriter:
-    """Writes one shard: ``.NNNNN.tar.tmp`` etc., renamed into place by :meth:`finish`.
+    """Writes one shard: ``.NNNNN.tar.tmp`` etc. in a run's staging directory, moved into
+    place with the run's other shards by :func:`commit_shards`.
 
     The tar is POSIX (ustar headers by ``TarInfo.tobuf``, with pax headers only for a
     member that needs them), written directly: the headers, the data and zero padding per
@@ -87,7 +88,7 @@ class ShardWriter:
 
     def finish(self, metadata):
         """Close the tar, write the index and the parquet, all under their temporary names
-        (:func:`commit_shard` renames them)."""
+        (:func:`commit_shards` moves them)."""
         end = self.position + 2 * BLOCK
         record = tarfile.RECORDSIZE
         self.handle.write(bytes(2 * BLOCK + (-end) % record))
@@ -103,27 +104,33 @@ class ShardWriter:
             remove_quietly(tmp)
 
 
-_SHARD_EXTS = ('tar', 'idx', 'parquet')  # the order they are renamed in: the tar first
+_SHARD_EXTS = ('tar', 'idx', 'parquet')  # the order they are moved in: the tar first
 
 
-def shard_moves(stem):
+def shard_moves(stem, index=True):
     """``(temporary name, final name)`` of a finished shard's files, in the order they are
-    renamed: the tar first.
+    moved: the tar first.
+
+    Parameters
+    ----------
+    stem : str
+        The shard's number, e.g. ``'00001'``.
+    index : bool, default True
+        Include the ``.idx``.
 
     >>> shard_moves('00001')[0]
     ('.00001.tar.tmp', '00001.tar')
     """
-    names = ['%s.%s' % (stem, ext) for ext in _SHARD_EXTS]
+    names = ['%s.%s' % (stem, ext) for ext in _SHARD_EXTS if index or ext != 'idx']
     return [(os.path.basename(temporary_name(name)), name) for name in names]
 
 
-def commit_shard(directory, stem):
-    """Rename one finished shard's temporary files in ``directory`` into place (for data
-    written shard by shard; a run of several shards commits them together through
-    :class:`~gluonbatch.webdataset.commit.Stage`); returns the tar's path."""
-    for temporary, name in shard_moves(stem):
-        os.replace(os.path.join(directory, temporary), os.path.join(directory, name))
-    return os.path.join(directory, stem + '.tar')
+def commit_shards(stage, stems, mode, index=True):
+    """Move the shards ``stems``, written by :class:`ShardWriter` into ``stage`` (a
+    :class:`~gluonbatch.webdataset.commit.Stage`), into place together; ``mode`` and the
+    guarantee are :meth:`Stage.commit`'s. Returns their tars' paths."""
+    stage.commit([move for stem in stems for move in shard_moves(stem, index)], mode)
+    return [os.path.join(stage.directory, stem + '.tar') for stem in stems]
 
 
 def check_rows(frame, shard, id_col, ids=None):
