@@ -18,6 +18,9 @@ __all__ = ['BLOCK', 'padded', 'split_member_name', 'scan_tar', 'check_headers',
 #: Tar headers and member data come in blocks of this many bytes.
 BLOCK = tarfile.BLOCKSIZE
 _BAD_NAME = re.compile(r'[/\\\s\x00]')
+#: How member names are decoded, whatever the locale: UTF-8, other bytes kept as surrogate
+#: escapes (and refused by :func:`split_member_name`).
+_NAMES = {'encoding': 'utf-8', 'errors': 'surrogateescape'}
 
 
 def padded(size):
@@ -114,7 +117,7 @@ def scan_tar(tar_path):
     members = []
     end = 0
     try:
-        with tarfile.open(tar_path, mode='r:') as tar:
+        with tarfile.open(tar_path, mode='r:', **_NAMES) as tar:
             for info in tar:
                 end = info.offset_data + padded(info.size)
                 if info.isdir():
@@ -219,8 +222,7 @@ def _octal(field):
 
 def _frombuf(buf, start):
     try:
-        info = tarfile.TarInfo.frombuf(buf[start:start + BLOCK], tarfile.ENCODING,
-                                       'surrogateescape')
+        info = tarfile.TarInfo.frombuf(buf[start:start + BLOCK], **_NAMES)
     except tarfile.HeaderError:
         return None
     info.offset, info.offset_data = start, start + BLOCK
@@ -230,7 +232,7 @@ def _frombuf(buf, start):
 def _headers(buf):
     """The entries of the tar stream in ``buf`` other than directories, until one is bad."""
     try:
-        with tarfile.open(fileobj=io.BytesIO(buf), mode='r:') as tar:
+        with tarfile.open(fileobj=io.BytesIO(buf), mode='r:', **_NAMES) as tar:
             info = tar.next()
             while info is not None:
                 if not info.isdir():
