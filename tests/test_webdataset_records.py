@@ -6,7 +6,7 @@ import tarfile
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gluonbatch.cli import main as cli_main
@@ -161,6 +161,9 @@ def tar_names(path):
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(0, 3), min_size=2, max_size=5).filter(
     lambda sizes: any(sizes) and 0 in sizes), index=st.booleans())
+@example(sizes=[2, 0, 3], index=False)  # between others: it starts where the next one does
+@example(sizes=[0, 2], index=True)
+@example(sizes=[3, 1, 0], index=True)
 def test_empty_shards_anywhere_read_save_and_reshard(tmp_path_factory, sizes, index):
     """An empty shard (a tar without members, a parquet without rows) may stand anywhere,
     first and between others included: every record is read, saved and resharded."""
