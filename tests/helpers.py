@@ -305,21 +305,44 @@ def open_fds(pid='self'):
     return len(os.listdir('/proc/%s/fd' % pid))
 
 
-def shm_held(pid='self'):
-    """How many mappings and descriptors of ``/dev/shm`` files process ``pid`` holds.
+def _shm_entries(pid):
+    """``(segment, bytes)`` for every descriptor and mapping of a ``/dev/shm`` file that
+    process ``pid`` holds; ``segment`` is the file's ``(device, inode)``.
 
     MXNet removes a segment's name as soon as it creates it, so the segments a process
     holds are seen only here, as ``/dev/shm/mx_... (deleted)``.
     """
-    with open('/proc/%s/maps' % pid) as maps:
-        mapped = sum(' /dev/shm/' in line for line in maps)
-    linked = 0
     for fd in os.listdir('/proc/%s/fd' % pid):
+        link = '/proc/%s/fd/%s' % (pid, fd)
         try:
-            linked += os.readlink('/proc/%s/fd/%s' % (pid, fd)).startswith('/dev/shm/')
+            if os.readlink(link).startswith('/dev/shm/'):
+                info = os.stat(link)
+                yield (info.st_dev, info.st_ino), info.st_size
         except OSError:  # closed meanwhile
             pass
-    return mapped + linked
+    with open('/proc/%s/maps' % pid) as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[5].startswith('/dev/shm/'):
+                start, end = (int(bound, 16) for bound in fields[0].split('-'))
+                major, minor = (int(part, 16) for part in fields[3].split(':'))
+                yield (os.makedev(major, minor), int(fields[4])), end - start
+
+
+def shm_held(pid='self'):
+    """How many mappings and descriptors of ``/dev/shm`` files process ``pid`` holds."""
+    return sum(1 for _ in _shm_entries(pid))
+
+
+def shm_bytes(pids):
+    """Bytes of the distinct ``/dev/shm`` files that processes ``pids`` hold open or map:
+    what they keep of shared memory, counted from their own ``/proc`` entries (never the
+    whole of ``/dev/shm``, which other programs share)."""
+    sizes = {}
+    for pid in pids:
+        for segment, size in _shm_entries(pid):
+            sizes[segment] = max(sizes.get(segment, 0), size)
+    return sum(sizes.values())
 
 
 def settled(read):
