@@ -21,6 +21,7 @@ from .metadata import pandas_dtypes
 from .shards import remove_quietly, temporary_name
 from .tar import BLOCK, member_header, padded
 
+
 def write_parquet(frame, path):
     """Write ``frame`` to ``path`` without its index; a column of equal-length 1-d float
     arrays (embeddings) is stored as a fixed-size list of float32.
