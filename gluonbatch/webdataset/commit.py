@@ -161,8 +161,8 @@ class Stage:
                                    _JOURNAL_PREFIX + self.id + _JOURNAL_SUFFIX)
             with open(self.file(_JOURNAL_TMP), 'w', encoding='utf-8') as handle:
                 json.dump(record, handle)
-            os.replace(self.file(_JOURNAL_TMP), journal)
             try:
+                os.replace(self.file(_JOURNAL_TMP), journal)
                 _move(self.directory, self.path, record['moves'])
                 _close_commit(self.directory, journal, record)
             except BaseException:
