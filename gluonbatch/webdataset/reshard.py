@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from .._core.checks import check_int, check_str
-from .shards import SHARD_FILE, examples
 from .commit import BACK, recover, staging
+from .shards import SHARD_FILE, examples
 from .writer import (ShardWriter, check_rows, commit_shards, compute, id_digits, partitions,
                      write_parquet)
 
