@@ -128,30 +128,34 @@ def test_to_webdataset_stopped_at_any_step_leaves_nothing_and_reruns(source, tmp
 
 # --------------------------------------------------------------------------- the journal
 
+#: The start of a script that pauses its run after it moves a file onto a name ending in
+#: ``/<sys.argv[2]>``: it prints 'paused' and waits for a line on its standard input.
+PAUSING = '''
+import os, sys
+real_replace = os.replace
+def pausing(source, target):
+    real_replace(source, target)
+    if target.endswith(os.sep + sys.argv[2]):
+        print('paused', flush=True)
+        sys.stdin.readline()
+os.replace = pausing
+'''
+
 @pytest.mark.skipif(not os.path.exists('/proc/locks'), reason='needs /proc/locks')
 def test_a_live_commit_is_waited_for_and_a_live_stage_left_alone(tmp_path):
     """Recovery in another process while a run stages and commits: it leaves the live
     stage alone and, during the commit, waits for it instead of undoing it."""
-    script = '''
-import os, sys, time
+    script = PAUSING + '''
 from gluonbatch.webdataset.commit import staging
-directory = sys.argv[1]
-with staging(directory) as stage:
+with staging(sys.argv[1]) as stage:
     with open(stage.file('.a'), 'w') as handle:
         handle.write('a')
     print('staged', flush=True)
     sys.stdin.readline()
-    real = os.replace
-    def slow(source, target):
-        real(source, target)
-        if target.endswith('a'):
-            print('moving', flush=True)
-            sys.stdin.readline()
-    os.replace = slow
     stage.commit([('.a', 'a')], 'back')
 print('done', flush=True)
 '''
-    run = subprocess.Popen([sys.executable, '-c', script, str(tmp_path)], text=True,
+    run = subprocess.Popen([sys.executable, '-c', script, str(tmp_path), 'a'], text=True,
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert run.stdout.readline() == 'staged\n'
@@ -159,13 +163,13 @@ print('done', flush=True)
         assert len(_hidden(tmp_path)) == 1 and _hidden(tmp_path)[0].startswith('.partial-')
         run.stdin.write('\n')
         run.stdin.flush()
-        assert run.stdout.readline() == 'moving\n'  # its journal written, 'a' moved
+        assert run.stdout.readline() == 'paused\n'  # its journal written, 'a' moved
         assert 'a' in files(tmp_path)
         recovery = subprocess.Popen(
             [sys.executable, '-c', 'import sys; from gluonbatch.webdataset.commit import '
              'recover; recover(sys.argv[1]); print(sorted(__import__("os").listdir('
              'sys.argv[1])))', str(tmp_path)], text=True, stdout=subprocess.PIPE)
-        assert _waits_for_a_lock(recovery)  # blocked on the journal's lock
+        assert _waits_for_a_lock(recovery)  # blocked on the directory's lock
         run.stdin.write('\n')
         run.stdin.flush()
         assert run.stdout.readline() == 'done\n'
@@ -229,18 +233,10 @@ def test_opening_a_file_is_still_no_dataset_directory(tmp_path):
         ImageTextPairDataset.from_webdataset(tmp_path / 'file', ID)
 
 
-READER_DURING_A_COMMIT = '''
-import os, sys
+READER_DURING_A_COMMIT = PAUSING + '''
 from gluonbatch.webdataset import ImageTextPairDataset
 ds = ImageTextPairDataset.from_webdataset(sys.argv[1], 'key')
 ds.metadata['area'] = ds.metadata['width'] * ds.metadata['height']
-real = os.replace
-def pausing(source, target):
-    real(source, target)
-    if target.endswith('00000.parquet'):
-        print('moved one', flush=True)
-        sys.stdin.readline()
-os.replace = pausing
 ds.save_metadata()
 print('saved', flush=True)
 '''
@@ -251,10 +247,11 @@ def test_a_dataset_opened_during_a_commit_is_read_after_it(tmp_path):
     """A reader never sees a commit half way: opening waits for the one under way, then
     reads every shard's new columns."""
     make_dataset(str(tmp_path), sizes=(2, 3, 1))
-    run = subprocess.Popen([sys.executable, '-c', READER_DURING_A_COMMIT, str(tmp_path)],
+    run = subprocess.Popen([sys.executable, '-c', READER_DURING_A_COMMIT, str(tmp_path),
+                            '00000.parquet'],
                            text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        assert run.stdout.readline() == 'moved one\n'  # one parquet of three replaced
+        assert run.stdout.readline() == 'paused\n'  # one parquet of three replaced
         reader = subprocess.Popen(
             [sys.executable, '-c', 'import sys; from gluonbatch.webdataset import '
              'ImageTextPairDataset as D; print(sorted(D.from_webdataset(sys.argv[1], '
