@@ -19,6 +19,7 @@ Examples
 [3, 1]
 """
 import io
+import mmap
 import multiprocessing
 import os
 import pickle
@@ -74,7 +75,12 @@ class Claims:
 
     def __init__(self, size):
         self._size = size
-        self._slots = CONTEXT.Array('q', [-1] * size, lock=False)
+        # An anonymous shared mapping, inherited by the forked workers: no file, and freed
+        # with the last process that maps it (multiprocessing's Array would keep a
+        # /dev/shm arena open in this process for good).
+        self._memory = mmap.mmap(-1, 8 * size)
+        self._memory.write(b'\xff' * (8 * size))  # every slot -1: unclaimed
+        self._slots = memoryview(self._memory).cast('q')
 
     def mark(self, sequence, pid, returned=False):
         """In a worker: task ``sequence`` is loaded (or was returned) by process ``pid``."""

@@ -23,11 +23,14 @@ def data(tmp_path):
 @pytest.fixture(scope='module')
 def cluster():
     """A local ``distributed`` cluster of two worker processes on 127.0.0.1 and its client,
-    ``(cluster, client)``: Dask computes on it until the module's last test is done (so
-    tests using it come last in their module)."""
+    ``(cluster, client)``, until the module's last test is done. Dask computes on it only
+    where a test says so (``dask.config.set(scheduler=client)``, or the scheduler's
+    address), so the tests of a module may run in any order."""
     distributed = pytest.importorskip('distributed')
     local = local_cluster()
-    client = distributed.Client(local)
+    # not the default scheduler: a test computes on it only where it says so, whatever
+    # the order the tests run in
+    client = distributed.Client(local, set_as_default=False)
     yield local, client
     client.close(timeout=20)
     local.close(timeout=20)  # bounded: a worker killed by a test may never say goodbye
