@@ -65,9 +65,9 @@ class ShardWriter:
     """
 
     def __init__(self, directory, stem, mtime):
-        self.final = {ext: os.path.join(directory, '%s.%s' % (stem, ext))
-                      for ext in ('tar', 'idx', 'parquet')}
-        self.tmp = {ext: temporary_name(path) for ext, path in self.final.items()}
+        # the temporary names that commit_shards moves from
+        self.tmp = {ext: os.path.join(directory, temporary)
+                    for ext, (temporary, _) in zip(_SHARD_EXTS, shard_moves(stem))}
         self.mtime = mtime
         self.samples = []
         self.position = 0
