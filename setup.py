@@ -12,7 +12,9 @@ def read(name):
         return handle.read()
 
 
-EXAMPLES = ['gluoncv==0.10.5.post0', 'pycocotools', 'Pillow', 'tqdm', 'matplotlib']
+# gluonbatch.transforms does its pixel work in OpenCV.
+TRANSFORMS = ['opencv-python']
+EXAMPLES = ['gluoncv==0.10.5.post0', 'pycocotools', 'Pillow', 'tqdm', 'matplotlib'] + TRANSFORMS
 # gluonbatch.webdataset: parquet metadata through pandas/pyarrow as a lazy Dask DataFrame
 # (run by Dask's schedulers, a distributed cluster included), JPEGs written with Pillow; the
 # curation commands' progress on a cluster is drawn by tqdm.
@@ -31,6 +33,7 @@ setup(
         # The example loaders use gluoncv's networks, transforms and losses; its Mask R-CNN
         # transform rasterises polygons with pycocotools.
         'examples': EXAMPLES,
+        'transforms': TRANSFORMS,
         'webdataset': WEBDATASET,
         # gluoncv is also the reference the tests and benchmarks compare against.
         'test': EXAMPLES + WEBDATASET + ['pytest', 'hypothesis'],

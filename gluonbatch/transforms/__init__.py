@@ -1,0 +1,23 @@
+"""Detection train and validation presets, drop-in for ``gluoncv.data.transforms.presets``.
+
+``from gluonbatch.transforms.presets.ssd import SSDDefaultTrainTransform`` replaces
+``from gluoncv.data.transforms.presets.ssd import SSDDefaultTrainTransform`` (likewise
+``.yolo``, ``.center_net`` and ``.rcnn``): same arguments, same random draws from the same
+generators in the same order, so a run seeded the gluoncv way sees the same augmentations.
+
+What differs, on purpose:
+
+- Images and targets come back as C-contiguous float32 **numpy** arrays where gluoncv returns
+  NDArrays (gluonbatch's batchify functions take both; this saves a copy per sample).
+- Pixel work runs in OpenCV on uint8 or on the output-size image where the result allows, so
+  images equal gluoncv's up to rounding: at most 2/255 of the pixel range anywhere, 0.1/255
+  on average (before normalization).
+- Every train preset takes ``normalize=False`` to return its image HWC before gluoncv's
+  ``to_tensor`` / ``normalize``, for batchify functions that normalize as they write.
+
+Inputs are an ``mx.nd.NDArray`` or numpy HWC uint8 image and a numpy ``(N, 5+)`` label
+(see :mod:`gluonbatch.transforms.inputs`); neither is modified.
+"""
+from . import presets
+
+__all__ = ['presets']

@@ -1,0 +1,1 @@
+"""The presets, one module per detector as in ``gluoncv.data.transforms.presets``."""
