@@ -1,0 +1,319 @@
+"""YOLOv3 training targets in numpy, equal to gluoncv's ``YOLOV3PrefetchTargetGenerator`` as
+gluoncv's ``YOLO3DefaultTrainTransform`` uses it.
+
+:class:`YOLO3Targets` runs the network once, in train mode on zeros of the image size (as
+gluoncv's preset does), to learn its anchors and output grids, then turns boxes into
+``(objectness, center_targets, scale_targets, weights, class_targets)``: per sample with
+:meth:`YOLO3Targets.targets` (gluoncv's outputs indexed ``[0]``, plus ``gt_bboxes``), or
+for a whole batch at once with :meth:`YOLO3Targets.batch` / :meth:`YOLO3Targets.compute`,
+which can write into given arrays.
+
+What gluoncv does, and this module reproduces without a loop over boxes:
+
+- Boxes are taken in order up to the first one with a negative coordinate (padding);
+  the rest are ignored, valid or not.
+- Each box goes to the anchor of best IoU when both are centred at the origin (ties to the
+  first anchor), in the layer of that anchor, at the cell ``int(center / image size *
+  grid size)``, computed in float64 (numpy 1.x promotes float32 / int there) with the cell
+  index ``row * grid width + column`` taken as it comes: a centre past the right edge
+  lands on the next row, one past the bottom of a layer in another layer (dropped, as the
+  targets only keep each layer's own anchors), and one past the last cell raises
+  ``IndexError`` (so does gluoncv).
+- That cell's row of every target is written: ``center`` the fractional cell position,
+  ``scale`` ``log(max(w, 1) / anchor)`` (float32 division and numpy's float32 log for
+  ``w >= 1``, float64 otherwise, again numpy 1.x's promotion), ``weights`` ``2 - w * h /
+  image area``, ``objectness`` 1 (or the mixup ratio, the label's last column), and a
+  one-hot class row. A box written later to the same row wins, every field of the row.
+  Everything else is 0, with class targets -1.
+
+Every value is bit-identical to gluoncv's (``center_targets`` and ``weights`` are rounded
+once from float64, as gluoncv's assignment into a float32 array does).
+"""
+import mxnet as mx
+import numpy as np
+from mxnet import autograd
+
+__all__ = ['YOLO3Targets']
+
+# keyword arguments YOLOV3PrefetchTargetGenerator passes on to gluon.Block
+_BLOCK_KWARGS = ('prefix', 'params')
+
+
+def _numpy(array, name):
+    if hasattr(array, 'asnumpy'):
+        array = array.asnumpy()
+    if not isinstance(array, np.ndarray):
+        raise TypeError('%s must be an mx.nd.NDArray or a numpy array, got %s'
+                        % (name, type(array).__name__))
+    return array
+
+
+def _label_rows(label, where='label'):
+    label = _numpy(label, where)
+    if label.ndim != 2 or label.shape[1] < 5:
+        raise ValueError('%s must have shape (M, 5 or more): xmin, ymin, xmax, ymax, class '
+                         'per box (mix ratio last with mixup); got shape %s'
+                         % (where, label.shape))
+    return label
+
+
+def _train_forward(net, width, height):
+    """gluoncv preset's forward: zeros of (1, 3, height, width) in train mode, on the CPU,
+    the parameters' contexts restored afterwards (also when the forward fails)."""
+    fake_x = mx.nd.zeros((1, 3, height, width))
+    params = net.collect_params()
+    old_ctx = list(params.values())[0].list_ctx()
+    params.reset_ctx(mx.cpu())
+    try:
+        with autograd.train_mode():
+            _, anchors, offsets, feat_maps, _, _, _, _ = net(fake_x)
+    finally:
+        params.reset_ctx(old_ctx)
+    return anchors, offsets, feat_maps
+
+
+class YOLO3Targets:
+    """YOLOv3 prefetch targets of gluoncv's YOLOv3 train preset, in numpy.
+
+    Parameters
+    ----------
+    net : gluoncv YOLOV3
+        The network (initialized); only its train-mode outputs' shapes and anchors are
+        used, and its ``classes``.
+    width, height : int
+        The network input size the targets are for.
+    mixup : bool
+        Whether labels carry a mix ratio in their last column (objectness is that ratio).
+    **kwargs
+        What gluoncv's preset passes on to ``YOLOV3PrefetchTargetGenerator`` (``prefix``,
+        ``params``; no effect on the targets).
+
+    Attributes
+    ----------
+    num_rows : int
+        Rows of every per-sample target (cells times anchors over the layers).
+    num_class : int
+        Foreground classes.
+    """
+
+    def __init__(self, net, width, height, mixup=False, **kwargs):
+        unknown = sorted(set(kwargs) - set(_BLOCK_KWARGS))
+        if unknown:
+            raise TypeError('YOLO3Targets got unexpected keyword argument(s) %s (gluoncv\'s '
+                            'YOLOV3PrefetchTargetGenerator takes prefix, params)'
+                            % ', '.join(unknown))
+        self._width = int(width)
+        self._height = int(height)
+        self._mixup = bool(mixup)
+        self.num_class = len(net.classes)
+        anchors, offsets, feat_maps = _train_forward(net, self._width, self._height)
+        self._setup([a.asnumpy() for a in anchors], [o.size // 2 for o in offsets],
+                    [tuple(f.shape[2:4]) for f in feat_maps])
+
+    def _setup(self, anchors, cell_counts, grids):
+        """Everything that depends only on shapes and anchors, once."""
+        anchors = [np.asarray(a, np.float32).reshape(-1, 2) for a in anchors]
+        anchor_counts = np.array([a.shape[0] for a in anchors])
+        cell_counts = np.array(cell_counts)
+        layer = np.repeat(np.arange(len(anchors)), anchor_counts)      # per anchor
+        anchor_start = np.concatenate([[0], np.cumsum(anchor_counts)[:-1]])
+        cell_start = np.concatenate([[0], np.cumsum(cell_counts)[:-1]])
+        row_start = np.concatenate([[0], np.cumsum(cell_counts * anchor_counts)[:-1]])
+        self._anchors = np.concatenate(anchors)                          # (A, 2) float32
+        self._grid_h = np.array([g[0] for g in grids])[layer]
+        self._grid_w = np.array([g[1] for g in grids])[layer]
+        self._cell_start = cell_start[layer]
+        self._cell_end = (cell_start + cell_counts)[layer]
+        self._stride = anchor_counts[layer]
+        # output row of (cell, anchor) = cell * anchors in layer + _row_base[anchor]
+        self._row_base = (row_start - cell_start * anchor_counts)[layer] + (
+            np.arange(layer.size) - anchor_start[layer])
+        self._num_cells = int(cell_counts.sum())
+        self.num_rows = int((cell_counts * anchor_counts).sum())
+        # anchors as corner boxes centred at the origin (BBoxCenterToCorner of (0, 0, w, h))
+        aw, ah = self._anchors[:, 0], self._anchors[:, 1]
+        zero = aw * np.float32(0)
+        half_w, half_h = aw * np.float32(0.5), ah * np.float32(0.5)
+        corners = [zero - half_w, zero - half_h, zero + half_w, zero + half_h]
+        self._anchor_corners = corners
+        width, height = corners[2] - corners[0], corners[3] - corners[1]
+        self._anchor_area = np.where((width < 0) | (height < 0), np.float32(0), width * height)
+        # log(1 / anchor) for boxes narrower (lower) than 1: float64, as numpy 1.x computes
+        # 1 / np.float32 in gluoncv, rounded once
+        self._small_log = np.log(1 / self._anchors.astype(np.float64)).astype(np.float32)
+
+    def shapes(self, batch=None):
+        """Shapes of ``(objectness, center, scale, weights, class)`` targets, with a
+        leading batch axis when ``batch`` is given."""
+        rows = self.num_rows
+        lead = () if batch is None else (batch,)
+        return tuple(lead + (rows, k) for k in (1, 2, 2, 2, self.num_class))
+
+    def targets(self, label):
+        """gluoncv's per-sample ``(objectness, center_targets, scale_targets, weights,
+        class_targets, gt_bboxes)`` as float32 numpy arrays.
+
+        ``label`` is ``(M, 5+)``: ``xmin, ymin, xmax, ymax, class, ...`` with the mix ratio
+        last when ``mixup``. With no box at all (where gluoncv raises) every target is
+        empty: objectness 0, class targets -1.
+        """
+        label = _label_rows(label)
+        boxes = np.asarray(label[np.newaxis, :, :4], np.float32)
+        ids = np.asarray(label[np.newaxis, :, 4], np.float32)
+        ratios = np.asarray(label[np.newaxis, :, -1], np.float32) if self._mixup else None
+        outputs = self.compute(boxes, ids, ratios)
+        return tuple(o[0] for o in outputs) + (boxes[0],)
+
+    def batch(self, labels, out=None):
+        """Targets of a batch: the five targets with a leading batch axis, float32.
+
+        ``labels`` is a list of per-sample ``(M_i, 5+)`` labels or one padded
+        ``(B, M, 5+)`` array (gluoncv's ``Pad(pad_val=-1)``: a row with a negative
+        coordinate ends a sample's boxes, as it does in gluoncv). Sample ``i`` of the result
+        is :meth:`targets` of sample ``i``. ``out``: see :meth:`compute`.
+        """
+        if isinstance(labels, (list, tuple)):
+            rows = [_label_rows(label, 'labels[%d]' % i) for i, label in enumerate(labels)]
+            longest = max((r.shape[0] for r in rows), default=0)
+            boxes = np.full((len(rows), longest, 4), -1, np.float32)
+            ids = np.full((len(rows), longest), -1, np.float32)
+            ratios = np.ones((len(rows), longest), np.float32) if self._mixup else None
+            for i, r in enumerate(rows):
+                boxes[i, :r.shape[0]] = r[:, :4]
+                ids[i, :r.shape[0]] = r[:, 4]
+                if self._mixup:
+                    ratios[i, :r.shape[0]] = r[:, -1]
+        else:
+            labels = _numpy(labels, 'labels')
+            if labels.ndim != 3 or labels.shape[2] < 5:
+                raise ValueError('labels must be a list of (M, 5+) arrays or a padded '
+                                 '(B, M, 5+) array, got shape %s' % (labels.shape,))
+            boxes = np.asarray(labels[..., :4], np.float32)
+            ids = np.asarray(labels[..., 4], np.float32)
+            ratios = np.asarray(labels[..., -1], np.float32) if self._mixup else None
+        return self.compute(boxes, ids, ratios, out=out)
+
+    def compute(self, boxes, ids, ratios=None, out=None):
+        """The vectorized core: targets of ``B`` samples at once.
+
+        Parameters
+        ----------
+        boxes : numpy.ndarray
+            ``(B, M, 4)`` float32 corner boxes; a row with a negative coordinate ends its
+            sample's boxes.
+        ids : numpy.ndarray
+            ``(B, M)`` float32 class ids.
+        ratios : numpy.ndarray, optional
+            ``(B, M)`` float32 mix ratios (the objectness of the boxes); 1 when None.
+        out : tuple of 5 numpy.ndarray, optional
+            ``(objectness, center, scale, weights, class)`` float32 arrays of
+            :meth:`shapes` ``(B)`` to write into (e.g. views of a batch in shared memory);
+            every element is written.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            The five targets, ``out`` itself when given.
+        """
+        boxes = np.asarray(boxes, np.float32)
+        ids = np.asarray(ids, np.float32)
+        batch, num_boxes = boxes.shape[:2]
+        if boxes.shape != (batch, num_boxes, 4) or ids.shape != (batch, num_boxes) or (
+                ratios is not None and np.shape(ratios) != (batch, num_boxes)):
+            raise ValueError('boxes must be (B, M, 4), ids and ratios (B, M); got %s, %s '
+                             'and %s' % (boxes.shape, ids.shape, np.shape(ratios)))
+        shapes = self.shapes(batch)
+        if out is None:
+            out = tuple(np.empty(shape, np.float32) for shape in shapes)
+        else:
+            out = tuple(out)
+            if len(out) != 5 or any(o.shape != s for o, s in zip(out, shapes)):
+                raise ValueError('out must be 5 arrays of shapes %s, got %s'
+                                 % (shapes, [getattr(o, 'shape', None) for o in out]))
+        objectness, center, scale, weights, classes = out
+        for target in (objectness, center, scale, weights):
+            target[...] = 0
+        classes[...] = -1
+        # boxes up to (not including) the first one with a negative coordinate
+        taken = np.logical_and.accumulate((boxes >= 0).all(axis=2), axis=1)
+        bs, ms = np.nonzero(taken)  # sample-major, boxes in order: the order of the writes
+        if bs.size == 0:
+            return out
+        g = boxes[bs, ms]
+        gtw = g[:, 2] - g[:, 0]
+        gth = g[:, 3] - g[:, 1]
+        gtx = g[:, 0] + gtw * np.float32(0.5)
+        gty = g[:, 1] + gth * np.float32(0.5)
+        match = self._best_anchor(gtw, gth)
+        # the cell, in float64 as in gluoncv
+        grid_w, grid_h = self._grid_w[match], self._grid_h[match]
+        fx = gtx.astype(np.float64) / self._width * grid_w
+        fy = gty.astype(np.float64) / self._height * grid_h
+        if not (np.isfinite(fx).all() and np.isfinite(fy).all()):
+            raise ValueError('box centres must be finite; got %s' % g[~(
+                np.isfinite(fx) & np.isfinite(fy))][:1])
+        # a centre this far out is past the last cell whatever its layer (and int64-safe)
+        huge = (fx >= self._num_cells) | (fy >= self._num_cells)
+        loc_x = np.where(huge, 0, fx).astype(np.int64)  # truncation, as int()
+        loc_y = np.where(huge, 0, fy).astype(np.int64)
+        index = self._cell_start[match] + loc_y * grid_w + loc_x
+        beyond = huge | (index >= self._num_cells)
+        if beyond.any():
+            first = np.argmax(beyond)
+            raise IndexError('box %s (sample %d, row %d) has its centre at cell %s, past the '
+                             'last of the %d cells of the output layers (gluoncv raises here '
+                             'too)' % (g[first].tolist(), bs[first], ms[first],
+                                       'beyond' if huge[first] else index[first],
+                                       self._num_cells))
+        class_id = np.trunc(ids[bs, ms]).astype(np.int64)
+        bad = (class_id >= self.num_class) | (class_id < -self.num_class)
+        if bad.any():
+            first = np.argmax(bad)
+            raise IndexError('class id %s (sample %d, row %d) is out of range for %d classes'
+                             % (ids[bs[first], ms[first]], bs[first], ms[first],
+                                self.num_class))
+        # a write past the layer's own cells lands on another layer's anchors: dropped
+        kept = index < self._cell_end[match]
+        row = index * self._stride[match] + self._row_base[match]
+        # the last write to a row wins: keep the last of each (sample, row)
+        key = (bs * self.num_rows + row)[kept]
+        order = np.nonzero(kept)[0]
+        _, last_reversed = np.unique(key[::-1], return_index=True)
+        pick = order[key.size - 1 - last_reversed]
+        b, r, k = bs[pick], row[pick], match[pick]
+        if ratios is None:
+            objectness[b, r, 0] = 1
+        else:
+            objectness[b, r, 0] = np.asarray(ratios, np.float32)[bs[pick], ms[pick]]
+        center[b, r, 0] = fx[pick] - loc_x[pick]
+        center[b, r, 1] = fy[pick] - loc_y[pick]
+        w, h = gtw[pick], gth[pick]
+        with np.errstate(divide='ignore', invalid='ignore'):
+            # max(w, 1) / anchor: float32 for w >= 1, float64 1 / anchor below
+            scale[b, r, 0] = np.where(w >= 1, np.log(w / self._anchors[k, 0]),
+                                      self._small_log[k, 0])
+            scale[b, r, 1] = np.where(h >= 1, np.log(h / self._anchors[k, 1]),
+                                      self._small_log[k, 1])
+        weights[b, r, :] = (2.0 - (w * h).astype(np.float64) / self._width / self._height
+                            )[:, np.newaxis]
+        classes[b, r, :] = 0
+        classes[b, r, class_id[pick]] = 1
+        return out
+
+    def _best_anchor(self, gtw, gth):
+        """Index of the anchor of best IoU with each (w, h) box, both centred at the origin
+        (``mx.nd.contrib.box_iou`` arithmetic in float32; the first anchor on ties)."""
+        half_w = (gtw * np.float32(0.5))[:, np.newaxis]
+        half_h = (gth * np.float32(0.5))[:, np.newaxis]
+        gt = [np.float32(-0.5) * gtw[:, np.newaxis], np.float32(-0.5) * gth[:, np.newaxis],
+              half_w, half_h]
+        a = self._anchor_corners
+        iw = np.minimum(a[2], gt[2]) - np.maximum(a[0], gt[0])
+        ih = np.minimum(a[3], gt[3]) - np.maximum(a[1], gt[1])
+        inter = np.maximum(iw, 0) * np.maximum(ih, 0)
+        width, height = gt[2] - gt[0], gt[3] - gt[1]
+        g_area = np.where((width < 0) | (height < 0), np.float32(0), width * height)
+        union = self._anchor_area + g_area - inter
+        union += inter <= 0
+        iou = np.where(inter > 0, inter / union, np.float32(0))
+        return iou.argmax(axis=1)
