@@ -1,0 +1,249 @@
+"""OpenCV pixel kernels of the presets: each is one pass over the pixels it must touch.
+
+The SSD-family pipeline never builds gluoncv's expanded canvas (up to 16 times the image's
+area, filled with the mean): it fills only the crop window, ``0`` outside the image
+(:func:`canvas_window`), resizes the window in float32 (:func:`resize`), and then applies
+the whole colour chain as one 3x4 matrix (see :mod:`gluonbatch.transforms.color`) while
+flipping and writing CHW into the output (:func:`affine_chw`, :func:`affine_hwc`).
+
+Colour maps are affine and resizing weights sum to one, so the colour map may run after the
+resize (up to float32 rounding). The constant fill, though, must come out of the chain as
+the *undistorted* mean: the window stores ``pixel - shift`` (``0`` on the fill) and the
+final map is ``m(r + shift)``, with ``shift`` the pre-image of the wanted fill colour
+(:func:`fill_shift`).
+
+Windows with fill are leased from the thread's zero buffer (:func:`.scratch.zeros`: no
+fresh pages for a window up to 16 times the image), other windows and the HWC image
+between the colour map and the CHW split from its kept arrays (:func:`.scratch.empty`).
+
+Examples
+--------
+>>> import numpy as np
+>>> src = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
+>>> with canvas_window(src, (1, 0, 3, 3), (0, 1)) as window:  # image at (0, 1)
+...     window[..., 0]
+array([[ 0.,  0.,  0.],
+       [ 3.,  6.,  0.],
+       [12., 15.,  0.]], dtype=float32)
+"""
+import contextlib
+
+import cv2
+import numpy as np
+
+from . import color, scratch
+
+__all__ = ['INTERPOLATIONS', 'val_interp', 'window_overlap', 'canvas_window', 'fill_shift',
+           'resize', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw']
+
+#: gluoncv's interpolation codes, which OpenCV takes as they are.
+INTERPOLATIONS = {0: cv2.INTER_NEAREST, 1: cv2.INTER_LINEAR, 2: cv2.INTER_CUBIC,
+                  3: cv2.INTER_AREA, 4: cv2.INTER_LANCZOS4}
+
+
+def val_interp(in_size, out_size):
+    """MXNet's ``interp=9`` choice: cubic to enlarge both sides, area to shrink both,
+    linear otherwise; sizes are ``(width, height)``.
+
+    >>> val_interp((100, 50), (200, 100)), val_interp((100, 50), (50, 25))
+    (2, 3)
+    >>> val_interp((100, 50), (200, 25))
+    1
+    """
+    (ow, oh), (nw, nh) = in_size, out_size
+    if nh > oh and nw > ow:
+        return 2
+    if nh < oh and nw < ow:
+        return 3
+    return 1
+
+
+def window_overlap(window, offset, shape):
+    """Where an image of ``shape`` placed at ``offset = (x, y)`` of a canvas shows in the
+    canvas's ``window = (x, y, width, height)``: ``(window rows, window cols, image rows,
+    image cols)`` as slices, or ``None`` when it does not.
+
+    >>> window_overlap((2, 0, 4, 4), (0, 0), (3, 3, 3))
+    (slice(0, 3, None), slice(0, 1, None), slice(0, 3, None), slice(2, 3, None))
+    """
+    x, y, width, height = window
+    off_x, off_y = offset
+    x0, x1 = max(x, off_x), min(x + width, off_x + shape[1])
+    y0, y1 = max(y, off_y), min(y + height, off_y + shape[0])
+    if x0 >= x1 or y0 >= y1:
+        return None
+    return (slice(y0 - y, y1 - y), slice(x0 - x, x1 - x),
+            slice(y0 - off_y, y1 - off_y), slice(x0 - off_x, x1 - off_x))
+
+
+@contextlib.contextmanager
+def canvas_window(src, window, offset=(0, 0), shift=None):
+    """A context giving the float32 HWC pixels of ``window = (x, y, width, height)`` of a
+    virtual canvas holding ``src`` (HWC uint8) at ``offset``: ``src - shift`` where the
+    image is, ``0`` elsewhere. The canvas itself is never built.
+
+    ``shift`` (3 floats, default zeros) is subtracted from the image's pixels only. The
+    window lives in a per-thread scratch array (:mod:`.scratch`): read it only inside the
+    ``with`` block, and never write to it.
+    """
+    width, height = window[2], window[3]
+    overlap = window_overlap(window, offset, src.shape)
+    shape = (height, width, 3)
+    covered = overlap is not None and (overlap[0].stop - overlap[0].start == height
+                                       and overlap[1].stop - overlap[1].start == width)
+    # all image: every value is written, any array does; with fill: the zero buffer
+    lease = scratch.empty('canvas_window', shape) if covered else scratch.zeros(shape)
+    with lease as out:
+        if overlap is None:
+            yield out
+            return
+        rows, cols, src_rows, src_cols = overlap
+        block, target = src[src_rows, src_cols], out[rows, cols]
+        h, w = block.shape[:2]
+        if shift is None or not np.any(shift):
+            np.copyto(target, block, casting='unsafe')
+        else:
+            # one pass; rows of (w * 3) values broadcast far faster than a trailing axis of 3
+            row = np.tile(np.asarray(shift, np.float32), w)
+            np.subtract(block.reshape(h, w * 3), row, out=target.reshape(h, w * 3),
+                        dtype=np.float32, casting='unsafe')
+        yield out
+        if not covered:
+            target[...] = 0  # the zero buffer's contract: leave it all zeros
+
+
+def fill_shift(m, fill):
+    """The colour ``s`` that ``m`` maps to ``fill``: stored as ``0`` in a window, the fill
+    comes out of ``m(r + s)`` as ``fill`` exactly (up to float rounding).
+
+    >>> m = color.compose(color.contrast(0.5), color.brightness(-16.0))
+    >>> color.apply(m, fill_shift(m, (100.0, 50.0, 0.0)))
+    array([100.,  50.,   0.])
+    """
+    return color.apply(color.invert(m), np.asarray(fill, np.float64))
+
+
+def resize(img, size, interp):
+    """``img`` resized to ``size = (width, height)`` with gluoncv's interpolation code
+    ``interp`` (0-4), as MXNet's ``imresize`` does it."""
+    return cv2.resize(img, tuple(size), interpolation=INTERPOLATIONS[interp])
+
+
+def _shifted(m, shift):
+    """``m(x + shift)`` as one matrix."""
+    if shift is None:
+        return m
+    out = np.array(m, np.float64)
+    out[:, 3] += out[:, :3] @ np.asarray(shift, np.float64)
+    return out
+
+
+def _float32_hwc(img):
+    """``img`` as a C-contiguous float32 HWC array (``cv2.transform`` keeps the input's
+    depth: uint8 would saturate), copied only if not C-contiguous."""
+    if not (isinstance(img, np.ndarray) and img.dtype == np.float32 and img.ndim == 3
+            and img.shape[2] == 3):
+        raise TypeError('img must be a float32 HWC numpy array with 3 channels, got %r'
+                        % (getattr(img, 'dtype', type(img)),))
+    return img if img.flags.c_contiguous else np.ascontiguousarray(img)
+
+
+def affine_chw(img, m, flip_x=False, shift=None, out=None):
+    """The 3x4 colour map ``m`` applied to ``img + shift``, written CHW.
+
+    Parameters
+    ----------
+    img : numpy.ndarray
+        HWC float32; may be overwritten (the flip runs in place).
+    m : array-like
+        3x4: ``m[:, :3] @ pixel + m[:, 3]`` per pixel.
+    flip_x : bool
+        Mirror left-right.
+    shift : array-like of 3, optional
+        Added to every pixel before ``m`` (see :func:`fill_shift`).
+    out : numpy.ndarray, optional
+        ``(3, H, W)`` float32 to write into; a new C-contiguous array if ``None``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``out``.
+
+    Examples
+    --------
+    >>> img = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    >>> plus_one = np.hstack([np.eye(3), np.ones((3, 1))])
+    >>> affine_chw(img.copy(), plus_one, flip_x=True)[0]
+    array([[4., 1.]], dtype=float32)
+    """
+    img = _float32_hwc(img)
+    h, w = img.shape[:2]
+    if out is None:
+        out = np.empty((3, h, w), np.float32)
+    if flip_x:
+        cv2.flip(img, 1, dst=img)
+    # one cv2.transform pass, then a split into the planes: faster than any per-plane
+    # arithmetic; the HWC result goes to a kept array, fresh pages cost more than the pass
+    with scratch.empty('affine_chw', img.shape, np.float32) as mapped:
+        result = cv2.transform(img, _shifted(m, shift), dst=mapped)
+        planes = [out[0], out[1], out[2]]
+        for plane, written in zip(planes, cv2.split(result, planes)):
+            if written is not plane:  # OpenCV allocated (a plane did not fit): copy
+                np.copyto(plane, written)
+    return out
+
+
+def affine_hwc(img, m, flip_x=False, shift=None, out=None):
+    """The 3x4 colour map ``m`` applied to ``img + shift``, written HWC.
+
+    Parameters are those of :func:`affine_chw`, except that ``out`` is ``(H, W, 3)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``out``, or a new C-contiguous float32 array if it is ``None``.
+
+    Examples
+    --------
+    >>> img = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    >>> plus_one = np.hstack([np.eye(3), np.ones((3, 1))])
+    >>> affine_hwc(img.copy(), plus_one, shift=(1, 0, 0))[0, 0]
+    array([2., 2., 3.], dtype=float32)
+    """
+    img = _float32_hwc(img)
+    if flip_x:
+        cv2.flip(img, 1, dst=img)
+    if out is None:
+        return cv2.transform(img, _shifted(m, shift))
+    result = cv2.transform(img, _shifted(m, shift), dst=out)
+    if result is not out:  # OpenCV allocated (``out`` did not fit): copy
+        np.copyto(out, result)
+    return out
+
+def normalize_lut(mean, std):
+    """Per channel, the float32 value MXNet's ``to_tensor`` then ``normalize(mean, std)``
+    give each uint8 value: ``(v / 255 - mean) / std``, in float32 as MXNet computes it.
+    Shape ``(3, 256)``.
+
+    >>> normalize_lut((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))[:, [0, 255]]
+    array([[-1.,  1.],
+           [-1.,  1.],
+           [-1.,  1.]], dtype=float32)
+    """
+    values = np.arange(256, dtype=np.float32) / np.float32(255)
+    mean = np.asarray(mean, np.float32).reshape(3, 1)
+    std = np.asarray(std, np.float32).reshape(3, 1)
+    return np.ascontiguousarray((values[np.newaxis, :] - mean) / std, dtype=np.float32)
+
+
+def lut_chw(img, lut, out=None):
+    """A uint8 HWC image through the per-channel ``lut`` ``(3, 256)`` into float32 CHW
+    ``out`` (new if ``None``): bit for bit what the table says."""
+    h, w = img.shape[:2]
+    if out is None:
+        out = np.empty((3, h, w), np.float32)
+    for k, plane in enumerate(cv2.split(img)):
+        result = cv2.LUT(plane, lut[k], dst=out[k])
+        if not np.shares_memory(result, out[k]):
+            np.copyto(out[k], result)
+    return out

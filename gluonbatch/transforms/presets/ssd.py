@@ -1,0 +1,182 @@
+"""SSD presets, drop-in for ``gluoncv.data.transforms.presets.ssd`` (YOLOv3's train preset
+augments alike and builds on :class:`SSDAugmentation` too).
+
+The train augmentation is gluoncv's: colour distortion, a 50% expansion onto a canvas
+filled with the mean, the SSD constrained crop, a resize with a randomly drawn
+interpolation, a 50% horizontal flip, then ``to_tensor`` and ``normalize``. Here every
+random number is drawn first (:mod:`gluonbatch.transforms.draws`, same generators, same
+order as gluoncv), then the pixels go through one fused path
+(:mod:`gluonbatch.transforms.pixels`): only the crop window of the canvas is filled, it is
+resized in float32, and the colour distortion, ``to_tensor`` and ``normalize`` run as one
+3x4 matrix on the output-size image while it is flipped and written CHW.
+
+Differences from gluoncv, on purpose: images (and targets) are C-contiguous float32 numpy
+arrays, not NDArrays; images equal gluoncv's within float32 rounding and the difference
+between MXNet's bundled OpenCV and ``cv2`` (about 1e-4 after normalization); an image too
+small for the drawn crop (a few pixels) raises ``ValueError``, where gluoncv raises
+whatever its arithmetic hits. ``normalize=False`` returns the image HWC before
+``to_tensor`` (pixel range, colour-distorted, float32).
+
+Examples
+--------
+>>> import random
+>>> import numpy as np
+>>> image = np.full((60, 80, 3), 128, np.uint8)
+>>> label = np.array([[10., 10., 50., 40., 1.]])
+>>> random.seed(0); np.random.seed(0)
+>>> img, boxes = SSDDefaultTrainTransform(96, 64)(image, label)
+>>> img.shape, img.dtype, boxes.shape[1], boxes.dtype
+((3, 64, 96), dtype('float32'), 5, dtype('float32'))
+>>> img, boxes = SSDDefaultValTransform(96, 64)(image, label)
+>>> img.shape, boxes
+((3, 64, 96), array([[12.      , 10.666667, 60.      , 42.666668,  1.      ]], dtype=float32))
+"""
+import numpy as np
+
+from .. import boxes as tbox
+from .. import color, draws, pixels
+from ..._core.checks import check_int
+from ..inputs import image_array, label_array
+from ..targets.ssd import SSDTargets
+
+__all__ = ['SSDAugmentation', 'SSDDefaultTrainTransform', 'SSDDefaultValTransform']
+
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+
+
+class SSDAugmentation:
+    """The augmentation shared by gluoncv's SSD and YOLOv3 train presets, drawn and applied
+    in two steps.
+
+    ``draw(shape, label)`` makes every random draw (a :class:`~.draws.SSDDraw`);
+    ``apply(src, label, params)`` is pure. ``augment(src, label)`` does both and returns
+    ``(image, boxes)``, the boxes float64 as gluoncv's after ``bbox.flip``; extra label
+    columns (YOLOv3's mixup ratio) ride along.
+
+    Parameters
+    ----------
+    width, height : int
+        Output size.
+    mean, std : sequence of 3 floats
+        ``normalize``'s parameters; ``mean * 255`` also fills the expanded canvas.
+    normalize : bool
+        ``True`` (gluoncv): CHW float32 after ``to_tensor`` and ``normalize``. ``False``:
+        HWC float32 before them.
+    """
+
+    def __init__(self, width, height, mean=MEAN, std=STD, normalize=True):
+        self._width = check_int(width, 'width', minimum=1)
+        self._height = check_int(height, 'height', minimum=1)
+        self._mean = mean
+        self._std = std
+        self._normalize = bool(normalize)
+        self._fill = np.asarray(mean, np.float64).reshape(3) * 255
+        self._after = color.normalize(mean, std) if self._normalize else color.identity()
+
+    def draw(self, shape, label, np_rng=None, py_rng=None):
+        """Every random draw for an image of ``shape`` (``(height, width, ...)``) and
+        ``label``, in gluoncv's order; the generators default to numpy's and Python's
+        global ones."""
+        return draws.draw_ssd(shape, label, np_rng, py_rng)
+
+    def apply(self, src, label, params, out=None):
+        """The augmentation ``params`` describes, applied to ``src`` (HWC uint8 numpy) and
+        ``label``: ``(image, boxes)``. ``out`` (C-contiguous float32 of the output's shape)
+        receives the image if given."""
+        expand, crop = params.expand, params.crop
+        chain = color.compose(color.distort(params.color), self._after)
+        offset = (0, 0)
+        if expand is not None:
+            offset = (expand.x, expand.y)
+            label = tbox.translate(label, expand.x, expand.y)
+        if crop.clip:
+            label = tbox.crop(label, crop.box_window)
+        window = (crop.x, crop.y, crop.width, crop.height)
+        overlap = pixels.window_overlap(window, offset, src.shape)
+        covered = overlap is not None and (overlap[0].stop - overlap[0].start == crop.height
+                                           and overlap[1].stop - overlap[1].start
+                                           == crop.width)
+        # the fill (the undistorted mean, normalized if so) is 0 in the window; the image's
+        # pixels are stored minus the colour the chain maps to the fill
+        shift = None if covered else pixels.fill_shift(chain, color.apply(self._after,
+                                                                          self._fill))
+        size = (self._width, self._height)
+        with pixels.canvas_window(src, window, offset, shift) as img:
+            img = pixels.resize(img, size, params.interp)
+        label = tbox.resize(label, (crop.width, crop.height), size)
+        label = tbox.flip(label, size, flip_x=params.flip_x)
+        if self._normalize:
+            img = pixels.affine_chw(img, chain, params.flip_x, shift, out)
+        else:
+            img = pixels.affine_hwc(img, chain, params.flip_x, shift, out)
+        return img, label
+
+    def augment(self, src, label):
+        """Check the inputs, draw from the global generators and apply."""
+        src = image_array(src)
+        label = label_array(label)
+        return self.apply(src, label, self.draw(src.shape, label))
+
+
+class SSDDefaultTrainTransform(SSDAugmentation):
+    """gluoncv's ``SSDDefaultTrainTransform``: same arguments, same draws.
+
+    Parameters
+    ----------
+    width, height : int
+        Output size.
+    anchors : mx.nd.NDArray, optional
+        The network's anchors ``(1, N, 4)``: then each sample comes with its training
+        targets, ``(image, cls_targets (N,), box_targets (N, 4))`` as gluoncv's
+        ``SSDTargetGenerator`` computes them; without, ``(image, label)`` with the label
+        float32 ``(M, 5+)``.
+    mean, std : sequence of 3 floats
+        ``normalize``'s parameters.
+    iou_thresh : float
+        Matching threshold of the targets.
+    box_norm : sequence of 4 floats
+        The box encoding's stds.
+    normalize : bool
+        ``False`` returns the image HWC before ``to_tensor`` and ``normalize``.
+    **kwargs
+        Passed to the target generator, as in gluoncv.
+    """
+
+    def __init__(self, width, height, anchors=None, mean=MEAN, std=STD, iou_thresh=0.5,
+                 box_norm=(0.1, 0.1, 0.2, 0.2), normalize=True, **kwargs):
+        super().__init__(width, height, mean, std, normalize)
+        self._anchors = anchors
+        self._targets = None
+        if anchors is not None:
+            self._targets = SSDTargets(anchors, iou_thresh=iou_thresh, box_norm=box_norm,
+                                       **kwargs)
+
+    def __call__(self, src, label):
+        """``(image, label)`` or, with anchors, ``(image, cls_targets, box_targets)``."""
+        img, bbox = self.augment(src, label)
+        if self._targets is None:
+            return img, bbox.astype(np.float32)
+        cls_targets, box_targets = self._targets.targets(bbox)
+        return img, cls_targets, box_targets
+
+
+class SSDDefaultValTransform:
+    """gluoncv's ``SSDDefaultValTransform``: resize (MXNet's ``interp=9`` choice, on uint8)
+    then ``to_tensor`` and ``normalize``; ``(image CHW float32, label float32)``."""
+
+    def __init__(self, width, height, mean=MEAN, std=STD):
+        self._width = check_int(width, 'width', minimum=1)
+        self._height = check_int(height, 'height', minimum=1)
+        self._mean = mean
+        self._std = std
+        self._lut = pixels.normalize_lut(mean, std)
+
+    def __call__(self, src, label):
+        src = image_array(src)
+        label = label_array(label)
+        h, w = src.shape[:2]
+        size = (self._width, self._height)
+        img = pixels.resize(src, size, pixels.val_interp((w, h), size))
+        bbox = tbox.resize(label, (w, h), size)
+        return pixels.lut_chw(img, self._lut), bbox.astype(np.float32)

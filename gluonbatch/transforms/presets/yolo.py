@@ -1,0 +1,69 @@
+"""YOLOv3 presets, drop-in for ``gluoncv.data.transforms.presets.yolo``.
+
+gluoncv's YOLOv3 train preset augments exactly as its SSD one (colour distortion, expand,
+constrained crop, resize with a random interpolation, flip, ``to_tensor``, ``normalize``),
+so it is :class:`~gluonbatch.transforms.presets.ssd.SSDAugmentation` here too; see
+:mod:`gluonbatch.transforms.presets.ssd` for what differs from gluoncv on purpose.
+Mixup labels (a 6th column, the mix ratio) go through the augmentation with their extra
+columns, as in gluoncv.
+
+Examples
+--------
+>>> import random
+>>> import numpy as np
+>>> image = np.full((60, 80, 3), 128, np.uint8)
+>>> label = np.array([[10., 10., 50., 40., 1., 0.7]])   # with a mixup ratio
+>>> random.seed(0); np.random.seed(0)
+>>> img, boxes = YOLO3DefaultTrainTransform(64, 96, mixup=True)(image, label)
+>>> img.shape, boxes.shape[1], boxes[:, 5]
+((3, 96, 64), 6, array([0.7], dtype=float32))
+"""
+import numpy as np
+
+from ..targets.yolo import YOLO3Targets
+from .ssd import MEAN, STD, SSDAugmentation, SSDDefaultValTransform
+
+__all__ = ['YOLO3DefaultTrainTransform', 'YOLO3DefaultValTransform']
+
+
+class YOLO3DefaultTrainTransform(SSDAugmentation):
+    """gluoncv's ``YOLO3DefaultTrainTransform``: same arguments, same draws.
+
+    Parameters
+    ----------
+    width, height : int
+        Output size.
+    net : mxnet.gluon.HybridBlock, optional
+        The YOLOv3 network: then each sample comes with its training targets,
+        ``(image, objectness, center_targets, scale_targets, weights, class_targets,
+        gt_bboxes)`` as gluoncv's ``YOLOV3PrefetchTargetGenerator`` computes them; without,
+        ``(image, label)`` with the label float32 ``(M, 5+)``.
+    mean, std : sequence of 3 floats
+        ``normalize``'s parameters.
+    mixup : bool
+        Whether labels carry a mixup ratio as their last column (for the targets).
+    normalize : bool
+        ``False`` returns the image HWC before ``to_tensor`` and ``normalize``.
+    **kwargs
+        Passed to the target generator, as in gluoncv.
+    """
+
+    def __init__(self, width, height, net=None, mean=MEAN, std=STD, mixup=False,
+                 normalize=True, **kwargs):
+        super().__init__(width, height, mean, std, normalize)
+        self._mixup = mixup
+        self._targets = None
+        if net is not None:
+            self._targets = YOLO3Targets(net, width, height, mixup=mixup, **kwargs)
+
+    def __call__(self, src, label):
+        """``(image, label)`` or, with a network, the image and its six targets."""
+        img, bbox = self.augment(src, label)
+        if self._targets is None:
+            return img, bbox.astype(np.float32)
+        return (img,) + tuple(self._targets.targets(bbox))
+
+
+class YOLO3DefaultValTransform(SSDDefaultValTransform):
+    """gluoncv's ``YOLO3DefaultValTransform`` (the same as its SSD one): resize with
+    MXNet's ``interp=9`` choice, ``to_tensor``, ``normalize``."""

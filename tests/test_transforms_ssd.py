@@ -1,0 +1,558 @@
+"""The SSD and YOLOv3 presets against gluoncv's, seeded alike, sample by sample.
+
+Per sample: the same random draws (Python's and numpy's generators end in the same states),
+the same boxes, the same targets, and images within :data:`IMAGE_ATOL` after normalization
+(MXNet's bundled OpenCV 3.4 and ``cv2`` 4.x resize float32 images a few thousandths of a
+pixel apart). Labels are drawn to reach the crop's corners: no boxes, tiny and degenerate
+boxes, boxes past the image, float32, float64 and integer coordinates, extra columns.
+"""
+import random
+import threading
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from gluoncv.data.transforms import experimental as gcv_experimental
+from gluoncv.data.transforms.presets import ssd as gcv_ssd
+from gluoncv.data.transforms.presets import yolo as gcv_yolo
+
+from gluonbatch.transforms import boxes, color, draws, pixels, scratch
+from gluonbatch.transforms.presets import ssd, yolo
+
+#: max |difference| of normalized train images (float32 resizes by two OpenCV versions)
+IMAGE_ATOL = 1e-3
+#: validation images are resized in uint8: at most 1 level apart (CUBIC), normalized
+VAL_ATOL = 1.01 / 255 / 0.224
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def rng_states():
+    """Python's and numpy's global generator states, comparable with ``==``."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    return random.getstate(), (kind, keys.tobytes(), pos, has_gauss, gauss)
+
+
+def seed_all(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def random_label(rng, width, height, dtype=np.float64, columns=5, count=None):
+    """Boxes of every sort the crop must handle, ``(count, columns)``."""
+    count = int(rng.integers(0, 7)) if count is None else count
+    rows = []
+    for _ in range(count):
+        kind = rng.integers(0, 6)
+        if kind == 0:  # tiny, under a pixel
+            x, y = rng.uniform(0, width), rng.uniform(0, height)
+            box = [x, y, x + rng.uniform(0.01, 1), y + rng.uniform(0.01, 1)]
+        elif kind == 1:  # degenerate: no width or negative height
+            x, y = rng.uniform(0, width), rng.uniform(0, height)
+            box = [x, y, x, y + 3] if rng.integers(0, 2) else [x, y, x + 3, y - 2]
+        elif kind == 2:  # past the image's edges
+            box = [rng.uniform(-20, width / 2), rng.uniform(-20, height / 2),
+                   rng.uniform(width / 2, width + 20), rng.uniform(height / 2, height + 20)]
+        elif kind == 3:  # the whole image
+            box = [0, 0, width, height]
+        else:  # ordinary
+            x0, y0 = rng.uniform(0, width - 1), rng.uniform(0, height - 1)
+            box = [x0, y0, rng.uniform(x0 + 1, width), rng.uniform(y0 + 1, height)]
+        extra = [float(rng.integers(0, 20))] + list(rng.uniform(0, 1, columns - 5))
+        rows.append(box + extra)
+    label = np.array(rows, np.float64).reshape(count, columns)
+    if np.dtype(dtype).kind in 'iu':
+        label = np.round(label)
+    return label.astype(dtype)
+
+
+def random_image(rng, height, width):
+    return rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+
+
+def as_numpy(value):
+    return value.asnumpy() if hasattr(value, 'asnumpy') else np.asarray(value)
+
+
+def run_both(ours, theirs, image, label, seed):
+    """Both presets on one sample seeded alike: ``(ours, theirs)`` outputs as numpy, or the
+    exception each raised; asserts equal generator states after the sample."""
+    def attempt(transform, src):
+        seed_all(seed)
+        try:
+            out = transform(src, label.copy())
+            out = tuple(as_numpy(v) for v in out)
+            mx.nd.waitall()
+        except Exception as error:  # pylint: disable=broad-except
+            try:
+                mx.nd.waitall()
+            except Exception:  # pylint: disable=broad-except
+                pass
+            return error, rng_states()
+        return out, rng_states()
+
+    theirs_out, theirs_state = attempt(theirs, mx.nd.array(image, dtype='uint8'))
+    ours_out, ours_state = attempt(ours, image)
+    raised = (isinstance(ours_out, Exception), isinstance(theirs_out, Exception))
+    assert raised[0] == raised[1], (ours_out, theirs_out)
+    if not raised[0]:
+        assert ours_state == theirs_state
+    return ours_out, theirs_out
+
+
+def assert_sample_equal(ours, theirs, atol=IMAGE_ATOL):
+    """Same fields and shapes; images within ``atol``; labels/targets equal up to float32
+    rounding."""
+    assert len(ours) == len(theirs)
+    assert [a.shape for a in ours] == [b.shape for b in theirs]
+    assert ours[0].dtype == np.float32 and ours[0].flags.c_contiguous
+    if ours[0].size:
+        assert np.abs(ours[0] - theirs[0]).max() <= atol
+    for a, b in zip(ours[1:], theirs[1:]):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# the draws alone: cheap, so many
+
+
+@pytest.mark.filterwarnings('ignore:overflow encountered:RuntimeWarning')  # float16 areas
+@pytest.mark.parametrize('dtype', ['float64', 'float32', 'int32', 'float16'])
+def test_crop_draws_and_choice_match_gluoncv(dtype):
+    """gluoncv's random_crop_with_constraints and draw_crop: same windows, same boxes,
+    same generator states, over random labels (the skipped trials change nothing)."""
+    rng = np.random.default_rng(1 if dtype == 'float64' else 2)
+    for seed in range(300 if dtype in ('float64', 'float32') else 120):
+        width, height = (int(v) for v in rng.integers(5, 900, 2))
+        label = random_label(rng, width, height, dtype, columns=int(rng.integers(5, 7)))
+        seed_all(seed)
+        want_boxes, want_crop = gcv_experimental.bbox.random_crop_with_constraints(
+            label.copy(), (width, height))
+        want_state = rng_states()
+        seed_all(seed)
+        crop = draws.draw_crop(label, (width, height))
+        assert rng_states() == want_state
+        assert (crop.x, crop.y, crop.width, crop.height) == tuple(want_crop)
+        got = boxes.crop(label, crop.box_window) if crop.clip else label
+        assert got.dtype == want_boxes.dtype
+        np.testing.assert_array_equal(got, want_boxes)
+
+
+def test_crop_draws_match_gluoncv_on_odd_labels():
+    """nan boxes (numpy's IoU path), many boxes, and a box per pixel row."""
+    rng = np.random.default_rng(3)
+    labels = []
+    for _ in range(40):
+        label = random_label(rng, 300, 200, count=int(rng.integers(1, 5)))
+        label[rng.integers(0, len(label)), rng.integers(0, 4)] = np.nan
+        labels.append(label)
+    labels += [random_label(rng, 300, 200, count=60) for _ in range(10)]
+    labels.append(np.array([[0, y, 300, y + 1, 0] for y in range(200)], np.float64))
+    for seed, label in enumerate(labels):
+        seed_all(seed)
+        want_boxes, want_crop = gcv_experimental.bbox.random_crop_with_constraints(
+            label.copy(), (300, 200))
+        want_state = rng_states()
+        seed_all(seed)
+        crop = draws.draw_crop(label, (300, 200))
+        assert rng_states() == want_state
+        assert (crop.x, crop.y, crop.width, crop.height) == tuple(want_crop)
+        got = boxes.crop(label, crop.box_window) if crop.clip else label
+        np.testing.assert_array_equal(got, want_boxes)
+
+
+@pytest.mark.parametrize('dtype', ['float64', 'float32', 'float16', 'int64'])
+def test_skipped_trials_are_only_trials_that_fail(dtype):
+    """The area bound never skips a window that passes, down to windows whose IoU equals
+    the threshold exactly (a box inside a window of ``area / threshold``)."""
+    rng = np.random.default_rng(6)
+    thresholds = (0.1, 0.3, 0.5, 0.7, 0.9)
+    checked = 0
+    for t in thresholds:
+        for box_w, box_h, win_w, win_h in ((10, 10, 20, 10), (9, 10, 30, 30), (7, 10, 10, 10),
+                                           (10, 10, 10, 100), (9, 10, 10, 10)):
+            if abs(box_w * box_h / (win_w * win_h) - t) > 1e-12:
+                continue
+            test = draws._TrialTest(np.array([[3, 4, 3 + box_w, 4 + box_h, 0]], dtype))
+            assert test.passes(3, 4, win_w, win_h, t, np.inf)
+            assert not test.hopeless(win_w * win_h, test.threshold(t))
+            checked += 1
+    assert checked == 5
+    for _ in range(300):
+        label = random_label(rng, 50, 40, dtype, count=int(rng.integers(1, 4)))
+        test = draws._TrialTest(label)
+        for _ in range(30):
+            x, y = (int(v) for v in rng.integers(0, 40, 2))
+            w, h = (int(v) for v in rng.integers(0, 50, 2))
+            for t in thresholds:
+                threshold = test.threshold(t)
+                if threshold is not None and test.hopeless(w * h, threshold):
+                    assert not test.passes(x, y, w, h, t, np.inf)
+
+
+def test_crop_draws_with_injected_generators_match_the_globals():
+    """A random.Random / RandomState draws what the global generators draw (the inlined
+    Python draws and the called ones agree), and leaves the globals alone."""
+    rng = np.random.default_rng(4)
+
+    class Subclassed(random.Random):
+        """Not inlined: called as gluoncv calls the module."""
+
+    for seed in range(100):
+        label = random_label(rng, 400, 300)
+        seed_all(seed)
+        want = draws.draw_ssd((300, 400, 3), label)
+        want_state = rng_states()
+        seed_all(12345)
+        before = rng_states()
+        for py_rng in (random.Random(seed), Subclassed(seed)):
+            np_rng = np.random.RandomState(seed)
+            assert draws.draw_ssd((300, 400, 3), label, np_rng, py_rng) == want
+            assert py_rng.getstate() == want_state[0]
+            assert np_rng.get_state()[1].tobytes() == want_state[1][1]
+        assert rng_states() == before
+
+
+def test_color_matrix_matches_gluoncv_random_color_distort():
+    """The drawn matrix applied to pixels equals gluoncv's float32 NDArray steps."""
+    rng = np.random.default_rng(5)
+    image = rng.integers(0, 256, (7, 9, 3)).astype(np.uint8)
+    for seed in range(200):
+        seed_all(seed)
+        want = gcv_experimental.image.random_color_distort(
+            mx.nd.array(image, dtype='uint8')).asnumpy()
+        want_state = rng_states()
+        seed_all(seed)
+        params = draws.draw_color_distort()
+        assert rng_states() == want_state
+        got = color.apply(color.distort(params), image.astype(np.float64))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-3)
+
+
+def test_flip_draws_match_gluoncv_random_flip():
+    from gluoncv.data.transforms import image as gcv_image
+    for seed in range(50):
+        for px, py in ((0.5, 0), (0.3, 0.7), (1, 0)):
+            seed_all(seed)
+            _, want = gcv_image.random_flip(mx.nd.zeros((2, 2, 3)), px=px, py=py)
+            want_state = rng_states()
+            seed_all(seed)
+            assert draws.draw_flip(px=px, py=py) == tuple(bool(f) for f in want)
+            assert rng_states() == want_state
+
+
+# ---------------------------------------------------------------------------------------------
+# whole presets without targets
+
+
+def _presets(kind, width, height, **kwargs):
+    if kind == 'ssd':
+        return (ssd.SSDDefaultTrainTransform(width, height, **kwargs),
+                gcv_ssd.SSDDefaultTrainTransform(width, height, **kwargs))
+    return (yolo.YOLO3DefaultTrainTransform(width, height, **kwargs),
+            gcv_yolo.YOLO3DefaultTrainTransform(width, height, **kwargs))
+
+
+@pytest.mark.parametrize('kind', ['ssd', 'yolo'])
+def test_train_preset_matches_gluoncv(kind):
+    """Small random images and labels; square and non-square outputs."""
+    rng = np.random.default_rng(10 if kind == 'ssd' else 11)
+    sizes = [(96, 64), (64, 96), (300, 300)] if kind == 'ssd' else [(64, 96), (320, 320)]
+    presets = [_presets(kind, w, h) for w, h in sizes]
+    for seed in range(150):
+        ours, theirs = presets[seed % len(presets)]
+        height, width = (int(v) for v in rng.integers(8, 260, 2))
+        dtype = ('float64', 'float32', 'int64')[seed % 3]
+        label = random_label(rng, width, height, dtype)
+        got, want = run_both(ours, theirs, random_image(rng, height, width), label, seed)
+        assert_sample_equal(got, want)
+
+
+def test_train_preset_matches_gluoncv_on_voc_sized_images():
+    rng = np.random.default_rng(12)
+    ours, theirs = _presets('ssd', 300, 300)
+    for seed in range(30):
+        label = random_label(rng, 500, 375, count=int(rng.integers(1, 8)))
+        got, want = run_both(ours, theirs, random_image(rng, 375, 500), label, seed)
+        assert_sample_equal(got, want)
+
+
+def test_yolo_mixup_labels_keep_their_ratio_column():
+    rng = np.random.default_rng(13)
+    ours, theirs = _presets('yolo', 96, 96, mixup=True)
+    kept = 0
+    for seed in range(40):
+        label = random_label(rng, 120, 90, columns=6, count=int(rng.integers(1, 5)))
+        got, want = run_both(ours, theirs, random_image(rng, 90, 120), label, seed)
+        assert_sample_equal(got, want)
+        assert got[1].shape[1] == 6
+        # every output ratio is one of the input ratios, in order
+        ratios = list(label[:, 5].astype(np.float32))
+        assert all(r in ratios for r in got[1][:, 5])
+        kept += len(got[1])
+    assert kept > 0
+
+
+def test_tiny_images_fail_where_gluoncv_fails():
+    """A crop window of no pixels: gluoncv fails in its arithmetic, this in a ValueError;
+    every other sample equals gluoncv's."""
+    rng = np.random.default_rng(14)
+    ours, theirs = _presets('ssd', 16, 12)
+    failures = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        for seed in range(120):
+            height, width = (int(v) for v in rng.integers(1, 6, 2))
+            label = random_label(rng, width, height, count=int(rng.integers(0, 3)))
+            got, want = run_both(ours, theirs, random_image(rng, height, width), label, seed)
+            if isinstance(got, Exception):
+                assert isinstance(got, ValueError) and 'too small' in str(got)
+                failures += 1
+            else:
+                assert_sample_equal(got, want)
+    assert failures > 0
+
+
+def test_normalize_false_returns_the_image_before_to_tensor():
+    rng = np.random.default_rng(15)
+    image, label = random_image(rng, 90, 120), random_label(rng, 120, 90, count=3)
+    hwc = ssd.SSDDefaultTrainTransform(80, 64, normalize=False)
+    chw = ssd.SSDDefaultTrainTransform(80, 64)
+    for seed in range(30):
+        seed_all(seed)
+        raw, raw_label = hwc(image, label)
+        seed_all(seed)
+        want, want_label = chw(image, label)
+        assert raw.shape == (64, 80, 3) and raw.dtype == np.float32
+        normalized = ((raw / 255 - np.array(MEAN)) / np.array(STD)).transpose(2, 0, 1)
+        np.testing.assert_allclose(normalized, want, atol=1e-4)
+        np.testing.assert_array_equal(raw_label, want_label)
+
+
+def test_inputs_are_not_modified_and_any_image_type_gives_the_same_sample():
+    rng = np.random.default_rng(16)
+    image, label = random_image(rng, 70, 90), random_label(rng, 90, 70, count=4)
+    image_copy, label_copy = image.copy(), label.copy()
+    transform = ssd.SSDDefaultTrainTransform(64, 64)
+    outputs = []
+    for src in (image, mx.nd.array(image, dtype='uint8'), mx.np.array(image, dtype='uint8')):
+        seed_all(3)
+        outputs.append(transform(src, label))
+    np.testing.assert_array_equal(image, image_copy)
+    np.testing.assert_array_equal(label, label_copy)
+    for other in outputs[1:]:
+        np.testing.assert_array_equal(other[0], outputs[0][0])
+        np.testing.assert_array_equal(other[1], outputs[0][1])
+    with pytest.raises(TypeError):
+        transform(image.astype(np.float32), label)
+    with pytest.raises(ValueError):
+        transform(image, label[:, :4])
+
+
+def test_draw_then_apply_is_the_call_and_apply_is_pure():
+    rng = np.random.default_rng(17)
+    image, label = random_image(rng, 80, 100), random_label(rng, 100, 80, count=3)
+    transform = ssd.SSDDefaultTrainTransform(48, 48)
+    for seed in range(20):
+        seed_all(seed)
+        want = transform(image, label)
+        seed_all(seed)
+        params = transform.draw(image.shape, label)
+        out = np.full((3, 48, 48), np.nan, np.float32)
+        first = transform.apply(image, label, params, out=out)
+        second = transform.apply(image, label, params)
+        assert first[0] is out
+        np.testing.assert_array_equal(first[0], want[0])
+        np.testing.assert_array_equal(second[0], want[0])
+        np.testing.assert_array_equal(first[1].astype(np.float32), want[1])
+
+
+def test_threads_share_no_window_buffer():
+    """The reused zero buffer is per thread: samples applied in threads at once equal the
+    same samples applied one by one."""
+    rng = np.random.default_rng(18)
+    transform = ssd.SSDDefaultTrainTransform(64, 64)
+    samples = [(random_image(rng, 60, 80), random_label(rng, 80, 60, count=2))
+               for _ in range(8)]
+    params = [transform.draw(image.shape, label, np.random.RandomState(i), random.Random(i))
+              for i, (image, label) in enumerate(samples)]
+    want = [transform.apply(image, label, p)[0] for (image, label), p in zip(samples, params)]
+    got = [None] * len(samples)
+
+    def work(index):
+        for _ in range(20):
+            got[index] = transform.apply(*samples[index], params[index])[0]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(samples))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_canvas_window_equals_a_built_canvas():
+    rng = np.random.default_rng(19)
+    src = random_image(rng, 13, 17)
+    for _ in range(200):
+        offset = tuple(int(v) for v in rng.integers(0, 10, 2))
+        canvas = np.zeros((13 + offset[1] + 5, 17 + offset[0] + 5, 3), np.float32)
+        shift = rng.uniform(-50, 50, 3)
+        canvas[offset[1]:offset[1] + 13, offset[0]:offset[0] + 17] = src - shift.astype(
+            np.float32)
+        x, y = (int(v) for v in rng.integers(0, 20, 2))
+        w, h = (int(v) for v in rng.integers(1, 20, 2))
+        w, h = min(w, canvas.shape[1] - x), min(h, canvas.shape[0] - y)
+        if w < 1 or h < 1:
+            continue
+        with pixels.canvas_window(src, (x, y, w, h), offset, shift) as window:
+            np.testing.assert_array_equal(window, canvas[y:y + h, x:x + w])
+    with pixels.canvas_window(src, (0, 0, 40, 40), (0, 0), None):
+        with pixels.canvas_window(src, (0, 0, 30, 30), (2, 2), (1., 2., 3.)) as inner:
+            assert inner[0, 0].tolist() == [0, 0, 0] and inner[2, 2, 0] == src[0, 0, 0] - 1
+    with pytest.raises(RuntimeError):
+        with pixels.canvas_window(src, (0, 0, 30, 30), (5, 5), (1., 2., 3.)):
+            raise RuntimeError
+    with pixels.canvas_window(src, (0, 0, 30, 30), (9, 9), (1., 2., 3.)) as window:
+        assert not window[:9].any()  # the reused buffer was zeroed again
+
+
+def test_reused_zero_buffer_never_serves_stale_pixels():
+    """Windows with fill share the thread's zero buffer: after windows that wrote pixels
+    (and one that raised), every later window is zero wherever the image is not."""
+    rng = np.random.default_rng(23)
+    src = random_image(rng, 13, 17)
+    shift = (-1., -2., -3.)                  # stored pixels are all >= 1: none look like fill
+    for offset in ((0, 0), (20, 3), (5, 30), (60, 60)):
+        with pixels.canvas_window(src, (0, 0, 48, 48), offset, shift) as window:
+            mask = np.ones(window.shape[:2], bool)
+            mask[offset[1]:offset[1] + 13, offset[0]:offset[0] + 17] = False
+            assert not window[mask].any()
+            assert (window[~mask] >= 1).all()
+    with pytest.raises(RuntimeError):
+        with pixels.canvas_window(src, (0, 0, 48, 48), (2, 2), shift) as window:
+            window[...] = 7                   # against the rules, then an error
+            raise RuntimeError
+    with pixels.canvas_window(src, (0, 0, 48, 48), (60, 60), shift) as window:
+        assert not window.any()
+    with scratch.zeros((48, 48, 3)) as zeros:  # the buffer itself is all zeros again
+        assert not zeros.any()
+
+
+def test_scratch_leases_are_per_thread_nested_and_bounded(monkeypatch):
+    with scratch.empty('test.a', (4, 5)) as first:
+        with scratch.empty('test.a', (4, 5)) as nested, scratch.empty('test.b', (4, 5)) as b:
+            assert not np.shares_memory(first, nested) and not np.shares_memory(first, b)
+        with scratch.zeros((3, 3)) as z, scratch.zeros((3, 3)) as z_nested:
+            assert not np.shares_memory(z, z_nested) and not (z.any() or z_nested.any())
+    with scratch.empty('test.a', (2, 3), np.float64) as again:  # reused, reshaped
+        assert np.shares_memory(first, again) and again.shape == (2, 3)
+        assert again.dtype == np.float64 and again.flags.c_contiguous
+    # other threads, holding their leases at the same time, get other memory
+    barrier, held = threading.Barrier(3), []
+
+    def lease():
+        with scratch.empty('test.a', (4, 5)) as a, scratch.zeros((4, 5)) as z:
+            held.append((a, z))
+            barrier.wait()
+            barrier.wait()
+
+    threads = [threading.Thread(target=lease) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    with scratch.empty('test.a', (4, 5)) as a, scratch.zeros((4, 5)) as z:
+        held.append((a, z))
+        arrays = [array for pair in held for array in pair]
+        assert not any(np.shares_memory(x, y) for i, x in enumerate(arrays)
+                       for y in arrays[i + 1:])
+    barrier.wait()
+    for thread in threads:
+        thread.join()
+    # bounded: large requests are fresh, few names are kept
+    monkeypatch.setattr(scratch, 'MAX_BYTES', 64)
+    with scratch.empty('test.a', (17,)) as big:
+        assert not np.shares_memory(big, first)
+    for k in range(3 * scratch.MAX_BUFFERS):
+        with scratch.empty('test.many%d' % k, (2,)):
+            pass
+    assert len(scratch._LOCAL.named) <= scratch.MAX_BUFFERS
+
+
+# ---------------------------------------------------------------------------------------------
+# validation presets
+
+
+@pytest.mark.parametrize('module, gcv_module, name', [
+    (ssd, gcv_ssd, 'SSDDefaultValTransform'), (yolo, gcv_yolo, 'YOLO3DefaultValTransform')])
+def test_val_preset_matches_gluoncv(module, gcv_module, name):
+    """Enlarging (cubic), shrinking (area) and mixed (linear) resizes."""
+    rng = np.random.default_rng(20)
+    for width, height in ((96, 64), (300, 300)):
+        ours = getattr(module, name)(width, height)
+        theirs = getattr(gcv_module, name)(width, height)
+        for size in ((40, 30), (500, 375), (50, 400), (width, height)):
+            image = random_image(rng, size[1], size[0])
+            label = random_label(rng, size[0], size[1], count=3)
+            got = ours(image, label)
+            want = [v.asnumpy() if hasattr(v, 'asnumpy') else v
+                    for v in theirs(mx.nd.array(image, dtype='uint8'), label)]
+            assert_sample_equal(got, want, atol=VAL_ATOL)
+
+
+# ---------------------------------------------------------------------------------------------
+# with targets
+
+
+@pytest.fixture(scope='module')
+def ssd_anchors():
+    from gluoncv.model_zoo import get_model
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        net = get_model('ssd_300_vgg16_atrous_voc', pretrained=False, pretrained_base=False)
+        net.initialize()
+        with mx.autograd.train_mode():
+            _, _, anchors = net(mx.nd.zeros((1, 3, 300, 300)))
+    return anchors
+
+
+@pytest.fixture(scope='module')
+def yolo_net():
+    from gluoncv.model_zoo import get_model
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        net = get_model('yolo3_mobilenet1.0_voc', pretrained=False, pretrained_base=False)
+        net.initialize()
+    return net
+
+
+def test_ssd_train_preset_with_anchors_matches_gluoncv(ssd_anchors):
+    rng = np.random.default_rng(21)
+    ours = ssd.SSDDefaultTrainTransform(300, 300, ssd_anchors)
+    theirs = gcv_ssd.SSDDefaultTrainTransform(300, 300, ssd_anchors)
+    for seed in range(12):
+        height, width = (int(v) for v in rng.integers(60, 400, 2))
+        label = random_label(rng, width, height, count=int(rng.integers(1, 6)))
+        label[:, :4] = np.clip(label[:, :4], 0, (width, height, width, height))
+        label[:, 2:4] = np.maximum(label[:, 2:4], label[:, :2] + 2)
+        got, want = run_both(ours, theirs, random_image(rng, height, width), label, seed)
+        assert len(got) == 3
+        assert_sample_equal(got, want)
+
+
+@pytest.mark.parametrize('mixup', [False, True])
+def test_yolo_train_preset_with_net_matches_gluoncv(yolo_net, mixup):
+    rng = np.random.default_rng(22 + mixup)
+    ours = yolo.YOLO3DefaultTrainTransform(320, 256, yolo_net, mixup=mixup)
+    theirs = gcv_yolo.YOLO3DefaultTrainTransform(320, 256, yolo_net, mixup=mixup)
+    for seed in range(8):
+        height, width = (int(v) for v in rng.integers(60, 400, 2))
+        label = random_label(rng, width, height, count=int(rng.integers(1, 6)),
+                             columns=6 if mixup else 5)
+        label[:, :4] = np.clip(label[:, :4], 0, (width, height, width, height))
+        label[:, 2:4] = np.maximum(label[:, 2:4], label[:, :2] + 2)
+        got, want = run_both(ours, theirs, random_image(rng, height, width), label, seed)
+        assert len(got) == 7
+        assert_sample_equal(got, want)
