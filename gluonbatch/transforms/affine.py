@@ -1,0 +1,145 @@
+"""CenterNet's affine warp of pixels and boxes, as gluoncv 0.10.5 computes it.
+
+gluoncv's CenterNet presets crop and scale an image around a centre ``c`` by a side ``s``
+with one affine map (:func:`get_affine_transform`, the same matrix as gluoncv's
+``get_affine_transform`` without rotation), warp the uint8 pixels with it
+(:func:`warp_image`: ``cv2.warpAffine``, bilinear, border 0) and move the box corners with
+the same kind of map onto the (smaller) output grid (:func:`warp_boxes`). Everything here
+gives gluoncv's numbers bit for bit; in particular :func:`warp_boxes` keeps two quirks:
+
+- each corner is cast to float32 before the float64 product, and the result is written back
+  in the label's dtype;
+- columns 0 and 1 (``xmin, ymin``) are clipped to ``[0, width - 1]`` and columns 2 and 3
+  (``xmax, ymax``) to ``[0, height - 1]`` -- ``ymin`` against the width and ``xmax``
+  against the height, as gluoncv does. Kept on purpose: it is what gluoncv's models were
+  trained on.
+
+Examples
+--------
+>>> import numpy as np
+>>> center = np.array([50., 40.], np.float32)
+>>> m = get_affine_transform(center, 100.0, (25, 25))
+>>> (m.round(6) + 0.0).tolist()
+[[0.25, 0.0, 0.0], [0.0, 0.25, 2.5]]
+>>> warp_boxes(np.array([[10., 20., 90., 60., 3.]]), m, (25, 20))
+array([[ 2.5,  7.5, 19. , 17.5,  3. ]])
+"""
+import cv2
+import numpy as np
+
+__all__ = ['get_border', 'get_affine_transform', 'warp_image', 'warp_boxes']
+
+
+def get_border(border, size):
+    """The margin CenterNet's train preset keeps between the drawn centre and the image
+    edges: ``border`` halved (rounding down) until it is less than half of ``size``.
+
+    >>> get_border(128, 500), get_border(128, 200), get_border(128, 1)
+    (128, 64, 0)
+    """
+    if size < 1:
+        raise ValueError('size must be at least 1, got %r' % (size,))
+    while 2 * border >= size:
+        border //= 2
+    return border
+
+
+def _quarter_turn(fixed, moving):
+    """The point that makes a right angle with ``fixed`` -> ``moving`` at ``moving``
+    (float32, the arithmetic of the matrix's third point pair)."""
+    step = fixed - moving
+    return moving + np.array([-step[1], step[0]], dtype=np.float32)
+
+
+def get_affine_transform(center, side, size, inverse=False):
+    """The 2x3 float64 map of the square of ``side`` centred at ``center`` onto an image of
+    ``size = (width, height)`` (the square's width fills the width), or its inverse.
+
+    The map is made as ``cv2.getAffineTransform`` of three float32 point pairs -- the
+    centres, the centres of the top edges, and a point a quarter turn further -- with the
+    rounding steps of gluoncv's ``get_affine_transform`` without rotation or shift, so the
+    matrix equals gluoncv's to the bit.
+
+    Parameters
+    ----------
+    center : numpy.ndarray
+        ``(x, y)``, float32 in the presets.
+    side : float
+        The side of the square (rounded to float32 first, as gluoncv does).
+    size : sequence of 2 ints
+        ``(width, height)`` of the output.
+    inverse : bool
+        Return the map from the output back to the input.
+
+    Returns
+    -------
+    numpy.ndarray
+        The float64 ``(2, 3)`` matrix.
+    """
+    half_side = float(np.float32(side)) * 0.5
+    width, height = size
+    source = np.empty((3, 2), dtype=np.float32)
+    source[0] = center
+    # the centre plus a float64 offset, rounded once to float32
+    source[1] = np.asarray(center) + np.array([0.0, -half_side])
+    source[2] = _quarter_turn(source[0], source[1])
+    target = np.empty((3, 2), dtype=np.float32)
+    target[0] = (width * 0.5, height * 0.5)
+    target[1] = np.array((width * 0.5, height * 0.5), np.float32) + np.array(
+        (0, width * -0.5), np.float32)
+    target[2] = _quarter_turn(target[0], target[1])
+    if inverse:
+        return cv2.getAffineTransform(target, source)
+    return cv2.getAffineTransform(source, target)
+
+
+def warp_image(pixels, matrix, size, out=None):
+    """``pixels`` (HWC uint8) warped by ``matrix`` onto a ``size = (width, height)`` image:
+    gluoncv's ``cv2.warpAffine(img, trans_input, size, flags=cv2.INTER_LINEAR)``, so the
+    same fixed-point bilinear sampling and a border of 0 (black, not the mean). Into
+    ``out`` (C-contiguous ``(height, width, 3)`` uint8) if given.
+
+    >>> warp_image(np.full((2, 2, 3), 9, np.uint8), np.array([[1., 0, 1], [0, 1, 0]]),
+    ...            (3, 2))[..., 0]
+    array([[0, 9, 9],
+           [0, 9, 9]], dtype=uint8)
+    """
+    if not pixels.flags.c_contiguous:
+        pixels = np.ascontiguousarray(pixels)
+    dsize = (int(size[0]), int(size[1]))
+    if out is None:
+        return cv2.warpAffine(pixels, matrix, dsize, flags=cv2.INTER_LINEAR)
+    result = cv2.warpAffine(pixels, matrix, dsize, dst=out, flags=cv2.INTER_LINEAR)
+    if result is not out:  # OpenCV allocated (out did not fit): keep the promise
+        out[...] = result
+    return out
+
+
+def warp_boxes(label, matrix, size):
+    """A copy of ``label`` (``(N, 4+)``, dtype kept) with its corners moved by ``matrix``
+    and clipped as gluoncv clips them: columns 0, 1 to ``[0, size[0] - 1]`` and columns
+    2, 3 to ``[0, size[1] - 1]`` (``size = (width, height)``; the swap is gluoncv's).
+
+    Each corner goes through gluoncv's ``affine_transform``: cast to float32, then a
+    float64 matrix-vector product. The products of all corners are made by one
+    ``numpy.matmul`` over a stack of vectors, which runs the same BLAS matrix-vector
+    kernel as gluoncv's ``np.dot`` per corner, so the results are the same to the bit.
+    Extra columns (class, ...) are copied untouched.
+
+    >>> m = np.array([[0.5, 0, 0], [0, 0.5, 0]])
+    >>> warp_boxes(np.array([[2, 4, 30, 40, 1]], np.int64), m, (8, 16))
+    array([[ 1,  2, 15, 15,  1]])
+    """
+    out = label.copy()
+    count = len(label)
+    if count:
+        # rows: xmin, ymin, 1 then xmax, ymax, 1 of each box, as float32 values in float64
+        corners = np.ones((2 * count, 3, 1))
+        corners[0::2, :2, 0] = label[:, 0:2].astype(np.float32)
+        corners[1::2, :2, 0] = label[:, 2:4].astype(np.float32)
+        moved = np.matmul(np.ascontiguousarray(matrix, dtype=np.float64), corners)[:, :, 0]
+        out[:, 0:2] = moved[0::2]
+        out[:, 2:4] = moved[1::2]
+    out[:, :2] = np.clip(out[:, :2], 0, size[0] - 1)
+    out[:, 2:4] = np.clip(out[:, 2:4], 0, size[1] - 1)
+    return out

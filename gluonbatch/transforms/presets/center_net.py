@@ -1,0 +1,266 @@
+"""CenterNet's train and validation presets, drop-in for gluoncv 0.10.5's
+``gluoncv.data.transforms.presets.center_net``.
+
+The train preset does what gluoncv's does, with the same draws from the same generators in
+the same order (numpy's global generator for the flip, the crop centre and the scale;
+Python's ``random`` for the order of the colour steps; the instance's own
+``RandomState(123)`` for the colour factors and the lighting):
+
+1. flip horizontally with probability 0.5 (the pixels in uint8, the boxes in their dtype);
+2. pick a centre at least ``get_border(128, size)`` from the edges and a side
+   ``max(h, w) * clip(randn() * 0.4 + 1, 0.6, 1.4)``, and warp that square onto the
+   ``width x height`` input (uint8 ``cv2.warpAffine``, bilinear, border 0) and the boxes
+   onto the output grid ``width // scale_factor x height // scale_factor`` (with gluoncv's
+   clipping, see :mod:`gluonbatch.transforms.affine`);
+3. jitter the colours (:mod:`gluonbatch.transforms.jitter`) and normalize: here one 3x4
+   matrix per sample, applied to the warped pixels by
+   :func:`~gluonbatch.transforms.pixels.affine_chw` (the SSD presets' pass);
+4. compute the five training targets (:mod:`gluonbatch.transforms.targets.center_net`).
+
+Outputs equal gluoncv's: the warped pixels, the boxes and all five targets to the bit; the
+image within float32 rounding of gluoncv's step-by-step float32 arithmetic (about 1e-6).
+They are C-contiguous float32 numpy arrays where gluoncv returns NDArrays.
+
+Examples
+--------
+>>> import numpy as np
+>>> image = np.random.RandomState(0).randint(0, 256, (60, 80, 3)).astype('uint8')
+>>> label = np.array([[10., 10., 50., 40., 2.]])
+>>> transform = CenterNetDefaultTrainTransform(64, 64, num_class=3)
+>>> [out.shape for out in transform(image, label)]
+[(3, 64, 64), (3, 16, 16), (2, 16, 16), (2, 16, 16), (2, 16, 16), (2, 16, 16)]
+>>> image, boxes = CenterNetDefaultTrainTransform(64, 64, 3, targets=False)(image, label)
+>>> boxes.shape, boxes.dtype
+((1, 5), dtype('float64'))
+"""
+import numbers
+import random
+from typing import NamedTuple
+
+import cv2
+import numpy as np
+
+from .. import boxes as box_ops
+from .. import jitter, scratch
+from ..._core.checks import check_int
+from ..affine import get_affine_transform, get_border, warp_boxes, warp_image
+from ..draws import draw_flip
+from ..inputs import image_array, label_array
+from ..pixels import affine_chw, affine_hwc, lut_chw, normalize_lut
+from ..targets.center_net import CenterNetTargetGenerator
+
+__all__ = ['CenterNetDraw', 'CenterNetDefaultTrainTransform', 'CenterNetDefaultValTransform',
+           'get_post_transform']
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+class CenterNetDraw(NamedTuple):
+    """Everything the CenterNet train preset draws for one sample."""
+    flip_x: bool
+    flip_y: bool
+    #: the crop centre, in the (flipped) input image
+    center_x: int
+    center_y: int
+    #: the side of the square warped onto the input
+    scale: float
+    jitter: jitter.JitterParams
+
+
+def _check_scale_factor(scale_factor, width, height):
+    """``scale_factor`` if it is a number that leaves an output grid of at least 1x1."""
+    if not isinstance(scale_factor, numbers.Real) or isinstance(scale_factor, bool):
+        raise TypeError('scale_factor must be a number, got %r' % (scale_factor,))
+    if not scale_factor > 0 or min(width, height) // scale_factor < 1:
+        raise ValueError('scale_factor must be > 0 and leave an output grid of at least 1x1 '
+                         'for a %dx%d input, got %r' % (width, height, scale_factor))
+    return scale_factor
+
+
+def _center(width, height, center_x, center_y):
+    # gluoncv: c = np.array([w / 2., h / 2.], dtype=np.float32), then both overwritten
+    c = np.array([width / 2., height / 2.], dtype=np.float32)
+    c[0], c[1] = center_x, center_y
+    return c
+
+
+class CenterNetDefaultTrainTransform:
+    """gluoncv's CenterNet train transform: flip, random crop-and-scale by one affine warp,
+    colour jitter, normalize, and the training targets.
+
+    A call takes ``(src, label)``: an HWC uint8 image (``mx.nd.NDArray`` or numpy) and a
+    numpy ``(N, 5+)`` label ``xmin, ymin, xmax, ymax, class, ...``; neither is modified.
+    It returns ``(image, heatmap, wh_target, wh_mask, center_reg, center_reg_mask)``, numpy
+    float32: the image ``(3, height, width)``, the heatmap ``(num_class, h, w)`` and the
+    others ``(2, h, w)`` with ``h, w = height // scale_factor, width // scale_factor``.
+
+    Parameters
+    ----------
+    width, height : int
+        The network's input size.
+    num_class : int
+        Number of categories.
+    scale_factor : int or float, default 4
+        The input size over the output (heatmap) size, ``width // scale_factor`` by
+        ``height // scale_factor`` (gluoncv's train script passes the network's ``scale``,
+        a float).
+    mean, std : array-like of 3
+        Normalization, as gluoncv's (float32).
+    data_rng : numpy.random.RandomState, optional
+        The colour jitter's generator; ``None`` (gluoncv's only choice) is a fresh
+        ``RandomState(123)`` of this instance, so every new instance (and every DataLoader
+        worker's copy of one) starts from the same state, as in gluoncv.
+    targets : bool, default True
+        Compute the targets; with ``False`` a call returns ``(image, boxes)``, the boxes
+        ``(N, 5+)`` on the output grid in the label's dtype, exactly what the target
+        generator would get (for batchify functions that compute a whole batch's targets,
+        see :func:`gluonbatch.transforms.targets.center_net.center_net_targets`).
+    normalize : bool, default True
+        With ``False`` the image comes back HWC float32 after the colour jitter, before
+        gluoncv's ``(img - mean) / std`` and transpose.
+    **kwargs
+        Accepted and kept, as gluoncv keeps them (and ignores them).
+    """
+
+    def __init__(self, width, height, num_class, scale_factor=4, mean=MEAN, std=STD,
+                 data_rng=None, targets=True, normalize=True, **kwargs):
+        self._kwargs = kwargs
+        self._width = check_int(width, 'width', minimum=1)
+        self._height = check_int(height, 'height', minimum=1)
+        self._num_class = check_int(num_class, 'num_class', minimum=1)
+        self._scale_factor = _check_scale_factor(scale_factor, self._width, self._height)
+        self._mean = np.array(mean, dtype=np.float32).reshape((1, 1, 3))
+        self._std = np.array(std, dtype=np.float32).reshape((1, 1, 3))
+        self._data_rng = np.random.RandomState(123) if data_rng is None else data_rng
+        self._eig_val = jitter.EIG_VAL.copy()
+        self._eig_vec = jitter.EIG_VEC.copy()
+        self._targets = bool(targets)
+        self._normalize = bool(normalize)
+        # gluoncv's train script passes the network's float scale (4.0): the grid is the
+        # floor either way
+        self._target_width = int(self._width // self._scale_factor)
+        self._target_height = int(self._height // self._scale_factor)
+        self._target_generator = CenterNetTargetGenerator(
+            self._num_class, self._target_width, self._target_height)
+
+    def draw(self, shape, np_rng=None, py_rng=None):
+        """gluoncv's draws for an image of ``shape`` ``(height, width[, channels])``.
+
+        ``np_rng`` (numpy's global generator by default) draws the flip, the centre and the
+        scale, ``py_rng`` (Python's ``random``) the order of the colour steps, and the
+        instance's ``data_rng`` the colour factors and the lighting.
+        """
+        np_rng = np.random if np_rng is None else np_rng
+        py_rng = random if py_rng is None else py_rng
+        h, w = int(shape[0]), int(shape[1])
+        flip_x, flip_y = draw_flip(np_rng, px=0.5)
+        w_border = get_border(128, w)
+        h_border = get_border(128, h)
+        center_x = int(np_rng.randint(low=w_border, high=w - w_border))
+        center_y = int(np_rng.randint(low=h_border, high=h - h_border))
+        sf = 0.4
+        scale = max(h, w) * 1.0 * np.clip(np_rng.randn() * sf + 1, 1 - sf, 1 + sf)
+        color = jitter.draw_jitter(self._data_rng, py_rng)
+        return CenterNetDraw(bool(flip_x), bool(flip_y), center_x, center_y, float(scale),
+                             color)
+
+    def apply(self, src, label, params):
+        """The sample ``(src, label)`` augmented as ``params`` (a :class:`CenterNetDraw`)
+        says; the same outputs as a call."""
+        pixels = image_array(src)
+        label = label_array(label, min_columns=5)
+        h, w = pixels.shape[:2]
+        if params.flip_x or params.flip_y:
+            code = -1 if (params.flip_x and params.flip_y) else (1 if params.flip_x else 0)
+            pixels = cv2.flip(np.ascontiguousarray(pixels), code)
+            label = box_ops.flip(label, (w, h), flip_x=params.flip_x, flip_y=params.flip_y)
+
+        c = _center(w, h, params.center_x, params.center_y)
+        trans_input = get_affine_transform(c, params.scale, (self._width, self._height))
+        out_w, out_h = self._target_width, self._target_height
+        trans_output = get_affine_transform(c, params.scale, (out_w, out_h))
+        boxes = warp_boxes(label, trans_output, (out_w, out_h))
+        # intermediate pixels in this thread's kept arrays: fresh pages cost more than the
+        # pixel work (see gluonbatch.transforms.scratch)
+        shape = (self._height, self._width, 3)
+        with scratch.empty('center_net.warped', shape, np.uint8) as warped:
+            warp_image(pixels, trans_input, (self._width, self._height), out=warped)
+            image = self._color(warped, params.jitter)
+        if not self._targets:
+            return image, boxes
+        return (image,) + self._target_generator(boxes[:, :4], boxes[:, 4:5])
+
+    def _color(self, warped, params):
+        """The jittered (and normalized, CHW) float32 image of the warped uint8 pixels."""
+        with scratch.empty('center_net.values', warped.shape, np.float32) as values:
+            np.copyto(values, warped)
+            gs_mean = jitter.gray_mean(values) / 255.
+            if self._normalize:
+                m = jitter.color_matrix(params, gs_mean, 1 / 255., self._mean, self._std,
+                                        self._eig_val, self._eig_vec)
+                return affine_chw(values, m)
+            m = jitter.color_matrix(params, gs_mean, 1 / 255., eig_val=self._eig_val,
+                                    eig_vec=self._eig_vec)
+            return affine_hwc(values, m)
+
+    def __call__(self, src, label):
+        """Apply the transform to a training image and its label."""
+        pixels = image_array(src)
+        label = label_array(label, min_columns=5)
+        return self.apply(pixels, label, self.draw(pixels.shape))
+
+
+class CenterNetDefaultValTransform:
+    """gluoncv's CenterNet validation transform: the whole image warped (centred, longer
+    side fitted) onto ``width x height``, normalized, and its boxes moved alike.
+
+    A call takes ``(src, label)`` (HWC uint8 image, numpy ``(N, 4+)`` label) and returns
+    ``(image, boxes)``: the image ``(3, height, width)`` float32, equal to gluoncv's to the
+    bit (a lookup table per channel does gluoncv's float32 arithmetic on the 256 values),
+    and the boxes float32, clipped as gluoncv clips them. Unlike gluoncv's, it does not
+    write the moved boxes into ``label``.
+
+    Parameters
+    ----------
+    width, height : int
+        The network's input size.
+    mean, std : array-like of 3
+        Normalization, as gluoncv's (float32).
+    """
+
+    def __init__(self, width, height, mean=MEAN, std=STD):
+        self._width = check_int(width, 'width', minimum=1)
+        self._height = check_int(height, 'height', minimum=1)
+        self._mean = np.array(mean, dtype=np.float32).reshape((1, 1, 3))
+        self._std = np.array(std, dtype=np.float32).reshape((1, 1, 3))
+        # gluoncv's (img.astype(np.float32) / 255. - mean) / std on each of the 256 values
+        self._lut = normalize_lut(self._mean, self._std)
+
+    def __call__(self, src, label):
+        """Apply the transform to a validation image and its label."""
+        pixels = image_array(src)
+        label = label_array(label, min_columns=4)
+        h, w = pixels.shape[:2]
+        s = max(h, w) * 1.0
+        c = np.array([w / 2., h / 2.], dtype=np.float32)
+        trans = get_affine_transform(c, s, (self._width, self._height))
+        shape = (self._height, self._width, 3)
+        with scratch.empty('center_net.warped', shape, np.uint8) as warped:
+            warp_image(pixels, trans, (self._width, self._height), out=warped)
+            image = lut_chw(warped, self._lut)
+        # gluoncv's trans_output is the same call, hence the same matrix
+        boxes = warp_boxes(label, trans, (self._width, self._height))
+        return image, boxes.astype(np.float32)
+
+
+def get_post_transform(orig_w, orig_h, out_w, out_h):
+    """The 2x3 map from a prediction grid of ``out_w x out_h`` back to the original image
+    of ``orig_w x orig_h`` (the inverse of the validation preset's warp, the longer side
+    fitted): what gluoncv's ``train_center_net.py`` applies to predicted boxes.
+
+    >>> (get_post_transform(200, 100, 50, 50).round(3) + 0.0).tolist()
+    [[4.0, 0.0, 0.0], [0.0, 4.0, -50.0]]
+    """
+    center = np.array([orig_w / 2., orig_h / 2.], dtype=np.float32)
+    return get_affine_transform(center, max(orig_w, orig_h) * 1.0, (out_w, out_h),
+                                inverse=True)

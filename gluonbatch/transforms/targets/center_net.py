@@ -1,0 +1,348 @@
+"""CenterNet's training targets in numpy, for one sample or a whole batch at once.
+
+gluoncv's ``CenterNetTargetGenerator(num_class, output_width, output_height)`` turns the
+boxes of a sample (already on the output grid) into five float32 maps:
+
+- ``heatmap`` ``(num_class, H, W)``: a gaussian per box around the cell of its centre,
+  on its class's map, of a radius from the box size (``gaussian_radius``); where gaussians
+  overlap the larger value stays;
+- ``wh_target`` ``(2, H, W)``: the box's width and height at its centre cell;
+- ``wh_mask`` ``(2, H, W)``: 1 at those cells;
+- ``center_reg`` ``(2, H, W)``: the centre's offset from its cell's corner;
+- ``center_reg_mask`` ``(2, H, W)``: 1 at those cells.
+
+gluoncv loops over the boxes in order, so where two boxes share a centre cell the one
+written last wins ``wh_target`` and ``center_reg``; the heatmap is an elementwise maximum
+and does not depend on the order. Boxes with no width or height are skipped.
+
+:func:`center_net_targets` does all of it for a batch, writing into given ``(B, ...)``
+arrays: the per-box numbers (validity, radius, centre, size, offset) are computed for all
+boxes at once with gluoncv's dtype rules; the size and offset maps are written by one
+fancy-indexed assignment each, keeping the last box of every cell; the gaussians are drawn
+box by box as numpy slices of a cached patch per radius, the same float32 values gluoncv
+writes. :class:`CenterNetTargetGenerator` is gluoncv's class on top of it (one sample, a
+batch of one). Results equal gluoncv's to the bit.
+
+Differences from gluoncv, on purpose: the maps are numpy arrays, not NDArrays; a valid box
+whose centre falls outside the grid raises :class:`BoxOutsideGrid` (gluoncv asserts past
+the right and bottom edges and writes at wrapped-around cells left of or above the grid);
+a valid box whose class id is not in ``[0, num_class)`` raises :class:`ClassOutOfRange`
+(gluoncv raises ``IndexError`` for too large ids and draws a negative id on the map counted
+from the end).
+
+Examples
+--------
+>>> import numpy as np
+>>> generator = CenterNetTargetGenerator(num_class=2, output_width=8, output_height=6)
+>>> heatmap, wh, wh_mask, reg, reg_mask = generator(np.array([[1., 1., 4., 3.]]),
+...                                                 np.array([[1]]))
+>>> heatmap.shape, heatmap[1, 2, 2], wh[:, 2, 2].tolist(), reg[:, 2, 2].tolist()
+((2, 6, 8), 1.0, [3.0, 2.0], [0.5, 0.0])
+"""
+import functools
+
+import numpy as np
+
+__all__ = ['CenterNetTargetGenerator', 'center_net_targets', 'target_shapes',
+           'gaussian_radius', 'gaussian_patch', 'BoxOutsideGrid', 'ClassOutOfRange']
+
+
+class BoxOutsideGrid(ValueError, AssertionError):
+    """A box of positive size whose centre cell is not on the output grid. A ``ValueError``,
+    and an ``AssertionError`` as gluoncv's ``assert center_x < self._output_width``."""
+
+
+class ClassOutOfRange(ValueError, IndexError):
+    """A box of positive size whose class id is not in ``[0, num_class)``. A
+    ``ValueError``, and an ``IndexError`` as gluoncv's ``heatmap[cid]``."""
+
+
+def gaussian_radius(height, width, min_overlap=0.7):
+    """gluoncv's ``_gaussian_radius((height, width))`` for arrays of (ceiled) box sizes.
+
+    Each box's radius is computed in gluoncv's arithmetic: gluoncv works on numpy scalars
+    of the label's dtype, where ``height + width`` and ``width * height`` stay in that dtype
+    and everything after them is promoted to float64; the same is done here elementwise, so
+    the radii are the same to the bit (float16, float32, float64 and integer labels).
+
+    >>> gaussian_radius(np.array([10., 3.]), np.array([20., 3.])).round(4).tolist()
+    [3.6779, 0.82]
+    """
+    height, width = np.asarray(height), np.asarray(width)
+    f8 = np.float64
+    hw_sum = (height + width).astype(f8)    # the scalar sum stays in the label's dtype
+    hw_prod = (width * height).astype(f8)   # so does c1's product
+    w8, h8 = width.astype(f8), height.astype(f8)
+
+    a1 = 1
+    b1 = hw_sum
+    c1 = hw_prod * (1 - min_overlap) / (1 + min_overlap)
+    sq1 = np.sqrt(b1 ** 2 - 4 * a1 * c1)
+    r1 = (b1 + sq1) / 2
+
+    a2 = 4
+    b2 = 2 * hw_sum
+    c2 = (1 - min_overlap) * w8 * h8
+    sq2 = np.sqrt(b2 ** 2 - 4 * a2 * c2)
+    r2 = (b2 + sq2) / 2
+
+    a3 = 4 * min_overlap
+    b3 = -2 * min_overlap * hw_sum
+    c3 = (min_overlap - 1) * w8 * h8
+    sq3 = np.sqrt(b3 ** 2 - 4 * a3 * c3)
+    r3 = (b3 + sq3) / 2
+    return np.minimum(np.minimum(r1, r2), r3)
+
+
+#: Radii up to this have their whole patch cached; larger ones compute only the window drawn.
+_CACHED_RADIUS = 256
+
+
+@functools.lru_cache(maxsize=128)
+def gaussian_patch(radius):
+    """gluoncv's ``_gaussian_2d((d, d), sigma=d / 6)`` for ``d = 2 * radius + 1``, as the
+    float32 values gluoncv's ``np.maximum`` writes into the float32 heatmap; cached
+    (read-only) per radius.
+
+    >>> gaussian_patch(1)[1].tolist()
+    [0.1353352814912796, 1.0, 0.1353352814912796]
+    """
+    diameter = 2 * radius + 1
+    sigma = diameter / 6
+    m, n = [(ss - 1.) / 2. for ss in (diameter, diameter)]
+    y, x = np.ogrid[-m:m + 1, -n:n + 1]
+    h = np.exp(-(x * x + y * y) / (2 * sigma * sigma))
+    h[h < np.finfo(h.dtype).eps * h.max()] = 0
+    # max(a, g) rounded to float32 equals max(a, float32(g)) for a float32 a
+    patch = h.astype(np.float32)
+    patch.flags.writeable = False
+    return patch
+
+
+def _patch_window(radius, top, bottom, left, right):
+    """``gaussian_patch(radius)[radius - top:radius + bottom, radius - left:radius + right]``;
+    for a large radius only that window is computed (the same values, elementwise)."""
+    if radius <= _CACHED_RADIUS:
+        return gaussian_patch(radius)[radius - top:radius + bottom,
+                                      radius - left:radius + right]
+    sigma = (2 * radius + 1) / 6
+    y = np.arange(-top, bottom, dtype=np.float64)[:, np.newaxis]
+    x = np.arange(-left, right, dtype=np.float64)[np.newaxis, :]
+    h = np.exp(-(x * x + y * y) / (2 * sigma * sigma))
+    h[h < np.finfo(h.dtype).eps] = 0  # the maximum of the whole patch is exp(0) = 1
+    return h.astype(np.float32)
+
+
+def target_shapes(batch_size, num_class, output_width, output_height):
+    """The shapes of the five ``(B, ...)`` target arrays of a batch.
+
+    >>> target_shapes(4, 20, 128, 96)[:2]
+    ((4, 20, 96, 128), (4, 2, 96, 128))
+    """
+    grid = (int(output_height), int(output_width))
+    pair = (batch_size, 2) + grid
+    return ((batch_size, num_class) + grid, pair, pair, pair, pair)
+
+
+def _as_numpy(value, name):
+    if hasattr(value, 'asnumpy'):
+        return value.asnumpy()
+    value = np.asarray(value)
+    if value.dtype.kind not in 'fiub':
+        raise TypeError('%s must hold numbers, got dtype %s' % (name, value.dtype))
+    return value
+
+
+def _box_numbers(boxes, ids, width, height, num_class):
+    """Per-box numbers of one dtype group, gluoncv's arithmetic elementwise: the indices of
+    the boxes that count, their class, centre cell, radius, size and centre offset."""
+    coords = boxes[:, :4]
+    if not np.isfinite(ids.astype(np.float64)).all():  # gluoncv: int(cid) of every box
+        raise ValueError('class ids must be finite numbers, got %s'
+                         % ids[~np.isfinite(ids.astype(np.float64))][:3].tolist())
+    with np.errstate(invalid='ignore', over='ignore'):
+        box_h = coords[:, 3] - coords[:, 1]
+        box_w = coords[:, 2] - coords[:, 0]
+        valid = np.flatnonzero((box_h > 0) & (box_w > 0))
+        box_h, box_w, coords = box_h[valid], box_w[valid], coords[valid]
+        classes = np.trunc(ids[valid].astype(np.float64))
+        bad = (classes < 0) | (classes >= num_class)
+        if bad.any():
+            raise ClassOutOfRange('class ids must be in [0, %d) for boxes of positive size, '
+                                  'got %s' % (num_class, ids[valid][bad][:3].tolist()))
+        radius = gaussian_radius(np.ceil(box_h), np.ceil(box_w))
+        if not (np.isfinite(radius).all() and (radius < 2 ** 62).all()):
+            raise ValueError('box sizes give no finite gaussian radius: %s'
+                             % coords[~(np.isfinite(radius) & (radius < 2 ** 62))][:3].tolist())
+        radius = np.maximum(np.trunc(radius), 0).astype(np.int64)
+        # gluoncv: np.array([(x0 + x2) / 2 * w_scale, ...], dtype=np.float32); the sums are
+        # in the label's dtype, the halving exact in float64
+        center = np.empty((len(valid), 2), np.float32)
+        center[:, 0] = (coords[:, 0] + coords[:, 2]).astype(np.float64) / 2
+        center[:, 1] = (coords[:, 1] + coords[:, 3]).astype(np.float64) / 2
+        inside = ((center > -1).all(axis=1) & (center[:, 0] < width)
+                  & (center[:, 1] < height))
+    if not inside.all():
+        raise BoxOutsideGrid('box centres must lie on the %dx%d output grid, got %s for '
+                             'boxes %s' % (width, height, center[~inside][:3].tolist(),
+                                           coords[~inside][:3].tolist()))
+    cell = center.astype(np.int32)
+    # gluoncv writes box_w * w_scale (1.0) and center - center_int (float64) into float32
+    size = np.stack([box_w * 1.0, box_h * 1.0], axis=1).astype(np.float32)
+    offset = (center.astype(np.float64) - cell).astype(np.float32)
+    return valid, classes.astype(np.int64), cell.astype(np.int64), radius, size, offset
+
+
+def center_net_targets(boxes, out, ids=None, zero=True):
+    """CenterNet's five targets of a batch, written into ``out``.
+
+    Parameters
+    ----------
+    boxes : sequence of numpy.ndarray
+        Per sample, ``(N_i, 4+)`` boxes ``xmin, ymin, xmax, ymax[, class, ...]`` on the
+        output grid, in the label's dtype (what the train preset gives its generator, or
+        returns with ``targets=False``). ``N_i`` may be 0.
+    out : sequence of 5 numpy.ndarray
+        float32 ``heatmap (B, num_class, H, W)``, ``wh_target``, ``wh_mask``,
+        ``center_reg`` and ``center_reg_mask`` ``(B, 2, H, W)`` (see
+        :func:`target_shapes`).
+    ids : sequence of numpy.ndarray, optional
+        Per sample, the ``N_i`` class ids (any shape of ``N_i`` elements, e.g. gluoncv's
+        ``(N_i, 1)``); column 4 of ``boxes`` by default.
+    zero : bool
+        Fill ``out`` with zeros first; pass ``False`` for arrays known to be zero.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``out``.
+
+    Examples
+    --------
+    >>> out = [np.zeros(s, np.float32) for s in target_shapes(2, 3, 16, 16)]
+    >>> _ = center_net_targets([np.array([[2., 2., 6., 6., 0.]]), np.zeros((0, 5))], out)
+    >>> float(out[0][0, 0, 4, 4]), out[1][0, :, 4, 4].tolist(), float(out[0][1].max())
+    (1.0, [4.0, 4.0], 0.0)
+    """
+    heatmap, wh_target, wh_mask, center_reg, center_reg_mask = out
+    batch, num_class, height, width = heatmap.shape
+    if len(boxes) != batch or (ids is not None and len(ids) != batch):
+        raise ValueError('boxes are given for %d samples%s, the target arrays hold %d'
+                         % (len(boxes), '' if ids is None else ' and ids for %d' % len(ids),
+                            batch))
+    for arr in out[1:]:
+        if arr.shape != (batch, 2, height, width):
+            raise ValueError('target arrays must have shape %s, got %s'
+                             % ((batch, 2, height, width), arr.shape))
+    if zero:
+        for arr in out:
+            arr.fill(0)
+
+    # samples grouped by the dtype of their boxes (usually one group): gluoncv's arithmetic
+    # follows that dtype, so each group is computed in its own
+    groups = {}
+    for index, sample in enumerate(boxes):
+        sample = _as_numpy(sample, 'boxes')
+        if sample.ndim != 2 or sample.shape[1] < (4 if ids is not None else 5):
+            raise ValueError('the boxes of sample %d must have shape (N, %s), got %s'
+                             % (index, '4+' if ids is not None else '5+', sample.shape))
+        if ids is None:
+            sample_ids = sample[:, 4]
+        else:
+            sample_ids = _as_numpy(ids[index], 'ids').reshape(-1)
+            if len(sample_ids) != len(sample):
+                raise ValueError('sample %d has %d boxes and %d class ids'
+                                 % (index, len(sample), len(sample_ids)))
+        if len(sample):
+            groups.setdefault(sample.dtype, []).append((index, sample, sample_ids))
+
+    parts = []
+    for group in groups.values():
+        group_boxes = np.concatenate([g[1] for g in group]) if len(group) > 1 else group[0][1]
+        group_ids = np.concatenate([g[2] for g in group]) if len(group) > 1 else group[0][2]
+        owner = np.repeat([g[0] for g in group], [len(g[1]) for g in group])
+        valid, classes, cell, radius, size, offset = _box_numbers(
+            group_boxes, group_ids, width, height, num_class)
+        parts.append((owner[valid], classes, cell, radius, size, offset))
+    if not parts:
+        return out
+    if len(parts) == 1:
+        owner, classes, cell, radius, size, offset = parts[0]
+    else:
+        owner, classes, cell, radius, size, offset = (np.concatenate(p) for p in zip(*parts))
+    if not len(owner):
+        return out
+
+    # size and offset maps: the last box of each cell wins, as in gluoncv's loop
+    keys = ((owner * height + cell[:, 1]) * width + cell[:, 0]).tolist()
+    last = {key: index for index, key in enumerate(keys)}   # later boxes overwrite
+    if len(last) < len(keys):
+        last = np.fromiter(last.values(), np.int64, len(last))
+        at, cx, cy = owner[last], cell[last, 0], cell[last, 1]
+        size, offset = size[last], offset[last]
+    else:
+        at, cx, cy = owner, cell[:, 0], cell[:, 1]
+    for channel in (0, 1):
+        wh_target[at, channel, cy, cx] = size[:, channel]
+        wh_mask[at, channel, cy, cx] = 1.0
+        center_reg[at, channel, cy, cx] = offset[:, channel]
+        center_reg_mask[at, channel, cy, cx] = 1.0
+
+    # heatmaps: an elementwise maximum per box, in any order
+    for b, c, x, y, r in zip(owner.tolist(), classes.tolist(), cell[:, 0].tolist(),
+                             cell[:, 1].tolist(), radius.tolist()):
+        left, right = min(x, r), min(width - x, r + 1)
+        top, bottom = min(y, r), min(height - y, r + 1)
+        view = heatmap[b, c, y - top:y + bottom, x - left:x + right]
+        np.maximum(view, _patch_window(r, top, bottom, left, right), out=view)
+    return out
+
+
+class CenterNetTargetGenerator:
+    """gluoncv's ``CenterNetTargetGenerator`` in numpy.
+
+    Calling it with ``(gt_boxes, gt_ids)`` of one sample returns gluoncv's five float32
+    maps as numpy arrays; :meth:`batch` does a batch into ``(B, ...)`` arrays.
+
+    Parameters
+    ----------
+    num_class : int
+        Number of categories.
+    output_width, output_height : int
+        The network's output grid.
+    """
+
+    def __init__(self, num_class, output_width, output_height):
+        self._num_class = int(num_class)
+        self._output_width = int(output_width)
+        self._output_height = int(output_height)
+
+    def shapes(self, batch_size):
+        """The five target shapes of ``batch_size`` samples (:func:`target_shapes`)."""
+        return target_shapes(batch_size, self._num_class, self._output_width,
+                             self._output_height)
+
+    def allocate(self, batch_size):
+        """Five zero float32 target arrays for ``batch_size`` samples: C-contiguous views
+        of one zeroed block (one allocation, whose pages the system maps lazily)."""
+        shapes = self.shapes(batch_size)
+        sizes = [int(np.prod(shape)) for shape in shapes]
+        block = np.zeros(sum(sizes), np.float32)
+        bounds = np.cumsum([0] + sizes)
+        return tuple(block[start:stop].reshape(shape)
+                     for start, stop, shape in zip(bounds[:-1], bounds[1:], shapes))
+
+    def batch(self, boxes, ids=None, out=None):
+        """The targets of a batch: ``boxes`` (and ``ids``) per sample as in
+        :func:`center_net_targets`; into ``out`` if given, else into new arrays."""
+        if out is None:
+            return center_net_targets(boxes, self.allocate(len(boxes)), ids, zero=False)
+        return center_net_targets(boxes, out, ids)
+
+    def __call__(self, gt_boxes, gt_ids):
+        """``(heatmap, wh_target, wh_mask, center_reg, center_reg_mask)`` of one sample:
+        ``gt_boxes`` ``(N, 4)`` on the output grid, ``gt_ids`` ``(N, 1)`` or ``(N,)``."""
+        out = center_net_targets([gt_boxes], self.allocate(1), [gt_ids], zero=False)
+        return tuple(arr[0] for arr in out)
+
+    forward = __call__
