@@ -1,6 +1,6 @@
-"""CenterNet loaders the way gluoncv's ``train_center_net.py`` builds them, on gluonbatch batchify.
+"""CenterNet loaders the way gluoncv's ``train_center_net.py`` builds them, on gluonbatch presets.
 
-Train batches are six ``Stack()``: the image and the five dense targets gluoncv's
+Train batches are six ``Stack()``: the image and the five dense targets gluonbatch's
 ``CenterNetDefaultTrainTransform`` draws on the network's output grid (class heatmaps,
 box sizes and centre offsets at each object's centre, and their masks); validation batches
 are ``Tuple(Stack(), Pad(pad_val=-1))`` of images and padded labels. ``--train-steps K``
@@ -91,8 +91,8 @@ def _check_output_size(net, name, size):
 
 def build(args):
     """Network, datasets and the two loaders for ``args``; returns a dict of them."""
-    from gluoncv.data.transforms.presets.center_net import (CenterNetDefaultTrainTransform,
-                                                            CenterNetDefaultValTransform)
+    from ..transforms.presets.center_net import (CenterNetDefaultTrainTransform,
+                                                 CenterNetDefaultValTransform)
     from gluoncv.model_zoo import get_model
 
     from .. import batchify

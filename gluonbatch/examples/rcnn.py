@@ -39,7 +39,8 @@ def aspect_ratios(dataset):
 def build(kind, args):
     """Network, datasets and loaders for ``kind`` ('faster' or 'mask')."""
     from gluoncv.data.sampler import SplitSortedBucketSampler
-    from gluoncv.data.transforms import presets
+    from ..transforms import presets
+    from ..transforms.presets import rcnn as _rcnn_presets  # noqa: F401  (loads the module)
     from gluoncv.model_zoo import get_model
 
     if args.batch_size % args.num_shards:

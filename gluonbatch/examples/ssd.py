@@ -1,7 +1,7 @@
-"""SSD loaders the way gluoncv's ``train_ssd.py`` builds them, on gluonbatch batchify.
+"""SSD loaders the way gluoncv's ``train_ssd.py`` builds them, on gluonbatch presets and batchify.
 
 Train batches are ``Tuple(Stack(), Stack(), Stack())`` of images and the class and box
-targets gluoncv's ``SSDDefaultTrainTransform`` computes from the network's anchors;
+targets gluonbatch's ``SSDDefaultTrainTransform`` computes from the network's anchors;
 validation batches are ``Tuple(Stack(), Pad(pad_val=-1))`` of images and padded labels.
 ``--train-steps K`` runs K iterations of SSD's multibox loss, backward and an SGD step.
 """
@@ -20,8 +20,7 @@ VAL_FIELDS = ('image', 'label')
 
 def build(args):
     """Network, datasets and the two loaders for ``args``; returns a dict of them."""
-    from gluoncv.data.transforms.presets.ssd import (SSDDefaultTrainTransform,
-                                                     SSDDefaultValTransform)
+    from ..transforms.presets.ssd import SSDDefaultTrainTransform, SSDDefaultValTransform
     from gluoncv.model_zoo import get_model
 
     net = get_model(args.network, pretrained=False, pretrained_base=False)

@@ -1,7 +1,7 @@
-"""YOLOv3 loaders the way gluoncv's ``train_yolo3.py`` builds them, on gluonbatch batchify.
+"""YOLOv3 loaders as gluoncv's ``train_yolo3.py`` builds them, on gluonbatch presets and batchify.
 
 Train batches are six ``Stack()`` (image, objectness, center, scale, weight and class
-targets, computed by gluoncv's ``YOLO3DefaultTrainTransform`` from the network) and
+targets, computed by gluonbatch's ``YOLO3DefaultTrainTransform`` from the network) and
 ``Pad(axis=0, pad_val=-1)`` of the ground-truth boxes; validation batches are
 ``Tuple(Stack(), Pad(pad_val=-1))``. ``--train-steps K`` runs K iterations of the losses
 the network computes in training mode, backward and an SGD step.
@@ -26,8 +26,7 @@ def train_batchify(module):
 
 def build(args):
     """Network, datasets and the two loaders for ``args``; returns a dict of them."""
-    from gluoncv.data.transforms.presets.yolo import (YOLO3DefaultTrainTransform,
-                                                      YOLO3DefaultValTransform)
+    from ..transforms.presets.yolo import YOLO3DefaultTrainTransform, YOLO3DefaultValTransform
     from gluoncv.model_zoo import get_model
 
     from .. import batchify
