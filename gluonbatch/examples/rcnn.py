@@ -39,9 +39,9 @@ def aspect_ratios(dataset):
 def build(kind, args):
     """Network, datasets and loaders for ``kind`` ('faster' or 'mask')."""
     from gluoncv.data.sampler import SplitSortedBucketSampler
-    from ..transforms import presets
-    from ..transforms.presets import rcnn as _rcnn_presets  # noqa: F401  (loads the module)
     from gluoncv.model_zoo import get_model
+
+    from ..transforms.presets import rcnn as presets
 
     if args.batch_size % args.num_shards:
         raise SystemExit('--batch-size %d must be a multiple of --num-shards %d'
@@ -52,10 +52,10 @@ def build(kind, args):
     short, max_size = args.short or 320, args.max_size or 512
     multi_stage = 'fpn' in args.network
     train_cls, val_cls, batchify_cls = (
-        (presets.rcnn.MaskRCNNDefaultTrainTransform, presets.rcnn.MaskRCNNDefaultValTransform,
+        (presets.MaskRCNNDefaultTrainTransform, presets.MaskRCNNDefaultValTransform,
          MaskRCNNTrainBatchify) if kind == 'mask' else
-        (presets.rcnn.FasterRCNNDefaultTrainTransform,
-         presets.rcnn.FasterRCNNDefaultValTransform, FasterRCNNTrainBatchify))
+        (presets.FasterRCNNDefaultTrainTransform,
+         presets.FasterRCNNDefaultValTransform, FasterRCNNTrainBatchify))
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         train_transform = train_cls(short, max_size, net, multi_stage=multi_stage)
