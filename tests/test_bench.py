@@ -21,7 +21,9 @@ WITHOUT_GLUONCV = ("import sys; sys.modules['gluoncv'] = None; "
 
 CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray', 'rcnn_c4', 'rcnn_fpn',
          'loader', 'webdataset', 'memory', 'loader_recycled', 'worker_batchify',
-         'rcnn_loader_recycled', 'curation_metadata', 'curation_reshard']
+         'rcnn_loader_recycled', 'curation_metadata', 'curation_reshard', 'transforms_ssd',
+         'transforms_yolo', 'transforms_center_net', 'transforms_rcnn', 'transforms_loader_ssd',
+         'transforms_loader_yolo', 'transforms_loader_center_net']
 CONTENDERS = {'gluonbatch', 'gluoncv', 'floor'}
 #: What the curation cases time: 2 Dask workers (the gluonbatch column), and the rest.
 CURATION_CONTENDERS = {'gluonbatch', 'dask_1_worker', 'threads', 'single_process', 'floor'}
@@ -82,6 +84,12 @@ def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
         if case['case'] == 'curation_reshard':
             assert set(case['opening_ms']) == {'open_idx', 'first_read_idx', 'open_scan',
                                                'first_read_scan'}
+        if case['case'].startswith('transforms_loader'):  # images/s, information only
+            assert set(case['images_per_s']) == CONTENDERS
+            assert all(check['goal'] is None for check in case['checks'])
+        elif case['case'].startswith('transforms_'):  # per sample: the 4x goal
+            goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
+            assert goals == [{'op': '>=', 'bound': 4}]
         if case['case'] == 'webdataset':  # per record; one goal: random vs sequential reads
             assert set(case['records_per_s']) == CONTENDERS
             assert set(case['raw_read_us_per_record']) == {'random', 'in_order', 'sequential',

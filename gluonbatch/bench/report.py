@@ -92,6 +92,17 @@ def _preamble(facts, rows, quick):
                             row['copyfile_mb_per_s']))
         if row['case'].startswith('curation'):
             lines += _curation_lines(row)
+        if 'decode_ms' in row:
+            lines.append('%s: of the floor, decoding the JPEG is %.2f ms'
+                         % (row['case'], row['decode_ms']))
+        if row['case'].startswith('transforms_loader'):
+            per_s = row['images_per_s']
+            lines.append('%s: images/s gluonbatch %.1f, gluoncv %.1f, floor %.1f'
+                         % (row['case'], per_s['gluonbatch'], per_s['gluoncv'], per_s['floor']))
+    if any(row['case'].startswith('transforms_') for row in rows):
+        lines.append('transforms: ms per sample of each train preset with its targets on '
+                     'decoded 500x375 JPEGs (seeded alike); floor = decode + one resize + one '
+                     'normalize; the loader cases time batches of a 2-worker DataLoader')
     return lines
 
 

@@ -42,7 +42,14 @@ CASES = (('pad_labels', 'cases_batchify', SMALL_ROUNDS),
          ('worker_batchify', 'cases_recycling', BIG_ROUNDS),
          ('rcnn_loader_recycled', 'cases_recycling', LOADER_ROUNDS),
          ('curation_metadata', 'cases_curation', LOADER_ROUNDS),
-         ('curation_reshard', 'cases_curation', LOADER_ROUNDS))
+         ('curation_reshard', 'cases_curation', LOADER_ROUNDS),
+         ('transforms_ssd', 'cases_transforms', BIG_ROUNDS),
+         ('transforms_yolo', 'cases_transforms', BIG_ROUNDS),
+         ('transforms_center_net', 'cases_transforms', BIG_ROUNDS),
+         ('transforms_rcnn', 'cases_transforms', BIG_ROUNDS),
+         ('transforms_loader_ssd', 'cases_transforms', LOADER_ROUNDS),
+         ('transforms_loader_yolo', 'cases_transforms', LOADER_ROUNDS),
+         ('transforms_loader_center_net', 'cases_transforms', LOADER_ROUNDS))
 
 
 def parse_args(argv):

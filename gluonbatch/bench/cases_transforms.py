@@ -1,0 +1,261 @@
+"""Cases ``transforms_*``: gluoncv's detection train presets against gluonbatch's.
+
+Per sample (one process): each preset with its targets on decoded VOC-like images, gluoncv's
+and gluonbatch's seeded alike so both do the same augmentations; the floor is what any
+pipeline must do for such a sample: decode the JPEG, resize once to the output size and
+normalize once (OpenCV and numpy). End to end: images/s of a 2-worker DataLoader, batch 32,
+decoding the JPEGs, gluoncv's presets and batchify against gluonbatch's.
+
+The case functions take ``(rng, rounds, quick)`` and return the case's row with its checks.
+This module imports gluoncv: the runner imports it only to run a case.
+"""
+import functools
+import random
+import time
+import warnings
+
+import cv2
+import gluoncv.data.batchify as gcv
+import mxnet as mx
+import numpy as np
+from gluoncv.data.transforms import presets as gcv_presets
+from gluoncv.model_zoo import get_model
+from mxnet import autograd
+
+from .. import batchify as gb
+from ..transforms.presets import center_net, rcnn, ssd, yolo
+from .cases_loader import WORKERS
+from .harness import interleave, time_epoch
+from .rows import ratio_check, timing_fields
+from .voc_like import IMAGE_SIZE, VOCLike, voc_like_samples
+
+__all__ = ['case_transforms_ssd', 'case_transforms_yolo', 'case_transforms_center_net',
+           'case_transforms_rcnn', 'case_transforms_loader_ssd', 'case_transforms_loader_yolo',
+           'case_transforms_loader_center_net', 'preset_pair', 'Floor']
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+#: Largest |difference| of normalized images the cases accept between the two presets
+#: (2/255 of the pixel range, divided by the smallest std).
+IMAGE_TOLERANCE = 2 / 255 / min(STD)
+BATCH_SIZE = 32
+
+
+@functools.lru_cache(maxsize=None)
+def _net(name):
+    net = get_model(name, pretrained=False, pretrained_base=False)
+    net.initialize()
+    return net
+
+
+@functools.lru_cache(maxsize=None)
+def _ssd_anchors(name, size):
+    with autograd.train_mode():
+        _, _, anchors = _net(name)(mx.nd.zeros((1, 3, size, size)))
+    return anchors
+
+
+def preset_pair(kind, quick):
+    """``(title, gluoncv preset, gluonbatch preset, output size (w, h), fields)`` of ``kind``
+    ('ssd', 'yolo', 'center_net' or 'rcnn'); ``fields`` is the number of outputs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # gluoncv's anchor generators warn about their inputs
+        if kind == 'ssd':
+            name, size = ('ssd_300_mobilenet0.25_voc' if quick else 'ssd_300_vgg16_atrous_voc',
+                          300)
+            anchors = _ssd_anchors(name, size)
+            return ('SSD%d + targets' % size,
+                    gcv_presets.ssd.SSDDefaultTrainTransform(size, size, anchors),
+                    ssd.SSDDefaultTrainTransform(size, size, anchors), (size, size), 3)
+        if kind == 'yolo':
+            name, size = ('yolo3_mobilenet0.25_voc', 320) if quick else ('yolo3_darknet53_voc',
+                                                                         416)
+            net = _net(name)
+            return ('YOLOv3-%d + targets' % size,
+                    gcv_presets.yolo.YOLO3DefaultTrainTransform(size, size, net),
+                    yolo.YOLO3DefaultTrainTransform(size, size, net), (size, size), 7)
+        if kind == 'center_net':
+            size = 256 if quick else 512
+            return ('CenterNet-%d + targets' % size,
+                    gcv_presets.center_net.CenterNetDefaultTrainTransform(size, size, 20, 4),
+                    center_net.CenterNetDefaultTrainTransform(size, size, 20, 4),
+                    (size, size), 6)
+        short, max_size = (200, 320) if quick else (600, 1000)
+        net = _net('faster_rcnn_resnet50_v1b_voc')
+        return ('Faster R-CNN %d/%d + RPN targets' % (short, max_size),
+                gcv_presets.rcnn.FasterRCNNDefaultTrainTransform(short, max_size, net),
+                rcnn.FasterRCNNDefaultTrainTransform(short, max_size, net),
+                (round(IMAGE_SIZE[0] * short / IMAGE_SIZE[1]), short), 5)
+
+
+class Floor:
+    """The least work a sample needs: decode, one resize to ``size``, one normalize (CHW)."""
+
+    def __init__(self, size):
+        self._size = size
+        self._scale = (1 / (255 * np.array(STD))).astype(np.float32)
+        self._shift = (np.array(MEAN) / np.array(STD)).astype(np.float32)
+
+    def decode(self, encoded):
+        """An RGB HWC uint8 image from JPEG bytes."""
+        return cv2.cvtColor(cv2.imdecode(np.frombuffer(encoded, np.uint8), cv2.IMREAD_COLOR),
+                            cv2.COLOR_BGR2RGB)
+
+    def __call__(self, image, label=None):
+        """Resize and normalize a decoded image; ``(image, label)`` as a preset returns."""
+        resized = cv2.resize(image, self._size, interpolation=cv2.INTER_LINEAR)
+        out = np.empty((3,) + resized.shape[:2], np.float32)
+        # plane by plane: numpy broadcasting over a trailing axis of 3 is many times slower
+        for channel, plane in enumerate(cv2.split(resized)):
+            np.multiply(plane, self._scale[channel], out=out[channel], casting='unsafe')
+            out[channel] -= self._shift[channel]
+        return out, label
+
+
+def _seed(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    mx.random.seed(seed)
+
+
+def _per_sample(transform, images, labels, seed):
+    """Seconds per sample of ``transform`` over the samples, seeded with ``seed``."""
+    _seed(seed)
+    start = time.perf_counter()
+    outputs = [transform(image, label) for image, label in zip(images, labels)]
+    mx.nd.waitall()
+    elapsed = time.perf_counter() - start
+    del outputs
+    return elapsed / len(images)
+
+
+def _floor_per_sample(floor, encoded, decode_only=False):
+    start = time.perf_counter()
+    for data, label in encoded:
+        image = floor.decode(data)
+        if not decode_only:
+            floor(image, label)
+    return (time.perf_counter() - start) / len(encoded)
+
+
+def _as_numpy(value):
+    return value.asnumpy() if isinstance(value, mx.nd.NDArray) else np.asarray(value)
+
+
+def check_alike(kind, ours, theirs):
+    """Raise unless two presets' samples have the same fields, shapes and (within the
+    stated rounding for the image) values; so a case never compares unlike work."""
+    ours, theirs = [_as_numpy(v) for v in ours], [_as_numpy(v) for v in theirs]
+    shapes = [(a.shape, b.shape) for a, b in zip(ours, theirs)]
+    if len(ours) != len(theirs) or any(a != b for a, b in shapes):
+        raise AssertionError('%s: gluonbatch returned %s, gluoncv %s' % (
+            kind, [a.shape for a in ours], [b.shape for b in theirs]))
+    image_gap = float(np.abs(ours[0] - theirs[0]).max()) if ours[0].size else 0.0
+    target_gap = max([float(np.abs(a - b).max()) for a, b in zip(ours[1:], theirs[1:])
+                      if a.size] or [0.0])
+    if image_gap > IMAGE_TOLERANCE or target_gap > 1e-3:
+        raise AssertionError('%s: samples differ: images by %g, targets by %g'
+                             % (kind, image_gap, target_gap))
+
+
+def _per_sample_case(kind, rng, rounds, quick):
+    title, theirs, ours, size, _ = preset_pair(kind, quick)
+    encoded = voc_like_samples(rng, 4 if quick else 16)
+    decoded = VOCLike(encoded)
+    images, labels = zip(*(decoded[i] for i in range(len(decoded))))
+    for seed in range(2):
+        _seed(seed)
+        theirs_out = theirs(images[seed], labels[seed])
+        _seed(seed)
+        check_alike(kind, ours(images[seed], labels[seed]), theirs_out)
+    floor = Floor(size)
+    medians, times = interleave({
+        'gluonbatch': functools.partial(_per_sample, ours, images, labels, 7),
+        'gluoncv': functools.partial(_per_sample, theirs, images, labels, 7),
+        'floor': functools.partial(_floor_per_sample, floor, encoded)}, rounds,
+        follow={'decode': functools.partial(_floor_per_sample, floor, encoded, True)})
+    row = {'case': 'transforms_' + kind, 'rounds': rounds,
+           'title': '%s, per sample' % title,
+           'unit': 'ms per sample of %d images; floor = decode + resize + normalize'
+                   % len(images),
+           'decode_ms': medians.pop('decode') * 1e3, 'outputs': [], 'out_bytes': 0}
+    times.pop('decode')
+    row.update(timing_fields(medians, times))
+    row['checks'] = [
+        ratio_check('%s gluoncv / gluonbatch' % kind, row['ratios']['gluoncv/gluonbatch'],
+                    ('>=', 4)),
+        ratio_check('%s gluonbatch / floor' % kind, row['ratios']['gluonbatch/floor']),
+    ]
+    return row
+
+
+def case_transforms_ssd(rng, rounds, quick):
+    """SSD300's train preset with anchors, per sample."""
+    return _per_sample_case('ssd', rng, rounds, quick)
+
+
+def case_transforms_yolo(rng, rounds, quick):
+    """YOLOv3-416's train preset with the network's targets, per sample."""
+    return _per_sample_case('yolo', rng, rounds, quick)
+
+
+def case_transforms_center_net(rng, rounds, quick):
+    """CenterNet-512's train preset (20 classes, scale factor 4), per sample."""
+    return _per_sample_case('center_net', rng, rounds, quick)
+
+
+def case_transforms_rcnn(rng, rounds, quick):
+    """Faster R-CNN 600/1000's train preset with RPN targets, per sample."""
+    return _per_sample_case('rcnn', rng, rounds, quick)
+
+
+def _loader(dataset, batchify_fn, batch_size):
+    return mx.gluon.data.DataLoader(dataset, batch_size=batch_size, shuffle=False,
+                                    last_batch='keep', batchify_fn=batchify_fn,
+                                    num_workers=WORKERS)
+
+
+def _batchifies(kind, module):
+    """The training scripts' batchify of ``kind`` built from ``module`` (gluoncv's or ours)."""
+    if kind == 'yolo':  # train_yolo3.py: six stacked fields and the padded boxes
+        return module.Tuple(*([module.Stack() for _ in range(6)] + [module.Pad(pad_val=-1)]))
+    fields = 3 if kind == 'ssd' else 6
+    return module.Tuple(*[module.Stack() for _ in range(fields)])
+
+
+def _loader_case(kind, rng, rounds, quick):
+    title, theirs, ours, size, _ = preset_pair(kind, quick)
+    batch_size = 8 if quick else BATCH_SIZE
+    dataset = VOCLike(voc_like_samples(rng, batch_size * (2 if quick else 4)))
+    floor = Floor(size)
+    loaders = {
+        'gluonbatch': _loader(dataset.transform(ours), _batchifies(kind, gb), batch_size),
+        'gluoncv': _loader(dataset.transform(theirs), _batchifies(kind, gcv), batch_size),
+        'floor': _loader(dataset.transform(lambda image, label: floor(image.asnumpy())[0]),
+                         gb.Stack(), batch_size)}
+    medians, times = interleave({name: functools.partial(time_epoch, loader)
+                                 for name, loader in loaders.items()}, rounds)
+    row = {'case': 'transforms_loader_' + kind, 'rounds': rounds,
+           'title': '%s, %d-worker loader, B=%d' % (title.split(' +')[0], WORKERS, batch_size),
+           'unit': 'ms per batch; rounds are epochs of %d batches'
+                   % (len(dataset) // batch_size),
+           'outputs': [], 'out_bytes': 0,
+           'images_per_s': {name: batch_size / seconds for name, seconds in medians.items()},
+           **timing_fields(medians, times)}
+    row['checks'] = [ratio_check('%s loader images/s vs gluoncv' % kind,
+                                 row['ratios']['gluoncv/gluonbatch'])]
+    return row
+
+
+def case_transforms_loader_ssd(rng, rounds, quick):
+    """SSD300 end to end: a 2-worker DataLoader of the preset and the batchify."""
+    return _loader_case('ssd', rng, rounds, quick)
+
+
+def case_transforms_loader_yolo(rng, rounds, quick):
+    """YOLOv3-416 end to end: a 2-worker DataLoader of the preset and the batchify."""
+    return _loader_case('yolo', rng, rounds, quick)
+
+
+def case_transforms_loader_center_net(rng, rounds, quick):
+    """CenterNet-512 end to end: a 2-worker DataLoader of the preset and the batchify."""
+    return _loader_case('center_net', rng, rounds, quick)
