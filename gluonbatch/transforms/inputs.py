@@ -25,7 +25,27 @@ import numpy as np
 
 from .._core.checks import describe
 
-__all__ = ['image_array', 'label_array']
+__all__ = ['as_numpy', 'image_array', 'label_array']
+
+
+def as_numpy(value, name):
+    """``value`` as a numpy array: an ``mx.nd.NDArray`` or ``mx.np.ndarray`` is read (once),
+    a numpy array passes as it is; anything else is a ``TypeError`` naming ``name``.
+
+    >>> import mxnet as mx
+    >>> as_numpy(mx.nd.ones((1, 4)), 'anchors').dtype
+    dtype('float32')
+    >>> as_numpy([1, 2], 'anchors')
+    Traceback (most recent call last):
+    ...
+    TypeError: anchors must be an mx.nd.NDArray or a numpy array, got list
+    """
+    if isinstance(value, mx.nd.NDArray) or isinstance(value, mx.np.ndarray):
+        return value.asnumpy()
+    if not isinstance(value, np.ndarray):
+        raise TypeError('%s must be an mx.nd.NDArray or a numpy array, got %s'
+                        % (name, describe(value)))
+    return value
 
 
 def image_array(src, name='image'):
@@ -48,18 +68,12 @@ def image_array(src, name='image'):
     >>> import mxnet as mx
     >>> image_array(mx.nd.zeros((2, 3, 3), dtype='uint8')).shape
     (2, 3, 3)
-    >>> image_array(np.zeros((2, 3, 3), 'float32'))
+    >>> image_array(np.zeros((2, 3, 3), 'float32'))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    TypeError: image must have dtype uint8 (HWC, 3 channels), got numpy.ndarray of shape (2, 3, 3) and dtype float32
+    TypeError: image must have dtype uint8 (HWC, 3 channels), got numpy.ndarray of ...
     """
-    if isinstance(src, mx.nd.NDArray) or (hasattr(mx, 'np') and isinstance(src, mx.np.ndarray)):
-        pixels = src.asnumpy()
-    elif isinstance(src, np.ndarray):
-        pixels = src
-    else:
-        raise TypeError('%s must be an mx.nd.NDArray or a numpy array (HWC uint8), got %s'
-                        % (name, describe(src)))
+    pixels = as_numpy(src, name)
     if pixels.dtype != np.uint8:
         raise TypeError('%s must have dtype uint8 (HWC, 3 channels), got %s'
                         % (name, describe(src)))
@@ -73,7 +87,7 @@ def label_array(label, min_columns=5, name='label'):
 
     Parameters
     ----------
-    label : numpy.ndarray
+    label : numpy.ndarray or mx.nd.NDArray
         One row per box: ``xmin, ymin, xmax, ymax, class`` and optional extra columns
         (YOLOv3's mixup weight). Zero rows is allowed.
     min_columns : int
@@ -84,23 +98,22 @@ def label_array(label, min_columns=5, name='label'):
     Returns
     -------
     numpy.ndarray
-        The label itself (not a copy); callers never write to it.
+        The label itself (not a copy) if it is a numpy array; callers never write to it.
 
     Examples
     --------
     >>> label_array(np.zeros((0, 5))).shape
     (0, 5)
-    >>> label_array(np.zeros((2, 4)))
+    >>> label_array(np.zeros((2, 4)))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: label must have shape (N, 5 or more): xmin, ymin, xmax, ymax, class per box; got numpy.ndarray of shape (2, 4) and dtype float64
+    ValueError: label must have shape (N, 5 or more): xmin, ymin, xmax, ymax, class per ...
     >>> label_array([[0, 0, 1, 1, 0]])
     Traceback (most recent call last):
     ...
-    TypeError: label must be a numpy array of boxes, got list
+    TypeError: label must be an mx.nd.NDArray or a numpy array, got list
     """
-    if not isinstance(label, np.ndarray):
-        raise TypeError('%s must be a numpy array of boxes, got %s' % (name, describe(label)))
+    label = as_numpy(label, name)
     if label.dtype.kind not in 'fiu':
         raise TypeError('%s must hold numbers, got %s' % (name, describe(label)))
     if label.ndim != 2 or label.shape[1] < min_columns:

@@ -43,6 +43,8 @@ import functools
 
 import numpy as np
 
+from ..inputs import as_numpy
+
 __all__ = ['CenterNetTargetGenerator', 'center_net_targets', 'target_shapes',
            'gaussian_radius', 'gaussian_patch', 'BoxOutsideGrid', 'ClassOutOfRange']
 
@@ -144,13 +146,6 @@ def target_shapes(batch_size, num_class, output_width, output_height):
     return ((batch_size, num_class) + grid, pair, pair, pair, pair)
 
 
-def _as_numpy(value, name):
-    if hasattr(value, 'asnumpy'):
-        return value.asnumpy()
-    value = np.asarray(value)
-    if value.dtype.kind not in 'fiub':
-        raise TypeError('%s must hold numbers, got dtype %s' % (name, value.dtype))
-    return value
 
 
 def _box_numbers(boxes, ids, width, height, num_class):
@@ -242,14 +237,14 @@ def center_net_targets(boxes, out, ids=None, zero=True):
     # follows that dtype, so each group is computed in its own
     groups = {}
     for index, sample in enumerate(boxes):
-        sample = _as_numpy(sample, 'boxes')
+        sample = as_numpy(sample, 'boxes')
         if sample.ndim != 2 or sample.shape[1] < (4 if ids is not None else 5):
             raise ValueError('the boxes of sample %d must have shape (N, %s), got %s'
                              % (index, '4+' if ids is not None else '5+', sample.shape))
         if ids is None:
             sample_ids = sample[:, 4]
         else:
-            sample_ids = _as_numpy(ids[index], 'ids').reshape(-1)
+            sample_ids = as_numpy(ids[index], 'ids').reshape(-1)
             if len(sample_ids) != len(sample):
                 raise ValueError('sample %d has %d boxes and %d class ids'
                                  % (index, len(sample), len(sample_ids)))

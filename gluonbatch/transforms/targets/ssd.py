@@ -40,6 +40,8 @@ array([[0., 0., 0., 0.],
 """
 import numpy as np
 
+from ..inputs import as_numpy, label_array
+
 __all__ = ['SSDTargets', 'box_iou', 'ssd_match']
 
 # gluoncv's constants, as MXNet applies them to float32 arrays (scalars cast to float32)
@@ -53,13 +55,6 @@ _GROUP_IOUS = 1 << 18
 _IGNORED_KWARGS = ('neg_thresh', 'prefix', 'params')
 
 
-def _numpy(array, name):
-    if hasattr(array, 'asnumpy'):
-        array = array.asnumpy()
-    if not isinstance(array, np.ndarray):
-        raise TypeError('%s must be an mx.nd.NDArray or a numpy array, got %s'
-                        % (name, type(array).__name__))
-    return array
 
 
 def box_iou(anchors, boxes):
@@ -212,13 +207,6 @@ def ssd_match(ious, iou_thresh=0.5, valid=None):
     return match
 
 
-def _label_rows(label, index=None):
-    where = 'label' if index is None else 'labels[%d]' % index
-    label = _numpy(label, where)
-    if label.ndim != 2 or label.shape[1] < 5:
-        raise ValueError('%s must have shape (M, 5 or more): xmin, ymin, xmax, ymax, class '
-                         'per box; got shape %s' % (where, label.shape))
-    return label
 
 
 class SSDTargets:
@@ -251,7 +239,7 @@ class SSDTargets:
                             % ', '.join(unknown))
         if len(box_norm) != 4:
             raise ValueError('box_norm must have 4 values, got %r' % (box_norm,))
-        anchors = _numpy(anchors, 'anchors')
+        anchors = as_numpy(anchors, 'anchors')
         if anchors.shape[-1:] != (4,) or anchors.ndim not in (2, 3) or (
                 anchors.ndim == 3 and anchors.shape[0] != 1):
             raise ValueError('anchors must have shape (1, N, 4) or (N, 4), got %s'
@@ -289,7 +277,7 @@ class SSDTargets:
         (as in gluoncv, rows of -1 count as boxes, of class -1). With no box at all (where
         gluoncv raises) every anchor is a negative.
         """
-        label = _label_rows(label)
+        label = label_array(label)
         boxes = np.asarray(label[np.newaxis, :, :4], np.float32)
         ids = np.asarray(label[np.newaxis, :, 4], np.float32)
         cls_targets, box_targets = self.compute(boxes, ids)
@@ -392,7 +380,7 @@ def _batch_inputs(labels):
     """``(boxes (B, M, 4) f32, ids (B, M) f32, valid (B, M) bool or None)`` of a list of
     labels or of a padded array."""
     if isinstance(labels, (list, tuple)):
-        rows = [_label_rows(label, i) for i, label in enumerate(labels)]
+        rows = [label_array(label, name='labels[%d]' % i) for i, label in enumerate(labels)]
         longest = max((r.shape[0] for r in rows), default=0)
         boxes = np.full((len(rows), longest, 4), -1, np.float32)
         ids = np.full((len(rows), longest), -1, np.float32)
@@ -402,7 +390,7 @@ def _batch_inputs(labels):
             ids[i, :r.shape[0]] = r[:, 4]
             valid[i, :r.shape[0]] = True
         return boxes, ids, (None if valid.all() else valid)
-    labels = _numpy(labels, 'labels')
+    labels = as_numpy(labels, 'labels')
     if labels.ndim != 3 or labels.shape[2] < 5:
         raise ValueError('labels must be a list of (M, 5+) arrays or a padded (B, M, 5+) '
                          'array, got shape %s' % (labels.shape,))

@@ -33,28 +33,16 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd
 
+from ..inputs import as_numpy, label_array
+
 __all__ = ['YOLO3Targets']
 
 # keyword arguments YOLOV3PrefetchTargetGenerator passes on to gluon.Block
 _BLOCK_KWARGS = ('prefix', 'params')
 
 
-def _numpy(array, name):
-    if hasattr(array, 'asnumpy'):
-        array = array.asnumpy()
-    if not isinstance(array, np.ndarray):
-        raise TypeError('%s must be an mx.nd.NDArray or a numpy array, got %s'
-                        % (name, type(array).__name__))
-    return array
 
 
-def _label_rows(label, where='label'):
-    label = _numpy(label, where)
-    if label.ndim != 2 or label.shape[1] < 5:
-        raise ValueError('%s must have shape (M, 5 or more): xmin, ymin, xmax, ymax, class '
-                         'per box (mix ratio last with mixup); got shape %s'
-                         % (where, label.shape))
-    return label
 
 
 def _train_forward(net, width, height):
@@ -157,7 +145,7 @@ class YOLO3Targets:
         last when ``mixup``. With no box at all (where gluoncv raises) every target is
         empty: objectness 0, class targets -1.
         """
-        label = _label_rows(label)
+        label = label_array(label)
         boxes = np.asarray(label[np.newaxis, :, :4], np.float32)
         ids = np.asarray(label[np.newaxis, :, 4], np.float32)
         ratios = np.asarray(label[np.newaxis, :, -1], np.float32) if self._mixup else None
@@ -173,7 +161,7 @@ class YOLO3Targets:
         is :meth:`targets` of sample ``i``. ``out``: see :meth:`compute`.
         """
         if isinstance(labels, (list, tuple)):
-            rows = [_label_rows(label, 'labels[%d]' % i) for i, label in enumerate(labels)]
+            rows = [label_array(label, name='labels[%d]' % i) for i, label in enumerate(labels)]
             longest = max((r.shape[0] for r in rows), default=0)
             boxes = np.full((len(rows), longest, 4), -1, np.float32)
             ids = np.full((len(rows), longest), -1, np.float32)
@@ -184,7 +172,7 @@ class YOLO3Targets:
                 if self._mixup:
                     ratios[i, :r.shape[0]] = r[:, -1]
         else:
-            labels = _numpy(labels, 'labels')
+            labels = as_numpy(labels, 'labels')
             if labels.ndim != 3 or labels.shape[2] < 5:
                 raise ValueError('labels must be a list of (M, 5+) arrays or a padded '
                                  '(B, M, 5+) array, got shape %s' % (labels.shape,))
