@@ -24,7 +24,7 @@ from mxnet import autograd
 
 from .. import batchify as gb
 from ..transforms.presets import center_net, rcnn, ssd, yolo
-from .cases_loader import WORKERS
+from .cases_loader import WORKERS, data_loader
 from .harness import interleave, time_epoch
 from .rows import ratio_check, timing_fields
 from .voc_like import IMAGE_SIZE, VOCLike, voc_like_samples
@@ -55,8 +55,8 @@ def _ssd_anchors(name, size):
 
 
 def preset_pair(kind, quick):
-    """``(title, gluoncv preset, gluonbatch preset, output size (w, h), fields)`` of ``kind``
-    ('ssd', 'yolo', 'center_net' or 'rcnn'); ``fields`` is the number of outputs."""
+    """``(title, gluoncv preset, gluonbatch preset, output size (w, h))`` of ``kind``
+    ('ssd', 'yolo', 'center_net' or 'rcnn')."""
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # gluoncv's anchor generators warn about their inputs
         if kind == 'ssd':
@@ -65,14 +65,14 @@ def preset_pair(kind, quick):
             anchors = _ssd_anchors(name, size)
             return ('SSD%d + targets' % size,
                     gcv_presets.ssd.SSDDefaultTrainTransform(size, size, anchors),
-                    ssd.SSDDefaultTrainTransform(size, size, anchors), (size, size), 3)
+                    ssd.SSDDefaultTrainTransform(size, size, anchors), (size, size))
         if kind == 'yolo':
             name, size = ('yolo3_mobilenet0.25_voc', 320) if quick else ('yolo3_darknet53_voc',
                                                                          416)
             net = _net(name)
             return ('YOLOv3-%d + targets' % size,
                     gcv_presets.yolo.YOLO3DefaultTrainTransform(size, size, net),
-                    yolo.YOLO3DefaultTrainTransform(size, size, net), (size, size), 7)
+                    yolo.YOLO3DefaultTrainTransform(size, size, net), (size, size))
         if kind == 'center_net':
             size = 256 if quick else 512
             return ('CenterNet-%d + targets' % size,
@@ -84,7 +84,7 @@ def preset_pair(kind, quick):
         return ('Faster R-CNN %d/%d + RPN targets' % (short, max_size),
                 gcv_presets.rcnn.FasterRCNNDefaultTrainTransform(short, max_size, net),
                 rcnn.FasterRCNNDefaultTrainTransform(short, max_size, net),
-                (round(IMAGE_SIZE[0] * short / IMAGE_SIZE[1]), short), 5)
+                (round(IMAGE_SIZE[0] * short / IMAGE_SIZE[1]), short))
 
 
 class Floor:
@@ -158,7 +158,7 @@ def check_alike(kind, ours, theirs):
 
 
 def _per_sample_case(kind, rng, rounds, quick):
-    title, theirs, ours, size, _ = preset_pair(kind, quick)
+    title, theirs, ours, size = preset_pair(kind, quick)
     encoded = voc_like_samples(rng, 4 if quick else 16)
     decoded = VOCLike(encoded)
     images, labels = zip(*(decoded[i] for i in range(len(decoded))))
@@ -208,12 +208,6 @@ def case_transforms_rcnn(rng, rounds, quick):
     return _per_sample_case('rcnn', rng, rounds, quick)
 
 
-def _loader(dataset, batchify_fn, batch_size):
-    return mx.gluon.data.DataLoader(dataset, batch_size=batch_size, shuffle=False,
-                                    last_batch='keep', batchify_fn=batchify_fn,
-                                    num_workers=WORKERS)
-
-
 def _batchifies(kind, module):
     """The training scripts' batchify of ``kind`` built from ``module`` (gluoncv's or ours)."""
     if kind == 'yolo':  # train_yolo3.py: six stacked fields and the padded boxes
@@ -223,14 +217,14 @@ def _batchifies(kind, module):
 
 
 def _loader_case(kind, rng, rounds, quick):
-    title, theirs, ours, size, _ = preset_pair(kind, quick)
+    title, theirs, ours, size = preset_pair(kind, quick)
     batch_size = 8 if quick else BATCH_SIZE
     dataset = VOCLike(voc_like_samples(rng, batch_size * (2 if quick else 4)))
     floor = Floor(size)
     loaders = {
-        'gluonbatch': _loader(dataset.transform(ours), _batchifies(kind, gb), batch_size),
-        'gluoncv': _loader(dataset.transform(theirs), _batchifies(kind, gcv), batch_size),
-        'floor': _loader(dataset.transform(lambda image, label: floor(image.asnumpy())[0]),
+        'gluonbatch': data_loader(dataset.transform(ours), _batchifies(kind, gb), batch_size),
+        'gluoncv': data_loader(dataset.transform(theirs), _batchifies(kind, gcv), batch_size),
+        'floor': data_loader(dataset.transform(lambda image, label: floor(image.asnumpy())[0]),
                          gb.Stack(), batch_size)}
     medians, times = interleave({name: functools.partial(time_epoch, loader)
                                  for name, loader in loaders.items()}, rounds)
