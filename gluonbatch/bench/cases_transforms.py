@@ -78,7 +78,7 @@ def preset_pair(kind, quick):
             return ('CenterNet-%d + targets' % size,
                     gcv_presets.center_net.CenterNetDefaultTrainTransform(size, size, 20, 4),
                     center_net.CenterNetDefaultTrainTransform(size, size, 20, 4),
-                    (size, size), 6)
+                    (size, size))
         short, max_size = (200, 320) if quick else (600, 1000)
         net = _net('faster_rcnn_resnet50_v1b_voc')
         return ('Faster R-CNN %d/%d + RPN targets' % (short, max_size),
