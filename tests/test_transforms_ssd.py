@@ -6,9 +6,11 @@ the same boxes, the same targets, and images within :data:`IMAGE_ATOL` after nor
 pixel apart). Labels are drawn to reach the crop's corners: no boxes, tiny and degenerate
 boxes, boxes past the image, float32, float64 and integer coordinates, extra columns.
 """
+import gc
 import random
 import threading
 import warnings
+import weakref
 
 import mxnet as mx
 import numpy as np
@@ -18,7 +20,7 @@ from gluoncv.data.transforms.presets import ssd as gcv_ssd
 from gluoncv.data.transforms.presets import yolo as gcv_yolo
 
 from gluonbatch.transforms import boxes, color, draws, pixels, scratch
-from gluonbatch.transforms.presets import ssd, yolo
+from gluonbatch.transforms.presets import center_net, rcnn, ssd, yolo
 
 #: max |difference| of normalized train images (float32 resizes by two OpenCV versions)
 IMAGE_ATOL = 1e-3
@@ -475,10 +477,22 @@ def test_scratch_leases_are_per_thread_nested_and_bounded(monkeypatch):
     monkeypatch.setattr(scratch, 'MAX_BYTES', 64)
     with scratch.empty('test.a', (17,)) as big:
         assert not np.shares_memory(big, first)
+    # ... and few names are kept: a lease's memory outlives its block only while the thread
+    # keeps that buffer (weak references to the memory under each leased array tell)
+    memory = []
     for k in range(3 * scratch.MAX_BUFFERS):
-        with scratch.empty('test.many%d' % k, (2,)):
-            pass
-    assert len(scratch._LOCAL.named) <= scratch.MAX_BUFFERS
+        with scratch.empty('test.many%d' % k, (2,)) as leased:
+            memory.append(weakref.ref(memory_owner(leased)))
+    del leased
+    gc.collect()
+    assert 1 <= sum(ref() is not None for ref in memory) <= scratch.MAX_BUFFERS
+
+
+def memory_owner(array):
+    """The array that owns the memory ``array`` views."""
+    while array.base is not None:
+        array = array.base
+    return array
 
 
 # ---------------------------------------------------------------------------------------------
@@ -556,3 +570,88 @@ def test_yolo_train_preset_with_net_matches_gluoncv(yolo_net, mixup):
         got, want = run_both(ours, theirs, random_image(rng, height, width), label, seed)
         assert len(got) == 7
         assert_sample_equal(got, want)
+
+
+# ---------------------------------------------------------------------------------------------
+# arguments: every preset checks mean and std alike, R-CNN its flip probability
+
+
+PRESETS_WITH_MEAN_STD = {
+    'SSDAugmentation': lambda **kw: ssd.SSDAugmentation(64, 48, **kw),
+    'SSDDefaultTrainTransform': lambda **kw: ssd.SSDDefaultTrainTransform(64, 48, **kw),
+    'SSDDefaultValTransform': lambda **kw: ssd.SSDDefaultValTransform(64, 48, **kw),
+    'YOLO3DefaultTrainTransform': lambda **kw: yolo.YOLO3DefaultTrainTransform(64, 48, **kw),
+    'YOLO3DefaultValTransform': lambda **kw: yolo.YOLO3DefaultValTransform(64, 48, **kw),
+    'CenterNetDefaultTrainTransform':
+        lambda **kw: center_net.CenterNetDefaultTrainTransform(64, 48, 3, **kw),
+    'CenterNetDefaultValTransform':
+        lambda **kw: center_net.CenterNetDefaultValTransform(64, 48, **kw),
+    'FasterRCNNDefaultTrainTransform': rcnn.FasterRCNNDefaultTrainTransform,
+    'FasterRCNNDefaultValTransform': rcnn.FasterRCNNDefaultValTransform,
+    'MaskRCNNDefaultTrainTransform': rcnn.MaskRCNNDefaultTrainTransform,
+    'MaskRCNNDefaultValTransform': rcnn.MaskRCNNDefaultValTransform,
+}
+
+
+@pytest.mark.parametrize('preset', sorted(PRESETS_WITH_MEAN_STD))
+@pytest.mark.parametrize('kwargs, error, match', [
+    (dict(mean='0.5'), TypeError, r"mean must be a number or 3 numbers .*got '0.5' \(str\)"),
+    (dict(std=None), TypeError, r'std must be a number or 3 numbers .*got None'),
+    (dict(mean=(True, False, True)), TypeError, r'mean must be .*\(tuple\)'),
+    (dict(std=[0.2, 'x', 0.2]), TypeError, r'std must be .*\(list\)'),
+    (dict(mean=(0.1, 0.2)), ValueError, r'mean must be a number or 3 .*got 2 numbers'),
+    (dict(std=np.ones((2, 2))), ValueError, r'std must be .*got 4 numbers'),
+    (dict(mean=(0.1, np.nan, 0.3)), ValueError, r'mean must hold finite numbers'),
+    (dict(std=(0.2, 0.0, 0.2)), ValueError, r'std must not be 0')])
+def test_bad_mean_or_std_raise_at_construction(preset, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        PRESETS_WITH_MEAN_STD[preset](**kwargs)
+
+
+@pytest.mark.parametrize('preset', [name for name in sorted(PRESETS_WITH_MEAN_STD)
+                                    if 'Val' in name])
+def test_mean_and_std_forms_give_the_same_samples(preset):
+    """One number for all channels, float32 arrays of any shape and plain floats: the
+    values are what counts (the float32 ones exactly)."""
+    mean32, std32 = np.float32([0.4, 0.5, 0.6]), np.float32([0.25, 0.25, 0.25])
+    forms = [dict(mean=mean32, std=std32), dict(mean=mean32.reshape(1, 1, 3), std=0.25),
+             dict(mean=[float(v) for v in mean32], std=(np.float32(0.25),))]
+    image = random_image(np.random.default_rng(30), 37, 53)
+    label = np.array([[3., 4., 20., 30., 1.]])
+    samples = []
+    for kwargs in forms:
+        transform = PRESETS_WITH_MEAN_STD[preset](**kwargs)
+        args = (image, label, None) if preset.startswith('Mask') else (image, label)
+        samples.append(transform(*args))
+    for sample in samples[1:]:
+        for got, want in zip(sample, samples[0]):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize('flip_p, error', [
+    ('0.5', TypeError), (None, TypeError), (True, TypeError), (1.5, ValueError),
+    (-0.1, ValueError), (float('nan'), ValueError)])
+def test_bad_flip_p_raises_at_construction(flip_p, error):
+    with pytest.raises(error, match='flip_p must be a probability'):
+        rcnn.FasterRCNNDefaultTrainTransform(flip_p=flip_p)
+
+
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')  # nan, inf and float16 overflow
+@pytest.mark.parametrize('dtype', ['float64', 'float32', 'float16'])
+def test_crop_iou_test_matches_gluoncv_on_non_finite_boxes(dtype):
+    """The trial test's numpy path (nan, inf, float16 areas that overflow) and its Python
+    one answer as gluoncv's bbox_iou does."""
+    from gluoncv.utils.bbox import bbox_iou
+    rng = np.random.default_rng(31)
+    odd = [np.nan, np.inf, -np.inf, 7e4, -0.0, 0.0]
+    for _ in range(400):
+        label = rng.uniform(-5, 60, (int(rng.integers(1, 4)), 5))
+        for _ in range(int(rng.integers(0, 3))):
+            label[rng.integers(0, len(label)), rng.integers(0, 4)] = odd[rng.integers(0, 6)]
+        label = label.astype(dtype)
+        test = draws._TrialTest(label)
+        x, y, w, h = (int(v) for v in rng.integers(0, 50, 4))
+        iou = bbox_iou(label, np.array([[x, y, x + w, y + h]]))
+        for low, high in ((0.1, np.inf), (0.5, np.inf), (-np.inf, 1)):
+            want = bool(low <= iou.min() and iou.max() <= high)
+            assert test.passes(x, y, w, h, low, high) == want

@@ -1,11 +1,11 @@
-"""Every random draw of the SSD-family presets, in gluoncv's order, as frozen records.
-
-This module is the only caller of random number generators in the presets. Each ``draw_*``
-function makes exactly the calls gluoncv's function of the same job makes, on the same
-generators and in the same order, so a run seeded the gluoncv way draws the same
-augmentations and leaves the generators in the same states. The draws depend on the image
-shape and the boxes only, never on pixels, so a preset draws everything first and then
-applies the record (see :mod:`gluonbatch.transforms.presets.ssd`).
+"""The random draws of the SSD-family presets (SSD, YOLOv3), in gluoncv's order, as
+frozen records (CenterNet's and R-CNN's are in their presets, :mod:`.jitter` and
+:mod:`.targets.rpn`; they reuse :func:`draw_flip`). Each ``draw_*`` function makes exactly
+the calls gluoncv's function of the same job makes, on the same generators and in the same
+order, so a run seeded the gluoncv way draws the same augmentations and leaves the
+generators in the same states. The draws depend on the image shape and the boxes only,
+never on pixels, so a preset draws everything first and then applies the record (see
+:mod:`gluonbatch.transforms.presets.ssd`).
 
 The generators are injectable: ``np_rng`` defaults to numpy's global generator (the
 ``numpy.random`` module; a ``numpy.random.RandomState`` fits), ``py_rng`` to Python's
@@ -19,8 +19,8 @@ augment alike) draw, with ``np`` and ``py`` the two generators:
    angle is py];
 2. expand: np coin [+ py ratio, py ``randint`` y, then x];
 3. ``random_crop_with_constraints``: per constraint up to 50 trials of py scale, ratio,
-   ``randrange`` top and left, until one passes; then np picks among the candidates until
-   one keeps a box;
+   ``randrange`` top and left, until one passes; then np picks among the windows that
+   passed (and the whole image) until one keeps a box;
 4. np interpolation (``randint(0, 5)``);
 5. ``random_flip``: np vertical (never true, still drawn), then np horizontal.
 
@@ -36,6 +36,7 @@ True
 >>> a.interp in range(5), a.flip_y
 (True, False)
 """
+import itertools
 import math
 import random
 from typing import NamedTuple, Optional
@@ -163,12 +164,9 @@ def draw_expand(height, width, np_rng=None, py_rng=None, max_ratio=4, p=0.5):
 
 class _TrialTest:
     """Whether a trial window of the crop passes an IoU constraint with every box: the
-    answer of gluoncv's ``bbox_iou(bbox, crop[np.newaxis])`` test, bit for bit.
-
-    gluoncv's IoU mixes dtypes: the box areas are taken in the label's dtype, the
-    intersection and the division in float64 (the window is an int64 array). With finite
-    coordinates that arithmetic is done here in Python floats, box by box, which is the
-    same IEEE arithmetic; anything else goes through numpy exactly as gluoncv writes it.
+    answer of gluoncv's IoU test, bit for bit. Its box areas are in the label's dtype, the
+    rest in float64: with finite values, Python floats box by box do that arithmetic;
+    otherwise numpy does, with those dtypes.
 
     Most trials of a small box cannot pass: the IoU of areas ``a`` and ``A`` is at most
     ``min(a, A) / max(a, A)``. Those trials are skipped (the draws are still made by the
@@ -178,16 +176,15 @@ class _TrialTest:
 
     def __init__(self, label):
         self.label = label
-        coords = label[:, :4]
-        # gluoncv: area_a = np.prod(bbox_a[:, 2:4] - bbox_a[:, :2] + offset, axis=1)
-        with np.errstate(all='ignore'):  # (float16 areas overflow as in gluoncv)
-            areas = np.prod(label[:, 2:4] - label[:, :2] + 0, axis=1)
-        self.fast = bool(np.isfinite(coords).all() and np.isfinite(areas).all())
+        corners = label[:, :4]
+        with np.errstate(all='ignore'):  # in the label's dtype: float16 ones may overflow
+            areas = np.prod(corners[:, 2:] - corners[:, :2], axis=1)
+        self.fast = bool(np.isfinite(corners).all() and np.isfinite(areas).all())
         if not self.fast:
             return
-        x1, y1, x2, y2 = (coords[:, k].astype(np.float64).tolist() for k in range(4))
+        x0, y0, x1, y1 = (corners[:, k].astype(np.float64).tolist() for k in range(4))
         areas = areas.astype(np.float64).tolist()
-        self.boxes = list(zip(x1, y1, x2, y2, areas))
+        self.boxes = list(zip(x0, y0, x1, y1, areas))
         # a box of no width or height has IoU 0 (or nan) with every window
         self.empty_box = any(b[2] <= b[0] or b[3] <= b[1] for b in self.boxes)
         self.area_range = (min(areas), max(areas))
@@ -196,11 +193,9 @@ class _TrialTest:
         self.slack = 1.0 - 64 * float(eps)
 
     def threshold(self, min_iou):
-        """The bound below which a trial window cannot pass ``min_iou``: ``None`` if every
-        trial must be tested, ``inf`` if none can pass (a box of no area). A window of
-        area ``A`` is skipped when ``min(a, A) / max(a, A)`` is below it for the smallest
-        or the largest box area ``a`` (:attr:`area_range`; the ratio has no other
-        minimum), or when ``A`` is 0."""
+        """The bound of ``min(a, A) / max(a, A)`` (box areas ``a`` of :attr:`area_range`,
+        window area ``A``) below which a trial cannot pass ``min_iou``; ``None``: test
+        every trial, ``inf``: none can pass (a box of no area)."""
         if not (self.fast and min_iou > 0):
             return None
         if self.empty_box:
@@ -210,71 +205,101 @@ class _TrialTest:
     def hopeless(self, area, threshold):
         """Whether a trial window of ``area`` cannot pass the constraint ``threshold``
         (from :meth:`threshold`, not ``None``) came from."""
-        if area <= 0:
-            return True
         lo, hi = self.area_range
-        return (lo / area if lo <= area else area / lo) < threshold or (
+        return area <= 0 or (lo / area if lo <= area else area / lo) < threshold or (
             hi / area if hi <= area else area / hi) < threshold
 
     def passes(self, left, top, width, height, min_iou, max_iou):
-        """gluoncv's ``min_iou <= iou.min() and iou.max() <= max_iou``."""
+        """Whether ``min_iou <= IoU <= max_iou`` for every box (a nan IoU fails)."""
         if not self.fast:
             return self._passes_numpy(left, top, width, height, min_iou, max_iou)
-        cl, ct = float(left), float(top)
-        cr, cb = float(left + width), float(top + height)
-        area = float(width * height)
-        for x1, y1, x2, y2, a in self.boxes:
-            tlx = x1 if x1 > cl else cl
-            tly = y1 if y1 > ct else ct
-            brx = x2 if x2 < cr else cr
-            bry = y2 if y2 < cb else cb
-            inter = (brx - tlx) * (bry - tly) if (tlx < brx and tly < bry) else 0.0
-            union = a + area - inter
-            iou = inter / union if union != 0 else math.nan
-            if not min_iou <= iou <= max_iou:  # nan fails too, as in numpy's min/max
+        right, bottom = float(left + width), float(top + height)
+        left, top, window_area = float(left), float(top), float(width * height)
+        for x0, y0, x1, y1, box_area in self.boxes:
+            # the overlap's edges by comparisons: cheaper than min/max calls
+            inner_left = x0 if x0 > left else left
+            inner_top = y0 if y0 > top else top
+            inner_right = x1 if x1 < right else right
+            inner_bottom = y1 if y1 < bottom else bottom
+            overlap = (inner_right - inner_left) * (inner_bottom - inner_top) if (
+                inner_left < inner_right and inner_top < inner_bottom) else 0.0
+            union = box_area + window_area - overlap
+            iou = overlap / union if union != 0 else math.nan
+            if not min_iou <= iou <= max_iou:
                 return False
         return True
 
     def _passes_numpy(self, left, top, width, height, min_iou, max_iou):
-        bbox_a = self.label
-        bbox_b = np.array((left, top, left + width, top + height))[np.newaxis]
+        """:meth:`passes` for non-finite coordinates or areas: gluoncv's dtypes in numpy,
+        so nan and inf spread through the same operations."""
+        corners = self.label[:, :4]
+        near = np.array((left, top), np.float64)
+        far = np.array((left + width, top + height), np.float64)
         with np.errstate(all='ignore'):
-            tl = np.maximum(bbox_a[:, None, :2], bbox_b[:, :2])
-            br = np.minimum(bbox_a[:, None, 2:4], bbox_b[:, 2:4])
-            area_i = np.prod(br - tl + 0, axis=2) * (tl < br).all(axis=2)
-            area_a = np.prod(bbox_a[:, 2:4] - bbox_a[:, :2] + 0, axis=1)
-            area_b = np.prod(bbox_b[:, 2:4] - bbox_b[:, :2] + 0, axis=1)
-            iou = area_i / (area_a[:, None] + area_b - area_i)
+            box_areas = np.prod(corners[:, 2:] - corners[:, :2], axis=1).astype(np.float64)
+            low, high = np.maximum(corners[:, :2], near), np.minimum(corners[:, 2:], far)
+            # scaled by the non-empty test, not masked: an infinite extent times 0 is nan
+            overlap = np.prod(high - low, axis=1) * np.all(low < high, axis=1)
+            iou = overlap / (box_areas + float(width * height) - overlap)
         return bool(min_iou <= iou.min() and iou.max() <= max_iou)
 
 
 def _inline_random(py_rng):
-    """``(random, getrandbits)`` of ``py_rng`` if its ``uniform`` and ``randrange`` are
-    CPython's: ``a + (b - a) * random()`` and rejection sampling on ``getrandbits`` (then
-    :func:`draw_crop` inlines them, the same draws at a fraction of the calls' cost);
-    ``None`` for any other generator, which is then called as gluoncv calls it."""
-    if not (py_rng is random or type(py_rng) is random.Random) or not _INLINE_MATCHES:
-        return None
-    return py_rng.random, py_rng.getrandbits
+    """``(random, getrandbits)`` of ``py_rng`` if it is CPython's generator and this
+    Python's ``uniform`` and ``randrange`` draw what :func:`_trials` writes out with them
+    (the same draws at a fraction of the calls' cost); ``None`` for any other generator,
+    which is then called as gluoncv calls it."""
+    if (py_rng is random or type(py_rng) is random.Random) and _INLINE_MATCHES:
+        return py_rng.random, py_rng.getrandbits
+    return None
 
 
-def _randbelow(getrandbits, n):
-    k = n.bit_length()
-    r = getrandbits(k)
-    while r >= n:
-        r = getrandbits(k)
-    return r
+def _trials(py_rng, inline, width, height, min_scale, max_scale, max_aspect_ratio):
+    """Endless trial windows ``(x, y, w, h)`` of a ``width`` x ``height`` image, each drawn
+    only when asked for, as gluoncv draws one: py scale, py aspect ratio (within what the
+    scale allows), then py ``randrange`` of the top and of the left offset (an empty range
+    raises ``ValueError``, as in gluoncv). ``inline``: see :func:`_inline_random`."""
+    rand, getrandbits = inline if inline is not None else (None, None)
+    ratio_floor, ratio_ceil = 1 / max_aspect_ratio, max_aspect_ratio
+    spread = max_scale - min_scale
+    while True:
+        if inline is None:
+            scale = py_rng.uniform(min_scale, max_scale)
+            ratio = py_rng.uniform(max(ratio_floor, scale * scale),
+                                   min(ratio_ceil, 1 / (scale * scale)))
+        else:  # CPython's uniform, written out
+            scale = min_scale + spread * rand()
+            floor = max(ratio_floor, scale * scale)
+            ratio = floor + (min(ratio_ceil, 1 / (scale * scale)) - floor) * rand()
+        # np.sqrt of a Python float and math.sqrt are the same correctly rounded root
+        root = math.sqrt(ratio)
+        win_h, win_w = int(height * scale / root), int(width * scale * root)
+        room_y, room_x = height - win_h, width - win_w
+        if inline is None or room_y < 1 or room_x < 1:
+            y = py_rng.randrange(room_y)
+            x = py_rng.randrange(room_x)
+        else:  # CPython's randrange (rejection sampling on getrandbits), written out
+            bits = room_y.bit_length()
+            y = getrandbits(bits)
+            while y >= room_y:
+                y = getrandbits(bits)
+            bits = room_x.bit_length()
+            x = getrandbits(bits)
+            while x >= room_x:
+                x = getrandbits(bits)
+        yield x, y, win_w, win_h
 
 
 def _inline_matches():
-    """Whether this Python's ``uniform``/``randrange`` draw what the inlined forms draw."""
-    ours, theirs = random.Random(20240601), random.Random(20240601)
-    for n in (1, 2, 3, 5, 8, 100, 257, 1000, 4097) * 20:
-        if ours.uniform(0.3, 1) != 0.3 + (1 - 0.3) * theirs.random():
+    """Whether :func:`_trials` draws the same windows, leaving the same state, with the
+    calls written out as with the calls made (checked once, at import)."""
+    written, called = random.Random(20240601), random.Random(20240601)
+    for size in ((5000, 3000), (40, 30)):
+        fast = _trials(written, (written.random, written.getrandbits), *size, 0.3, 1, 2)
+        slow = _trials(called, None, *size, 0.3, 1, 2)
+        if any(next(fast) != next(slow) for _ in range(200)):
             return False
-        if ours.randrange(n) != _randbelow(theirs.getrandbits, n):
-            return False
-    return ours.getstate() == theirs.getstate()
+    return written.getstate() == called.getstate()
 
 
 _INLINE_MATCHES = _inline_matches()
@@ -285,8 +310,8 @@ def draw_crop(label, size, py_rng=None, np_rng=None, min_scale=0.3, max_scale=1,
     """The draws of gluoncv's ``experimental.bbox.random_crop_with_constraints(label,
     size)`` (same defaults), ``size = (width, height)``; the crop as a :class:`Crop`.
 
-    The trial loop draws exactly as gluoncv's; a trial that cannot pass is not tested
-    (see :class:`_TrialTest`), which changes neither the draws nor the choice.
+    A trial that cannot pass is not tested (see :class:`_TrialTest`), which changes
+    neither the draws nor the choice.
 
     >>> label = np.array([[10., 10., 50., 40., 0.]])
     >>> draw_crop(label, (64, 48), random.Random(3), np.random.RandomState(3))
@@ -295,59 +320,34 @@ def draw_crop(label, size, py_rng=None, np_rng=None, min_scale=0.3, max_scale=1,
     Crop(x=29, y=11, width=34, height=19, clip=False)
     """
     np_rng, py_rng = _rngs(np_rng, py_rng)
-    if constraints is None:
-        constraints = CROP_CONSTRAINTS
-    w, h = size
+    width, height = size
+    trials = _trials(py_rng, _inline_random(py_rng), width, height, min_scale, max_scale,
+                     max_aspect_ratio)
     test = _TrialTest(label) if len(label) else None
-    candidates = [(0, 0, w, h)]
-    inline = _inline_random(py_rng)
-    uniform, randrange, sqrt = py_rng.uniform, py_rng.randrange, math.sqrt
-    low_ratio, high_ratio = 1 / max_aspect_ratio, max_aspect_ratio
-    scale_span = max_scale - min_scale
-    for min_iou, max_iou in constraints:
-        min_iou = -np.inf if min_iou is None else min_iou
-        max_iou = np.inf if max_iou is None else max_iou
-        threshold = None if test is None else test.threshold(min_iou)
-        for _ in range(max_trial):
-            if inline is not None:  # uniform and randrange as CPython writes them
-                rand, getrandbits = inline
-                scale = min_scale + scale_span * rand()
-                low = max(low_ratio, scale * scale)
-                aspect_ratio = low + (min(high_ratio, 1 / (scale * scale)) - low) * rand()
-            else:
-                scale = uniform(min_scale, max_scale)
-                aspect_ratio = uniform(max(low_ratio, scale * scale),
-                                       min(high_ratio, 1 / (scale * scale)))
-            # np.sqrt of a Python float and math.sqrt are the same correctly rounded root
-            crop_h = int(h * scale / sqrt(aspect_ratio))
-            crop_w = int(w * scale * sqrt(aspect_ratio))
-            if inline is not None and h > crop_h and w > crop_w:
-                n = h - crop_h  # CPython's _randbelow_with_getrandbits, twice
-                k = n.bit_length()
-                crop_t = getrandbits(k)
-                while crop_t >= n:
-                    crop_t = getrandbits(k)
-                n = w - crop_w
-                k = n.bit_length()
-                crop_l = getrandbits(k)
-                while crop_l >= n:
-                    crop_l = getrandbits(k)
-            else:  # (raises gluoncv's ValueError on an empty range)
-                crop_t = randrange(h - crop_h)
-                crop_l = randrange(w - crop_w)
-            if test is None:
-                return Crop(crop_l, crop_t, crop_w, crop_h, False)
-            if threshold is not None and test.hopeless(crop_w * crop_h, threshold):
+    passed = [(0, 0, width, height)]
+    for lowest, highest in CROP_CONSTRAINTS if constraints is None else constraints:
+        lowest = -np.inf if lowest is None else lowest
+        highest = np.inf if highest is None else highest
+        bound = None if test is None else test.threshold(lowest)
+        for x, y, w, h in itertools.islice(trials, max_trial):
+            if test is None:  # no boxes: gluoncv keeps the first window drawn
+                return Crop(x, y, w, h, False)
+            if bound is not None and test.hopeless(w * h, bound):
                 continue
-            if test.passes(crop_l, crop_t, crop_w, crop_h, min_iou, max_iou):
-                candidates.append((crop_l, crop_t, crop_w, crop_h))
+            if test.passes(x, y, w, h, lowest, highest):
+                passed.append((x, y, w, h))
                 break
-    while candidates:
-        crop = Crop(*candidates.pop(np_rng.randint(0, len(candidates))), True)
-        if boxes.crop(label, crop.box_window).size < 1:
-            continue
-        return crop
-    return Crop(0, 0, w, h, False)
+    return _pick(passed, label, (width, height), np_rng)
+
+
+def _pick(windows, label, size, np_rng):
+    """gluoncv's choice: numpy picks a window at random until one keeps a box (each pick
+    is removed); the whole image, boxes untouched, if none does."""
+    while windows:
+        crop = Crop(*windows.pop(np_rng.randint(0, len(windows))), True)
+        if boxes.crop(label, crop.box_window).size:
+            return crop
+    return Crop(0, 0, size[0], size[1], False)
 
 
 def draw_interp(np_rng=None):
@@ -360,9 +360,7 @@ def draw_interp(np_rng=None):
 def _choice(np_rng, p):
     """``np_rng.choice([False, True], p=[1 - p, p])``: the same one uniform draw and the
     same cumulative-sum comparison, without choice's checks (a few microseconds each)."""
-    first = 1 - p
-    total = first + p
-    return bool(np_rng.random_sample() >= first / total)
+    return bool(np_rng.random_sample() >= (1 - p) / ((1 - p) + p))
 
 
 def draw_flip(np_rng=None, px=0.5, py=0):

@@ -1,4 +1,5 @@
-"""The checks every preset applies to the ``(image, label)`` a dataset hands it.
+"""The checks every preset applies to the ``(image, label)`` a dataset hands it, and to
+its per-channel ``mean`` / ``std`` arguments (:func:`channel_values`).
 
 An image is an ``mx.nd.NDArray`` or a numpy array, HWC with 3 channels, ``uint8`` (what
 gluoncv's detection datasets decode to). A label is a numpy array of shape ``(N, K)``, one
@@ -20,12 +21,14 @@ Traceback (most recent call last):
 ...
 ValueError: image must be HWC with 3 channels, got numpy.ndarray of shape (4, 6) and dtype uint8
 """
+import warnings
+
 import mxnet as mx
 import numpy as np
 
 from .._core.checks import describe
 
-__all__ = ['as_numpy', 'image_array', 'label_array']
+__all__ = ['as_numpy', 'image_array', 'label_array', 'channel_values']
 
 
 def as_numpy(value, name):
@@ -120,3 +123,73 @@ def label_array(label, min_columns=5, name='label'):
         raise ValueError('%s must have shape (N, %d or more): xmin, ymin, xmax, ymax, class per '
                          'box; got %s' % (name, min_columns, describe(label)))
     return label
+
+
+def channel_values(values, name, nonzero=False):
+    """A preset's per-channel ``mean`` or ``std`` as a tuple of 3 floats.
+
+    One number stands for all three channels (as MXNet's ``normalize`` takes it). The
+    floats are the values themselves (a float32 value stays exact), so a preset computing
+    with them in float32 or float64 gets what it got from the raw argument.
+
+    Parameters
+    ----------
+    values : number, sequence, numpy array or NDArray
+        1 or 3 real numbers (an array of any shape holding 1 or 3).
+    name : str
+        The argument's name, for errors.
+    nonzero : bool
+        Reject a 0 (a ``std`` divides).
+
+    Returns
+    -------
+    tuple of 3 float
+
+    Raises
+    ------
+    TypeError
+        ``values`` is not numbers (a string, booleans, ``None``, ...).
+    ValueError
+        Not 1 or 3 of them, one is not finite, or (``nonzero``) one is 0.
+
+    Examples
+    --------
+    >>> channel_values((0.485, 0.456, 0.406), 'mean')
+    (0.485, 0.456, 0.406)
+    >>> channel_values(np.float32(0.25), 'std')
+    (0.25, 0.25, 0.25)
+    >>> channel_values('x', 'std')
+    Traceback (most recent call last):
+    ...
+    TypeError: std must be a number or 3 numbers (one per channel), got 'x' (str)
+    >>> channel_values((0.1, 0.2), 'mean')
+    Traceback (most recent call last):
+    ...
+    ValueError: mean must be a number or 3 numbers (one per channel), got 2 numbers: (0.1, 0.2)
+    >>> channel_values((0.2, 0.0, 0.2), 'std', nonzero=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: std must not be 0 (it divides), got (0.2, 0.0, 0.2)
+    """
+    expected = '%s must be a number or 3 numbers (one per channel)' % name
+    array = None
+    # numpy would read '0.5' as a number: strings are refused before it sees them
+    if isinstance(values, (mx.nd.NDArray, mx.np.ndarray)):
+        array = values.asnumpy()
+    elif not isinstance(values, (str, bytes)):
+        with warnings.catch_warnings():  # (ragged sequences: numpy warns or raises)
+            warnings.simplefilter('ignore')
+            try:
+                array = np.asarray(values)
+            except (TypeError, ValueError):
+                pass
+    if array is None or array.dtype.kind not in 'fiu':
+        raise TypeError('%s, got %r (%s)' % (expected, values, describe(values)))
+    flat = array.reshape(-1).astype(np.float64)
+    if flat.size not in (1, 3):
+        raise ValueError('%s, got %d numbers: %r' % (expected, flat.size, values))
+    if not np.isfinite(flat).all():
+        raise ValueError('%s must hold finite numbers, got %r' % (name, values))
+    if nonzero and not flat.all():
+        raise ValueError('%s must not be 0 (it divides), got %r' % (name, values))
+    return tuple(flat.tolist() * (3 if flat.size == 1 else 1))

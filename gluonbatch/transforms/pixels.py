@@ -33,12 +33,14 @@ import numpy as np
 
 from . import color, scratch
 
-__all__ = ['INTERPOLATIONS', 'val_interp', 'window_overlap', 'canvas_window', 'fill_shift',
-           'resize', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw']
+__all__ = ['INTERPOLATIONS', 'BILINEAR', 'val_interp', 'window_overlap', 'canvas_window',
+           'fill_shift', 'resize', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw']
 
 #: gluoncv's interpolation codes, which OpenCV takes as they are.
 INTERPOLATIONS = {0: cv2.INTER_NEAREST, 1: cv2.INTER_LINEAR, 2: cv2.INTER_CUBIC,
                   3: cv2.INTER_AREA, 4: cv2.INTER_LANCZOS4}
+#: The bilinear code (MXNet's ``imresize`` default, the R-CNN presets' resize).
+BILINEAR = 1
 
 
 def val_interp(in_size, out_size):
@@ -124,8 +126,15 @@ def fill_shift(m, fill):
 
 
 def resize(img, size, interp):
-    """``img`` resized to ``size = (width, height)`` with gluoncv's interpolation code
-    ``interp`` (0-4), as MXNet's ``imresize`` does it."""
+    """``img`` (HWC, uint8 or float32) resized to ``size = (width, height)`` with the
+    interpolation code ``interp`` (0-4, :data:`INTERPOLATIONS`), as MXNet's ``imresize``
+    does it: OpenCV's ``cv2.resize``, a new C-contiguous array (any strides in: OpenCV's
+    binding copies what it cannot read as it is).
+
+    >>> img = np.arange(2 * 2 * 3, dtype=np.uint8).reshape(2, 2, 3)
+    >>> resize(img[:, ::-1], (4, 1), BILINEAR)[..., 0]
+    array([[6, 5, 4, 3]], dtype=uint8)
+    """
     return cv2.resize(img, tuple(size), interpolation=INTERPOLATIONS[interp])
 
 
@@ -219,6 +228,7 @@ def affine_hwc(img, m, flip_x=False, shift=None, out=None):
     if result is not out:  # OpenCV allocated (``out`` did not fit): copy
         np.copyto(out, result)
     return out
+
 
 def normalize_lut(mean, std):
     """Per channel, the float32 value MXNet's ``to_tensor`` then ``normalize(mean, std)``

@@ -45,7 +45,7 @@ from .. import jitter, scratch
 from ..._core.checks import check_int
 from ..affine import get_affine_transform, get_border, warp_boxes, warp_image
 from ..draws import draw_flip
-from ..inputs import image_array, label_array
+from ..inputs import channel_values, image_array, label_array
 from ..pixels import affine_chw, affine_hwc, lut_chw, normalize_lut
 from ..targets.center_net import CenterNetTargetGenerator
 
@@ -77,11 +77,13 @@ def _check_scale_factor(scale_factor, width, height):
     return scale_factor
 
 
-def _center(width, height, center_x, center_y):
-    # gluoncv: c = np.array([w / 2., h / 2.], dtype=np.float32), then both overwritten
-    c = np.array([width / 2., height / 2.], dtype=np.float32)
-    c[0], c[1] = center_x, center_y
-    return c
+def _normalization(mean, std):
+    """``mean`` and ``std`` checked, as the float32 ``(1, 1, 3)`` arrays gluoncv's
+    arithmetic uses."""
+    mean = channel_values(mean, 'mean')
+    std = channel_values(std, 'std', nonzero=True)
+    return (np.array(mean, np.float32).reshape(1, 1, 3),
+            np.array(std, np.float32).reshape(1, 1, 3))
 
 
 class CenterNetDefaultTrainTransform:
@@ -104,8 +106,9 @@ class CenterNetDefaultTrainTransform:
         The input size over the output (heatmap) size, ``width // scale_factor`` by
         ``height // scale_factor`` (gluoncv's train script passes the network's ``scale``,
         a float).
-    mean, std : array-like of 3
-        Normalization, as gluoncv's (float32).
+    mean, std : float or array-like of 3
+        Normalization, as gluoncv's (float32; see
+        :func:`~gluonbatch.transforms.inputs.channel_values`).
     data_rng : numpy.random.RandomState, optional
         The colour jitter's generator; ``None`` (gluoncv's only choice) is a fresh
         ``RandomState(123)`` of this instance, so every new instance (and every DataLoader
@@ -129,8 +132,7 @@ class CenterNetDefaultTrainTransform:
         self._height = check_int(height, 'height', minimum=1)
         self._num_class = check_int(num_class, 'num_class', minimum=1)
         self._scale_factor = _check_scale_factor(scale_factor, self._width, self._height)
-        self._mean = np.array(mean, dtype=np.float32).reshape((1, 1, 3))
-        self._std = np.array(std, dtype=np.float32).reshape((1, 1, 3))
+        self._mean, self._std = _normalization(mean, std)
         self._data_rng = np.random.RandomState(123) if data_rng is None else data_rng
         self._eig_val = jitter.EIG_VAL.copy()
         self._eig_vec = jitter.EIG_VEC.copy()
@@ -175,7 +177,7 @@ class CenterNetDefaultTrainTransform:
             pixels = cv2.flip(np.ascontiguousarray(pixels), code)
             label = box_ops.flip(label, (w, h), flip_x=params.flip_x, flip_y=params.flip_y)
 
-        c = _center(w, h, params.center_x, params.center_y)
+        c = np.array([params.center_x, params.center_y], np.float32)  # the warps' dtype
         trans_input = get_affine_transform(c, params.scale, (self._width, self._height))
         out_w, out_h = self._target_width, self._target_height
         trans_output = get_affine_transform(c, params.scale, (out_w, out_h))
@@ -224,15 +226,15 @@ class CenterNetDefaultValTransform:
     ----------
     width, height : int
         The network's input size.
-    mean, std : array-like of 3
-        Normalization, as gluoncv's (float32).
+    mean, std : float or array-like of 3
+        Normalization, as gluoncv's (float32; see
+        :func:`~gluonbatch.transforms.inputs.channel_values`).
     """
 
     def __init__(self, width, height, mean=MEAN, std=STD):
         self._width = check_int(width, 'width', minimum=1)
         self._height = check_int(height, 'height', minimum=1)
-        self._mean = np.array(mean, dtype=np.float32).reshape((1, 1, 3))
-        self._std = np.array(std, dtype=np.float32).reshape((1, 1, 3))
+        self._mean, self._std = _normalization(mean, std)
         # gluoncv's (img.astype(np.float32) / 255. - mean) / std on each of the 256 values
         self._lut = normalize_lut(self._mean, self._std)
 

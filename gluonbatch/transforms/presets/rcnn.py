@@ -50,7 +50,7 @@ import numpy as np
 from ..._core.checks import describe, is_int
 from .. import boxes as tbox
 from .. import draws, pixels, polygons
-from ..inputs import image_array, label_array
+from ..inputs import channel_values, image_array, label_array
 from ..targets.rpn import RPNAnchors, RPNTargetGenerator
 
 __all__ = ['RCNNDraw', 'resize_short_within_size', 'FasterRCNNDefaultTrainTransform',
@@ -103,6 +103,16 @@ def _check_short(short):
         raise ValueError('short must be positive, got %r' % (short,))
 
 
+def _check_probability(p, name):
+    """``p`` if it is a real number in [0, 1]."""
+    if not isinstance(p, (int, float, np.integer, np.floating)) or isinstance(p, bool):
+        raise TypeError('%s must be a probability (a number in [0, 1]), got %r (%s)'
+                        % (name, p, describe(p)))
+    if not 0 <= p <= 1:
+        raise ValueError('%s must be a probability in [0, 1], got %r' % (name, p))
+    return p
+
+
 def _check_max_size(max_size):
     if not isinstance(max_size, (int, float, np.integer, np.floating)) or \
             isinstance(max_size, bool):
@@ -112,37 +122,13 @@ def _check_max_size(max_size):
         raise ValueError('max_size must be >= 1, got %r' % (max_size,))
 
 
-def _channels(values, name):
-    """``mean`` / ``std`` as 3 floats: a scalar or one value stands for all channels (as
-    MXNet's ``normalize`` takes them)."""
-    try:
-        array = np.asarray(values, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError):
-        raise TypeError('%s must be a number or a sequence of 1 or 3 numbers, got %r'
-                        % (name, values)) from None
-    if array.size == 1:
-        array = np.repeat(array, 3)
-    if array.size != 3:
-        raise ValueError('%s must have 1 or 3 values (one per channel), got %d'
-                         % (name, array.size))
-    return tuple(float(v) for v in array)
-
-
-def _resize(src, width, height):
-    """MXNet's ``imresize(src, width, height, interp=1)``: OpenCV's bilinear on uint8."""
-    if not src.flags.c_contiguous:
-        src = np.ascontiguousarray(src)
-    return cv2.resize(src, (width, height), interpolation=cv2.INTER_LINEAR)
-
-
 class _Normalizer:
     """``to_tensor`` then ``normalize(mean, std)`` of a uint8 HWC image as one float32
     table per channel, filled with MXNet's arithmetic: bit for bit its output."""
 
     def __init__(self, mean, std):
-        self.mean = _channels(mean, 'mean')
-        self.std = _channels(std, 'std')
-        self.lut = pixels.normalize_lut(self.mean, self.std)
+        self.lut = pixels.normalize_lut(channel_values(mean, 'mean'),
+                                        channel_values(std, 'std', nonzero=True))
 
     def __call__(self, img):
         return pixels.lut_chw(img, self.lut)
@@ -152,7 +138,7 @@ def _val_resize(src, short, max_size):
     height, width = src.shape[:2]
     new_w, new_h = resize_short_within_size(height, width, short, max_size)
     _check_size(new_w, new_h, src.shape)
-    return _resize(src, new_w, new_h)
+    return pixels.resize(src, (new_w, new_h), pixels.BILINEAR)
 
 
 def _check_size(width, height, shape):
@@ -171,24 +157,12 @@ class _RCNNTrain:
                  normalize, kwargs):
         _check_short(short)
         _check_max_size(max_size)
-        if not isinstance(flip_p, (int, float, np.integer, np.floating)) or \
-                not 0 <= flip_p <= 1:
-            raise ValueError('flip_p must be a probability in [0, 1], got %r' % (flip_p,))
+        self._flip_p = _check_probability(flip_p, 'flip_p')
         self._short = short
         self._max_size = max_size
-        self._mean = mean
-        self._std = std
-        self._box_norm = box_norm
-        self._num_sample = num_sample
-        self._pos_iou_thresh = pos_iou_thresh
-        self._neg_iou_thresh = neg_iou_thresh
-        self._pos_ratio = pos_ratio
-        self._flip_p = flip_p
-        self._multi_stage = multi_stage
         self._random_resize = isinstance(short, (tuple, list))
         self._normalize = bool(normalize)
         self._normalizer = _Normalizer(mean, std)
-        self._kwargs = kwargs
         self._anchors = None
         self._target_generator = None
         if net is None:
@@ -217,7 +191,7 @@ class _RCNNTrain:
         boxes (float64 as gluoncv's, before its final cast)."""
         height, width = src.shape[:2]
         size = (params.width, params.height)
-        img = _resize(src, *size)
+        img = pixels.resize(src, size, pixels.BILINEAR)
         bbox = tbox.resize(label, (width, height), size)
         bbox = tbox.flip(bbox, size, flip_x=params.flip_x)
         if params.flip_x:
@@ -252,8 +226,8 @@ class FasterRCNNDefaultTrainTransform(_RCNNTrain):
         The Faster R-CNN network: given, the RPN targets of every anchor are returned too.
         Only its anchor generators (whose parameters must be initialized) and its
         ``features`` graph are read; it is not changed.
-    mean, std : sequence of 3 floats
-        ``normalize``'s parameters.
+    mean, std : float or sequence of 3 floats
+        ``normalize``'s parameters (one value stands for all channels).
     box_norm : sequence of 4 floats, default (1, 1, 1, 1)
         Divide the encoded RPN box offsets.
     num_sample, pos_iou_thresh, neg_iou_thresh, pos_ratio
@@ -364,8 +338,6 @@ class FasterRCNNDefaultValTransform:
         _check_max_size(max_size)
         self._short = short
         self._max_size = max_size
-        self._mean = mean
-        self._std = std
         self._normalizer = _Normalizer(mean, std)
 
     def __call__(self, src, label):

@@ -36,7 +36,7 @@ import numpy as np
 from .. import boxes as tbox
 from .. import color, draws, pixels
 from ..._core.checks import check_int
-from ..inputs import image_array, label_array
+from ..inputs import channel_values, image_array, label_array
 from ..targets.ssd import SSDTargets
 
 __all__ = ['SSDAugmentation', 'SSDDefaultTrainTransform', 'SSDDefaultValTransform']
@@ -58,8 +58,9 @@ class SSDAugmentation:
     ----------
     width, height : int
         Output size.
-    mean, std : sequence of 3 floats
-        ``normalize``'s parameters; ``mean * 255`` also fills the expanded canvas.
+    mean, std : float or sequence of 3 floats
+        ``normalize``'s parameters (see :func:`~gluonbatch.transforms.inputs.channel_values`);
+        ``mean * 255`` also fills the expanded canvas.
     normalize : bool
         ``True`` (gluoncv): CHW float32 after ``to_tensor`` and ``normalize``. ``False``:
         HWC float32 before them.
@@ -68,10 +69,10 @@ class SSDAugmentation:
     def __init__(self, width, height, mean=MEAN, std=STD, normalize=True):
         self._width = check_int(width, 'width', minimum=1)
         self._height = check_int(height, 'height', minimum=1)
-        self._mean = mean
-        self._std = std
+        mean = channel_values(mean, 'mean')
+        std = channel_values(std, 'std', nonzero=True)
         self._normalize = bool(normalize)
-        self._fill = np.asarray(mean, np.float64).reshape(3) * 255
+        self._fill = np.asarray(mean, np.float64) * 255
         self._after = color.normalize(mean, std) if self._normalize else color.identity()
 
     def draw(self, shape, label, np_rng=None, py_rng=None):
@@ -131,7 +132,7 @@ class SSDDefaultTrainTransform(SSDAugmentation):
         targets, ``(image, cls_targets (N,), box_targets (N, 4))`` as gluoncv's
         ``SSDTargetGenerator`` computes them; without, ``(image, label)`` with the label
         float32 ``(M, 5+)``.
-    mean, std : sequence of 3 floats
+    mean, std : float or sequence of 3 floats
         ``normalize``'s parameters.
     iou_thresh : float
         Matching threshold of the targets.
@@ -146,7 +147,6 @@ class SSDDefaultTrainTransform(SSDAugmentation):
     def __init__(self, width, height, anchors=None, mean=MEAN, std=STD, iou_thresh=0.5,
                  box_norm=(0.1, 0.1, 0.2, 0.2), normalize=True, **kwargs):
         super().__init__(width, height, mean, std, normalize)
-        self._anchors = anchors
         self._targets = None
         if anchors is not None:
             self._targets = SSDTargets(anchors, iou_thresh=iou_thresh, box_norm=box_norm,
@@ -168,9 +168,8 @@ class SSDDefaultValTransform:
     def __init__(self, width, height, mean=MEAN, std=STD):
         self._width = check_int(width, 'width', minimum=1)
         self._height = check_int(height, 'height', minimum=1)
-        self._mean = mean
-        self._std = std
-        self._lut = pixels.normalize_lut(mean, std)
+        self._lut = pixels.normalize_lut(channel_values(mean, 'mean'),
+                                         channel_values(std, 'std', nonzero=True))
 
     def __call__(self, src, label):
         src = image_array(src)

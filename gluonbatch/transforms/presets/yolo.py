@@ -38,7 +38,7 @@ class YOLO3DefaultTrainTransform(SSDAugmentation):
         ``(image, objectness, center_targets, scale_targets, weights, class_targets,
         gt_bboxes)`` as gluoncv's ``YOLOV3PrefetchTargetGenerator`` computes them; without,
         ``(image, label)`` with the label float32 ``(M, 5+)``.
-    mean, std : sequence of 3 floats
+    mean, std : float or sequence of 3 floats
         ``normalize``'s parameters.
     mixup : bool
         Whether labels carry a mixup ratio as their last column (for the targets).
@@ -51,7 +51,6 @@ class YOLO3DefaultTrainTransform(SSDAugmentation):
     def __init__(self, width, height, net=None, mean=MEAN, std=STD, mixup=False,
                  normalize=True, **kwargs):
         super().__init__(width, height, mean, std, normalize)
-        self._mixup = mixup
         self._targets = None
         if net is not None:
             self._targets = YOLO3Targets(net, width, height, mixup=mixup, **kwargs)
