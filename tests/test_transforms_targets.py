@@ -26,7 +26,6 @@ from gluonbatch.transforms.targets.ssd import SSDTargets, box_iou, ssd_match  # 
 from gluonbatch.transforms.targets.yolo import YOLO3Targets  # noqa: E402
 
 
-
 def slow(examples):
     """Settings of a test that runs gluoncv: no deadline, ``examples`` examples."""
     return settings(max_examples=examples, deadline=None,
@@ -271,6 +270,27 @@ def test_ssd_core_functions():
         ssd_match(ious.copy(), valid=np.zeros((1, 3), bool)), [[-1, -1, -1]])
 
 
+def test_ssd_iou_is_mxnets_with_awkward_boxes():
+    """The IoU SSD, YOLOv3 and RPN share, in SSD's batch layout: MXNet's bits also for
+    NaN, infinite, inverted, empty and overflowing boxes."""
+    rng = np.random.default_rng(3)
+    anchors = rng.uniform(0, 1, (500, 4)).astype(np.float32)
+    anchors[:, 2:] = anchors[:, :2] + rng.uniform(0.01, 0.6, (500, 2))
+    boxes = rng.uniform(-0.2, 1.2, (3, 6, 4)).astype(np.float32)
+    boxes[..., 2:] = boxes[..., :2] + rng.uniform(-0.1, 0.7, (3, 6, 2))
+    boxes[0, 0] = [np.nan, 0.1, 0.5, 0.5]
+    boxes[0, 1] = [0, 0, np.inf, 0.4]
+    boxes[1, 0] = [-3e38, 0, 3e38, 3e38]
+    boxes[1, 1] = [0.3, 0.3, 0.3, 0.3]
+    boxes[2, 0] = [0.6, 0.6, 0.2, 0.2]
+    with np.errstate(all='ignore'):
+        ours = box_iou(anchors, boxes)
+    theirs = mx.nd.contrib.box_iou(mx.nd.array(anchors), mx.nd.array(boxes)).asnumpy()
+    theirs = np.ascontiguousarray(theirs.transpose(1, 2, 0))
+    assert ours.dtype == np.float32 and ours.shape == theirs.shape
+    assert np.array_equal(ours.view(np.uint32), theirs.view(np.uint32))
+
+
 def test_ssd_arguments(ssd_anchors):
     anchors = ssd_anchors[300]
     SSDTargets(anchors.asnumpy()[0], prefix='ssd_')  # numpy (N, 4) and a Block kwarg
@@ -392,15 +412,45 @@ def test_yolo_batch_equals_per_sample(yolo_pairs, data, mixup):
                 np.testing.assert_array_equal(result[field][i], sample[field])
 
 
-def test_yolo_restores_parameter_contexts(yolo_net):
+def test_yolo_restores_parameter_contexts(yolo_net, monkeypatch):
     params = yolo_net.collect_params()
     params.reset_ctx(mx.cpu(1))
     try:
         targets = YOLO3Targets(yolo_net, 320, 320, prefix='yolo_')
         assert all(p.list_ctx() == [mx.cpu(1)] for p in params.values())
         assert targets.num_rows == 3 * (10 * 10 + 20 * 20 + 40 * 40)
+        # the forward runs on the CPU in train mode, and a failing one restores them too
+        seen = []
+
+        def failing_forward(block, x, *args):
+            seen.append((x.shape, x.context, autograd.is_training(),
+                         {p.list_ctx()[0] for p in params.values()}))
+            raise RuntimeError('forward failed')
+
+        monkeypatch.setattr(type(yolo_net), 'forward', failing_forward)
+        with pytest.raises(RuntimeError, match='forward failed'):
+            YOLO3Targets(yolo_net, 416, 320)
+        assert seen == [((1, 3, 320, 416), mx.cpu(), True, {mx.cpu()})]
+        assert all(p.list_ctx() == [mx.cpu(1)] for p in params.values())
     finally:
+        monkeypatch.undo()
         params.reset_ctx(mx.cpu())
+
+
+def test_outputs_never_alias_the_label(ssd_anchors, yolo_pairs):
+    """Targets are new arrays, also ``gt_bboxes`` of a float32 label (where a cast would
+    be a view): a caller reusing the label's buffer must not change them."""
+    generators = (SSDTargets(ssd_anchors[300]), yolo_pairs[((416, 416), False)][1])
+    for generator in generators:
+        for dtype in ('float32', 'float64'):
+            label = np.array([[10, 20, 200, 220, 3], [30, 40, 60, 90, 1]], dtype)
+            outputs = generator.targets(label)
+            kept = [out.copy() for out in outputs]
+            for out in outputs:
+                assert not np.shares_memory(out, label)
+            label[...] = 7
+            for out, copy in zip(outputs, kept):
+                np.testing.assert_array_equal(out, copy)
 
 
 def test_yolo_arguments(yolo_net):

@@ -62,42 +62,73 @@ class ClassOutOfRange(ValueError, IndexError):
 def gaussian_radius(height, width, min_overlap=0.7):
     """gluoncv's ``_gaussian_radius((height, width))`` for arrays of (ceiled) box sizes.
 
-    Each box's radius is computed in gluoncv's arithmetic: gluoncv works on numpy scalars
-    of the label's dtype, where ``height + width`` and ``width * height`` stay in that dtype
-    and everything after them is promoted to float64; the same is done here elementwise, so
-    the radii are the same to the bit (float16, float32, float64 and integer labels).
+    The radius is how far a box's corners may move while it keeps an IoU of
+    ``min_overlap`` with the original, the smallest over CornerNet's three ways of moving:
+    one corner in and one out (the box shifted), both in (shrunk), both out (grown). Each
+    is the larger root of a quadratic, evaluated as gluoncv evaluates it: gluoncv works on
+    numpy scalars of the label's dtype, where ``height + width`` and ``width * height`` stay
+    in that dtype and everything after them is promoted to float64; the same is done here
+    elementwise, in the same order of operations, so the radii are the same to the bit
+    (float16, float32, float64 and integer labels).
 
+    Parameters
+    ----------
+    height, width : array-like
+        Box sizes, of one dtype.
+    min_overlap : float, default 0.7
+        The IoU to keep.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 radii (not truncated).
+
+    Examples
+    --------
     >>> gaussian_radius(np.array([10., 3.]), np.array([20., 3.])).round(4).tolist()
     [3.6779, 0.82]
     """
     height, width = np.asarray(height), np.asarray(width)
-    f8 = np.float64
-    hw_sum = (height + width).astype(f8)    # the scalar sum stays in the label's dtype
-    hw_prod = (width * height).astype(f8)   # so does c1's product
-    w8, h8 = width.astype(f8), height.astype(f8)
+    perimeter_half = (height + width).astype(np.float64)    # summed in the label's dtype
+    area_in_dtype = (width * height).astype(np.float64)     # multiplied in it, too
+    width64, height64 = width.astype(np.float64), height.astype(np.float64)
+    lost_share = 1 - min_overlap
+    # (1 - overlap) * w * h in float64, left to right; the grown case's constant term is
+    # (overlap - 1) * w * h, exactly its negation
+    lost_area = lost_share * width64 * height64
+    shifted = _larger_root(perimeter_half,
+                           4 * (area_in_dtype * lost_share / (1 + min_overlap)))
+    shrunk = _larger_root(2 * perimeter_half, 16 * lost_area)
+    grown = _larger_root(-2 * min_overlap * perimeter_half,
+                         16 * min_overlap * -lost_area)
+    return np.minimum(np.minimum(shifted, shrunk), grown)
 
-    a1 = 1
-    b1 = hw_sum
-    c1 = hw_prod * (1 - min_overlap) / (1 + min_overlap)
-    sq1 = np.sqrt(b1 ** 2 - 4 * a1 * c1)
-    r1 = (b1 + sq1) / 2
 
-    a2 = 4
-    b2 = 2 * hw_sum
-    c2 = (1 - min_overlap) * w8 * h8
-    sq2 = np.sqrt(b2 ** 2 - 4 * a2 * c2)
-    r2 = (b2 + sq2) / 2
-
-    a3 = 4 * min_overlap
-    b3 = -2 * min_overlap * hw_sum
-    c3 = (min_overlap - 1) * w8 * h8
-    sq3 = np.sqrt(b3 ** 2 - 4 * a3 * c3)
-    r3 = (b3 + sq3) / 2
-    return np.minimum(np.minimum(r1, r2), r3)
+def _larger_root(linear, four_ac):
+    """``(b + sqrt(b**2 - 4ac)) / 2`` given ``b`` and the product ``4ac``: the quadratic
+    formula's larger root, halved instead of divided by ``2a`` as CornerNet's code does
+    (gluoncv's radii are those)."""
+    return (linear + np.sqrt(np.square(linear) - four_ac)) / 2
 
 
 #: Radii up to this have their whole patch cached; larger ones compute only the window drawn.
 _CACHED_RADIUS = 256
+
+
+def _gaussian(radius, rows, cols):
+    """The 2-D gaussian of sigma ``(2 * radius + 1) / 6`` at the integer offsets ``rows``
+    (vertical) by ``cols`` (horizontal) from its peak, in float64 and rounded to float32,
+    with values below float64 epsilon cut to 0 (gluoncv cuts below epsilon times the
+    maximum, which is ``exp(0) = 1``)."""
+    sigma = (2 * radius + 1) / 6
+    spread = 2 * sigma * sigma
+    rows = np.asarray(rows, np.float64)
+    cols = np.asarray(cols, np.float64)
+    squared = np.add.outer(rows * rows, cols * cols)   # squared distances to the peak
+    values = np.exp(-squared / spread)
+    values[values < np.finfo(np.float64).eps] = 0
+    # max(a, g) rounded to float32 equals max(a, float32(g)) for a float32 a
+    return values.astype(np.float32)
 
 
 @functools.lru_cache(maxsize=128)
@@ -106,17 +137,23 @@ def gaussian_patch(radius):
     float32 values gluoncv's ``np.maximum`` writes into the float32 heatmap; cached
     (read-only) per radius.
 
+    Parameters
+    ----------
+    radius : int
+        The patch is ``(2 * radius + 1)`` square, its peak (1) at the centre.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32, read-only.
+
+    Examples
+    --------
     >>> gaussian_patch(1)[1].tolist()
     [0.1353352814912796, 1.0, 0.1353352814912796]
     """
-    diameter = 2 * radius + 1
-    sigma = diameter / 6
-    m, n = [(ss - 1.) / 2. for ss in (diameter, diameter)]
-    y, x = np.ogrid[-m:m + 1, -n:n + 1]
-    h = np.exp(-(x * x + y * y) / (2 * sigma * sigma))
-    h[h < np.finfo(h.dtype).eps * h.max()] = 0
-    # max(a, g) rounded to float32 equals max(a, float32(g)) for a float32 a
-    patch = h.astype(np.float32)
+    offsets = np.arange(-radius, radius + 1)
+    patch = _gaussian(radius, offsets, offsets)
     patch.flags.writeable = False
     return patch
 
@@ -127,12 +164,7 @@ def _patch_window(radius, top, bottom, left, right):
     if radius <= _CACHED_RADIUS:
         return gaussian_patch(radius)[radius - top:radius + bottom,
                                       radius - left:radius + right]
-    sigma = (2 * radius + 1) / 6
-    y = np.arange(-top, bottom, dtype=np.float64)[:, np.newaxis]
-    x = np.arange(-left, right, dtype=np.float64)[np.newaxis, :]
-    h = np.exp(-(x * x + y * y) / (2 * sigma * sigma))
-    h[h < np.finfo(h.dtype).eps] = 0  # the maximum of the whole patch is exp(0) = 1
-    return h.astype(np.float32)
+    return _gaussian(radius, np.arange(-top, bottom), np.arange(-left, right))
 
 
 def target_shapes(batch_size, num_class, output_width, output_height):
@@ -144,8 +176,6 @@ def target_shapes(batch_size, num_class, output_width, output_height):
     grid = (int(output_height), int(output_width))
     pair = (batch_size, 2) + grid
     return ((batch_size, num_class) + grid, pair, pair, pair, pair)
-
-
 
 
 def _box_numbers(boxes, ids, width, height, num_class):

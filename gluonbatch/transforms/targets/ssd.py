@@ -41,6 +41,7 @@ array([[0., 0., 0., 0.],
 import numpy as np
 
 from ..inputs import as_numpy, label_array
+from .iou import AnchorSet
 
 __all__ = ['SSDTargets', 'box_iou', 'ssd_match']
 
@@ -55,11 +56,10 @@ _GROUP_IOUS = 1 << 18
 _IGNORED_KWARGS = ('neg_thresh', 'prefix', 'params')
 
 
-
-
 def box_iou(anchors, boxes):
     """IoU of corner boxes, float32, exactly as ``mx.nd.contrib.box_iou(anchors, boxes)``
-    but laid out boxes first: ``(B, M, N)``, anchors along the contiguous axis.
+    but laid out boxes first: ``(B, M, N)``, anchors along the contiguous axis (see
+    :class:`gluonbatch.transforms.targets.iou.AnchorSet`).
 
     Parameters
     ----------
@@ -81,39 +81,7 @@ def box_iou(anchors, boxes):
     array([[1.        , 0.14285715],
            [0.14285715, 1.        ]], dtype=float32)
     """
-    return _iou(_anchor_columns(anchors), boxes)
-
-
-def _anchor_columns(anchors):
-    """What :func:`_iou` needs of the anchors: their 4 coordinates as contiguous columns
-    and their areas (0 for inverted ones)."""
-    ax = [np.ascontiguousarray(anchors[:, k], np.float32) for k in range(4)]
-    aw = ax[2] - ax[0]
-    ah = ax[3] - ax[1]
-    return ax, np.where((aw < 0) | (ah < 0), np.float32(0), aw * ah)
-
-
-def _iou(anchor_columns, boxes):
-    ax, a_area = anchor_columns                                  # (N,)
-    gx = [boxes[:, :, k, np.newaxis] for k in range(4)]           # (B, M, 1)
-    # intersection width and height: min(right) - max(left), clamped at 0
-    inter = np.minimum(ax[2], gx[2])
-    inter -= np.maximum(ax[0], gx[0])
-    np.maximum(inter, 0, out=inter)
-    ih = np.minimum(ax[3], gx[3])
-    ih -= np.maximum(ax[1], gx[1])
-    np.maximum(ih, 0, out=ih)
-    inter *= ih
-    # box areas, 0 for inverted boxes
-    gw = gx[2] - gx[0]
-    gh = gx[3] - gx[1]
-    g_area = np.where((gw < 0) | (gh < 0), np.float32(0), gw * gh)
-    # union = (anchor area + box area) - intersection, in MXNet's order; where there is no
-    # intersection (MXNet's IoU is 0 there) 1 is added so that 0 / union is a plain 0
-    union = np.add(a_area, g_area, out=ih)
-    union -= inter
-    union += inter == 0
-    return np.divide(inter, union, out=inter)
+    return AnchorSet(anchors).iou(np.asarray(boxes, np.float32))
 
 
 def _first_argmax(values, axis):
@@ -207,8 +175,6 @@ def ssd_match(ious, iou_thresh=0.5, valid=None):
     return match
 
 
-
-
 class SSDTargets:
     """SSD targets of gluoncv's SSD train preset, in numpy.
 
@@ -259,7 +225,7 @@ class SSDTargets:
                                aw, ah)
         self._iou_thresh = float(iou_thresh)
         self._stds = np.array(box_norm, np.float32)
-        self._columns = _anchor_columns(c)
+        self._anchor_set = AnchorSet(c)
         self.num_anchors = c.shape[0]
 
     @property
@@ -352,7 +318,7 @@ class SSDTargets:
 
     def _encode(self, boxes, ids, valid, cls_out, box_out):
         """Match and write the positives of a group of samples (outputs already zeroed)."""
-        ious = _iou(self._columns, boxes)
+        ious = self._anchor_set.iou(boxes)
         match = ssd_match(ious, self._iou_thresh, valid)
         pb, pn = np.nonzero(match >= 0)
         pm = match[pb, pn]

@@ -34,30 +34,40 @@ import numpy as np
 from mxnet import autograd
 
 from ..inputs import as_numpy, label_array
+from .iou import AnchorSet
 
 __all__ = ['YOLO3Targets']
 
 # keyword arguments YOLOV3PrefetchTargetGenerator passes on to gluon.Block
 _BLOCK_KWARGS = ('prefix', 'params')
+# what a gluoncv YOLOV3 returns from a train-mode forward (without targets), in order
+_TRAIN_OUTPUTS = ('detections', 'anchors', 'offsets', 'feature maps', 'box centres',
+                  'box scales', 'objectness', 'class predictions')
 
 
+def _probe(net, width, height):
+    """The anchors, cell offsets and feature maps the network yields in train mode for a
+    blank ``(1, 3, height, width)`` batch on the CPU: what gluoncv's preset runs once to
+    learn the output layers' grids.
 
-
-
-
-def _train_forward(net, width, height):
-    """gluoncv preset's forward: zeros of (1, 3, height, width) in train mode, on the CPU,
-    the parameters' contexts restored afterwards (also when the forward fails)."""
-    fake_x = mx.nd.zeros((1, 3, height, width))
+    The network may live on a GPU: its parameters are moved to the CPU for this one forward
+    and put back on their devices afterwards, also when the forward raises.
+    """
     params = net.collect_params()
-    old_ctx = list(params.values())[0].list_ctx()
+    # the devices of the first parameter stand for all of them, as in gluoncv
+    devices = next(iter(params.values())).list_ctx()
+    blank = mx.nd.zeros((1, 3, height, width), ctx=mx.cpu())
     params.reset_ctx(mx.cpu())
     try:
         with autograd.train_mode():
-            _, anchors, offsets, feat_maps, _, _, _, _ = net(fake_x)
+            outputs = net(blank)
     finally:
-        params.reset_ctx(old_ctx)
-    return anchors, offsets, feat_maps
+        params.reset_ctx(devices)
+    if len(outputs) != len(_TRAIN_OUTPUTS):
+        raise ValueError('a YOLOv3 network returns %d outputs in train mode (%s), this one '
+                         'returned %d' % (len(_TRAIN_OUTPUTS), ', '.join(_TRAIN_OUTPUTS),
+                                          len(outputs)))
+    return outputs[1], outputs[2], outputs[3]
 
 
 class YOLO3Targets:
@@ -94,7 +104,7 @@ class YOLO3Targets:
         self._height = int(height)
         self._mixup = bool(mixup)
         self.num_class = len(net.classes)
-        anchors, offsets, feat_maps = _train_forward(net, self._width, self._height)
+        anchors, offsets, feat_maps = _probe(net, self._width, self._height)
         self._setup([a.asnumpy() for a in anchors], [o.size // 2 for o in offsets],
                     [tuple(f.shape[2:4]) for f in feat_maps])
 
@@ -122,10 +132,8 @@ class YOLO3Targets:
         aw, ah = self._anchors[:, 0], self._anchors[:, 1]
         zero = aw * np.float32(0)
         half_w, half_h = aw * np.float32(0.5), ah * np.float32(0.5)
-        corners = [zero - half_w, zero - half_h, zero + half_w, zero + half_h]
-        self._anchor_corners = corners
-        width, height = corners[2] - corners[0], corners[3] - corners[1]
-        self._anchor_area = np.where((width < 0) | (height < 0), np.float32(0), width * height)
+        self._anchor_set = AnchorSet(np.stack([zero - half_w, zero - half_h,
+                                               zero + half_w, zero + half_h], axis=1))
         # log(1 / anchor) for boxes narrower (lower) than 1: float64, as numpy 1.x computes
         # 1 / np.float32 in gluoncv, rounded once
         self._small_log = np.log(1 / self._anchors.astype(np.float64)).astype(np.float32)
@@ -150,7 +158,8 @@ class YOLO3Targets:
         ids = np.asarray(label[np.newaxis, :, 4], np.float32)
         ratios = np.asarray(label[np.newaxis, :, -1], np.float32) if self._mixup else None
         outputs = self.compute(boxes, ids, ratios)
-        return tuple(o[0] for o in outputs) + (boxes[0],)
+        # a copy: the boxes may be a view of the caller's label, outputs never are
+        return tuple(o[0] for o in outputs) + (boxes[0].copy(),)
 
     def batch(self, labels, out=None):
         """Targets of a batch: the five targets with a leading batch axis, float32.
@@ -290,18 +299,9 @@ class YOLO3Targets:
 
     def _best_anchor(self, gtw, gth):
         """Index of the anchor of best IoU with each (w, h) box, both centred at the origin
-        (``mx.nd.contrib.box_iou`` arithmetic in float32; the first anchor on ties)."""
-        half_w = (gtw * np.float32(0.5))[:, np.newaxis]
-        half_h = (gth * np.float32(0.5))[:, np.newaxis]
-        gt = [np.float32(-0.5) * gtw[:, np.newaxis], np.float32(-0.5) * gth[:, np.newaxis],
-              half_w, half_h]
-        a = self._anchor_corners
-        iw = np.minimum(a[2], gt[2]) - np.maximum(a[0], gt[0])
-        ih = np.minimum(a[3], gt[3]) - np.maximum(a[1], gt[1])
-        inter = np.maximum(iw, 0) * np.maximum(ih, 0)
-        width, height = gt[2] - gt[0], gt[3] - gt[1]
-        g_area = np.where((width < 0) | (height < 0), np.float32(0), width * height)
-        union = self._anchor_area + g_area - inter
-        union += inter <= 0
-        iou = np.where(inter > 0, inter / union, np.float32(0))
-        return iou.argmax(axis=1)
+        (MXNet's float32 ``box_iou``; the first anchor on ties)."""
+        # gluoncv shifts the boxes as (-0.5 * w, -0.5 * h, 0.5 * w, 0.5 * h)
+        half_w, half_h = gtw * np.float32(0.5), gth * np.float32(0.5)
+        shifted = np.stack([np.float32(-0.5) * gtw, np.float32(-0.5) * gth, half_w, half_h],
+                           axis=1)
+        return self._anchor_set.iou(shifted).argmax(axis=1)
