@@ -51,9 +51,24 @@ def random_label(rng, width, height, num_class=5, count=None):
     return label.astype(np.float32) if rng.rand() < 0.3 else label
 
 
-def rng_states(transform):
+def gluoncv_colour_rng(transform):
+    """The generator gluoncv's train preset draws its colour jitter from. gluoncv's preset
+    takes none from outside, so it is read from gluoncv's own attribute (ours is given one,
+    see :func:`our_train_preset`)."""
+    return transform._data_rng
+
+
+def our_train_preset(*args, **kwargs):
+    """Our train preset and the generator its colour jitter draws from, given explicitly
+    (``RandomState(123)``, what gluoncv's preset makes for itself)."""
+    data_rng = np.random.RandomState(123)
+    return center_net.CenterNetDefaultTrainTransform(*args, data_rng=data_rng, **kwargs), data_rng
+
+
+def rng_states(data_rng):
+    """States of numpy's global generator, Python's, and the preset's ``data_rng``."""
     return (np.random.get_state()[1].copy(), np.random.get_state()[2], random.getstate(),
-            transform._data_rng.get_state()[1].copy(), transform._data_rng.get_state()[2])
+            data_rng.get_state()[1].copy(), data_rng.get_state()[2])
 
 
 def assert_same_states(a, b):
@@ -62,16 +77,17 @@ def assert_same_states(a, b):
     assert np.array_equal(a[3], b[3]) and a[4] == b[4], "the preset's RandomState"
 
 
-def run_seeded(transform, seed, image, label):
+def run_seeded(transform, data_rng, seed, image, label):
     """``transform(image, label)`` after seeding numpy's and Python's generators: the
-    outputs as numpy arrays (or the exception) and the generators' states after."""
+    outputs as numpy arrays (or the exception) and the generators' states after
+    (``data_rng``: the preset's colour generator)."""
     random.seed(seed)
     np.random.seed(seed)
     try:
         out = [as_numpy(v) for v in transform(image, label)]
     except Exception as error:  # pylint: disable=broad-except
         out = error
-    return out, rng_states(transform)
+    return out, rng_states(data_rng)
 
 
 # ---------------------------------------------------------------------------------------
@@ -224,12 +240,35 @@ def test_gaussian_patch_is_gluoncvs():
         theirs = gcv_targets._gaussian_2d((d, d), sigma=d / 6)
         ours = targets.gaussian_patch(radius)
         assert ours.dtype == np.float32 and np.array_equal(ours, theirs.astype(np.float32))
-        assert np.array_equal(targets._patch_window(radius, radius, radius + 1, radius,
-                                                    radius + 1), ours)
-    # past the cached radii only the drawn window is computed: the same values
-    theirs = gcv_targets._gaussian_2d((601, 601), sigma=601 / 6).astype(np.float32)
-    assert np.array_equal(targets._patch_window(300, 7, 20, 300, 3),
-                          theirs[300 - 7:300 + 20, 0:303])
+        assert not ours.flags.writeable
+
+
+def square_box_of_radius(radius, x, y):
+    """A square box centred in cell ``(x, y)`` whose gaussian has radius ``radius``."""
+    sides = np.arange(1., 8 * radius + 16)
+    side = sides[np.trunc(targets.gaussian_radius(sides, sides)) == radius][0]
+    return np.array([[x + 0.5 - side / 2, y + 0.5 - side / 2,
+                      x + 0.5 + side / 2, y + 0.5 + side / 2]])
+
+
+@pytest.mark.parametrize('radius,cell,grid', [
+    (255, (255, 255), (511, 511)),          # patches cached whole
+    (256, (256, 256), (513, 513)),          # the largest of them
+    (257, (257, 257), (515, 515)),          # past it: only the drawn window is computed
+    (300, (300, 7), (303, 27))])            # ... cut by the grid's edges
+def test_large_gaussians_are_gluoncvs(radius, cell, grid):
+    box, ids = square_box_of_radius(radius, *cell), np.zeros((1, 1))
+    ours = targets.CenterNetTargetGenerator(1, *grid)(box, ids)[0][0]
+    theirs = gcv_targets.CenterNetTargetGenerator(1, *grid)(box, ids)[0].asnumpy()[0]
+    assert np.array_equal(ours, theirs)
+    # what is drawn is the window of gaussian_patch(radius) that falls on the grid
+    (x, y), (width, height) = cell, grid
+    top, bottom = min(y, radius), min(height - y, radius + 1)
+    left, right = min(x, radius), min(width - x, radius + 1)
+    window = targets.gaussian_patch(radius)[radius - top:radius + bottom,
+                                            radius - left:radius + right]
+    assert np.array_equal(ours[y - top:y + bottom, x - left:x + right], window)
+    assert ours.sum(dtype=np.float64) == window.sum(dtype=np.float64)  # nothing elsewhere
 
 
 # ---------------------------------------------------------------------------------------
@@ -334,14 +373,15 @@ SIZES = [(64, 64, 4), (96, 64, 4), (128, 128, 4.0), (80, 48, 2), (64, 64, 1), (9
 def test_train_preset_matches_gluoncv_sample_by_sample(width, height, scale_factor):
     rng = np.random.RandomState(int(width * height + scale_factor))
     theirs = gcv_center_net.CenterNetDefaultTrainTransform(width, height, 5, scale_factor)
-    ours = center_net.CenterNetDefaultTrainTransform(width, height, 5, scale_factor)
+    ours, our_rng = our_train_preset(width, height, 5, scale_factor)
     worst = 0.0
     for k in range(40):
         h, w = rng.randint(1, 300, 2) if k % 5 else rng.randint(1, 12, 2)
         image, label = random_image(rng, h, w), random_label(rng, w, h)
-        expected, after = run_seeded(theirs, k, mx.nd.array(image, dtype='uint8'), label.copy())
-        got, our_after = run_seeded(ours, k, image if k % 2 else mx.nd.array(image, dtype='uint8'),
-                                    label)
+        expected, after = run_seeded(theirs, gluoncv_colour_rng(theirs), k,
+                                     mx.nd.array(image, dtype='uint8'), label.copy())
+        got, our_after = run_seeded(ours, our_rng, k,
+                                    image if k % 2 else mx.nd.array(image, dtype='uint8'), label)
         assert_same_states(our_after, after)
         assert not isinstance(expected, Exception), expected
         assert len(got) == 6
@@ -357,13 +397,14 @@ def test_tall_outputs_fail_where_gluoncv_fails():
     grid's right edge, and gluoncv's generator asserts; so does this one, with the same
     draws made."""
     theirs = gcv_center_net.CenterNetDefaultTrainTransform(32, 96, 3)
-    ours = center_net.CenterNetDefaultTrainTransform(32, 96, 3)
+    ours, our_rng = our_train_preset(32, 96, 3)
     image = random_image(np.random.RandomState(9), 60, 60)
     label = np.array([[50., 10., 59., 50., 1.]])
     failed = 0
     for seed in range(12):
-        expected, after = run_seeded(theirs, seed, mx.nd.array(image, dtype='uint8'), label)
-        got, our_after = run_seeded(ours, seed, image, label)
+        expected, after = run_seeded(theirs, gluoncv_colour_rng(theirs), seed,
+                                     mx.nd.array(image, dtype='uint8'), label)
+        got, our_after = run_seeded(ours, our_rng, seed, image, label)
         assert_same_states(our_after, after)
         assert isinstance(got, Exception) == isinstance(expected, Exception)
         if isinstance(expected, Exception):
@@ -393,17 +434,18 @@ def test_targets_false_returns_what_the_generator_gets(monkeypatch):
                         lambda self, *args: recorder(self, *args))
     rng = np.random.RandomState(10)
     theirs = gcv_center_net.CenterNetDefaultTrainTransform(96, 64, 5)
-    ours = center_net.CenterNetDefaultTrainTransform(96, 64, 5, targets=False)
-    full = center_net.CenterNetDefaultTrainTransform(96, 64, 5)
+    ours, our_rng = our_train_preset(96, 64, 5, targets=False)
+    full, full_rng = our_train_preset(96, 64, 5)
     for k in range(20):
         image, label = random_image(rng, 120, 150), random_label(rng, 150, 120)
-        _, after = run_seeded(theirs, k, mx.nd.array(image, dtype='uint8'), label)
-        (got_image, boxes), our_after = run_seeded(ours, k, image, label)
+        _, after = run_seeded(theirs, gluoncv_colour_rng(theirs), k,
+                              mx.nd.array(image, dtype='uint8'), label)
+        (got_image, boxes), our_after = run_seeded(ours, our_rng, k, image, label)
         assert_same_states(our_after, after)
         gt_boxes, gt_ids = recorder.calls[-1][:2]
         assert boxes.dtype == label.dtype == gt_boxes.dtype
         assert np.array_equal(boxes[:, :4], gt_boxes) and np.array_equal(boxes[:, 4:5], gt_ids)
-        with_targets, _ = run_seeded(full, k, image, label)
+        with_targets, _ = run_seeded(full, full_rng, k, image, label)
         assert np.array_equal(with_targets[0], got_image)
         single = targets.CenterNetTargetGenerator(5, 24, 16)(boxes[:, :4], boxes[:, 4:5])
         for a, b in zip(single, with_targets[1:]):
@@ -415,19 +457,23 @@ def test_normalize_false_returns_the_jittered_image(monkeypatch):
     monkeypatch.setattr(gcv_experimental.image, 'np_random_color_distort', recorder)
     rng = np.random.RandomState(11)
     theirs = gcv_center_net.CenterNetDefaultTrainTransform(80, 64, 5)
-    ours = center_net.CenterNetDefaultTrainTransform(80, 64, 5, normalize=False)
-    full = center_net.CenterNetDefaultTrainTransform(80, 64, 5)
+    ours, our_rng = our_train_preset(80, 64, 5, normalize=False)
+    full, full_rng = our_train_preset(80, 64, 5)
     mean, std = np.float32([0.485, 0.456, 0.406]), np.float32([0.229, 0.224, 0.225])
     for k in range(15):
         image, label = random_image(rng, 100, 90), random_label(rng, 90, 100)
-        run_seeded(theirs, k, mx.nd.array(image, dtype='uint8'), label)
+        run_seeded(theirs, gluoncv_colour_rng(theirs), k, mx.nd.array(image, dtype='uint8'),
+                   label)
         jittered = recorder.calls[-1][-1]
-        got, _ = run_seeded(ours, k, image, label)
+        got, _ = run_seeded(ours, our_rng, k, image, label)
         assert got[0].shape == (64, 80, 3) and got[0].dtype == np.float32
-        assert np.abs(got[0] - jittered).max() <= 1e-6
-        normalized, _ = run_seeded(full, k, image, label)
-        np.testing.assert_allclose(((got[0] - mean) / std).transpose(2, 0, 1), normalized[0],
-                                   rtol=0, atol=1e-5)
+        # gluoncv's jittered image is in [0, 1] (before normalize); ours in the pixel range
+        assert np.abs(got[0] / 255 - jittered).max() <= 1e-6
+        normalized, _ = run_seeded(full, full_rng, k, image, label)
+        tensor = mx.nd.image.to_tensor(mx.nd.array(got[0]))
+        np.testing.assert_allclose(mx.nd.image.normalize(tensor, tuple(mean.tolist()),
+                                                         tuple(std.tolist())).asnumpy(),
+                                   normalized[0], rtol=0, atol=1e-5)
         for a, b in zip(got[1:], normalized[1:]):
             assert np.array_equal(a, b)
 

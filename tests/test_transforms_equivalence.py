@@ -145,3 +145,24 @@ def test_inputs_are_not_modified(preset):
         preset(64, 64)(image, label)
     np.testing.assert_array_equal(image, image_before)
     np.testing.assert_array_equal(label, label_before)
+
+
+@pytest.mark.parametrize('preset, args', [
+    (ssd.SSDDefaultTrainTransform, (96, 64)), (yolo.YOLO3DefaultTrainTransform, (64, 96)),
+    (center_net.CenterNetDefaultTrainTransform, (64, 64, 20)),
+    (rcnn.FasterRCNNDefaultTrainTransform, (64, 96))])
+def test_unnormalized_image_normalizes_to_the_normal_output(preset, args):
+    """``normalize=False`` returns the HWC image in the pixel range: MXNet's to_tensor then
+    normalize of it is the normal output, and every other field is the same."""
+    rng = np.random.RandomState(3)
+    for seed in range(8):
+        image = rng.randint(0, 256, (90, 120, 3)).astype(np.uint8)
+        label = np.array([[10., 10., 60., 50., 1.], [30., 20., 110., 80., 4.]])
+        raw, _, _ = run_seeded(preset(*args, normalize=False), image, label, seed)
+        normal, _, _ = run_seeded(preset(*args), image, label, seed)
+        assert raw[0].ndim == 3 and raw[0].shape[2] == 3
+        tensor = mx.nd.image.to_tensor(mx.nd.array(raw[0], dtype=raw[0].dtype))
+        normalized = mx.nd.image.normalize(tensor, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+        np.testing.assert_allclose(normalized.asnumpy(), normal[0], rtol=0, atol=1e-5)
+        for a, b in zip(raw[1:], normal[1:]):
+            np.testing.assert_array_equal(a, b)

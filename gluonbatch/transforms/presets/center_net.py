@@ -119,8 +119,9 @@ class CenterNetDefaultTrainTransform:
         generator would get (for batchify functions that compute a whole batch's targets,
         see :func:`gluonbatch.transforms.targets.center_net.center_net_targets`).
     normalize : bool, default True
-        With ``False`` the image comes back HWC float32 after the colour jitter, before
-        gluoncv's ``(img - mean) / std`` and transpose.
+        With ``False`` the image comes back HWC float32 after the colour jitter, in the
+        pixel range (gluoncv's image there times 255), so that ``to_tensor`` then
+        ``normalize`` of it is the normalized image, as for the other presets.
     **kwargs
         Accepted and kept, as gluoncv keeps them (and ignores them).
     """
@@ -201,8 +202,10 @@ class CenterNetDefaultTrainTransform:
                 m = jitter.color_matrix(params, gs_mean, 1 / 255., self._mean, self._std,
                                         self._eig_val, self._eig_vec)
                 return affine_chw(values, m)
+            # in the pixel range, as the other presets' unnormalized images, so that
+            # to_tensor (/255) then normalize gives the normalized image
             m = jitter.color_matrix(params, gs_mean, 1 / 255., eig_val=self._eig_val,
-                                    eig_vec=self._eig_vec)
+                                    eig_vec=self._eig_vec) * 255.
             return affine_hwc(values, m)
 
     def __call__(self, src, label):
