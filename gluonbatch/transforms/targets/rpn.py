@@ -17,14 +17,7 @@ a network and their per-size layouts in :mod:`gluonbatch.transforms.targets.rpn_
 They are importable from here too (``box_iou``, ``AnchorLayout``, ``RPNAnchors``). This
 module holds :class:`RPNTargetGenerator`, which labels, subsamples and encodes; the IoU is
 computed for the anchors inside the image only (the others are ignored whatever their IoU).
-
-Examples
---------
->>> import numpy as np
->>> anchors = np.array([[0, 0, 10, 10], [5, 5, 15, 15]], np.float32)
->>> box_iou(anchors, np.array([[0, 0, 10, 10]], np.float32))
-array([[1.        ],
-       [0.14285715]], dtype=float32)
+:class:`RPNTargetGenerator` shows an example.
 """
 import numpy as np
 
