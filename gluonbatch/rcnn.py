@@ -6,17 +6,14 @@ feature-map sizes of the padded image. Those sizes come from the network's symbo
 (``net.features``), inferred once per distinct padded image size and cached, and the
 padded targets are written straight into their shared-memory outputs.
 """
-import functools
-import uuid
-
 import mxnet as mx
 import numpy as np
 
 from ._core.alloc import allocate, legacy_mode
 from ._core.assemble import pad_shards
 from ._core.checks import check_batch, check_fields, check_int, describe
+from ._core.inference import SymbolShapes
 from ._core.layout import shard_bounds
-from ._core.process import shared_by_key
 from ._core.samples import as_host_array, as_host_arrays
 from ._core.shard_layout import ROWS, SHARDS
 from ._core.write import write_slots
@@ -65,70 +62,20 @@ class FeatureShapes:
             raise ValueError('net.features of %s cannot be traced symbolically (%s: %s); '
                              'it must be a HybridBlock' % (type(net).__name__,
                                                            type(err).__name__, err)) from err
-        if isinstance(symbol, (list, tuple)):
-            symbol = mx.sym.Group(list(symbol))
-        if not isinstance(symbol, mx.sym.Symbol):
-            raise ValueError('net.features returned %s, not a symbol' % describe(symbol))
-        self._setup(lambda: symbol, check_int(maxsize, 'maxsize', minimum=1), uuid.uuid4().hex)
-
-    def _setup(self, make_symbol, maxsize, token):
-        # DataLoader pickles the batchify function with every batch; every copy of this
-        # FeatureShapes in a process (a forked worker's inherited one included) shares one
-        # inference cache, found by token, instead of rebuilding the graph each time.
-        self._inference = shared_by_key(token, lambda: _Inference(make_symbol(), maxsize))
-        self._token = token
-        self.num_levels = len(self._inference.symbol.list_outputs())
-
-    def __reduce__(self):
-        inference = self._inference
-        return _restore_feature_shapes, (self._token, inference.symbol_json(), inference.maxsize)
+        self._shapes = SymbolShapes(symbol, maxsize, 'the feature-map shapes of net.features')
+        self.num_levels = self._shapes.num_outputs
 
     def __call__(self, height, width):
         """Tuple of ``(feature_height, feature_width)``, one per level, for an input size."""
-        return self._inference.lookup(int(height), int(width))
+        shapes = self._shapes(height, width)
+        if any(len(shape) != 4 for shape in shapes):
+            raise ValueError('net.features does not give 4-d (N, C, H, W) feature maps for an '
+                             'image of %dx%d (got %s)' % (height, width, list(shapes)))
+        return tuple(shape[2:] for shape in shapes)
 
     def cache_info(self):
         """Hits, misses, maxsize and current size of the cache (``functools`` style)."""
-        return self._inference.lookup.cache_info()
-
-
-class _Inference:
-    """A traced ``net.features`` symbol and its cache of inferred feature-map sizes."""
-
-    def __init__(self, symbol, maxsize):
-        self.symbol = symbol
-        self.maxsize = maxsize
-        self._json = None
-        self.lookup = functools.lru_cache(maxsize=maxsize)(self._infer)
-
-    def symbol_json(self):
-        if self._json is None:
-            self._json = self.symbol.tojson()
-        return self._json
-
-    def _infer(self, height, width):
-        try:
-            with legacy_mode():  # legacy shape rules, whatever the caller's mode
-                _, out_shapes, _ = self.symbol.infer_shape(data=(1, 3, height, width))
-        except mx.base.MXNetError as err:
-            raise ValueError('cannot infer the feature-map shapes of net.features for an '
-                             'image of %dx%d: %s' % (height, width, str(err).strip()[:500])
-                             ) from err
-        if out_shapes is None:
-            raise ValueError('cannot infer the feature-map shapes of net.features for an image '
-                             'of %dx%d: the graph has inputs other than `data` whose shapes are '
-                             'unknown' % (height, width))
-        if any(len(shape) != 4 for shape in out_shapes):
-            raise ValueError('net.features does not give 4-d (N, C, H, W) feature maps for an '
-                             'image of %dx%d (got %s)' % (height, width, out_shapes))
-        return tuple((int(shape[2]), int(shape[3])) for shape in out_shapes)
-
-
-def _restore_feature_shapes(token, symbol_json, maxsize):
-    """Unpickle a FeatureShapes, sharing this process's cache for its token if it has one."""
-    restored = FeatureShapes.__new__(FeatureShapes)
-    restored._setup(lambda: mx.sym.load_json(symbol_json), maxsize, token)
-    return restored
+        return self._shapes.cache_info()
 
 
 def _check_images(images):

@@ -1,0 +1,109 @@
+"""Output shapes of a traced network per input image size, inferred once and cached.
+
+The R-CNN batchifiers need the feature-map sizes of ``net.features`` and the YOLOv3
+batchifier the grids of the network's output layers, for every image size a batch has.
+Both trace the network once into a symbol and infer its output shapes per distinct
+``(height, width)`` from that symbol (a few milliseconds, no forward pass).
+
+DataLoader pickles the batchify function with every batch. A :class:`SymbolShapes`
+pickles as its symbol's JSON plus a token; every copy in a process (a forked worker's
+inherited one included) shares one cache, found by that token, so the graph is parsed and
+each size inferred once per process.
+
+Examples
+--------
+>>> import mxnet as mx
+>>> conv = mx.gluon.nn.Conv2D(8, 3, strides=2, padding=1)
+>>> conv.initialize()
+>>> shapes = SymbolShapes(conv(mx.sym.var('data')))
+>>> shapes(64, 96), shapes(64, 96)
+(((1, 8, 32, 48),), ((1, 8, 32, 48),))
+>>> shapes.cache_info().hits, shapes.cache_info().misses
+(1, 1)
+"""
+import functools
+import uuid
+
+import mxnet as mx
+
+from .alloc import legacy_mode
+from .checks import check_int, describe
+from .process import shared_by_key
+
+__all__ = ['SymbolShapes']
+
+
+class SymbolShapes:
+    """The shapes of every output of ``symbol`` for a ``(1, 3, height, width)`` input.
+
+    Parameters
+    ----------
+    symbol : mxnet.symbol.Symbol or list of them
+        A traced network with one input, ``data`` (a list is grouped).
+    maxsize : int, default 1024
+        Most image sizes remembered; training with random resizing sees a few hundred.
+    what : str
+        What the shapes are, for error messages.
+    """
+
+    def __init__(self, symbol, maxsize=1024, what='the output shapes of the network'):
+        if isinstance(symbol, (list, tuple)):
+            symbol = mx.sym.Group(list(symbol))
+        if not isinstance(symbol, mx.sym.Symbol):
+            raise ValueError('the traced network is %s, not a symbol' % describe(symbol))
+        self._setup(lambda: symbol, check_int(maxsize, 'maxsize', minimum=1), what,
+                    uuid.uuid4().hex)
+
+    def _setup(self, make_symbol, maxsize, what, token):
+        self._inference = shared_by_key(token, lambda: _Inference(make_symbol(), maxsize, what))
+        self._token = token
+        self.num_outputs = len(self._inference.symbol.list_outputs())
+
+    def __reduce__(self):
+        inference = self._inference
+        return _restore, (self._token, inference.symbol_json(), inference.maxsize,
+                          inference.what)
+
+    def __call__(self, height, width):
+        """Tuple of the output shapes for an input of ``height`` x ``width``."""
+        return self._inference.lookup(int(height), int(width))
+
+    def cache_info(self):
+        """Hits, misses, maxsize and current size of the cache (``functools`` style)."""
+        return self._inference.lookup.cache_info()
+
+
+class _Inference:
+    """A symbol and its cache of inferred output shapes."""
+
+    def __init__(self, symbol, maxsize, what):
+        self.symbol = symbol
+        self.maxsize = maxsize
+        self.what = what
+        self._json = None
+        self.lookup = functools.lru_cache(maxsize=maxsize)(self._infer)
+
+    def symbol_json(self):
+        if self._json is None:
+            self._json = self.symbol.tojson()
+        return self._json
+
+    def _infer(self, height, width):
+        try:
+            with legacy_mode():  # legacy shape rules, whatever the caller's mode
+                _, out_shapes, _ = self.symbol.infer_shape(data=(1, 3, height, width))
+        except mx.base.MXNetError as err:
+            raise ValueError('cannot infer %s for an image of %dx%d: %s' % (
+                self.what, height, width, str(err).strip()[:500])) from err
+        if out_shapes is None:
+            raise ValueError('cannot infer %s for an image of %dx%d: the graph has inputs '
+                             'other than `data` whose shapes are unknown'
+                             % (self.what, height, width))
+        return tuple(tuple(int(d) for d in shape) for shape in out_shapes)
+
+
+def _restore(token, symbol_json, maxsize, what):
+    """Unpickle a SymbolShapes, sharing this process's cache for its token if it has one."""
+    restored = SymbolShapes.__new__(SymbolShapes)
+    restored._setup(lambda: mx.sym.load_json(symbol_json), maxsize, what, token)
+    return restored
