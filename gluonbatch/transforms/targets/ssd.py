@@ -42,6 +42,7 @@ import numpy as np
 
 from ..inputs import as_numpy, label_array
 from .iou import AnchorSet
+from .labels import label_batch
 
 __all__ = ['SSDTargets', 'box_iou', 'ssd_match']
 
@@ -258,8 +259,9 @@ class SSDTargets:
         ``targets`` of sample ``i`` (without its padding rows). ``out``: see
         :meth:`compute`.
         """
-        boxes, ids, valid = _batch_inputs(labels)
-        return self.compute(boxes, ids, valid, out=out)
+        batch = label_batch(labels)
+        valid = None if batch.real.all() else batch.real
+        return self.compute(batch.boxes, batch.ids, valid, out=out)
 
     def compute(self, boxes, ids, valid=None, out=None):
         """The vectorized core: targets of ``B`` samples at once.
@@ -340,27 +342,3 @@ class SSDTargets:
             codes[:, 2] = np.log((gw / aw).astype(np.float64)).astype(np.float32) / stds[2]
             codes[:, 3] = np.log((gh / ah).astype(np.float64)).astype(np.float32) / stds[3]
         box_out[pb, pn] = codes
-
-
-def _batch_inputs(labels):
-    """``(boxes (B, M, 4) f32, ids (B, M) f32, valid (B, M) bool or None)`` of a list of
-    labels or of a padded array."""
-    if isinstance(labels, (list, tuple)):
-        rows = [label_array(label, name='labels[%d]' % i) for i, label in enumerate(labels)]
-        longest = max((r.shape[0] for r in rows), default=0)
-        boxes = np.full((len(rows), longest, 4), -1, np.float32)
-        ids = np.full((len(rows), longest), -1, np.float32)
-        valid = np.zeros((len(rows), longest), bool)
-        for i, r in enumerate(rows):
-            boxes[i, :r.shape[0]] = r[:, :4]
-            ids[i, :r.shape[0]] = r[:, 4]
-            valid[i, :r.shape[0]] = True
-        return boxes, ids, (None if valid.all() else valid)
-    labels = as_numpy(labels, 'labels')
-    if labels.ndim != 3 or labels.shape[2] < 5:
-        raise ValueError('labels must be a list of (M, 5+) arrays or a padded (B, M, 5+) '
-                         'array, got shape %s' % (labels.shape,))
-    boxes = np.asarray(labels[..., :4], np.float32)
-    ids = np.asarray(labels[..., 4], np.float32)
-    valid = ids >= 0
-    return boxes, ids, (None if valid.all() else valid)

@@ -33,8 +33,9 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd
 
-from ..inputs import as_numpy, label_array
+from ..inputs import label_array
 from .iou import AnchorSet
+from .labels import label_batch
 
 __all__ = ['YOLO3Targets']
 
@@ -169,26 +170,9 @@ class YOLO3Targets:
         coordinate ends a sample's boxes, as it does in gluoncv). Sample ``i`` of the result
         is :meth:`targets` of sample ``i``. ``out``: see :meth:`compute`.
         """
-        if isinstance(labels, (list, tuple)):
-            rows = [label_array(label, name='labels[%d]' % i) for i, label in enumerate(labels)]
-            longest = max((r.shape[0] for r in rows), default=0)
-            boxes = np.full((len(rows), longest, 4), -1, np.float32)
-            ids = np.full((len(rows), longest), -1, np.float32)
-            ratios = np.ones((len(rows), longest), np.float32) if self._mixup else None
-            for i, r in enumerate(rows):
-                boxes[i, :r.shape[0]] = r[:, :4]
-                ids[i, :r.shape[0]] = r[:, 4]
-                if self._mixup:
-                    ratios[i, :r.shape[0]] = r[:, -1]
-        else:
-            labels = as_numpy(labels, 'labels')
-            if labels.ndim != 3 or labels.shape[2] < 5:
-                raise ValueError('labels must be a list of (M, 5+) arrays or a padded '
-                                 '(B, M, 5+) array, got shape %s' % (labels.shape,))
-            boxes = np.asarray(labels[..., :4], np.float32)
-            ids = np.asarray(labels[..., 4], np.float32)
-            ratios = np.asarray(labels[..., -1], np.float32) if self._mixup else None
-        return self.compute(boxes, ids, ratios, out=out)
+        batch = label_batch(labels)
+        return self.compute(batch.boxes, batch.ids, batch.last if self._mixup else None,
+                            out=out)
 
     def compute(self, boxes, ids, ratios=None, out=None):
         """The vectorized core: targets of ``B`` samples at once.
