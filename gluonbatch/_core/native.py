@@ -1,5 +1,5 @@
-"""The only ctypes code of gluonbatch: numpy views of an NDArray's host memory, and the two
-counts that say who still uses a shared-memory segment.
+"""The only ctypes code of gluonbatch: numpy views of an NDArray's host memory, the two
+counts that say who still uses a shared-memory segment, and a zero fill at memset speed.
 
 MXNet copies whenever its own API hands memory to numpy (``asnumpy``); gluonbatch reads
 samples and writes outputs in place instead, through views built from the data pointer.
@@ -18,7 +18,8 @@ import mxnet as mx
 import numpy as np
 from mxnet.base import _LIB, check_call
 
-__all__ = ['SHARED_CONTEXT', 'numpy_view', 'host_view', 'shared_count', 'holders']
+__all__ = ['SHARED_CONTEXT', 'numpy_view', 'host_view', 'shared_count', 'holders',
+           'fill_zero']
 
 #: MXNet's shared-memory context: the context of the NDArrays gluonbatch returns by default.
 SHARED_CONTEXT = mx.Context('cpu_shared', 0)
@@ -107,3 +108,23 @@ def holders(array):
     """
     control = ctypes.c_void_p.from_address(array.handle.value + _POINTER).value
     return ctypes.c_int.from_address(control + _POINTER).value
+
+
+def fill_zero(array):
+    """Set every element of a numpy array to zero (all bits 0: 0.0 for floats).
+
+    A contiguous array is cleared by the C library's ``memset``, about twice as fast as
+    numpy's ``fill`` for the many megabytes of mostly-zero detection targets a batch holds.
+
+    >>> a = np.ones((2, 3), np.float32)
+    >>> fill_zero(a)
+    >>> a
+    array([[0., 0., 0.],
+           [0., 0., 0.]], dtype=float32)
+    """
+    if not array.flags.writeable:
+        raise ValueError('fill_zero needs a writable array')
+    if array.flags.c_contiguous and array.size:
+        ctypes.memset(array.ctypes.data, 0, array.nbytes)
+    else:
+        array[...] = 0

@@ -5,7 +5,9 @@ what gluoncv returns for every input gluoncv handles, and ``List``, ``Dict`` and
 ``NamedTuple`` combine fields the way GluonNLP users know. Every NDArray returned lives in
 ``cpu_shared(0)`` (with the default memory setting) and is written once, so DataLoader
 worker processes pass batches to the main process by file descriptor without another copy.
-``arrays`` holds the array functions, ``fields`` the field combinators.
+``arrays`` holds the array functions, ``fields`` the field combinators, ``images`` the
+image stack that normalizes as it writes (:class:`NormalizedStack`) and ``detection`` the
+SSD, YOLOv3 and CenterNet training batchifiers, which compute the batch's targets.
 
 Examples
 --------
@@ -21,9 +23,12 @@ array([[ 1,  2,  3],
 """
 from ..rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 from .arrays import Append, Pad, Stack
+from .detection import CenterNetTrainBatchify, SSDTrainBatchify, YOLO3TrainBatchify
 from .fields import Dict, List, NamedTuple, Tuple
 from .gluoncv_fns import dict_batchify_fn, ms_batchify_fn
+from .images import NormalizedStack
 
 __all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple',
            'ms_batchify_fn', 'dict_batchify_fn', 'FasterRCNNTrainBatchify',
-           'MaskRCNNTrainBatchify']
+           'MaskRCNNTrainBatchify', 'NormalizedStack', 'SSDTrainBatchify',
+           'YOLO3TrainBatchify', 'CenterNetTrainBatchify']

@@ -18,6 +18,14 @@ What differs, on purpose:
 Inputs are an ``mx.nd.NDArray`` or numpy HWC uint8 image and a numpy ``(N, 5+)`` label
 (see :mod:`gluonbatch.transforms.inputs`); neither is modified.
 """
-from . import presets
+import importlib
+
 
 __all__ = ['presets']
+
+
+def __getattr__(name):
+    # the presets need OpenCV; the targets and helpers (used by gluonbatch.batchify) do not
+    if name == 'presets':
+        return importlib.import_module('.presets', __name__)
+    raise AttributeError('module %r has no attribute %r' % (__name__, name))

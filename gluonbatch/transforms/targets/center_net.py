@@ -43,6 +43,7 @@ import functools
 
 import numpy as np
 
+from ..._core.native import fill_zero
 from ..inputs import as_numpy
 
 __all__ = ['CenterNetTargetGenerator', 'center_net_targets', 'target_shapes',
@@ -261,7 +262,7 @@ def center_net_targets(boxes, out, ids=None, zero=True):
                              % ((batch, 2, height, width), arr.shape))
     if zero:
         for arr in out:
-            arr.fill(0)
+            fill_zero(arr)
 
     # samples grouped by the dtype of their boxes (usually one group): gluoncv's arithmetic
     # follows that dtype, so each group is computed in its own

@@ -40,7 +40,8 @@ def label_batch(labels):
     """A :class:`LabelBatch` of a list of ``(M_i, 5+)`` labels or of a padded
     ``(B, M, 5+)`` array (numpy or NDArray)."""
     if isinstance(labels, (list, tuple)):
-        rows = [label_array(label, name='labels[%d]' % i) for i, label in enumerate(labels)]
+        rows = [label_array(label, name='the label of sample %d' % i)
+                for i, label in enumerate(labels)]
         longest = max((r.shape[0] for r in rows), default=0)
         shape = (len(rows), longest)
         boxes = np.full(shape + (4,), -1, np.float32)

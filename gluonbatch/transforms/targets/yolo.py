@@ -33,11 +33,14 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd
 
+from ..._core.alloc import legacy_mode
+from ..._core.inference import SymbolShapes
+from ..._core.native import fill_zero
 from ..inputs import label_array
 from .iou import AnchorSet
 from .labels import label_batch
 
-__all__ = ['YOLO3Targets']
+__all__ = ['YOLO3Targets', 'YOLO3Layout']
 
 # keyword arguments YOLOV3PrefetchTargetGenerator passes on to gluon.Block
 _BLOCK_KWARGS = ('prefix', 'params')
@@ -108,6 +111,19 @@ class YOLO3Targets:
         anchors, offsets, feat_maps = _probe(net, self._width, self._height)
         self._setup([a.asnumpy() for a in anchors], [o.size // 2 for o in offsets],
                     [tuple(f.shape[2:4]) for f in feat_maps])
+
+    @classmethod
+    def from_layout(cls, anchors, cell_counts, grids, width, height, num_class, mixup=False):
+        """Targets of a network known by its output layers, without running it: per layer
+        its anchors (``(A, 2)`` widths and heights), its number of cells and its
+        ``(rows, columns)`` grid, for ``width`` x ``height`` images (see
+        :class:`YOLO3Layout`)."""
+        targets = cls.__new__(cls)
+        targets._width, targets._height = int(width), int(height)
+        targets._mixup = bool(mixup)
+        targets.num_class = int(num_class)
+        targets._setup(anchors, cell_counts, grids)
+        return targets
 
     def _setup(self, anchors, cell_counts, grids):
         """Everything that depends only on shapes and anchors, once."""
@@ -213,7 +229,7 @@ class YOLO3Targets:
                                  % (shapes, [getattr(o, 'shape', None) for o in out]))
         objectness, center, scale, weights, classes = out
         for target in (objectness, center, scale, weights):
-            target[...] = 0
+            fill_zero(target)
         classes[...] = -1
         # boxes up to (not including) the first one with a negative coordinate
         taken = np.logical_and.accumulate((boxes >= 0).all(axis=2), axis=1)
@@ -289,3 +305,46 @@ class YOLO3Targets:
         shifted = np.stack([np.float32(-0.5) * gtw, np.float32(-0.5) * gth, half_w, half_h],
                            axis=1)
         return self._anchor_set.iou(shifted).argmax(axis=1)
+
+
+class YOLO3Layout:
+    """What YOLOv3 targets need of a network, for every image size, without the network.
+
+    Made once from the network: its anchors (one train-mode forward at a small size) and
+    its train-mode graph, traced into a symbol whose output grids are inferred once per
+    image size (:class:`~gluonbatch._core.inference.SymbolShapes`). It pickles without the
+    network's weights, so a batchify function holding it goes to DataLoader workers cheaply.
+
+    Parameters
+    ----------
+    net : gluoncv YOLOV3
+        The network (initialized).
+    """
+
+    #: Image side of the one forward that reads the anchors (any multiple of 32 works).
+    PROBE_SIZE = 64
+
+    def __init__(self, net):
+        with legacy_mode():  # gluoncv's networks run as legacy NDArrays and symbols only
+            anchors, _, _ = _probe(net, self.PROBE_SIZE, self.PROBE_SIZE)
+            with autograd.train_mode():
+                traced = net(mx.sym.var('data'))
+        self.num_class = len(net.classes)
+        self.anchors = tuple(a.asnumpy().reshape(-1, 2).astype(np.float32) for a in anchors)
+        layers = len(self.anchors)
+        # the traced outputs are grouped as the forward's: offsets and feature maps per layer
+        offsets, feat_maps = list(traced[2]), list(traced[3])
+        if len(offsets) != layers or len(feat_maps) != layers:
+            raise ValueError('the traced network has %d offset and %d feature-map outputs for '
+                             '%d anchor layers' % (len(offsets), len(feat_maps), layers))
+        self._shapes = SymbolShapes(offsets + feat_maps,
+                                    what='the output grids of the YOLOv3 network')
+
+    def targets(self, width, height, mixup=False):
+        """A :class:`YOLO3Targets` for ``width`` x ``height`` images."""
+        shapes = self._shapes(height, width)
+        layers = len(self.anchors)
+        cell_counts = [int(np.prod(shape)) // 2 for shape in shapes[:layers]]
+        grids = [shape[2:4] for shape in shapes[layers:]]
+        return YOLO3Targets.from_layout(self.anchors, cell_counts, grids, width, height,
+                                        self.num_class, mixup)
