@@ -27,8 +27,8 @@ WH_WEIGHT, CENTER_REG_WEIGHT = 0.1, 1.0
 SGD = {'learning_rate': 1.25e-4, 'wd': 1e-4, 'momentum': 0.9}
 
 
-def train_batchify(module):
-    """gluoncv's CenterNet train batchify, built from ``module`` (gluonbatch's or gluoncv's)."""
+def gluoncv_batchify(module):
+    """train_center_net.py's batchify, built from ``module`` (gluoncv's batchify or ours)."""
     return module.Tuple([module.Stack() for _ in TRAIN_FIELDS])
 
 
@@ -104,15 +104,25 @@ def build(args):
     size = args.data_shape or 512
     _check_output_size(net, args.network, size)
     train_base = detection_dataset(args)
+    num_class = len(train_base.classes)
     train_data = train_base.transform(CenterNetDefaultTrainTransform(
-        size, size, num_class=len(train_base.classes), scale_factor=net.scale))
+        size, size, num_class=num_class, scale_factor=net.scale, targets=False))
     val_data = detection_dataset(args, split='val').transform(
         CenterNetDefaultValTransform(size, size))
-
     train_loader, val_loader, _ = detector_loaders(args, train_data, val_data)
+
+    def gluoncv_loader(gcv):
+        """train_center_net.py's loader: gluoncv's preset with its targets, stacked."""
+        from gluoncv.data.transforms.presets import center_net
+
+        transform = center_net.CenterNetDefaultTrainTransform(
+            size, size, num_class=num_class, scale_factor=net.scale)
+        return train_loader(gluoncv_batchify(gcv), train_base.transform(transform))
+
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
-            'train_batchify': train_batchify(batchify), 'train_data': train_data,
-            'gluoncv_batchify': train_batchify}
+            'train_batchify': batchify.CenterNetTrainBatchify(num_class, net.scale),
+            'train_data': train_data, 'train_base': train_base,
+            'gluoncv_loader': gluoncv_loader}
 
 
 def train_steps(net, batches, steps):

@@ -73,11 +73,22 @@ def build(kind, args):
     val_loader = gluon.data.DataLoader(val_data, args.num_shards, shuffle=False,
                                        last_batch='keep', num_workers=args.num_workers,
                                        batchify_fn=Tuple([Append() for _ in VAL_FIELDS[kind]]))
+    def gluoncv_loader(gcv):
+        """gluoncv's script's loader: its preset and its batchify."""
+        from gluoncv.data.transforms.presets import rcnn as theirs
+
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            transform = getattr(theirs, train_cls.__name__)(short, max_size, net,
+                                                            multi_stage=multi_stage)
+        return gluon.data.DataLoader(
+            train_base.transform(transform), batch_sampler=sampler,
+            batchify_fn=getattr(gcv, batchify_cls.__name__)(net, args.num_shards),
+            num_workers=args.num_workers)
+
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
             'train_batchify': batchify_cls(net, args.num_shards), 'train_data': train_data,
-            'sampler': sampler,
-            'gluoncv_batchify': lambda gcv: getattr(gcv, batchify_cls.__name__)(
-                net, args.num_shards)}
+            'sampler': sampler, 'gluoncv_loader': gluoncv_loader}
 
 
 def _take_rows(value, indices):

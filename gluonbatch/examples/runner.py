@@ -86,11 +86,12 @@ def detector_loaders(args, train_data, val_data):
 
     Returns ``(train_loader, val_loader, val_batchify)``: ``train_loader(batchify_fn)``
     makes the shuffled training loader (``last_batch='rollover'``) with a batchify
-    function; the validation loader keeps the last batch and stacks images beside labels
-    padded with -1, in ``--num-shards`` shards.
+    function, over ``train_data`` or another ``dataset``; the validation loader keeps the
+    last batch and stacks images beside labels padded with -1, in ``--num-shards`` shards.
     """
-    def train_loader(batchify_fn):
-        return mx.gluon.data.DataLoader(train_data, args.batch_size, shuffle=True,
+    def train_loader(batchify_fn, dataset=None):
+        return mx.gluon.data.DataLoader(train_data if dataset is None else dataset,
+                                        args.batch_size, shuffle=True,
                                         batchify_fn=batchify_fn, last_batch='rollover',
                                         num_workers=args.num_workers)
 
@@ -165,12 +166,11 @@ def print_summary(title, counts, names):
         print('\n'.join(describe_batch(first, names)))
 
 
-def compare_with_gluoncv(make_loader, ours, theirs, batches, progress):
-    """Load ``batches`` batches with each batchify function; print and return the ratio."""
+def compare_with_gluoncv(ours, theirs, batches, progress):
+    """Load ``batches`` batches with each loader; print and return the ratio."""
     timings = {}
-    for name, batchify_fn in (('gluonbatch', ours), ('gluoncv', theirs)):
-        _, _, seconds, _, _ = time_loader(make_loader(batchify_fn), batches,
-                                          'compare ' + name, progress)
+    for name, loader in (('gluonbatch', ours), ('gluoncv', theirs)):
+        _, _, seconds, _, _ = time_loader(loader, batches, 'compare ' + name, progress)
         timings[name] = seconds
     ratio = timings['gluoncv'] / timings['gluonbatch']
     print('gluonbatch %.3f s vs gluoncv %.3f s for %d batches: %.2fx'
@@ -182,8 +182,9 @@ def run_example(title, parser, argv, build, fields, train_steps):
     """The body of every example loader: parse, build, load, summarise, compare, train.
 
     ``build(args)`` returns the parts: ``net``, ``train_loader`` (a function of the
-    batchify function), ``val_loader``, ``train_batchify`` and ``gluoncv_batchify`` (a
-    function of gluoncv's batchify module); ``fields`` names the train and the val fields;
+    batchify function), ``val_loader``, ``train_batchify`` and ``gluoncv_loader`` (a
+    function of gluoncv's batchify module: the loader gluoncv's own script builds, its
+    presets and batchify); ``fields`` names the train and the val fields;
     ``train_steps(net, batches, steps)`` runs training iterations and returns their losses.
     Returns the exit code, 0.
     """
@@ -197,8 +198,8 @@ def run_example(title, parser, argv, build, fields, train_steps):
                                               title + ' val', progress), fields[1])
     if args.compare_gluoncv:
         from gluoncv.data import batchify as gcv
-        compare_with_gluoncv(parts['train_loader'], parts['train_batchify'],
-                             parts['gluoncv_batchify'](gcv), args.batches, progress)
+        compare_with_gluoncv(parts['train_loader'](parts['train_batchify']),
+                             parts['gluoncv_loader'](gcv), args.batches, progress)
     if args.train_steps:
         losses = train_steps(parts['net'], counts[4], args.train_steps)
         print('%s training: %d steps, loss %s'

@@ -1,8 +1,10 @@
 """SSD loaders the way gluoncv's ``train_ssd.py`` builds them, on gluonbatch presets and batchify.
 
-Train batches are ``Tuple(Stack(), Stack(), Stack())`` of images and the class and box
-targets gluonbatch's ``SSDDefaultTrainTransform`` computes from the network's anchors;
-validation batches are ``Tuple(Stack(), Pad(pad_val=-1))`` of images and padded labels.
+Train batches are what gluoncv's script batchifies, images and the class and box targets
+of the network's anchors, made here by gluonbatch's ``SSDDefaultTrainTransform`` without
+anchors and ``SSDTrainBatchify(anchors)``, which computes the targets of the whole batch
+at once; validation batches are ``Tuple(Stack(), Pad(pad_val=-1))`` of images and padded
+labels.
 ``--train-steps K`` runs K iterations of SSD's multibox loss, backward and an SGD step.
 """
 import sys
@@ -11,7 +13,7 @@ import warnings
 import mxnet as mx
 from mxnet import autograd, gluon
 
-from ..batchify import Stack, Tuple
+from ..batchify import SSDTrainBatchify
 from .runner import detection_dataset, detector_loaders, loader_parser, run_example
 
 TRAIN_FIELDS = ('image', 'cls_targets', 'box_targets')
@@ -28,17 +30,24 @@ def build(args):
     size = args.data_shape or 300
     with autograd.train_mode():
         _, _, anchors = net(mx.nd.zeros((1, 3, size, size)))
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        train_transform = SSDDefaultTrainTransform(size, size, anchors)
-    train_data = detection_dataset(args).transform(train_transform)
+    train_base = detection_dataset(args)
+    train_data = train_base.transform(SSDDefaultTrainTransform(size, size))
     val_data = detection_dataset(args, split='val').transform(SSDDefaultValTransform(size, size))
-
     train_loader, val_loader, val_batchify = detector_loaders(args, train_data, val_data)
+
+    def gluoncv_loader(gcv):
+        """train_ssd.py's loader: gluoncv's preset with the anchors' targets, stacked."""
+        from gluoncv.data.transforms.presets import ssd
+
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')  # gluoncv's target generator warns on creation
+            transform = ssd.SSDDefaultTrainTransform(size, size, anchors)
+        return train_loader(gcv.Tuple(gcv.Stack(), gcv.Stack(), gcv.Stack()),
+                            train_base.transform(transform))
+
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
-            'train_batchify': Tuple(Stack(), Stack(), Stack()), 'val_data': val_data,
-            'gluoncv_batchify': lambda gcv: gcv.Tuple(gcv.Stack(), gcv.Stack(), gcv.Stack()),
-            'val_batchify': val_batchify}
+            'train_batchify': SSDTrainBatchify(anchors), 'val_data': val_data,
+            'gluoncv_loader': gluoncv_loader, 'val_batchify': val_batchify}
 
 
 def train_steps(net, batches, steps):

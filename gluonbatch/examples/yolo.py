@@ -1,9 +1,10 @@
 """YOLOv3 loaders as gluoncv's ``train_yolo3.py`` builds them, on gluonbatch presets and batchify.
 
-Train batches are six ``Stack()`` (image, objectness, center, scale, weight and class
-targets, computed by gluonbatch's ``YOLO3DefaultTrainTransform`` from the network) and
-``Pad(axis=0, pad_val=-1)`` of the ground-truth boxes; validation batches are
-``Tuple(Stack(), Pad(pad_val=-1))``. ``--train-steps K`` runs K iterations of the losses
+Train batches are what gluoncv's script batchifies (image, objectness, center, scale,
+weight and class targets, and the ground-truth boxes padded with -1), made here by
+gluonbatch's ``YOLO3DefaultTrainTransform`` without the network and
+``YOLO3TrainBatchify(net)``, which computes the targets of the whole batch at once;
+validation batches are ``Tuple(Stack(), Pad(pad_val=-1))``. ``--train-steps K`` runs K iterations of the losses
 the network computes in training mode, backward and an SGD step.
 """
 import sys
@@ -19,8 +20,8 @@ TRAIN_FIELDS = ('image', 'objectness', 'center_targets', 'scale_targets', 'weigh
 VAL_FIELDS = ('image', 'label')
 
 
-def train_batchify(module):
-    """gluoncv's YOLOv3 train batchify, built from ``module`` (gluonbatch's or gluoncv's)."""
+def gluoncv_batchify(module):
+    """train_yolo3.py's batchify, built from ``module`` (gluoncv's batchify or ours)."""
     return module.Tuple(*([module.Stack() for _ in range(6)] + [module.Pad(axis=0, pad_val=-1)]))
 
 
@@ -34,17 +35,24 @@ def build(args):
     net = get_model(args.network, pretrained=False, pretrained_base=False)
     net.initialize()
     size = args.data_shape or 320
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        train_transform = YOLO3DefaultTrainTransform(size, size, net)
-    train_data = detection_dataset(args).transform(train_transform)
+    train_base = detection_dataset(args)
+    train_data = train_base.transform(YOLO3DefaultTrainTransform(size, size))
     val_data = detection_dataset(args, split='val').transform(
         YOLO3DefaultValTransform(size, size))
-
     train_loader, val_loader, _ = detector_loaders(args, train_data, val_data)
+
+    def gluoncv_loader(gcv):
+        """train_yolo3.py's loader: gluoncv's preset with the network's targets."""
+        from gluoncv.data.transforms.presets import yolo
+
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            transform = yolo.YOLO3DefaultTrainTransform(size, size, net)
+        return train_loader(gluoncv_batchify(gcv), train_base.transform(transform))
+
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
-            'train_batchify': train_batchify(batchify), 'train_data': train_data,
-            'gluoncv_batchify': train_batchify}
+            'train_batchify': batchify.YOLO3TrainBatchify(net), 'train_data': train_data,
+            'gluoncv_loader': gluoncv_loader}
 
 
 def train_steps(net, batches, steps):
