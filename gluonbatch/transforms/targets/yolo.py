@@ -312,8 +312,8 @@ class YOLO3Layout:
 
     Made once from the network: its anchors (one train-mode forward at a small size) and
     its train-mode graph, traced into a symbol whose output grids are inferred once per
-    image size (:class:`~gluonbatch._core.inference.SymbolShapes`). It pickles without the
-    network's weights, so a batchify function holding it goes to DataLoader workers cheaply.
+    image size and process. It pickles without the network's weights, so a batchify
+    function holding it goes to DataLoader workers cheaply.
 
     Parameters
     ----------
