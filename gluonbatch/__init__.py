@@ -6,7 +6,8 @@
 """
 from . import dataloader
 from ._core.checks import BatchifyUsageError
-from .batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
+from .batchify import (Append, CenterNetTrainBatchify, Dict, List, NamedTuple, NormalizedStack,
+                       Pad, SSDTrainBatchify, Stack, Tuple, YOLO3TrainBatchify)
 from .collate import Collate, default_collate
 from .memory import SharedMemoryError, get_memory, set_memory, use_memory
 from .rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
@@ -19,6 +20,7 @@ __version__ = '0.1.0'
 _install_reducer()
 
 __all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple',
+           'NormalizedStack', 'SSDTrainBatchify', 'YOLO3TrainBatchify', 'CenterNetTrainBatchify',
            'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify', 'Collate', 'default_collate',
            'dataloader', 'set_memory', 'get_memory', 'use_memory', 'SharedMemoryError',
            'BatchifyUsageError', '__version__']
