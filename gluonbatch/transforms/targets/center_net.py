@@ -43,7 +43,7 @@ import functools
 
 import numpy as np
 
-from ..._core.native import fill_zero
+from ..._core.write import fill_zeros
 from ..inputs import as_numpy
 
 __all__ = ['CenterNetTargetGenerator', 'center_net_targets', 'target_shapes',
@@ -261,8 +261,7 @@ def center_net_targets(boxes, out, ids=None, zero=True):
             raise ValueError('target arrays must have shape %s, got %s'
                              % ((batch, 2, height, width), arr.shape))
     if zero:
-        for arr in out:
-            fill_zero(arr)
+        fill_zeros(out)
 
     # samples grouped by the dtype of their boxes (usually one group): gluoncv's arithmetic
     # follows that dtype, so each group is computed in its own

@@ -40,7 +40,7 @@ array([[0., 0., 0., 0.],
 """
 import numpy as np
 
-from ..._core.native import fill_zero
+from ..._core.write import fill_zeros
 from ..inputs import as_numpy, label_array
 from .iou import AnchorSet
 from .labels import label_batch
@@ -299,8 +299,7 @@ class SSDTargets:
             if cls_out.shape != shape or box_out.shape != shape + (4,):
                 raise ValueError('out must be arrays of shapes %s and %s, got %s and %s'
                                  % (shape, shape + (4,), cls_out.shape, box_out.shape))
-        fill_zero(cls_out)
-        fill_zero(box_out)
+        fill_zeros([cls_out, box_out])
         if valid is not None:
             valid = np.asarray(valid, bool)
         # samples in groups whose IoU matrix stays cache-sized (a group is one sample when

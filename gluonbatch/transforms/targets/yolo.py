@@ -35,7 +35,7 @@ from mxnet import autograd
 
 from ..._core.alloc import legacy_mode
 from ..._core.inference import SymbolShapes
-from ..._core.native import fill_zero
+from ..._core.write import fill_zeros
 from ..inputs import label_array
 from .iou import AnchorSet
 from .labels import label_batch
@@ -228,8 +228,7 @@ class YOLO3Targets:
                 raise ValueError('out must be 5 arrays of shapes %s, got %s'
                                  % (shapes, [getattr(o, 'shape', None) for o in out]))
         objectness, center, scale, weights, classes = out
-        for target in (objectness, center, scale, weights):
-            fill_zero(target)
+        fill_zeros([objectness, center, scale, weights])
         classes[...] = -1
         # boxes up to (not including) the first one with a negative coordinate
         taken = np.logical_and.accumulate((boxes >= 0).all(axis=2), axis=1)
