@@ -72,7 +72,12 @@ class _TargetBatchify:
         """The image batch and the list of labels of checked ``(image, label)`` samples."""
         check_batch(data)
         check_fields(data, 2, type(self).__name__, 'elements')
-        return self._images([sample[0] for sample in data]), [sample[1] for sample in data]
+        images = self._images([sample[0] for sample in data])
+        # stacked as they come, the images must be CHW: their size sets the target grids
+        if images.ndim != 4 or images.shape[1] != 3:
+            raise ValueError('sample 0 has shape %s; expected a CHW image (3, height, width), '
+                             'or normalize=True for HWC images' % (tuple(images.shape[1:]),))
+        return images, [sample[1] for sample in data]
 
 
 def _allocated(shapes):

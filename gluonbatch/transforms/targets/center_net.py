@@ -45,19 +45,10 @@ import numpy as np
 
 from ..._core.write import fill_zeros
 from ..inputs import as_numpy
+from .errors import BoxOutsideGrid, ClassOutOfRange
 
 __all__ = ['CenterNetTargetGenerator', 'center_net_targets', 'target_shapes',
            'gaussian_radius', 'gaussian_patch', 'BoxOutsideGrid', 'ClassOutOfRange']
-
-
-class BoxOutsideGrid(ValueError, AssertionError):
-    """A box of positive size whose centre cell is not on the output grid. A ``ValueError``,
-    and an ``AssertionError`` as gluoncv's ``assert center_x < self._output_width``."""
-
-
-class ClassOutOfRange(ValueError, IndexError):
-    """A box of positive size whose class id is not in ``[0, num_class)``. A
-    ``ValueError``, and an ``IndexError`` as gluoncv's ``heatmap[cid]``."""
 
 
 def gaussian_radius(height, width, min_overlap=0.7):
@@ -179,13 +170,15 @@ def target_shapes(batch_size, num_class, output_width, output_height):
     return ((batch_size, num_class) + grid, pair, pair, pair, pair)
 
 
-def _box_numbers(boxes, ids, width, height, num_class):
+def _box_numbers(boxes, ids, width, height, num_class, owner):
     """Per-box numbers of one dtype group, gluoncv's arithmetic elementwise: the indices of
-    the boxes that count, their class, centre cell, radius, size and centre offset."""
+    the boxes that count, their class, centre cell, radius, size and centre offset.
+    ``owner`` (per box, its sample) names the samples in errors."""
     coords = boxes[:, :4]
     if not np.isfinite(ids.astype(np.float64)).all():  # gluoncv: int(cid) of every box
-        raise ValueError('class ids must be finite numbers, got %s'
-                         % ids[~np.isfinite(ids.astype(np.float64))][:3].tolist())
+        bad = ~np.isfinite(ids.astype(np.float64))
+        raise ValueError('class ids must be finite numbers, got %s (samples %s)'
+                         % (ids[bad][:3].tolist(), owner[bad][:3].tolist()))
     with np.errstate(invalid='ignore', over='ignore'):
         box_h = coords[:, 3] - coords[:, 1]
         box_w = coords[:, 2] - coords[:, 0]
@@ -195,11 +188,14 @@ def _box_numbers(boxes, ids, width, height, num_class):
         bad = (classes < 0) | (classes >= num_class)
         if bad.any():
             raise ClassOutOfRange('class ids must be in [0, %d) for boxes of positive size, '
-                                  'got %s' % (num_class, ids[valid][bad][:3].tolist()))
+                                  'got %s (samples %s)' % (num_class,
+                                                           ids[valid][bad][:3].tolist(),
+                                                           owner[valid][bad][:3].tolist()))
         radius = gaussian_radius(np.ceil(box_h), np.ceil(box_w))
         if not (np.isfinite(radius).all() and (radius < 2 ** 62).all()):
-            raise ValueError('box sizes give no finite gaussian radius: %s'
-                             % coords[~(np.isfinite(radius) & (radius < 2 ** 62))][:3].tolist())
+            bad = ~(np.isfinite(radius) & (radius < 2 ** 62))
+            raise ValueError('box sizes give no finite gaussian radius: %s (samples %s)'
+                             % (coords[bad][:3].tolist(), owner[valid][bad][:3].tolist()))
         radius = np.maximum(np.trunc(radius), 0).astype(np.int64)
         # gluoncv: np.array([(x0 + x2) / 2 * w_scale, ...], dtype=np.float32); the sums are
         # in the label's dtype, the halving exact in float64
@@ -210,8 +206,10 @@ def _box_numbers(boxes, ids, width, height, num_class):
                   & (center[:, 1] < height))
     if not inside.all():
         raise BoxOutsideGrid('box centres must lie on the %dx%d output grid, got %s for '
-                             'boxes %s' % (width, height, center[~inside][:3].tolist(),
-                                           coords[~inside][:3].tolist()))
+                             'boxes %s (samples %s)'
+                             % (width, height, center[~inside][:3].tolist(),
+                                coords[~inside][:3].tolist(),
+                                owner[valid][~inside][:3].tolist()))
     cell = center.astype(np.int32)
     # gluoncv writes box_w * w_scale (1.0) and center - center_int (float64) into float32
     size = np.stack([box_w * 1.0, box_h * 1.0], axis=1).astype(np.float32)
@@ -267,14 +265,14 @@ def center_net_targets(boxes, out, ids=None, zero=True):
     # follows that dtype, so each group is computed in its own
     groups = {}
     for index, sample in enumerate(boxes):
-        sample = as_numpy(sample, 'boxes')
+        sample = as_numpy(sample, 'the boxes of sample %d' % index)
         if sample.ndim != 2 or sample.shape[1] < (4 if ids is not None else 5):
             raise ValueError('the boxes of sample %d must have shape (N, %s), got %s'
                              % (index, '4+' if ids is not None else '5+', sample.shape))
         if ids is None:
             sample_ids = sample[:, 4]
         else:
-            sample_ids = as_numpy(ids[index], 'ids').reshape(-1)
+            sample_ids = as_numpy(ids[index], 'the class ids of sample %d' % index).reshape(-1)
             if len(sample_ids) != len(sample):
                 raise ValueError('sample %d has %d boxes and %d class ids'
                                  % (index, len(sample), len(sample_ids)))
@@ -287,7 +285,7 @@ def center_net_targets(boxes, out, ids=None, zero=True):
         group_ids = np.concatenate([g[2] for g in group]) if len(group) > 1 else group[0][2]
         owner = np.repeat([g[0] for g in group], [len(g[1]) for g in group])
         valid, classes, cell, radius, size, offset = _box_numbers(
-            group_boxes, group_ids, width, height, num_class)
+            group_boxes, group_ids, width, height, num_class, owner)
         parts.append((owner[valid], classes, cell, radius, size, offset))
     if not parts:
         return out

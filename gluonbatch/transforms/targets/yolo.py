@@ -38,6 +38,7 @@ from ..._core.inference import SymbolShapes
 from ..._core.write import fill_zeros
 from ..inputs import label_array
 from .iou import AnchorSet
+from .errors import CellOutOfRange, ClassOutOfRange
 from .labels import label_batch
 
 __all__ = ['YOLO3Targets', 'YOLO3Layout']
@@ -256,18 +257,18 @@ class YOLO3Targets:
         beyond = huge | (index >= self._num_cells)
         if beyond.any():
             first = np.argmax(beyond)
-            raise IndexError('box %s (sample %d, row %d) has its centre at cell %s, past the '
-                             'last of the %d cells of the output layers (gluoncv raises here '
-                             'too)' % (g[first].tolist(), bs[first], ms[first],
-                                       'beyond' if huge[first] else index[first],
-                                       self._num_cells))
+            raise CellOutOfRange(
+                'box %s (sample %d, row %d) has its centre at cell %s, past the last of the '
+                '%d cells of the output layers (gluoncv raises here too)'
+                % (g[first].tolist(), bs[first], ms[first],
+                   'beyond' if huge[first] else index[first], self._num_cells))
         class_id = np.trunc(ids[bs, ms]).astype(np.int64)
         bad = (class_id >= self.num_class) | (class_id < -self.num_class)
         if bad.any():
             first = np.argmax(bad)
-            raise IndexError('class id %s (sample %d, row %d) is out of range for %d classes'
-                             % (ids[bs[first], ms[first]], bs[first], ms[first],
-                                self.num_class))
+            raise ClassOutOfRange('class id %s (sample %d, row %d) is out of range for %d '
+                                  'classes' % (ids[bs[first], ms[first]], bs[first],
+                                               ms[first], self.num_class))
         # a write past the layer's own cells lands on another layer's anchors: dropped
         kept = index < self._cell_end[match]
         row = index * self._stride[match] + self._row_base[match]
