@@ -23,14 +23,25 @@ CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray', 'rcnn_c4', 
          'loader', 'webdataset', 'memory', 'loader_recycled', 'worker_batchify',
          'rcnn_loader_recycled', 'curation_metadata', 'curation_reshard', 'transforms_ssd',
          'transforms_yolo', 'transforms_center_net', 'transforms_rcnn', 'transforms_loader_ssd',
-         'transforms_loader_yolo', 'transforms_loader_center_net']
+         'transforms_loader_yolo', 'transforms_loader_center_net', 'batch_targets_ssd',
+         'batch_targets_yolo', 'batch_targets_center_net']
 CONTENDERS = {'gluonbatch', 'gluoncv', 'floor'}
 #: What the curation cases time: 2 Dask workers (the gluonbatch column), and the rest.
 CURATION_CONTENDERS = {'gluonbatch', 'dask_1_worker', 'threads', 'single_process', 'floor'}
+#: The loader cases' contender batching presets made without targets with the batchify
+#: function that computes the batch's targets.
+LOADER_BATCH_TARGETS = {'batch targets'}
+#: The goals of the loader cases (that contender vs gluoncv) and the batch targets cases.
+LOADER_GOALS = {'ssd': 4, 'yolo': 4, 'center_net': 3}
+BATCH_TARGETS_GOALS = {'ssd': 10, 'yolo': 20, 'center_net': 20}
 #: Cases timing more than the three contenders, and what else they time.
 MORE_CONTENDERS = {'loader_recycled': {'gluonbatch, recycling off'},
                    'rcnn_loader_recycled': {'gluonbatch, recycling off'},
-                   'worker_batchify': {'warm copy'}}
+                   'worker_batchify': {'warm copy'},
+                   **{'transforms_loader_' + kind: LOADER_BATCH_TARGETS
+                      for kind in ('ssd', 'yolo', 'center_net')},
+                   **{'batch_targets_' + kind: {'gluonbatch, memory auto'}
+                      for kind in ('ssd', 'yolo', 'center_net')}}
 #: The goals of the recycling cases.
 RECYCLING_GOALS = {'loader_recycled': [{'op': '>=', 'bound': 4}, {'op': '>=', 'bound': 3}],
                    'worker_batchify': [{'op': '<=', 'bound': 1.5}],
@@ -84,12 +95,21 @@ def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
         if case['case'] == 'curation_reshard':
             assert set(case['opening_ms']) == {'open_idx', 'first_read_idx', 'open_scan',
                                                'first_read_scan'}
-        if case['case'].startswith('transforms_loader'):  # images/s, information only
-            assert set(case['images_per_s']) == CONTENDERS
-            assert all(check['goal'] is None for check in case['checks'])
+        if case['case'].startswith('transforms_loader'):  # images/s
+            kind = case['case'][len('transforms_loader_'):]
+            assert set(case['images_per_s']) == CONTENDERS | LOADER_BATCH_TARGETS
+            goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
+            assert goals == [{'op': '>=', 'bound': LOADER_GOALS[kind]}]
+            assert {'gluoncv/' + name for name in LOADER_BATCH_TARGETS} <= set(case['ratios'])
         elif case['case'].startswith('transforms_'):  # per sample: the 4x goal
             goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
             assert goals == [{'op': '>=', 'bound': 4}]
+        if case['case'].startswith('batch_targets_'):  # one batch's targets
+            kind = case['case'][len('batch_targets_'):]
+            goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
+            assert goals == [{'op': '>=', 'bound': BATCH_TARGETS_GOALS[kind]}]
+            assert case['out_bytes'] > 0 and case['outputs']
+            assert 'gluoncv/gluonbatch, memory auto' in case['ratios']
         if case['case'] == 'webdataset':  # per record; one goal: random vs sequential reads
             assert set(case['records_per_s']) == CONTENDERS
             assert set(case['raw_read_us_per_record']) == {'random', 'in_order', 'sequential',

@@ -4,7 +4,9 @@ Per sample (one process): each preset with its targets on decoded VOC-like image
 and gluonbatch's seeded alike so both do the same augmentations; the floor is what any
 pipeline must do for such a sample: decode the JPEG, resize once to the output size and
 normalize once (OpenCV and numpy). End to end: images/s of a 2-worker DataLoader, batch 32,
-decoding the JPEGs, gluoncv's presets and batchify against gluonbatch's.
+decoding the JPEGs, gluoncv's presets and batchify against gluonbatch's, and against
+gluonbatch's presets made without targets batched by the batchify function that computes
+the batch's targets (:mod:`gluonbatch.batchify.detection`).
 
 The case functions take ``(rng, rounds, quick)`` and return the case's row with its checks.
 This module imports gluoncv: the runner imports it only to run a case.
@@ -31,7 +33,9 @@ from .voc_like import IMAGE_SIZE, VOCLike, voc_like_samples
 
 __all__ = ['case_transforms_ssd', 'case_transforms_yolo', 'case_transforms_center_net',
            'case_transforms_rcnn', 'case_transforms_loader_ssd', 'case_transforms_loader_yolo',
-           'case_transforms_loader_center_net', 'preset_pair', 'Floor']
+           'case_transforms_loader_center_net', 'network', 'ssd_anchors', 'network_size',
+           'preset_pair', 'untargeted_preset', 'target_batchify', 'seed_all', 'check_alike',
+           'Floor', 'BATCH_TARGETS', 'LOADER_GOALS']
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 #: Largest |difference| of normalized images the cases accept between the two presets
@@ -41,50 +45,84 @@ BATCH_SIZE = 32
 
 
 @functools.lru_cache(maxsize=None)
-def _net(name):
+def network(name):
+    """The model zoo network ``name``, random weights, initialized (built once)."""
     net = get_model(name, pretrained=False, pretrained_base=False)
     net.initialize()
     return net
 
 
 @functools.lru_cache(maxsize=None)
-def _ssd_anchors(name, size):
+def ssd_anchors(name, size):
+    """The anchors SSD network ``name`` returns in train mode for ``size`` x ``size``."""
     with autograd.train_mode():
-        _, _, anchors = _net(name)(mx.nd.zeros((1, 3, size, size)))
+        _, _, anchors = network(name)(mx.nd.zeros((1, 3, size, size)))
     return anchors
+
+
+def network_size(kind, quick):
+    """``(network name, output size)`` the cases use for ``kind`` ('ssd', 'yolo' or
+    'center_net', whose name is None: its targets need no network)."""
+    if kind == 'ssd':
+        return ('ssd_300_mobilenet0.25_voc' if quick else 'ssd_300_vgg16_atrous_voc'), 300
+    if kind == 'yolo':
+        return ('yolo3_mobilenet0.25_voc', 320) if quick else ('yolo3_darknet53_voc', 416)
+    return None, (256 if quick else 512)
 
 
 def preset_pair(kind, quick):
     """``(title, gluoncv preset, gluonbatch preset, output size (w, h))`` of ``kind``
-    ('ssd', 'yolo', 'center_net' or 'rcnn')."""
+    ('ssd', 'yolo', 'center_net' or 'rcnn'), both with their targets."""
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # gluoncv's anchor generators warn about their inputs
         if kind == 'ssd':
-            name, size = ('ssd_300_mobilenet0.25_voc' if quick else 'ssd_300_vgg16_atrous_voc',
-                          300)
-            anchors = _ssd_anchors(name, size)
+            name, size = network_size(kind, quick)
+            anchors = ssd_anchors(name, size)
             return ('SSD%d + targets' % size,
                     gcv_presets.ssd.SSDDefaultTrainTransform(size, size, anchors),
                     ssd.SSDDefaultTrainTransform(size, size, anchors), (size, size))
         if kind == 'yolo':
-            name, size = ('yolo3_mobilenet0.25_voc', 320) if quick else ('yolo3_darknet53_voc',
-                                                                         416)
-            net = _net(name)
+            name, size = network_size(kind, quick)
+            net = network(name)
             return ('YOLOv3-%d + targets' % size,
                     gcv_presets.yolo.YOLO3DefaultTrainTransform(size, size, net),
                     yolo.YOLO3DefaultTrainTransform(size, size, net), (size, size))
         if kind == 'center_net':
-            size = 256 if quick else 512
+            _, size = network_size(kind, quick)
             return ('CenterNet-%d + targets' % size,
                     gcv_presets.center_net.CenterNetDefaultTrainTransform(size, size, 20, 4),
                     center_net.CenterNetDefaultTrainTransform(size, size, 20, 4),
                     (size, size))
         short, max_size = (200, 320) if quick else (600, 1000)
-        net = _net('faster_rcnn_resnet50_v1b_voc')
+        net = network('faster_rcnn_resnet50_v1b_voc')
         return ('Faster R-CNN %d/%d + RPN targets' % (short, max_size),
                 gcv_presets.rcnn.FasterRCNNDefaultTrainTransform(short, max_size, net),
                 rcnn.FasterRCNNDefaultTrainTransform(short, max_size, net),
                 (round(IMAGE_SIZE[0] * short / IMAGE_SIZE[1]), short))
+
+
+def untargeted_preset(kind, quick, normalize=True):
+    """gluonbatch's train preset of ``kind`` made without targets: ``(image, label)``
+    samples, the label as the preset hands it to its target generator; ``normalize=False``
+    leaves the image HWC in the pixel range."""
+    _, size = network_size(kind, quick)
+    if kind == 'ssd':
+        return ssd.SSDDefaultTrainTransform(size, size, normalize=normalize)
+    if kind == 'yolo':
+        return yolo.YOLO3DefaultTrainTransform(size, size, normalize=normalize)
+    return center_net.CenterNetDefaultTrainTransform(size, size, 20, 4, targets=False,
+                                                     normalize=normalize)
+
+
+def target_batchify(kind, quick, normalize=False):
+    """gluonbatch's batchify function of ``kind`` computing the batch's targets, for the
+    samples of :func:`untargeted_preset` (``normalize=True`` for its HWC images)."""
+    name, size = network_size(kind, quick)
+    if kind == 'ssd':
+        return gb.SSDTrainBatchify(ssd_anchors(name, size), normalize=normalize)
+    if kind == 'yolo':
+        return gb.YOLO3TrainBatchify(network(name), normalize=normalize)
+    return gb.CenterNetTrainBatchify(20, 4, normalize=normalize)
 
 
 class Floor:
@@ -111,7 +149,8 @@ class Floor:
         return out, label
 
 
-def _seed(seed):
+def seed_all(seed):
+    """Seed Python's, numpy's and MXNet's generators (the presets draw from all three)."""
     random.seed(seed)
     np.random.seed(seed)
     mx.random.seed(seed)
@@ -119,7 +158,7 @@ def _seed(seed):
 
 def _per_sample(transform, images, labels, seed):
     """Seconds per sample of ``transform`` over the samples, seeded with ``seed``."""
-    _seed(seed)
+    seed_all(seed)
     start = time.perf_counter()
     outputs = [transform(image, label) for image, label in zip(images, labels)]
     mx.nd.waitall()
@@ -163,9 +202,9 @@ def _per_sample_case(kind, rng, rounds, quick):
     decoded = VOCLike(encoded)
     images, labels = zip(*(decoded[i] for i in range(len(decoded))))
     for seed in range(2):
-        _seed(seed)
+        seed_all(seed)
         theirs_out = theirs(images[seed], labels[seed])
-        _seed(seed)
+        seed_all(seed)
         check_alike(kind, ours(images[seed], labels[seed]), theirs_out)
     floor = Floor(size)
     medians, times = interleave({
@@ -216,27 +255,57 @@ def _batchifies(kind, module):
     return module.Tuple(*[module.Stack() for _ in range(fields)])
 
 
+#: The loader cases' contender that batches gluonbatch's presets made without targets with
+#: the batchify function that computes the batch's targets. The presets normalize the
+#: images: normalizing in the batchify function instead (``normalize=True``, the presets'
+#: images HWC in the pixel range) made no measurable difference to the epochs and costs
+#: the workers more: the presets fold the normalization into their last pass over the
+#: pixels, the batchify function makes passes of its own.
+BATCH_TARGETS = 'batch targets'
+#: Loader goals: gluoncv's ms per batch over :data:`BATCH_TARGETS`'.
+LOADER_GOALS = {'ssd': 4, 'yolo': 4, 'center_net': 3}
+#: The loader cases' batch size and batches per epoch in quick mode (a smoke run: each
+#: contender is one more worker pool and its epochs).
+QUICK_LOADER = (4, 2)
+
+
+def _check_batch(kind, ours, preset, batchify, samples):
+    """Raise unless ``preset`` then ``batchify`` make the batch the per-sample preset
+    ``ours`` and the training script's batchify make of ``samples`` (seeded alike)."""
+    seed_all(3)
+    reference = _batchifies(kind, gb)([ours(*sample) for sample in samples])
+    seed_all(3)
+    check_alike(kind, batchify([preset(*sample) for sample in samples]), reference)
+
+
 def _loader_case(kind, rng, rounds, quick):
     title, theirs, ours, size = preset_pair(kind, quick)
-    batch_size = 8 if quick else BATCH_SIZE
-    dataset = VOCLike(voc_like_samples(rng, batch_size * (2 if quick else 4)))
+    batch_size, batches = QUICK_LOADER if quick else (BATCH_SIZE, 4)
+    dataset = VOCLike(voc_like_samples(rng, batch_size * batches))
     floor = Floor(size)
+    untargeted = untargeted_preset(kind, quick)
+    batchify = target_batchify(kind, quick)
+    _check_batch(kind, ours, untargeted, batchify, [dataset[i] for i in range(batch_size)])
     loaders = {
         'gluonbatch': data_loader(dataset.transform(ours), _batchifies(kind, gb), batch_size),
         'gluoncv': data_loader(dataset.transform(theirs), _batchifies(kind, gcv), batch_size),
         'floor': data_loader(dataset.transform(lambda image, label: floor(image.asnumpy())[0]),
-                         gb.Stack(), batch_size)}
+                             gb.Stack(), batch_size),
+        BATCH_TARGETS: data_loader(dataset.transform(untargeted), batchify, batch_size)}
     medians, times = interleave({name: functools.partial(time_epoch, loader)
                                  for name, loader in loaders.items()}, rounds)
     row = {'case': 'transforms_loader_' + kind, 'rounds': rounds,
            'title': '%s, %d-worker loader, B=%d' % (title.split(' +')[0], WORKERS, batch_size),
-           'unit': 'ms per batch; rounds are epochs of %d batches'
-                   % (len(dataset) // batch_size),
+           'unit': 'ms per batch; rounds are epochs of %d batches' % batches,
            'outputs': [], 'out_bytes': 0,
            'images_per_s': {name: batch_size / seconds for name, seconds in medians.items()},
            **timing_fields(medians, times)}
     row['checks'] = [ratio_check('%s loader images/s vs gluoncv' % kind,
                                  row['ratios']['gluoncv/gluonbatch'])]
+    row['ratios']['gluoncv/' + BATCH_TARGETS] = medians['gluoncv'] / medians[BATCH_TARGETS]
+    row['checks'].append(ratio_check('%s loader batch targets vs gluoncv' % kind,
+                                     row['ratios']['gluoncv/' + BATCH_TARGETS],
+                                     ('>=', LOADER_GOALS[kind])))
     return row
 
 

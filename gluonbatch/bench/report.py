@@ -96,13 +96,24 @@ def _preamble(facts, rows, quick):
             lines.append('%s: of the floor, decoding the JPEG is %.2f ms'
                          % (row['case'], row['decode_ms']))
         if row['case'].startswith('transforms_loader'):
-            per_s = row['images_per_s']
-            lines.append('%s: images/s gluonbatch %.1f, gluoncv %.1f, floor %.1f'
-                         % (row['case'], per_s['gluonbatch'], per_s['gluoncv'], per_s['floor']))
+            lines.append('%s: images/s %s' % (row['case'], ', '.join(
+                '%s %.1f' % item for item in row['images_per_s'].items())))
+        if row['case'].startswith('batch_targets'):
+            lines.append('%s: %.1f MB of targets for %d boxes; ms gluonbatch, memory auto %.3f'
+                         % (row['case'], row['out_bytes'] / 1e6, row['boxes'],
+                            row['medians_ms']['gluonbatch, memory auto']))
     if any(row['case'].startswith('transforms_') for row in rows):
         lines.append('transforms: ms per sample of each train preset with its targets on '
                      'decoded 500x375 JPEGs (seeded alike); floor = decode + one resize + one '
-                     'normalize; the loader cases time batches of a 2-worker DataLoader')
+                     'normalize; the loader cases time batches of a 2-worker DataLoader, '
+                     '"batch targets": presets without targets + the batchify computing the '
+                     "batch's targets")
+    if any(row['case'].startswith('batch_targets') for row in rows):
+        lines.append("batch_targets: ms for one batch's training targets of the boxes the "
+                     'presets give: gluonbatch = the batchify\'s targets() into fresh shared '
+                     "memory (memory auto: ordinary memory MXNet reuses), gluoncv = the sum "
+                     "of its preset's per-sample target generation; floor = one memset of the "
+                     "targets' bytes into a buffer mapped beforehand")
     return lines
 
 

@@ -49,7 +49,10 @@ CASES = (('pad_labels', 'cases_batchify', SMALL_ROUNDS),
          ('transforms_rcnn', 'cases_transforms', BIG_ROUNDS),
          ('transforms_loader_ssd', 'cases_transforms', LOADER_ROUNDS),
          ('transforms_loader_yolo', 'cases_transforms', LOADER_ROUNDS),
-         ('transforms_loader_center_net', 'cases_transforms', LOADER_ROUNDS))
+         ('transforms_loader_center_net', 'cases_transforms', LOADER_ROUNDS),
+         ('batch_targets_ssd', 'cases_batch_targets', BIG_ROUNDS),
+         ('batch_targets_yolo', 'cases_batch_targets', BIG_ROUNDS),
+         ('batch_targets_center_net', 'cases_batch_targets', BIG_ROUNDS))
 
 
 def parse_args(argv):
