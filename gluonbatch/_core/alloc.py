@@ -33,7 +33,7 @@ import numpy as np
 from .. import memory
 from . import recycle
 from .checks import check_dtype
-from .native import SHARED_CONTEXT, numpy_view
+from .native import SHARED_CONTEXT, fill_zero, numpy_view
 from .process import in_worker_process
 from .shm import fresh_shared
 
@@ -43,18 +43,19 @@ _PLAIN_CONTEXT = mx.cpu(0)
 
 
 def _recycled(pool, shape, dtype):
-    """A view on a free segment of ``pool``, or on a new one added to it."""
+    """A view on a free segment of ``pool``, or on a new one added to it; and whether the
+    segment is new (all zeros)."""
     out = pool.take(shape, dtype)
     if out is not None:
-        return out
+        return out, False
     try:
         segment = fresh_shared((recycle.capacity_for(int(np.prod(shape))),), dtype)
     except memory.SharedMemoryError:
         # Idle segments give their pages back; then exactly the bytes needed, not pooled.
         if pool.release_idle():
             mx.nd.waitall()  # MXNet frees them on its engine
-        return fresh_shared(shape, dtype)
-    return pool.add(segment, shape)
+        return fresh_shared(shape, dtype), True
+    return pool.add(segment, shape), True
 
 
 def in_numpy_mode():
@@ -70,7 +71,7 @@ def legacy_mode():
         yield
 
 
-def allocate(shape, dtype):
+def allocate(shape, dtype, zeroed=False):
     """Allocate an unwritten output NDArray and a writable numpy view of it.
 
     The view is only valid while the NDArray lives; it keeps the NDArray alive itself.
@@ -86,6 +87,10 @@ def allocate(shape, dtype):
     ----------
     shape : tuple of int
     dtype : numpy dtype accepted by :func:`~gluonbatch._core.checks.check_dtype`
+    zeroed : bool
+        Return the array all zeros. A new shared segment already is (the system hands out
+        zeroed pages, and writing zeros again would only fault them in early); recycled
+        and ordinary memory is cleared at ``memset`` speed.
 
     Returns
     -------
@@ -100,15 +105,18 @@ def allocate(shape, dtype):
     dtype = check_dtype(dtype)
     shape = tuple(int(d) for d in shape)
     pool = recycle.pool()
+    fresh = False
     if not memory.use_shared_memory():
         out = mx.nd.empty(shape, ctx=_PLAIN_CONTEXT, dtype=dtype)
     elif (pool.sends and in_worker_process()
           and int(np.prod(shape)) * dtype.itemsize >= recycle.MIN_BYTES
           and memory.get_recycling()):
-        out = _recycled(pool, shape, dtype)
+        out, fresh = _recycled(pool, shape, dtype)
     else:
-        out = fresh_shared(shape, dtype)
+        out, fresh = fresh_shared(shape, dtype), True
     view = numpy_view(out, readonly=False)
+    if zeroed and not fresh:
+        fill_zero(view)
     if in_numpy_mode():
         out = out.as_np_ndarray()  # shares the memory (and its holder count) with ``out``
     return out, view

@@ -3,16 +3,14 @@
 Each sample is copied once into the leading corner of its slot; only the part of the slot
 the sample does not cover is filled with the pad value. Large batches are copied by a few
 threads (numpy releases the GIL while copying), which also spreads the page faults of
-fresh shared memory over the cores. :func:`fill_zeros` clears large outputs (the mostly
-empty detection targets) the same way.
+fresh shared memory over the cores.
 """
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from .native import fill_zero
 from .process import ProcessLocal
 
-__all__ = ['write_slot', 'write_batch', 'write_slots', 'fill_zeros']
+__all__ = ['write_slot', 'write_batch', 'write_slots']
 
 # Below this many output bytes, thread hand-off costs more than it saves.
 PARALLEL_MIN_BYTES = 4 << 20
@@ -116,32 +114,3 @@ def write_slots(jobs, nbytes):
     for future in futures:
         future.result()
 
-
-def fill_zeros(arrays):
-    """Set every element of every array to zero, at ``memset`` speed, by a few threads
-    when there are many bytes.
-
-    >>> import numpy as np
-    >>> a, b = np.ones((2, 2), 'float32'), np.ones(3, 'int64')
-    >>> fill_zeros([a, b])
-    >>> float(a.sum()), int(b.sum())
-    (0.0, 0)
-    """
-    nbytes = sum(array.nbytes for array in arrays)
-    if nbytes < PARALLEL_MIN_BYTES or _THREADS == 1:
-        for array in arrays:
-            fill_zero(array)
-        return
-    # runs of about equal bytes over the arrays' flat views, one task each
-    run_bytes = -(-nbytes // _THREADS)
-    pieces = []
-    for array in arrays:
-        if not array.flags.c_contiguous:
-            pieces.append(array)
-            continue
-        flat = array.reshape(-1)
-        step = max(1, run_bytes // array.itemsize)
-        pieces.extend(flat[start:start + step] for start in range(0, flat.size, step))
-    futures = [_POOL.get().submit(fill_zero, piece) for piece in pieces]
-    for future in futures:
-        future.result()

@@ -80,9 +80,10 @@ class _TargetBatchify:
         return images, [sample[1] for sample in data]
 
 
-def _allocated(shapes):
-    """One unwritten float32 output per shape: ``(outputs, writable views)``."""
-    pairs = [allocate(shape, _FLOAT32) for shape in shapes]
+def _allocated(shapes, zeroed):
+    """One float32 output per shape, all zeros if ``zeroed`` (else unwritten):
+    ``(outputs, writable views)``."""
+    pairs = [allocate(shape, _FLOAT32, zeroed) for shape in shapes]
     return tuple(out for out, _ in pairs), tuple(view for _, view in pairs)
 
 
@@ -130,9 +131,9 @@ class SSDTrainBatchify(_TargetBatchify):
         memory."""
         batch = label_batch(labels)
         outputs, views = _allocated([(len(labels), self._generator.num_anchors),
-                                     (len(labels), self._generator.num_anchors, 4)])
+                                     (len(labels), self._generator.num_anchors, 4)], True)
         valid = None if batch.real.all() else batch.real
-        self._generator.compute(batch.boxes, batch.ids, valid, out=views)
+        self._generator.compute(batch.boxes, batch.ids, valid, out=views, zeroed=True)
         return outputs
 
 
@@ -184,10 +185,13 @@ class YOLO3TrainBatchify(_TargetBatchify):
         ``width`` x ``height`` images, in shared memory."""
         generator = self._layout.targets(width, height, self._mixup)
         batch = label_batch(labels)
-        outputs, views = _allocated(generator.shapes(len(labels)))
+        shapes = generator.shapes(len(labels))
+        # objectness, centres, scales and weights start at 0; the class targets at -1
+        outputs, views = _allocated(shapes[:4], True)
+        classes, classes_view = allocate(shapes[4], _FLOAT32)
         generator.compute(batch.boxes, batch.ids, batch.last if self._mixup else None,
-                          out=views)
-        return outputs + (to_shared(batch.boxes, _FLOAT32),)
+                          out=views + (classes_view,), zeroed=True)
+        return outputs + (classes, to_shared(batch.boxes, _FLOAT32))
 
 
 class CenterNetTrainBatchify(_TargetBatchify):
@@ -240,6 +244,6 @@ class CenterNetTrainBatchify(_TargetBatchify):
             raise ValueError('images of %dx%d leave no output grid at scale_factor %r'
                              % (width, height, self._scale_factor))
         shapes = target_shapes(len(boxes), self._num_class, *grid)
-        outputs, views = _allocated(shapes)
-        center_net_targets(boxes, views)
+        outputs, views = _allocated(shapes, True)
+        center_net_targets(boxes, views, zero=False)
         return outputs

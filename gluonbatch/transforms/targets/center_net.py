@@ -43,7 +43,7 @@ import functools
 
 import numpy as np
 
-from ..._core.write import fill_zeros
+from ..._core.native import fill_zero
 from ..inputs import as_numpy
 from .errors import BoxOutsideGrid, ClassOutOfRange
 
@@ -259,7 +259,8 @@ def center_net_targets(boxes, out, ids=None, zero=True):
             raise ValueError('target arrays must have shape %s, got %s'
                              % ((batch, 2, height, width), arr.shape))
     if zero:
-        fill_zeros(out)
+        for arr in out:
+            fill_zero(arr)
 
     # samples grouped by the dtype of their boxes (usually one group): gluoncv's arithmetic
     # follows that dtype, so each group is computed in its own

@@ -22,7 +22,7 @@ What gluoncv does, and this module reproduces step by step in float32:
    log(gw / aw) / std2, ...)`` of the matched box, 0 elsewhere.
 
 Every value is bit-identical to gluoncv's. The ``log`` of the size ratios is MXNet's own
-float32 ``log`` operator, called once per group of samples on the positives' ratios: a
+float32 ``log`` operator, called once per batch on the positives' ratios: a
 correctly rounded logarithm differs from it in the last place for about one value in 200,
 enough to move the losses of a training run after a few iterations.
 
@@ -42,7 +42,7 @@ import mxnet as mx
 import numpy as np
 
 from ..._core.alloc import legacy_mode
-from ..._core.write import fill_zeros
+from ..._core.native import fill_zero
 from ..inputs import as_numpy, label_array
 from .iou import AnchorSet
 from .labels import label_batch
@@ -274,7 +274,7 @@ class SSDTargets:
         valid = None if batch.real.all() else batch.real
         return self.compute(batch.boxes, batch.ids, valid, out=out)
 
-    def compute(self, boxes, ids, valid=None, out=None):
+    def compute(self, boxes, ids, valid=None, out=None, zeroed=False):
         """The vectorized core: targets of ``B`` samples at once.
 
         Parameters
@@ -288,6 +288,8 @@ class SSDTargets:
         out : tuple of 2 numpy.ndarray, optional
             ``(cls_targets (B, N), box_targets (B, N, 4))`` float32 arrays to write into
             (e.g. views of a batch in shared memory); every element is written.
+        zeroed : bool
+            ``out`` is known to be all zeros: only the positives are written.
 
         Returns
         -------
@@ -309,12 +311,15 @@ class SSDTargets:
             if cls_out.shape != shape or box_out.shape != shape + (4,):
                 raise ValueError('out must be arrays of shapes %s and %s, got %s and %s'
                                  % (shape, shape + (4,), cls_out.shape, box_out.shape))
-        fill_zeros([cls_out, box_out])
+        if not zeroed:
+            fill_zero(cls_out)
+            fill_zero(box_out)
         if valid is not None:
             valid = np.asarray(valid, bool)
         # samples in groups whose IoU matrix stays cache-sized (a group is one sample when
         # the sample alone is bigger), each group cut to its last real box
         step = max(1, _GROUP_IOUS // max(1, num_boxes * self.num_anchors))
+        positives = []  # per group: (sample, anchor, size ratios) of its positives
         for start in range(0, batch, step):
             group = slice(start, start + step)
             group_valid = None if valid is None else valid[group]
@@ -324,12 +329,20 @@ class SSDTargets:
                 used = real[-1] + 1 if real.size else 0
                 group_valid = None if group_valid[:, :used].all() else group_valid[:, :used]
             if used:
-                self._encode(boxes[group, :used], ids[group, :used], group_valid,
-                             cls_out[group], box_out[group])
+                pb, pn, ratios = self._encode(boxes[group, :used], ids[group, :used],
+                                              group_valid, cls_out[group], box_out[group])
+                positives.append((pb + start, pn, ratios))
+        if positives:
+            # the size columns: one call of MXNet's log for the whole batch
+            pb, pn, ratios = (np.concatenate(part) for part in zip(*positives))
+            logs = _mxnet_log(ratios)
+            box_out[pb, pn, 2] = logs[:, 0] / self._stds[2]
+            box_out[pb, pn, 3] = logs[:, 1] / self._stds[3]
         return cls_out, box_out
 
     def _encode(self, boxes, ids, valid, cls_out, box_out):
-        """Match and write the positives of a group of samples (outputs already zeroed)."""
+        """Match a group of samples and write its positives (outputs already zeroed) but for
+        the log-size columns; returns their samples, anchors and size ratios."""
         ious = self._anchor_set.iou(boxes)
         match = ssd_match(ious, self._iou_thresh, valid)
         pb, pn = np.nonzero(match >= 0)
@@ -344,10 +357,6 @@ class SSDTargets:
         gy = g[:, 1] + gh * np.float32(0.5)
         ax, ay, aw, ah = (a[pn] for a in self._anchor_center)
         stds = self._stds
-        codes = np.empty((pb.size, 4), np.float32)
-        codes[:, 0] = (gx - ax) / aw / stds[0]
-        codes[:, 1] = (gy - ay) / ah / stds[1]
-        logs = _mxnet_log(np.stack([gw / aw, gh / ah], axis=1))
-        codes[:, 2] = logs[:, 0] / stds[2]
-        codes[:, 3] = logs[:, 1] / stds[3]
-        box_out[pb, pn] = codes
+        box_out[pb, pn, 0] = (gx - ax) / aw / stds[0]
+        box_out[pb, pn, 1] = (gy - ay) / ah / stds[1]
+        return pb, pn, np.stack([gw / aw, gh / ah], axis=1)

@@ -35,7 +35,7 @@ from mxnet import autograd
 
 from ..._core.alloc import legacy_mode
 from ..._core.inference import SymbolShapes
-from ..._core.write import fill_zeros
+from ..._core.native import fill_zero
 from ..inputs import label_array
 from .iou import AnchorSet
 from .errors import CellOutOfRange, ClassOutOfRange
@@ -191,7 +191,7 @@ class YOLO3Targets:
         return self.compute(batch.boxes, batch.ids, batch.last if self._mixup else None,
                             out=out)
 
-    def compute(self, boxes, ids, ratios=None, out=None):
+    def compute(self, boxes, ids, ratios=None, out=None, zeroed=False):
         """The vectorized core: targets of ``B`` samples at once.
 
         Parameters
@@ -207,6 +207,8 @@ class YOLO3Targets:
             ``(objectness, center, scale, weights, class)`` float32 arrays of
             :meth:`shapes` ``(B)`` to write into (e.g. views of a batch in shared memory);
             every element is written.
+        zeroed : bool
+            ``out`` is known to be all zeros: the zero targets are not cleared again.
 
         Returns
         -------
@@ -229,7 +231,9 @@ class YOLO3Targets:
                 raise ValueError('out must be 5 arrays of shapes %s, got %s'
                                  % (shapes, [getattr(o, 'shape', None) for o in out]))
         objectness, center, scale, weights, classes = out
-        fill_zeros([objectness, center, scale, weights])
+        if not zeroed:
+            for target in (objectness, center, scale, weights):
+                fill_zero(target)
         classes[...] = -1
         # boxes up to (not including) the first one with a negative coordinate
         taken = np.logical_and.accumulate((boxes >= 0).all(axis=2), axis=1)
