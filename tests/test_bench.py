@@ -40,7 +40,7 @@ MORE_CONTENDERS = {'loader_recycled': {'gluonbatch, recycling off'},
                    'worker_batchify': {'warm copy'},
                    **{'transforms_loader_' + kind: LOADER_BATCH_TARGETS
                       for kind in ('ssd', 'yolo', 'center_net')},
-                   **{'batch_targets_' + kind: {'gluonbatch, memory auto'}
+                   **{'batch_targets_' + kind: {'gluonbatch in a worker'}
                       for kind in ('ssd', 'yolo', 'center_net')}}
 #: The goals of the recycling cases.
 RECYCLING_GOALS = {'loader_recycled': [{'op': '>=', 'bound': 4}, {'op': '>=', 'bound': 3}],
@@ -109,7 +109,7 @@ def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
             goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
             assert goals == [{'op': '>=', 'bound': BATCH_TARGETS_GOALS[kind]}]
             assert case['out_bytes'] > 0 and case['outputs']
-            assert 'gluoncv/gluonbatch, memory auto' in case['ratios']
+            assert 'gluoncv/gluonbatch in a worker' in case['ratios']
         if case['case'] == 'webdataset':  # per record; one goal: random vs sequential reads
             assert set(case['records_per_s']) == CONTENDERS
             assert set(case['raw_read_us_per_record']) == {'random', 'in_order', 'sequential',

@@ -99,9 +99,9 @@ def _preamble(facts, rows, quick):
             lines.append('%s: images/s %s' % (row['case'], ', '.join(
                 '%s %.1f' % item for item in row['images_per_s'].items())))
         if row['case'].startswith('batch_targets'):
-            lines.append('%s: %.1f MB of targets for %d boxes; ms gluonbatch, memory auto %.3f'
+            lines.append('%s: %.1f MB of targets for %d boxes; ms gluonbatch in a worker %.3f'
                          % (row['case'], row['out_bytes'] / 1e6, row['boxes'],
-                            row['medians_ms']['gluonbatch, memory auto']))
+                            row['medians_ms']['gluonbatch in a worker']))
     if any(row['case'].startswith('transforms_') for row in rows):
         lines.append('transforms: ms per sample of each train preset with its targets on '
                      'decoded 500x375 JPEGs (seeded alike); floor = decode + one resize + one '
@@ -111,7 +111,7 @@ def _preamble(facts, rows, quick):
     if any(row['case'].startswith('batch_targets') for row in rows):
         lines.append("batch_targets: ms for one batch's training targets of the boxes the "
                      'presets give: gluonbatch = the batchify\'s targets() into fresh shared '
-                     "memory (memory auto: ordinary memory MXNet reuses), gluoncv = the sum "
+                     "memory (in a worker: into recycled memory), gluoncv = the sum "
                      "of its preset's per-sample target generation; floor = one memset of the "
                      "targets' bytes into a buffer mapped beforehand")
     return lines
