@@ -22,7 +22,7 @@ What a run does:
    arguments and seed: one epoch, ``--num-workers 0``, ``--log-interval 1``, small
    networks. A launcher runs the script with :func:`runpy.run_path` after patching, the
    same way for both runs, ``gluoncv.model_zoo.get_model``: it turns ``pretrained`` and
-   ``pretrained_base`` to ``False`` where given (no weights can be downloaded; the
+   ``pretrained_base`` to ``False`` where given (so that no weights are downloaded; the
    networks start from the seeded random initialization). Two more patches only record,
    for the table: ``mx.metric.Loss.get`` writes down the full-precision value it
    returns, and the DataLoaders save every batch they yield. The training loop is not
@@ -433,7 +433,7 @@ def main(argv=None):
     print('dataset: %d synthetic VOC train images, %d test images, batch size %d, 1 epoch, '
           'CPU, --num-workers 0' % (args.images, args.val_images, args.batch_size))
     print('launcher: gluoncv.model_zoo.get_model with pretrained=False and '
-          'pretrained_base=False, in both runs (no weights can be downloaded)')
+          'pretrained_base=False, in both runs (no weights are downloaded)')
     baselines = {}
     all_equal = True
     try:

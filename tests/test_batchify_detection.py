@@ -847,3 +847,19 @@ def test_yolo_bad_class_id_is_a_value_error(small_yolo):
     batchify, (first, second) = error_case('yolo', False, small_yolo)
     with pytest.raises(ValueError):
         batchify([first, (second[0], np.array([[4., 4., 12., 12., 20.]]))])
+
+
+def test_yolo_targets_per_size_are_never_served_for_another_size(yolo_net):
+    """The per-process cache of targets per image size: sizes alternating, through copies
+    of the batchify function too, each batch equal to targets made for its own size."""
+    from gluonbatch.transforms.targets.yolo import YOLO3Targets
+
+    batchify = YOLO3TrainBatchify(yolo_net)
+    labels = [np.array([[10., 12., 40., 50., 1.], [3., 4., 60., 62., 2.]], 'float32')]
+    for width, height in [(64, 64), (96, 64), (64, 64), (64, 96), (96, 64)]:
+        for fn in (batchify, pickle.loads(pickle.dumps(batchify))):
+            ours = [field.asnumpy() for field in fn.targets(labels, width, height)]
+            expected = YOLO3Targets(yolo_net, width, height).batch(labels)
+            assert [o.shape for o in ours[:5]] == [e.shape for e in expected]
+            for mine, theirs in zip(ours, expected):
+                np.testing.assert_array_equal(mine, theirs)

@@ -50,7 +50,7 @@ class SymbolShapes:
         if isinstance(symbol, (list, tuple)):
             symbol = mx.sym.Group(list(symbol))
         if not isinstance(symbol, mx.sym.Symbol):
-            raise ValueError('the traced network is %s, not a symbol' % describe(symbol))
+            raise TypeError('the traced network is %s, not a symbol' % describe(symbol))
         self._setup(lambda: symbol, check_int(maxsize, 'maxsize', minimum=1), what,
                     uuid.uuid4().hex)
 

@@ -113,4 +113,3 @@ def write_slots(jobs, nbytes):
     futures = [_POOL.get().submit(write_run, start) for start in range(0, len(jobs), chunk)]
     for future in futures:
         future.result()
-

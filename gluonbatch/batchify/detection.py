@@ -245,5 +245,5 @@ class CenterNetTrainBatchify(_TargetBatchify):
                              % (width, height, self._scale_factor))
         shapes = target_shapes(len(boxes), self._num_class, *grid)
         outputs, views = _allocated(shapes, True)
-        center_net_targets(boxes, views, zero=False)
+        center_net_targets(boxes, views, zeroed=True)
         return outputs

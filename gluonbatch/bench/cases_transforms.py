@@ -262,7 +262,7 @@ def _batchifies(kind, module):
 #: the workers more: the presets fold the normalization into their last pass over the
 #: pixels, the batchify function makes passes of its own.
 BATCH_TARGETS = 'batch targets'
-#: Loader goals: gluoncv's ms per batch over :data:`BATCH_TARGETS`'.
+#: Loader goals: gluoncv's ms per batch over :data:`BATCH_TARGETS`.
 LOADER_GOALS = {'ssd': 4, 'yolo': 4, 'center_net': 3}
 #: The loader cases' batch size and batches per epoch in quick mode (a smoke run: each
 #: contender is one more worker pool and its epochs).

@@ -28,7 +28,7 @@ SGD = {'learning_rate': 1.25e-4, 'wd': 1e-4, 'momentum': 0.9}
 
 
 def gluoncv_batchify(module):
-    """train_center_net.py's batchify, built from ``module`` (gluoncv's batchify or ours)."""
+    """train_center_net.py's batchify, built from ``module`` (gluoncv's batchify module)."""
     return module.Tuple([module.Stack() for _ in TRAIN_FIELDS])
 
 

@@ -73,6 +73,7 @@ def build(kind, args):
     val_loader = gluon.data.DataLoader(val_data, args.num_shards, shuffle=False,
                                        last_batch='keep', num_workers=args.num_workers,
                                        batchify_fn=Tuple([Append() for _ in VAL_FIELDS[kind]]))
+
     def gluoncv_loader(gcv):
         """gluoncv's script's loader: its preset and its batchify."""
         from gluoncv.data.transforms.presets import rcnn as theirs

@@ -4,8 +4,8 @@ Train batches are what gluoncv's script batchifies (image, objectness, center, s
 weight and class targets, and the ground-truth boxes padded with -1), made here by
 gluonbatch's ``YOLO3DefaultTrainTransform`` without the network and
 ``YOLO3TrainBatchify(net)``, which computes the targets of the whole batch at once;
-validation batches are ``Tuple(Stack(), Pad(pad_val=-1))``. ``--train-steps K`` runs K iterations of the losses
-the network computes in training mode, backward and an SGD step.
+validation batches are ``Tuple(Stack(), Pad(pad_val=-1))``. ``--train-steps K`` runs K
+iterations of the losses the network computes in training mode, backward and an SGD step.
 """
 import sys
 import warnings
@@ -21,7 +21,7 @@ VAL_FIELDS = ('image', 'label')
 
 
 def gluoncv_batchify(module):
-    """train_yolo3.py's batchify, built from ``module`` (gluoncv's batchify or ours)."""
+    """train_yolo3.py's batchify, built from ``module`` (gluoncv's batchify module)."""
     return module.Tuple(*([module.Stack() for _ in range(6)] + [module.Pad(axis=0, pad_val=-1)]))
 
 

@@ -217,7 +217,7 @@ def _box_numbers(boxes, ids, width, height, num_class, owner):
     return valid, classes.astype(np.int64), cell.astype(np.int64), radius, size, offset
 
 
-def center_net_targets(boxes, out, ids=None, zero=True):
+def center_net_targets(boxes, out, ids=None, zeroed=False):
     """CenterNet's five targets of a batch, written into ``out``.
 
     Parameters
@@ -233,8 +233,8 @@ def center_net_targets(boxes, out, ids=None, zero=True):
     ids : sequence of numpy.ndarray, optional
         Per sample, the ``N_i`` class ids (any shape of ``N_i`` elements, e.g. gluoncv's
         ``(N_i, 1)``); column 4 of ``boxes`` by default.
-    zero : bool
-        Fill ``out`` with zeros first; pass ``False`` for arrays known to be zero.
+    zeroed : bool
+        ``out`` is known to be all zeros: it is not cleared first.
 
     Returns
     -------
@@ -258,7 +258,7 @@ def center_net_targets(boxes, out, ids=None, zero=True):
         if arr.shape != (batch, 2, height, width):
             raise ValueError('target arrays must have shape %s, got %s'
                              % ((batch, 2, height, width), arr.shape))
-    if zero:
+    if not zeroed:
         for arr in out:
             fill_zero(arr)
 
@@ -360,13 +360,13 @@ class CenterNetTargetGenerator:
         """The targets of a batch: ``boxes`` (and ``ids``) per sample as in
         :func:`center_net_targets`; into ``out`` if given, else into new arrays."""
         if out is None:
-            return center_net_targets(boxes, self.allocate(len(boxes)), ids, zero=False)
+            return center_net_targets(boxes, self.allocate(len(boxes)), ids, zeroed=True)
         return center_net_targets(boxes, out, ids)
 
     def __call__(self, gt_boxes, gt_ids):
         """``(heatmap, wh_target, wh_mask, center_reg, center_reg_mask)`` of one sample:
         ``gt_boxes`` ``(N, 4)`` on the output grid, ``gt_ids`` ``(N, 1)`` or ``(N,)``."""
-        out = center_net_targets([gt_boxes], self.allocate(1), [gt_ids], zero=False)
+        out = center_net_targets([gt_boxes], self.allocate(1), [gt_ids], zeroed=True)
         return tuple(arr[0] for arr in out)
 
     forward = __call__

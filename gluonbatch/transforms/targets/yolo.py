@@ -29,6 +29,8 @@ What gluoncv does, and this module reproduces without a loop over boxes:
 Every value is bit-identical to gluoncv's (``center_targets`` and ``weights`` are rounded
 once from float64, as gluoncv's assignment into a float32 array does).
 """
+import uuid
+
 import mxnet as mx
 import numpy as np
 from mxnet import autograd
@@ -36,6 +38,7 @@ from mxnet import autograd
 from ..._core.alloc import legacy_mode
 from ..._core.inference import SymbolShapes
 from ..._core.native import fill_zero
+from ..._core.process import shared_by_key
 from ..inputs import label_array
 from .iou import AnchorSet
 from .errors import CellOutOfRange, ClassOutOfRange
@@ -127,7 +130,7 @@ class YOLO3Targets:
         return targets
 
     def _setup(self, anchors, cell_counts, grids):
-        """Everything that depends only on shapes and anchors, once."""
+        """Everything that depends only on the output layers' shapes and anchors."""
         anchors = [np.asarray(a, np.float32).reshape(-1, 2) for a in anchors]
         anchor_counts = np.array([a.shape[0] for a in anchors])
         cell_counts = np.array(cell_counts)
@@ -328,6 +331,9 @@ class YOLO3Layout:
     #: Image side of the one forward that reads the anchors (any multiple of 32 works).
     PROBE_SIZE = 64
 
+    #: Most image sizes whose targets a process keeps (random shapes use about ten).
+    MAX_SIZES = 256
+
     def __init__(self, net):
         with legacy_mode():  # gluoncv's networks run as legacy NDArrays and symbols only
             anchors, _, _ = _probe(net, self.PROBE_SIZE, self.PROBE_SIZE)
@@ -343,12 +349,36 @@ class YOLO3Layout:
                              '%d anchor layers' % (len(offsets), len(feat_maps), layers))
         self._shapes = SymbolShapes(offsets + feat_maps,
                                     what='the output grids of the YOLOv3 network')
+        self._token = uuid.uuid4().hex
+        self._by_size = shared_by_key(self._token, _TargetsBySize)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        del state['_by_size']  # a per-process cache, found again by the token
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._by_size = shared_by_key(self._token, _TargetsBySize)
 
     def targets(self, width, height, mixup=False):
-        """A :class:`YOLO3Targets` for ``width`` x ``height`` images."""
-        shapes = self._shapes(height, width)
-        layers = len(self.anchors)
-        cell_counts = [int(np.prod(shape)) // 2 for shape in shapes[:layers]]
-        grids = [shape[2:4] for shape in shapes[layers:]]
-        return YOLO3Targets.from_layout(self.anchors, cell_counts, grids, width, height,
-                                        self.num_class, mixup)
+        """A :class:`YOLO3Targets` for ``width`` x ``height`` images, made once per size
+        in each process (every copy of this layout there shares them)."""
+        key = (int(width), int(height), bool(mixup))
+        found = self._by_size.get(key)
+        if found is None:
+            shapes = self._shapes(height, width)
+            layers = len(self.anchors)
+            cell_counts = [int(np.prod(shape)) // 2 for shape in shapes[:layers]]
+            grids = [shape[2:4] for shape in shapes[layers:]]
+            found = YOLO3Targets.from_layout(self.anchors, cell_counts, grids, key[0], key[1],
+                                             self.num_class, key[2])
+            if len(self._by_size) >= self.MAX_SIZES:
+                self._by_size.clear()
+            self._by_size[key] = found
+        return found
+
+
+class _TargetsBySize(dict):
+    """``(width, height, mixup)`` -> :class:`YOLO3Targets` (a dict that weak references
+    can point to)."""
