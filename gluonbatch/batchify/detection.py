@@ -35,14 +35,13 @@ Examples
 ((2, 3, 32, 32), array([[3., 0.],
        [3., 0.]], dtype=float32))
 """
-import numbers
-
 import numpy as np
 
 from .._core.alloc import allocate, to_shared
-from .._core.checks import check_batch, check_fields, check_int, describe
+from .._core.checks import check_batch, check_fields, check_int
 from .._core.shard_layout import ROWS
-from ..transforms.targets.center_net import center_net_targets, target_shapes
+from ..transforms.targets.center_net import (center_net_targets, check_scale_factor,
+                                             output_grid, target_shapes)
 from ..transforms.targets.labels import label_batch
 from ..transforms.targets.ssd import SSDTargets
 from ..transforms.targets.yolo import YOLO3Layout
@@ -224,11 +223,7 @@ class CenterNetTrainBatchify(_TargetBatchify):
                  std=IMAGENET_STD):
         super().__init__(normalize, mean, std)
         self._num_class = check_int(num_class, 'num_class', minimum=1)
-        if not isinstance(scale_factor, numbers.Real) or isinstance(scale_factor, bool):
-            raise TypeError('scale_factor must be a number, got %s' % describe(scale_factor))
-        if not scale_factor > 0:
-            raise ValueError('scale_factor must be > 0, got %r' % (scale_factor,))
-        self._scale_factor = scale_factor
+        self._scale_factor = check_scale_factor(scale_factor)
 
     def __call__(self, data):
         """Batchify ``data``, a list of ``(image, boxes)`` samples."""
@@ -239,11 +234,8 @@ class CenterNetTrainBatchify(_TargetBatchify):
     def targets(self, boxes, width, height):
         """The five target maps of a list of ``(M_i, 5+)`` boxes for ``width`` x
         ``height`` images, in shared memory."""
-        grid = (int(width // self._scale_factor), int(height // self._scale_factor))
-        if min(grid) < 1:
-            raise ValueError('images of %dx%d leave no output grid at scale_factor %r'
-                             % (width, height, self._scale_factor))
-        shapes = target_shapes(len(boxes), self._num_class, *grid)
+        shapes = target_shapes(len(boxes), self._num_class,
+                               *output_grid(width, height, self._scale_factor))
         outputs, views = _allocated(shapes, True)
         center_net_targets(boxes, views, zeroed=True)
         return outputs

@@ -33,7 +33,6 @@ Examples
 >>> boxes.shape, boxes.dtype
 ((1, 5), dtype('float64'))
 """
-import numbers
 import random
 from typing import NamedTuple
 
@@ -47,7 +46,7 @@ from ..affine import get_affine_transform, get_border, warp_boxes, warp_image
 from ..draws import draw_flip
 from ..inputs import channel_values, image_array, label_array
 from ..pixels import affine_chw, affine_hwc, lut_chw, normalize_lut
-from ..targets.center_net import CenterNetTargetGenerator
+from ..targets.center_net import CenterNetTargetGenerator, output_grid
 
 __all__ = ['CenterNetDraw', 'CenterNetDefaultTrainTransform', 'CenterNetDefaultValTransform',
            'get_post_transform']
@@ -65,16 +64,6 @@ class CenterNetDraw(NamedTuple):
     #: the side of the square warped onto the input
     scale: float
     jitter: jitter.JitterParams
-
-
-def _check_scale_factor(scale_factor, width, height):
-    """``scale_factor`` if it is a number that leaves an output grid of at least 1x1."""
-    if not isinstance(scale_factor, numbers.Real) or isinstance(scale_factor, bool):
-        raise TypeError('scale_factor must be a number, got %r' % (scale_factor,))
-    if not scale_factor > 0 or min(width, height) // scale_factor < 1:
-        raise ValueError('scale_factor must be > 0 and leave an output grid of at least 1x1 '
-                         'for a %dx%d input, got %r' % (width, height, scale_factor))
-    return scale_factor
 
 
 def _normalization(mean, std):
@@ -132,17 +121,16 @@ class CenterNetDefaultTrainTransform:
         self._width = check_int(width, 'width', minimum=1)
         self._height = check_int(height, 'height', minimum=1)
         self._num_class = check_int(num_class, 'num_class', minimum=1)
-        self._scale_factor = _check_scale_factor(scale_factor, self._width, self._height)
+        # gluoncv's train script passes the network's float scale (4.0): the grid is the
+        # floor either way
+        self._target_width, self._target_height = output_grid(self._width, self._height,
+                                                              scale_factor)
         self._mean, self._std = _normalization(mean, std)
         self._data_rng = np.random.RandomState(123) if data_rng is None else data_rng
         self._eig_val = jitter.EIG_VAL.copy()
         self._eig_vec = jitter.EIG_VEC.copy()
         self._targets = bool(targets)
         self._normalize = bool(normalize)
-        # gluoncv's train script passes the network's float scale (4.0): the grid is the
-        # floor either way
-        self._target_width = int(self._width // self._scale_factor)
-        self._target_height = int(self._height // self._scale_factor)
         self._target_generator = CenterNetTargetGenerator(
             self._num_class, self._target_width, self._target_height)
 

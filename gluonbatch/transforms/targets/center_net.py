@@ -40,6 +40,7 @@ Examples
 ((2, 6, 8), 1.0, [3.0, 2.0], [0.5, 0.0])
 """
 import functools
+import numbers
 
 import numpy as np
 
@@ -47,7 +48,8 @@ from ..._core.native import fill_zero
 from ..inputs import as_numpy
 from .errors import BoxOutsideGrid, ClassOutOfRange
 
-__all__ = ['CenterNetTargetGenerator', 'center_net_targets', 'target_shapes',
+__all__ = ['CenterNetTargetGenerator', 'center_net_targets', 'target_shapes', 'output_grid',
+           'check_scale_factor',
            'gaussian_radius', 'gaussian_patch', 'BoxOutsideGrid', 'ClassOutOfRange']
 
 
@@ -157,6 +159,35 @@ def _patch_window(radius, top, bottom, left, right):
         return gaussian_patch(radius)[radius - top:radius + bottom,
                                       radius - left:radius + right]
     return _gaussian(radius, np.arange(-top, bottom), np.arange(-left, right))
+
+
+def check_scale_factor(scale_factor):
+    """``scale_factor`` if it is a number > 0 (gluoncv's scripts pass the network's float
+    ``scale``).
+
+    >>> check_scale_factor(4.0)
+    4.0
+    """
+    if not isinstance(scale_factor, numbers.Real) or isinstance(scale_factor, bool):
+        raise TypeError('scale_factor must be a number, got %r' % (scale_factor,))
+    if not scale_factor > 0:
+        raise ValueError('scale_factor must be > 0, got %r' % (scale_factor,))
+    return scale_factor
+
+
+def output_grid(width, height, scale_factor):
+    """``(output_width, output_height)`` of a ``width`` x ``height`` input: each side
+    divided by ``scale_factor``, rounded down, as gluoncv's preset does; at least 1x1.
+
+    >>> output_grid(512, 384, 4.0)
+    (128, 96)
+    """
+    grid = (int(width // check_scale_factor(scale_factor)),
+            int(height // scale_factor))
+    if min(grid) < 1:
+        raise ValueError('scale_factor %r leaves no output grid for a %dx%d input (at least '
+                         '1x1 needed)' % (scale_factor, width, height))
+    return grid
 
 
 def target_shapes(batch_size, num_class, output_width, output_height):
