@@ -101,28 +101,26 @@ def preset_pair(kind, quick):
                 (round(IMAGE_SIZE[0] * short / IMAGE_SIZE[1]), short))
 
 
-def untargeted_preset(kind, quick, normalize=True):
+def untargeted_preset(kind, quick):
     """gluonbatch's train preset of ``kind`` made without targets: ``(image, label)``
-    samples, the label as the preset hands it to its target generator; ``normalize=False``
-    leaves the image HWC in the pixel range."""
+    samples, the label as the preset hands it to its target generator."""
     _, size = network_size(kind, quick)
     if kind == 'ssd':
-        return ssd.SSDDefaultTrainTransform(size, size, normalize=normalize)
+        return ssd.SSDDefaultTrainTransform(size, size)
     if kind == 'yolo':
-        return yolo.YOLO3DefaultTrainTransform(size, size, normalize=normalize)
-    return center_net.CenterNetDefaultTrainTransform(size, size, 20, 4, targets=False,
-                                                     normalize=normalize)
+        return yolo.YOLO3DefaultTrainTransform(size, size)
+    return center_net.CenterNetDefaultTrainTransform(size, size, 20, 4, targets=False)
 
 
-def target_batchify(kind, quick, normalize=False):
+def target_batchify(kind, quick):
     """gluonbatch's batchify function of ``kind`` computing the batch's targets, for the
-    samples of :func:`untargeted_preset` (``normalize=True`` for its HWC images)."""
+    samples of :func:`untargeted_preset`."""
     name, size = network_size(kind, quick)
     if kind == 'ssd':
-        return gb.SSDTrainBatchify(ssd_anchors(name, size), normalize=normalize)
+        return gb.SSDTrainBatchify(ssd_anchors(name, size))
     if kind == 'yolo':
-        return gb.YOLO3TrainBatchify(network(name), normalize=normalize)
-    return gb.CenterNetTrainBatchify(20, 4, normalize=normalize)
+        return gb.YOLO3TrainBatchify(network(name))
+    return gb.CenterNetTrainBatchify(20, 4)
 
 
 class Floor:
