@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gluonbatch.webdataset.copier import BATCH_BYTES
 from gluonbatch.webdataset import ImageTextPairDataset
 
 from helpers import (ID, add_column, check_record, cut, files, make_dataset, members_of, record,
@@ -248,11 +249,12 @@ def test_reshard_failure_leaves_no_shard_and_a_rerun_completes(source, tmp_path)
     check_resharded(str(out), records, [True] * 12, 4, 5, None, written)
 
 
-def test_reshard_streams_one_record_at_a_time(tmp_path, monkeypatch):
-    """Records are read one by one as they are written: peak memory stays near one record
-    while a shard of 8 records of 1 MiB each is written; each file is renamed into place."""
+def test_reshard_streams_records_in_bounded_batches(tmp_path, monkeypatch):
+    """Records are copied in batches of at most BATCH_BYTES of source bytes: peak memory
+    stays a few batches while shards of 40 records of 1 MiB each are written; each file is
+    renamed into place."""
     path = str(tmp_path / 'big')
-    records = [record(0, k) for k in range(8)]
+    records = [record(0, k) for k in range(40)]
     rng = np.random.default_rng(0)
     os.makedirs(path)
     write_tar(os.path.join(path, '00000.tar'),
@@ -267,11 +269,14 @@ def test_reshard_streams_one_record_at_a_time(tmp_path, monkeypatch):
     out = str(tmp_path / 'out')
     tracemalloc.start()
     try:
-        ds.to_webdataset(out, None, samples_per_shard=5)
+        ds.to_webdataset(out, None, samples_per_shard=25)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < 4 << 20, 'peak %.1f MiB: more than a record held in memory' % (peak / 2 ** 20)
+    # a batch read, its output and the gather between them, and a record's worth more: far
+    # below the 40 MiB of records
+    assert peak < 3 * BATCH_BYTES + (4 << 20), \
+        'peak %.1f MiB: more than a batch held in memory' % (peak / 2 ** 20)
     # the commit's journal first, then each shard's files renamed out of the run's hidden
     # directory, the tar first
     assert os.path.dirname(replaced[0][1]) == out and \
@@ -292,8 +297,8 @@ def test_reshard_refuses_a_record_whose_json_is_not_an_object(tmp_path):
     write_shard(str(tmp_path / 'src'), '00000', records)
     ds = ImageTextPairDataset.from_webdataset(tmp_path / 'src', ID)
     out = tmp_path / 'out'
-    with pytest.raises(ValueError, match=r"the .json member of record '00000000?2' of .*src "
-                                         r"holds a list, not an object"):
+    with pytest.raises(ValueError, match=r"the .json member of record '00000000?2' of "
+                                         r".*src/00000\.tar holds a list, not an object"):
         ds.to_webdataset(out, None, samples_per_shard=2)
     assert not out.exists() or visible(out) == []  # no shard, not even the complete first one
 

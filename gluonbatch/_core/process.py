@@ -28,7 +28,8 @@ import os
 import threading
 import weakref
 
-__all__ = ['ProcessLocal', 'shared_by_key', 'in_worker_process']
+__all__ = ['ProcessLocal', 'shared_by_key', 'in_worker_process', 'BoundedCache',
+           'file_identity']
 
 # Bumped in every forked child; a ProcessLocal made in another generation is stale.
 _generation = 0
@@ -120,3 +121,68 @@ def shared_by_key(key, factory):
             value = factory()
             _shared[key] = value
         return value
+
+
+class BoundedCache:
+    """A pure cache held strongly, the least recently used entries dropped beyond
+    ``max_bytes``: for what is costly to build and stays valid while its key does (a key
+    made of :func:`file_identity` values, say), so that objects dropped between tasks
+    (a Dask worker unpickles new ones for each task) find it again. Kept across a fork, like
+    :func:`shared_by_key`'s caches.
+
+    Parameters
+    ----------
+    max_bytes : int
+        The entries' total size (``nbytes(value)``) kept; the newest entry is kept whatever
+        its size.
+    nbytes : callable
+        The size of a value in bytes.
+
+    Examples
+    --------
+    >>> cache = BoundedCache(100, len)
+    >>> len(cache.get('a', lambda: 'x' * 60)), len(cache.get('b', lambda: 'y' * 60))
+    (60, 60)
+    >>> cache.keys()
+    ['b']
+    """
+
+    def __init__(self, max_bytes, nbytes):
+        self.max_bytes, self.nbytes = max_bytes, nbytes
+        self._entries = {}  # key -> (value, bytes), oldest first
+        self._lock = ProcessLocal(threading.Lock)
+
+    def get(self, key, factory):
+        """The value for ``key``, made by ``factory()`` (outside the lock) if absent."""
+        with self._lock.get():
+            entry = self._entries.pop(key, None)
+            if entry is not None:
+                self._entries[key] = entry  # now the most recently used
+                return entry[0]
+        value = factory()
+        with self._lock.get():
+            self._entries[key] = (value, self.nbytes(value))
+            total = sum(size for _, size in self._entries.values())
+            while total > self.max_bytes and len(self._entries) > 1:
+                total -= self._entries.pop(next(iter(self._entries)))[1]
+        return value
+
+    def keys(self):
+        """The keys held, least recently used first."""
+        with self._lock.get():
+            return list(self._entries)
+
+
+def file_identity(path):
+    """What says a file is still the one read: ``(path, size, mtime in ns, inode)``; a file
+    rewritten or replaced since has another identity.
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile() as handle:
+    ...     before = file_identity(handle.name)
+    ...     _ = handle.write(b'more'); handle.flush()
+    ...     before == file_identity(handle.name)
+    False
+    """
+    stat = os.stat(path)
+    return (os.path.abspath(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)

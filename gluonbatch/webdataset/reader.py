@@ -3,12 +3,27 @@ import os
 
 import numpy as np
 
-from .._core.process import ProcessLocal
+from .._core.process import BoundedCache, ProcessLocal, file_identity
 from .decode import decode_record
 from .records import ShardRecords
 from .tar import check_headers
 
-__all__ = ['RecordReader']
+__all__ = ['RecordReader', 'shard_records']
+
+# Shards' records by file identity, for every reader in this process: a Dask task unpickles
+# its own reader, and would otherwise read its shards' indexes again. About 1.5 MB per
+# 10,000 records.
+_RECORDS = BoundedCache(512 << 20, lambda records: sum(
+    array.nbytes for array in (records.ids, records.members, records.starts, records.spans,
+                               records.slots, records.verified)))
+
+
+def shard_records(shard, id_col):
+    """``shard``'s :class:`~gluonbatch.webdataset.records.ShardRecords`, read once per
+    process while its files stay the same (same path, size, modification time and inode)."""
+    key = (id_col,) + tuple(file_identity(path) if path else None
+                            for path in (shard.tar, shard.idx, shard.parquet))
+    return _RECORDS.get(key, lambda: ShardRecords(shard, id_col))
 
 
 class RecordReader:
@@ -76,7 +91,12 @@ class RecordReader:
     def shard_ids(self, shard):
         """The record ids of ``shard`` (one of :attr:`shards`, or a copy of one; it may be
         empty), in record order."""
-        return self._shard_records(self._numbers[shard.stem]).ids
+        return self.records(shard).ids
+
+    def records(self, shard):
+        """The :class:`~gluonbatch.webdataset.records.ShardRecords` of ``shard`` (one of
+        :attr:`shards`, or a copy of one)."""
+        return self._shard_records(self._numbers[shard.stem])
 
     def locate(self, i):
         """``(shard number, the shard's records, record i's row in them)``."""
@@ -89,7 +109,7 @@ class RecordReader:
         records = self._records.get(number)
         if records is None:
             shard = self.shards[number]
-            records = self._records.setdefault(number, ShardRecords(shard, self.id_col))
+            records = self._records.setdefault(number, shard_records(shard, self.id_col))
             if shard.idx and len(records.ids):
                 for row in (0, len(records.ids) - 1):
                     self._read_shard_members(shard, records, row)

@@ -11,7 +11,6 @@ every task has succeeded, together, in one journaled commit
 (:mod:`~gluonbatch.webdataset.commit`): a run killed during the renames leaves files that
 the next read or write of the directory removes.
 """
-import json
 import logging
 import os
 import time
@@ -19,43 +18,19 @@ import time
 import dask
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .._core.checks import check_int, check_str
 from .commit import BACK, recover, staging
+from .copier import RecordCopier
 from .shards import SHARD_FILE, examples
 from .writer import (ShardWriter, check_rows, commit_shards, compute, id_digits, partitions,
                      write_parquet)
 
-__all__ = ['reshard', 'with_json_ids']
+__all__ = ['reshard']
 
 _LOG = logging.getLogger(__name__)
-
-
-def with_json_ids(members, ids, source):
-    """``members`` with the ``.json`` member's ``ids`` (a dict: key -> id) set.
-
-    The format's rule is that a record's JSON, its parquet row and its member names carry
-    one id, so a renumbered record's JSON is rewritten; other members are kept as they are.
-
-    >>> with_json_ids([('txt', b'a cat'), ('json', b'{"key": "07", "w": 3}')], {'key': '00'},
-    ...               'record 7')
-    [('txt', b'a cat'), ('json', b'{"key": "00", "w": 3}')]
-    """
-    out = []
-    for ext, data in members:
-        if ext == 'json':
-            try:
-                meta = json.loads(data)
-            except ValueError as err:
-                raise ValueError('the .json member of %s is not valid JSON: %s'
-                                 % (source, err)) from None
-            if not isinstance(meta, dict):
-                raise ValueError('the .json member of %s holds a %s, not an object'
-                                 % (source, type(meta).__name__))
-            meta.update(ids)
-            data = json.dumps(meta, ensure_ascii=False).encode('utf-8')
-        out.append((ext, data))
-    return out
 
 
 def _kept_path(stage, shard):
@@ -90,24 +65,22 @@ def _write_output_shard(reader, stage, stem, first_id, width, pieces, id_col, ol
     consecutive from ``first_id``.
     """
     writer = ShardWriter(stage, stem, mtime)
+    copier = RecordCopier(writer, id_col, old_id_col)
     try:
-        metas, number = [], first_id
+        tables, ids = [], []
         for shard, rows, begin, end in pieces:
-            meta = pd.read_parquet(_kept_path(stage, shard)).iloc[begin:end]
-            for row, old_id in zip(rows[begin:end].tolist(), meta[id_col].tolist()):
-                new_id = '%0*d' % (width, number)
-                ids = {id_col: new_id}
-                if old_id_col is not None:
-                    ids[old_id_col] = old_id
-                writer.add(new_id, with_json_ids(reader.read_members(shard.start + row), ids,
-                                                 'record %r of %s' % (old_id, source)))
-                number += 1
-            metas.append(meta)
-        meta = pd.concat(metas, ignore_index=True)
+            # the kept rows as pyarrow read them: their types, embeddings included, as staged
+            tables.append(pq.read_table(_kept_path(stage, shard)).slice(begin, end - begin))
+            new_ids = ['%0*d' % (width, n) for n in range(first_id + len(ids),
+                                                          first_id + len(ids) + end - begin)]
+            copier.copy(shard, reader.records(shard), reader.fd(shard), rows[begin:end],
+                        new_ids)
+            ids += new_ids
+        meta = pa.concat_tables(tables)
         if old_id_col is not None:
-            meta[old_id_col] = meta[id_col].astype(object)
-        meta[id_col] = ['%0*d' % (width, n) for n in range(first_id, number)]
-        writer.finish(meta)
+            meta = meta.append_column(old_id_col, meta.column(id_col).cast(pa.string()))
+        writer.finish(meta.set_column(meta.schema.get_field_index(id_col), id_col,
+                                      pa.array(ids, pa.string())))
     except BaseException:
         writer.abort()
         raise

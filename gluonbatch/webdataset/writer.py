@@ -16,15 +16,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .commit import FORWARD, staging
-from .index import format_index
+from .index import index_line, index_text
 from .metadata import pandas_dtypes
 from .shards import remove_quietly, temporary_name
 from .tar import BLOCK, member_header, padded
 
 
 def write_parquet(frame, path):
-    """Write ``frame`` to ``path`` without its index; a column of equal-length 1-d float
-    arrays (embeddings) is stored as a fixed-size list of float32.
+    """Write ``frame`` (a pandas DataFrame, or a pyarrow Table written as it is) to ``path``
+    without its index; a column of equal-length 1-d float arrays (embeddings) is stored as
+    a fixed-size list of float32.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as tmp:
@@ -33,6 +34,9 @@ def write_parquet(frame, path):
     ...     print(pq.read_schema(path).field('e').type)
     fixed_size_list<element: float>[3]
     """
+    if isinstance(frame, pa.Table):  # already in parquet's types
+        pq.write_table(frame, path)
+        return
     table = pa.Table.from_pandas(frame, preserve_index=False)
     for name in frame.columns:
         values = frame[name]
@@ -61,7 +65,10 @@ class ShardWriter:
 
     The tar is POSIX (ustar headers by ``TarInfo.tobuf``, with pax headers only for a
     member that needs them), written directly: the headers, the data and zero padding per
-    member; two zero blocks and padding to a 10240-byte record at the end.
+    member; two zero blocks and padding to a 10240-byte record at the end. Records come one
+    at a time (:meth:`add`) or in bulk from another shard
+    (:class:`~gluonbatch.webdataset.copier.RecordCopier`, through :meth:`write_segments` and
+    :meth:`add_index_text`).
     """
 
     def __init__(self, directory, stem, mtime):
@@ -69,7 +76,7 @@ class ShardWriter:
         self.tmp = {ext: os.path.join(directory, temporary)
                     for ext, (temporary, _) in zip(_SHARD_EXTS, shard_moves(stem))}
         self.mtime = mtime
-        self.samples = []
+        self.index_parts, self.samples = [], 0
         self.position = 0
         self.handle = open(self.tmp['tar'], 'wb')
 
@@ -85,7 +92,27 @@ class ShardWriter:
             write(bytes(padded(size) - size))
             files.append((ext, self.position + len(header), size))
             self.position += len(header) + padded(size)
-        self.samples.append((key, files))
+        self.add_index_text(index_line(key, files) + '\n', 1)
+
+    def write_segments(self, segments):
+        """Append ``segments`` (bytes-like, whole 512-byte blocks) to the tar, many per
+        system call."""
+        self.handle.flush()
+        fd = self.handle.fileno()
+        for first in range(0, len(segments), _IOV_MAX):
+            batch = segments[first:first + _IOV_MAX]
+            total = sum(map(len, batch))
+            written = os.writev(fd, batch)
+            if written < total:  # a short write (interrupted): write the rest
+                rest = memoryview(b''.join(batch))
+                while written < total:
+                    written += os.write(fd, rest[written:])
+            self.position += total
+
+    def add_index_text(self, text, samples):
+        """Add the ``.idx`` lines of ``samples`` records (each line ending in a newline)."""
+        self.index_parts.append(text)
+        self.samples += samples
 
     def finish(self, metadata):
         """Close the tar, write the index and the parquet, all under their temporary names
@@ -95,7 +122,7 @@ class ShardWriter:
         self.handle.write(bytes(2 * BLOCK + (-end) % record))
         self.handle.close()
         with open(self.tmp['idx'], 'w', encoding='utf-8') as handle:
-            handle.write(format_index(self.samples))
+            handle.write(index_text(self.samples, ''.join(self.index_parts)))
         write_parquet(metadata, self.tmp['parquet'])
 
     def abort(self):
@@ -105,6 +132,7 @@ class ShardWriter:
             remove_quietly(tmp)
 
 
+_IOV_MAX = os.sysconf('SC_IOV_MAX')  # segments a writev takes
 _SHARD_EXTS = ('tar', 'idx', 'parquet')  # the order they are moved in: the tar first
 
 

@@ -1,0 +1,245 @@
+"""Rewriting the ids in records' ``.json`` members, as resharding renumbers them.
+
+The format's rule is that a record's JSON, its parquet row and its member names carry one
+id. A renumbered record's JSON gets its new id (and optionally its old one under a new key)
+and is otherwise kept byte for byte: :class:`JsonIds` replaces the id's value where it is
+and appends the new key before the closing brace. The result is the JSON that decoding,
+``dict.update`` and encoding give (:func:`with_json_ids`), and for JSON that ``json.dumps``
+wrote (``ensure_ascii=False``), the same bytes too.
+
+Where the id is, is checked for a whole batch of members at once, as rows of a numpy
+matrix; a new id as long as the old one is written over it in the members' buffer. A
+member the bulk check cannot be certain of (a nested object, a backslash, the key written
+twice or differently) is decoded: rewritten in place if the decoded object shows where the
+id is, else encoded anew (and refused if it is not a JSON object). Members are not
+otherwise validated: the rewrite changes only the id's bytes.
+"""
+import json
+
+import numpy as np
+
+
+__all__ = ['with_json_ids', 'JsonIds']
+
+_SCAN = json.JSONDecoder().scan_once
+
+
+def with_json_ids(data, ids, source):
+    """``data`` (a ``.json`` member) decoded, updated with ``ids`` and encoded again.
+
+    Parameters
+    ----------
+    data : bytes
+    ids : dict
+        Key -> id.
+    source : str
+        Names the record in error messages.
+
+    >>> with_json_ids(b'{"key": "07", "w": 3}', {'key': '00'}, 'record 7')
+    b'{"key": "00", "w": 3}'
+    """
+    try:
+        meta = json.loads(data)
+    except ValueError as err:
+        raise ValueError('the .json member of %s is not valid JSON: %s'
+                         % (source, err)) from None
+    if not isinstance(meta, dict):
+        raise ValueError('the .json member of %s holds a %s, not an object'
+                         % (source, type(meta).__name__))
+    meta.update(ids)
+    return json.dumps(meta, ensure_ascii=False).encode('utf-8')
+
+
+class JsonIds:
+    """Sets ``id_col`` (and ``old_id_col``, if given) in a batch of ``.json`` members.
+
+    Parameters
+    ----------
+    id_col : str
+    old_id_col : str or None
+
+    Examples
+    --------
+    >>> data = b'{"key": "07", "w": 3}'
+    >>> buffer = np.frombuffer(data, np.uint8).copy()
+    >>> JsonIds('key')(buffer, np.array([0]), np.array([len(data)]), ['00'], ['07'], str)
+    [None]
+    >>> buffer.tobytes()
+    b'{"key": "00", "w": 3}'
+    >>> JsonIds('key', 'old_key')(buffer, np.array([0]), np.array([len(data)]), ['11'],
+    ...                           ['00'], str)
+    [b'{"key": "11", "w": 3, "old_key": "00"}']
+    """
+
+    def __init__(self, id_col, old_id_col=None):
+        self.id_col, self.old_id_col = id_col, old_id_col
+        self._key = np.frombuffer(json.dumps(id_col, ensure_ascii=False).encode('utf-8'),
+                                  np.uint8)
+        self._old_key = (None if old_id_col is None else
+                         b', ' + json.dumps(old_id_col, ensure_ascii=False).encode('utf-8')
+                         + b': ')
+
+    def __call__(self, buffer, starts, sizes, new_ids, old_ids, describe):
+        """Set the ids of the members at ``buffer[starts[n]:starts[n] + sizes[n]]``.
+
+        Parameters
+        ----------
+        buffer : numpy.ndarray of uint8
+            Holds the members; a member whose new JSON has its old size is rewritten there.
+        starts, sizes : numpy.ndarray of int
+        new_ids, old_ids : list of str
+            Each member's record's new id (digits, as resharding numbers them) and old id.
+        describe : callable
+            ``describe(n)`` names member ``n``'s record in error messages.
+
+        Returns
+        -------
+        list
+            Per member, None where it was rewritten in ``buffer``, else its new bytes.
+
+        Raises
+        ------
+        ValueError
+            A member that is not valid JSON, or not an object (naming its record).
+        """
+        starts, sizes = np.asarray(starts, np.int64), np.asarray(sizes, np.int64)
+        new_bytes = [new_id.encode('utf-8') for new_id in new_ids]
+        old_bytes = [old_id.encode('utf-8') for old_id in old_ids]
+        spans = self._value_spans(buffer, starts, sizes, old_bytes)
+        out = [None] * len(sizes)
+        plain = np.flatnonzero(spans[:, 0] >= 0)
+        if self.old_id_col is None:
+            new_lengths = np.fromiter(map(len, new_bytes), np.int64, len(new_bytes))
+            same = plain[new_lengths[plain] == spans[plain, 1] - spans[plain, 0]]
+            _overwrite(buffer, starts[same] + spans[same, 0], [new_bytes[n] for n in same])
+            done = np.zeros(len(sizes), bool)
+            done[same] = True
+        else:
+            done = np.zeros(len(sizes), bool)
+        is_plain = np.zeros(len(sizes), bool)
+        is_plain[plain] = True
+        for n in np.flatnonzero(~done).tolist():
+            start, size = int(starts[n]), int(sizes[n])
+            data = buffer[start:start + size].tobytes()
+            if is_plain[n]:
+                begin, end = spans[n].tolist()
+                out[n] = self._spliced(data, begin, end, new_bytes[n], old_ids[n])
+            else:
+                out[n] = self._rewrite_one(data, new_ids[n], old_ids[n], describe(n))
+        return out
+
+    def _ids(self, new_id, old_id):
+        ids = {self.id_col: new_id}
+        if self.old_id_col is not None:
+            ids[self.old_id_col] = old_id
+        return ids
+
+    def _spliced(self, data, begin, end, new_id, old_id):
+        """``data`` with bytes ``begin:end`` (the id's value) replaced by ``new_id``, and the
+        old id added last, if asked for."""
+        data = data[:begin] + new_id + data[end:]
+        if self._old_key is not None:
+            # before the closing brace, as dict.update puts a new key last
+            data = b'%s%s%s}' % (data[:-1], self._old_key,
+                                 json.dumps(old_id, ensure_ascii=False).encode('utf-8'))
+        return data
+
+    def _rewrite_one(self, data, new_id, old_id, where):
+        """One member the bulk check could not place: decoded, then rewritten in place
+        where the decoded object shows the id's place is certain, else encoded anew."""
+        try:
+            text = data.decode('utf-8')
+            meta, end = _SCAN(text, 0)
+        except (UnicodeDecodeError, StopIteration, ValueError):
+            text, meta, end = '', None, -1
+        if end == len(text) and type(meta) is dict and meta.get(self.id_col) == old_id and \
+                (self.old_id_col is None or self.old_id_col not in meta) and \
+                not any(type(value) in (dict, list) for value in meta.values()):
+            # a top-level key only; the decoded value rules out a second, escaped spelling
+            key = self._key.tobytes()
+            at = data.find(key)
+            value = at + len(key) + 3
+            if at > 0 and data[at - 1] in _BEFORE_KEY.tobytes() and \
+                    data.find(key, at + 1) < 0 and data.startswith(b': "', value - 3):
+                end = data.find(b'"', value)
+                if data[value:end] == old_id.encode('utf-8'):
+                    return self._spliced(data, value, end, new_id.encode('utf-8'), old_id)
+        return with_json_ids(data, self._ids(new_id, old_id), where)
+
+    def _value_spans(self, buffer, starts, sizes, old_ids):
+        """Per member, ``(start, end)`` of the id's value within it where the bulk rewrite
+        is certain of its place, else ``(-1, -1)``.
+
+        Certain means: the member is one object (a brace first and last, no other brace, no
+        bracket: every key is a top-level one) without a backslash (no key spelled with
+        escapes), and its id's key is written once, as a key (after the brace, a comma or a
+        space), followed by ``: "`` or ``:"`` and the old id, a string without escapes.
+        Members are checked a batch at a time, as rows of a matrix.
+        """
+        spans = np.full((len(sizes), 2), -1, np.int64)
+        rows = np.flatnonzero((sizes >= 2) & (sizes <= _ROW_BYTES))
+        if not len(rows):
+            return spans
+        width = int(sizes[rows].max())
+        columns = np.arange(width)
+        inside = columns < sizes[rows, None]
+        matrix = buffer[np.minimum(starts[rows, None] + columns, len(buffer) - 1)]
+        matrix[~inside] = 0
+        last = matrix[np.arange(len(rows)), sizes[rows] - 1]
+        key = self._key
+        hits = np.zeros((len(rows), max(0, width - len(key) + 1)), bool)
+        hits[:] = matrix[:, :hits.shape[1]] == key[0]
+        for shift in range(1, len(key)):
+            hits &= matrix[:, shift:shift + hits.shape[1]] == key[shift]
+        found = hits.sum(axis=1) == 1
+        at = np.argmax(hits, axis=1) if hits.shape[1] else np.zeros(len(rows), np.int64)
+        row = np.arange(len(rows))
+        def byte(position):
+            return matrix[row, np.clip(position, 0, width - 1)]
+        after = at + len(key)
+        spaced = byte(after + 1) == ord(' ')
+        value = after + 2 + spaced
+        quotes = (matrix == ord('"')) & (columns >= value[:, None])
+        end = np.argmax(quotes, axis=1)
+        old = [old_ids[n] for n in rows.tolist()]
+        old_lengths = np.fromiter(map(len, old), np.int64, len(old))
+        certain = (found & (matrix[:, 0] == ord('{')) & (last == ord('}'))
+                   & ((matrix == ord('{')).sum(axis=1) == 1) & ~(matrix == ord('[')).any(axis=1)
+                   & ~(matrix == ord('\\')).any(axis=1)
+                   & (at > 0) & np.isin(byte(at - 1), _BEFORE_KEY) & (byte(after) == ord(':'))
+                   & (byte(value - 1) == ord('"')) & quotes.any(axis=1)
+                   & (end - value == old_lengths))
+        if old_lengths.max() > 0:
+            gathered = matrix[row[:, None], np.clip(value[:, None] + np.arange(
+                old_lengths.max()), 0, width - 1)]
+            expected = _rows_of(old, old_lengths.max())
+            certain &= np.all((gathered == expected) | (np.arange(old_lengths.max())
+                                                        >= old_lengths[:, None]), axis=1)
+        spans[rows[certain]] = np.column_stack([value, end])[certain]
+        return spans
+
+
+# Members up to this size are checked in bulk, as rows of a matrix; larger ones one by one.
+_ROW_BYTES = 4096
+
+
+def _rows_of(values, width):
+    """``values`` (bytes) as the rows of a uint8 matrix, NUL-padded to ``width``."""
+    return np.frombuffer(b''.join(value.ljust(width, b'\0') for value in values),
+                         np.uint8).reshape(len(values), width)
+
+
+def _overwrite(buffer, positions, values):
+    """Write ``values`` (bytes) into ``buffer`` at ``positions``, in one scatter where they
+    have one length (new ids usually do)."""
+    if not values:
+        return
+    width = len(values[0])
+    if all(len(value) == width for value in values):
+        buffer[positions[:, None] + np.arange(width)] = _rows_of(values, width)
+        return
+    for position, value in zip(positions.tolist(), values):
+        buffer[position:position + len(value)] = np.frombuffer(value, np.uint8)
+
+
+_BEFORE_KEY = np.frombuffer(b'{, \t\n\r', np.uint8)
