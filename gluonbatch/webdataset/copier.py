@@ -154,9 +154,8 @@ def _check_source_headers(shard, exts, keys, owner, table, buffer, data_at):
     names = name_fields([key.encode('utf-8') for key in keys], owner, codes, exts)
     single = heads == offsets - BLOCK
     confirmed = np.zeros(len(table), bool)
-    confirmed[single] = plain_headers_match(
-        np.take(buffer.reshape(-1, BLOCK), data_at[single] // BLOCK - 1, axis=0),
-        names[single], sizes[single])
+    confirmed[single] = plain_headers_match(buffer, data_at[single] - BLOCK, names[single],
+                                            sizes[single])
     for member in np.flatnonzero(~confirmed).tolist():
         head_at = int(data_at[member] - (offsets[member] - heads[member]))
         found = check_headers(

@@ -18,6 +18,8 @@ import json
 
 import numpy as np
 
+from .tar import BLOCK
+
 
 __all__ = ['with_json_ids', 'JsonIds']
 
@@ -181,40 +183,50 @@ class JsonIds:
         if not len(rows):
             return spans
         width = int(sizes[rows].max())
-        columns = np.arange(width)
-        inside = columns < sizes[rows, None]
-        matrix = buffer[np.minimum(starts[rows, None] + columns, len(buffer) - 1)]
-        matrix[~inside] = 0
-        last = matrix[np.arange(len(rows)), sizes[rows] - 1]
-        key = self._key
-        hits = np.zeros((len(rows), max(0, width - len(key) + 1)), bool)
-        hits[:] = matrix[:, :hits.shape[1]] == key[0]
-        for shift in range(1, len(key)):
-            hits &= matrix[:, shift:shift + hits.shape[1]] == key[shift]
-        found = hits.sum(axis=1) == 1
-        at = np.argmax(hits, axis=1) if hits.shape[1] else np.zeros(len(rows), np.int64)
+        if (starts[rows] % BLOCK == 0).all() and len(buffer) % BLOCK == 0:
+            # whole blocks (members start on one in a tar): one fast take
+            blocks = -(-width // BLOCK)
+            matrix = np.take(buffer.reshape(-1, BLOCK), starts[rows, None] // BLOCK
+                             + np.arange(blocks), axis=0).reshape(len(rows), -1)[:, :width]
+        else:
+            matrix = buffer[np.minimum(starts[rows, None] + np.arange(width), len(buffer) - 1)]
+        # bytes past a member's end may be anything: they can only make a check fail, and
+        # every position used is checked to lie within the member
+        lengths = sizes[rows]
         row = np.arange(len(rows))
         def byte(position):
             return matrix[row, np.clip(position, 0, width - 1)]
+        key = self._key
+        span = max(0, width - len(key) + 1)
+        hits = matrix[:, :span] == key[0]
+        for shift in range(1, len(key)):
+            hits &= matrix[:, shift:shift + span] == key[shift]
+        at = np.argmax(hits, axis=1) if span else np.zeros(len(rows), np.int64)
         after = at + len(key)
         spaced = byte(after + 1) == ord(' ')
         value = after + 2 + spaced
-        quotes = (matrix == ord('"')) & (columns >= value[:, None])
-        end = np.argmax(quotes, axis=1)
+        # the first quote at or after each value's start: row-major positions, searched
+        quotes = np.flatnonzero(matrix == ord('"'))
+        quotes = np.append(quotes, len(rows) * width)  # none after: past every row
+        end = quotes[np.minimum(np.searchsorted(quotes, row * width + value),
+                                len(quotes) - 1)] - row * width
         old = [old_ids[n] for n in rows.tolist()]
         old_lengths = np.fromiter(map(len, old), np.int64, len(old))
-        certain = (found & (matrix[:, 0] == ord('{')) & (last == ord('}'))
-                   & ((matrix == ord('{')).sum(axis=1) == 1) & ~(matrix == ord('[')).any(axis=1)
-                   & ~(matrix == ord('\\')).any(axis=1)
+        certain = ((np.count_nonzero(hits, axis=1) == 1) & (matrix[:, 0] == ord('{'))
+                   & (byte(lengths - 1) == ord('}'))
+                   & (np.count_nonzero(matrix == ord('{'), axis=1) == 1)
+                   & (np.count_nonzero(matrix == ord('['), axis=1) == 0)
+                   & (np.count_nonzero(matrix == ord('\\'), axis=1) == 0)
                    & (at > 0) & np.isin(byte(at - 1), _BEFORE_KEY) & (byte(after) == ord(':'))
-                   & (byte(value - 1) == ord('"')) & quotes.any(axis=1)
-                   & (end - value == old_lengths))
-        if old_lengths.max() > 0:
-            gathered = matrix[row[:, None], np.clip(value[:, None] + np.arange(
-                old_lengths.max()), 0, width - 1)]
-            expected = _rows_of(old, old_lengths.max())
-            certain &= np.all((gathered == expected) | (np.arange(old_lengths.max())
-                                                        >= old_lengths[:, None]), axis=1)
+                   & (byte(value - 1) == ord('"'))
+                   & (end < lengths) & (end - value == old_lengths))
+        longest = int(old_lengths.max())
+        if longest:
+            gathered = matrix[row[:, None], np.clip(value[:, None] + np.arange(longest), 0,
+                                                    width - 1)]
+            expected = _rows_of(old, longest)
+            certain &= ((gathered == expected) | (np.arange(longest)
+                                                  >= old_lengths[:, None])).all(axis=1)
         spans[rows[certain]] = np.column_stack([value, end])[certain]
         return spans
 
@@ -225,8 +237,10 @@ _ROW_BYTES = 4096
 
 def _rows_of(values, width):
     """``values`` (bytes) as the rows of a uint8 matrix, NUL-padded to ``width``."""
-    return np.frombuffer(b''.join(value.ljust(width, b'\0') for value in values),
-                         np.uint8).reshape(len(values), width)
+    joined = b''.join(values)
+    if len(joined) != width * len(values):  # not all of that width
+        joined = b''.join([value.ljust(width, b'\0') for value in values])
+    return np.frombuffer(joined, np.uint8).reshape(len(values), width)
 
 
 def _overwrite(buffer, positions, values):

@@ -16,7 +16,7 @@ Examples
 >>> headers = HeaderBlocks(0).build(names, np.array([5, 70]))
 >>> headers.tobytes()[:512] == member_header('000001.jpg', 5, 0)
 True
->>> plain_headers_match(headers, names, np.array([5, 70])).tolist()
+>>> plain_headers_match(headers.ravel(), np.array([0, 512]), names, np.array([5, 70])).tolist()
 [True, True]
 """
 import numpy as np
@@ -163,28 +163,34 @@ class HeaderBlocks:
         return (names[:, 0] == 0xff) | (np.asarray(sizes) > _LARGEST_PLAIN)
 
 
-def plain_headers_match(blocks, names, sizes):
-    """Per row of ``blocks`` (tar header blocks, uint8), whether it is the plain ustar
-    header of a regular file named by the row of ``names`` (:func:`name_fields`) with that
-    size, in the layout ``tarfile`` and GNU tar write: what a copy of the member relies on.
-    The fields a copy does not keep (mode, owner, time) and the checksum over them are not
-    checked.
+def plain_headers_match(buffer, at, names, sizes):
+    """Per header block of ``buffer`` (uint8, whole blocks) at byte positions ``at``,
+    whether it is the plain ustar header of a regular file named by the row of ``names``
+    (:func:`name_fields`) with that size, in the layout ``tarfile`` and GNU tar write: what a
+    copy of the member relies on. The fields a copy does not keep (mode, owner, time) and
+    the checksum over them are not checked. Each field is compared as one numpy element.
 
     False says only that this check cannot confirm the header: check those with
     :func:`~gluonbatch.webdataset.tar.check_headers`, which parses any header and says what
     is wrong.
     """
     sizes = np.asarray(sizes, np.int64)
-    blocks = blocks.reshape(-1, BLOCK)
+    rows = np.asarray(at, np.int64) // BLOCK
     size_field = np.zeros((len(sizes), _SIZE.stop - _SIZE.start), np.uint8)
     size_field[:, :_SIZE_DIGITS] = _octal_digits(np.minimum(sizes, _LARGEST_PLAIN),
                                                  _SIZE_DIGITS)
+    def field(where):
+        return _column(buffer, where)[rows]
+    def elements(values):
+        return np.ascontiguousarray(values).view(np.dtype((np.void, values.shape[1])))[:, 0]
+    blocks = buffer.reshape(-1, BLOCK)
+    kind = blocks[:, _TYPE][rows]
     return ((sizes <= _LARGEST_PLAIN)
-            & (blocks[:, _NAME] == names).all(axis=1)
-            & (blocks[:, _SIZE] == size_field).all(axis=1)
-            & (blocks[:, _MAGIC] == _USTAR).all(axis=1)
-            & ((blocks[:, _TYPE] == ord('0')) | (blocks[:, _TYPE] == 0))
-            & (blocks[:, _PREFIX] == 0))
+            & (field(_NAME) == elements(names))
+            & (field(_SIZE) == elements(size_field))
+            & (field(_MAGIC) == _USTAR.view(np.dtype((np.void, len(_USTAR))))[0])
+            & ((kind == ord('0')) | (kind == 0))
+            & (blocks[:, _PREFIX][rows] == 0))
 
 
 def ranges_to_indices(starts, counts):
