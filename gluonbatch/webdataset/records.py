@@ -1,11 +1,17 @@
 """The record table: per record its members' offsets, sizes and extensions, in one shard;
-and the parquet metadata, read and checked against each shard's tar or index."""
+and the parquet metadata, read and checked against each shard's tar or index.
+
+A shard's table is read in bulk with numpy, and again by the exact per-record code where
+the bulk reading finds anything unusual: that code gives the precise error, or the same
+table for valid input."""
 import os
 
 import numpy as np
 import pyarrow.parquet as pq
 
 from .index import group_members, read_index
+from .record_arrays import (as_strings, index_members, parquet_id_rows, reads_as_str,
+                            scanned_members, unicode_rows)
 from .shards import examples
 from .tar import BLOCK, padded, scan_tar
 
@@ -43,12 +49,15 @@ def read_parquet(shard, id_col, columns=None, expect_columns=None):
         if columns is not None and id_col not in columns:
             columns = [id_col] + list(columns)  # the rows are sorted by it
         try:
-            frame = source.read(columns=columns).to_pandas()
+            table = source.read(columns=columns)
+            frame = table.to_pandas()
         except Exception as err:  # pyarrow's own error types
             raise ValueError('%s is not a readable parquet file: %s'
                              % (shard.parquet, err)) from None
     ids = frame[id_col].to_numpy()
-    for row, value in enumerate(ids):
+    # a string column without nulls holds only str: no need to look at each row
+    all_str = reads_as_str(table.schema, id_col) and not table.column(id_col).null_count
+    for row, value in enumerate(() if all_str else ids):
         if not isinstance(value, str):
             raise TypeError('%s row %d: id %r in column %r is not a str (%s); ids must be '
                             'strings such as \'000420031\' (zero-padded digits)' % (
@@ -126,7 +135,17 @@ class ShardRecords:
 
     The ids come from the parquet's id column (sorted: record ``j`` of the shard is its
     ``j``-th smallest id), the members from the ``.idx`` or a scan of the tar, and both
-    are checked against each other here, naming the files.
+    are checked against each other here, naming the files. They are read in bulk
+    (``vectorized_fields``), or by the exact per-record code (``exact_fields``)
+    when the bulk reading finds anything unusual or ``vectorized`` is False: the same
+    attributes either way.
+
+    Parameters
+    ----------
+    shard : Shard
+    id_col : str
+    vectorized : bool, default True
+        False reads record by record only.
 
     Attributes
     ----------
@@ -145,26 +164,184 @@ class ShardRecords:
         Records whose tar headers this process has checked.
     """
 
-    def __init__(self, shard, id_col):
-        ids = read_parquet(shard, id_col, columns=[id_col])[id_col].tolist()
-        shard.tar_size = os.path.getsize(shard.tar)
-        if shard.idx:
-            samples = read_index(shard.idx, shard.tar, shard.tar_size)
-            if len(samples) != len(ids):
-                raise ValueError('%s does not match %s: it lists %d samples, the parquet '
-                                 '%d rows (rebuild it with `gluonbatch wds index %s`)'
-                                 % (shard.idx, shard.tar, len(samples), len(ids), shard.tar))
-        else:
-            samples = group_members(scan_tar(shard.tar), shard.tar)
-        table = RecordTable()
-        table.add_shard(shard, samples, ids)
-        self.members, self.starts, self.slots = table.arrays()
+    def __init__(self, shard, id_col, vectorized=True):
+        fields, scanned = vectorized_fields(shard, id_col) if vectorized else (None, None)
+        if fields is None:
+            fields = exact_fields(shard, id_col, scanned)
+        self.ids, self.members, self.starts, self.slots, self.exts = fields
         self.spans = record_spans(self.members, self.starts)
-        self.ids = np.array(ids, dtype=str)
-        self.exts = table.exts
         # the keys records are returned with: lower case, like the webdataset library's
-        self.keys = [ext.lower() for ext in table.exts]
-        self.verified = np.zeros(len(ids), dtype=bool)
+        self.keys = [ext.lower() for ext in self.exts]
+        self.verified = np.zeros(len(self.ids), dtype=bool)
+
+
+def exact_fields(shard, id_col, scanned=None):
+    """``(ids, members, starts, slots, exts)`` of a shard, read record by record: the
+    reading that raises the precise error for anything wrong. ``scanned`` is the tar's
+    :func:`~gluonbatch.webdataset.tar.scan_tar`, if it was scanned already."""
+    ids = read_parquet(shard, id_col, columns=[id_col])[id_col].tolist()
+    shard.tar_size = os.path.getsize(shard.tar)
+    if shard.idx:
+        samples = read_index(shard.idx, shard.tar, shard.tar_size)
+        if len(samples) != len(ids):
+            raise ValueError('%s does not match %s: it lists %d samples, the parquet '
+                             '%d rows (rebuild it with `gluonbatch wds index %s`)'
+                             % (shard.idx, shard.tar, len(samples), len(ids), shard.tar))
+    else:
+        samples = group_members(scan_tar(shard.tar) if scanned is None else scanned,
+                                shard.tar)
+    table = RecordTable()
+    table.add_shard(shard, samples, ids)
+    members, starts, slots = table.arrays()
+    return np.array(ids, dtype=str), members, starts, slots, table.exts
+
+
+def vectorized_fields(shard, id_col):
+    """``(fields, scanned)``: :func:`exact_fields`' fields read in bulk with numpy, or None
+    where the exact reading is needed; ``scanned`` is the tar's member list if the tar was
+    scanned (no ``.idx``), for that reading to reuse. Errors that the exact reading raises
+    at the same step (an unreadable parquet footer, a missing id column, a corrupt tar)
+    are raised here too; nothing it would refuse is accepted.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from gluonbatch.webdataset import make_example_dataset
+    >>> from gluonbatch.webdataset.shards import Shard
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> shard = Shard(make_example_dataset(tmp.name, num_shards=1, index=True), '00000', True)
+    >>> fields, scanned = vectorized_fields(shard, 'key')
+    >>> fields[2].tolist(), fields[4], scanned is None  # record starts, extensions
+    ([0, 3, 6, 9], ['jpg', 'txt', 'json'], True)
+    >>> all(np.array_equal(ours, exact) for ours, exact in zip(fields, exact_fields(shard, 'key')))
+    True
+    >>> tmp.cleanup()
+    """
+    with open_parquet(shard, id_col) as source:
+        ids = parquet_id_rows(source, id_col)
+    if ids is None:
+        return None, None
+    shard.tar_size = os.path.getsize(shard.tar)
+    scanned = None
+    if shard.idx:
+        with open(shard.idx, 'rb') as handle:
+            members = index_members(handle.read(), shard.tar_size)
+    else:
+        scanned = scan_tar(shard.tar)
+        members = scanned_members(scanned)
+    table = None if members is None else _vectorized_table(ids, members)
+    if table is None:
+        return None, scanned
+    return (unicode_rows(ids),) + table, scanned
+
+
+def _vectorized_table(ids, members):
+    """:meth:`RecordTable.arrays` and exts for ``ids`` (sorted rows, as
+    :func:`~.record_arrays.parquet_id_rows`) and ``members``
+    (:class:`~.record_arrays.MemberArrays`), or None where :meth:`RecordTable.add_shard`
+    is needed: ids that differ, a record listed twice, extensions differing in case only,
+    a record without one image, a caption or metadata member."""
+    count, record_starts, exts = len(ids), members.record_starts, members.exts
+    keys = as_strings(members.keys)[record_starts[:-1]]
+    if len(keys) != count:
+        return None
+    sizes = np.diff(record_starts)
+    by_id = None
+    if not (keys[1:] > keys[:-1]).all():
+        by_id = np.argsort(keys, kind='stable')
+        keys = keys[by_id]
+        if not (keys[1:] > keys[:-1]).all():
+            return None  # an id on two lines
+    if not (keys == as_strings(ids)).all() or sizes.max() > np.iinfo(np.int16).max:
+        return None
+    # the usual shard: every record has the same extensions in the same order
+    rows = exts.view(np.uint64) if exts.shape[1] == 8 else exts  # a word a row: faster
+    uniform = (sizes == sizes[0]).all() and (
+        rows.reshape(count, -1) == rows[:sizes[0]].reshape(-1)).all()
+    offsets, lengths, starts = members.offsets, members.sizes, record_starts
+    if by_id is not None:  # each record's members, in the order of its id
+        sizes = sizes[by_id]
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        order = np.arange(starts[-1]) + np.repeat(record_starts[:-1][by_id] - starts[:-1],
+                                                  sizes)
+        offsets, lengths = offsets[order], lengths[order]
+        exts = exts if uniform else exts[order]
+    if uniform:
+        names = _decode_rows(exts[:sizes[0]])
+        distinct = list(dict.fromkeys(names))
+        slots = _record_slots([name.lower() for name in names])
+        if slots is None:
+            return None
+        codes = np.tile([distinct.index(name) for name in names], count)
+        slots = np.tile(np.array(slots, np.int16), (count, 1))
+    else:
+        found = _table_codes_and_slots(exts, sizes, starts)
+        if found is None:
+            return None
+        codes, slots, distinct = found
+    heads = header_starts(offsets, lengths)
+    return (np.column_stack([offsets, lengths, codes, heads]), starts.astype(np.int64),
+            slots, distinct)
+
+
+def _decode_rows(rows):  # byte_matrix rows: the strings
+    return [row.tobytes().rstrip(b'\0').decode('utf-8') for row in rows]
+
+
+def _record_slots(lowered):
+    """:meth:`RecordTable.add_shard`'s slots of a record of lower-case extensions
+    ``lowered``, or None where it (or the reading of its members) raises."""
+    if len(set(lowered)) != len(lowered):
+        return None  # extensions differing only in case
+    images = [place for place, ext in enumerate(lowered) if ext in IMAGE_EXTENSIONS]
+    if len(images) != 1 or 'txt' not in lowered or 'json' not in lowered:
+        return None
+    return [images[0], lowered.index('txt'), lowered.index('json')]
+
+
+def _table_codes_and_slots(exts, sizes, starts):
+    """``(codes, slots, exts)`` of records of differing extensions (rows ``exts``, record
+    ``j`` rows ``starts[j]:starts[j + 1]``), or None as :func:`_record_slots`."""
+    count = len(sizes)
+    codes, firsts = _first_seen_codes(exts)
+    names = _decode_rows(exts[firsts])
+    lowered = [name.lower() for name in names]
+    kinds = sorted(set(lowered))
+    member_kinds = np.array([kinds.index(name) for name in lowered])[codes]
+    record_of = np.repeat(np.arange(count), sizes)
+    if _repeats(record_of * len(kinds) + member_kinds, count * len(kinds)):
+        return None  # extensions differing only in case, as in group_members/read_index
+    place = np.arange(len(codes)) - np.repeat(starts[:-1], sizes)
+    image = np.isin(member_kinds, [kinds.index(kind) for kind in kinds
+                                   if kind in IMAGE_EXTENSIONS])
+    if not (np.bincount(record_of[image], minlength=count) == 1).all():
+        return None
+    slots = [place[image]]
+    for wanted in ('txt', 'json'):
+        member = member_kinds == (kinds.index(wanted) if wanted in kinds else -1)
+        if np.count_nonzero(member) != count:  # each record has one at most
+            return None
+        slots.append(place[member])
+    return codes, np.column_stack(slots).astype(np.int16), names
+
+
+def _first_seen_codes(exts):
+    """Per member (a row of ``exts``), the number of its extension in order of first
+    appearance, and each number's first member: :meth:`RecordTable.code`'s numbering."""
+    distinct, firsts, inverse = np.unique(as_strings(exts), return_index=True,
+                                          return_inverse=True)
+    rank = np.argsort(firsts)
+    numbers = np.empty(len(distinct), np.int64)
+    numbers[rank] = np.arange(len(distinct))
+    return numbers[inverse], firsts[rank]
+
+
+def _repeats(values, bound):
+    """Whether non-negative ints below ``bound`` hold a value twice."""
+    if bound <= 8 * len(values) + 4096:
+        return bool(len(values)) and np.bincount(values, minlength=bound).max() > 1
+    ordered = np.sort(values)
+    return bool((ordered[1:] == ordered[:-1]).any())
 
 
 def header_starts(offsets, sizes):
@@ -178,7 +355,8 @@ def header_starts(offsets, sizes):
     >>> header_starts(np.array([2048, 512, 4096]), np.array([3, 700, 0])).tolist()
     [1536, 0, 2560]
     """
-    order = np.argsort(offsets, kind='stable')
+    in_order = (offsets[1:] >= offsets[:-1]).all()  # the usual case: nothing to sort
+    order = slice(None) if in_order else np.argsort(offsets, kind='stable')
     ends = offsets[order] + padded(sizes[order])
     starts = np.empty_like(offsets)
     starts[order] = np.concatenate([[0], ends])[:-1].astype(offsets.dtype)
@@ -195,10 +373,26 @@ def record_spans(members, starts):
     spans = np.full((len(starts) - 1, 2), -1, dtype=np.int64)
     if len(spans):
         offsets, sizes, heads = members[:, 0], members[:, 1], members[:, 3]
-        begin = starts[:-1]
+        per_record = _per_record(starts)
         ends = offsets + padded(sizes)
-        low = np.minimum.reduceat(heads, begin)
-        adjacent = np.maximum.reduceat(ends, begin) - low == np.add.reduceat(ends - heads, begin)
+        low = per_record(np.minimum, heads)
+        adjacent = per_record(np.maximum, ends) - low == per_record(np.add, ends - heads)
         spans[:, 0] = low
-        spans[:, 1] = np.where(adjacent, np.maximum.reduceat(offsets + sizes, begin) - low, -1)
+        spans[:, 1] = np.where(adjacent, per_record(np.maximum, offsets + sizes) - low, -1)
     return spans
+
+
+def _per_record(starts):
+    """``reduce(ufunc, values)``: per-member ``values`` reduced per record (record ``j``'s
+    members are ``starts[j]:starts[j + 1]``, at least one) by ``ufunc``'s ``reduceat``, or,
+    where every record has the same few members, by as many elementwise steps (faster)."""
+    counts = np.diff(starts)
+    width = int(counts[0])
+    if width <= 8 and (counts == width).all():
+        def reduce(ufunc, values):
+            reduced = values[0::width].copy()
+            for column in range(1, width):
+                ufunc(reduced, values[column::width], out=reduced)
+            return reduced
+        return reduce
+    return lambda ufunc, values: ufunc.reduceat(values, starts[:-1])
