@@ -23,7 +23,13 @@ from .tar import BLOCK
 
 __all__ = ['with_json_ids', 'JsonIds']
 
-_SCAN = json.JSONDecoder().scan_once
+
+
+class _Pairs(list):
+    """A decoded JSON object as its ``(key, value)`` pairs: repeated keys stay visible."""
+
+
+_SCAN_PAIRS = json.JSONDecoder(object_pairs_hook=_Pairs).scan_once
 
 
 def with_json_ids(data, ids, source):
@@ -80,6 +86,9 @@ class JsonIds:
         self._old_key = (None if old_id_col is None else
                          b', ' + json.dumps(old_id_col, ensure_ascii=False).encode('utf-8')
                          + b': ')
+        # the old id's key as written, to find members that already have it
+        self._old_key_name = (None if old_id_col is None else np.frombuffer(
+            json.dumps(old_id_col, ensure_ascii=False).encode('utf-8'), np.uint8))
 
     def __call__(self, buffer, starts, sizes, new_ids, old_ids, describe):
         """Set the ids of the members at ``buffer[starts[n]:starts[n] + sizes[n]]``.
@@ -151,21 +160,24 @@ class JsonIds:
         where the decoded object shows the id's place is certain, else encoded anew."""
         try:
             text = data.decode('utf-8')
-            meta, end = _SCAN(text, 0)
+            pairs, end = _SCAN_PAIRS(text, 0)
         except (UnicodeDecodeError, StopIteration, ValueError):
-            text, meta, end = '', None, -1
-        if end == len(text) and type(meta) is dict and meta.get(self.id_col) == old_id and \
-                (self.old_id_col is None or self.old_id_col not in meta) and \
-                not any(type(value) in (dict, list) for value in meta.values()):
-            # a top-level key only; the decoded value rules out a second, escaped spelling
-            key = self._key.tobytes()
-            at = data.find(key)
-            value = at + len(key) + 3
-            if at > 0 and data[at - 1] in _BEFORE_KEY.tobytes() and \
-                    data.find(key, at + 1) < 0 and data.startswith(b': "', value - 3):
-                end = data.find(b'"', value)
-                if data[value:end] == old_id.encode('utf-8'):
-                    return self._spliced(data, value, end, new_id.encode('utf-8'), old_id)
+            text, pairs, end = '', None, -1
+        if end == len(text) and type(pairs) is _Pairs:
+            keys = [key for key, _ in pairs]
+            # one top-level key of each name (a second spelling, escaped, would be missed)
+            # and no nested object or array, so every key is a top-level one
+            if keys.count(self.id_col) == 1 and dict(pairs)[self.id_col] == old_id and \
+                    (self.old_id_col is None or self.old_id_col not in keys) and \
+                    not any(isinstance(value, list) for _, value in pairs):
+                key = self._key.tobytes()
+                at = data.find(key)
+                value = at + len(key) + 3
+                if at > 0 and data[at - 1] in _BEFORE_KEY.tobytes() and \
+                        data.find(key, at + 1) < 0 and data.startswith(b': "', value - 3):
+                    end = data.find(b'"', value)
+                    if data[value:end] == old_id.encode('utf-8'):
+                        return self._spliced(data, value, end, new_id.encode('utf-8'), old_id)
         return with_json_ids(data, self._ids(new_id, old_id), where)
 
     def _value_spans(self, buffer, starts, sizes, old_ids):
@@ -186,23 +198,21 @@ class JsonIds:
         if (starts[rows] % BLOCK == 0).all() and len(buffer) % BLOCK == 0:
             # whole blocks (members start on one in a tar): one fast take
             blocks = -(-width // BLOCK)
-            matrix = np.take(buffer.reshape(-1, BLOCK), starts[rows, None] // BLOCK
-                             + np.arange(blocks), axis=0).reshape(len(rows), -1)[:, :width]
+            last = len(buffer) // BLOCK - 1
+            matrix = np.take(buffer.reshape(-1, BLOCK), np.minimum(
+                starts[rows, None] // BLOCK + np.arange(blocks), last), axis=0).reshape(
+                len(rows), -1)[:, :width]
         else:
             matrix = buffer[np.minimum(starts[rows, None] + np.arange(width), len(buffer) - 1)]
-        # bytes past a member's end may be anything: they can only make a check fail, and
-        # every position used is checked to lie within the member
         lengths = sizes[rows]
+        # what follows a member (the next block's bytes, for a short one) is not its own
+        matrix = np.where(np.arange(width) < lengths[:, None], matrix, 0).astype(np.uint8)
         row = np.arange(len(rows))
         def byte(position):
             return matrix[row, np.clip(position, 0, width - 1)]
-        key = self._key
-        span = max(0, width - len(key) + 1)
-        hits = matrix[:, :span] == key[0]
-        for shift in range(1, len(key)):
-            hits &= matrix[:, shift:shift + span] == key[shift]
-        at = np.argmax(hits, axis=1) if span else np.zeros(len(rows), np.int64)
-        after = at + len(key)
+        hits = _hits(matrix, self._key)
+        at = np.argmax(hits, axis=1) if hits.shape[1] else np.zeros(len(rows), np.int64)
+        after = at + len(self._key)
         spaced = byte(after + 1) == ord(' ')
         value = after + 2 + spaced
         # the first quote at or after each value's start: row-major positions, searched
@@ -220,6 +230,8 @@ class JsonIds:
                    & (at > 0) & np.isin(byte(at - 1), _BEFORE_KEY) & (byte(after) == ord(':'))
                    & (byte(value - 1) == ord('"'))
                    & (end < lengths) & (end - value == old_lengths))
+        if self._old_key_name is not None:  # a member that has it already is decoded
+            certain &= ~_hits(matrix, self._old_key_name).any(axis=1)
         longest = int(old_lengths.max())
         if longest:
             gathered = matrix[row[:, None], np.clip(value[:, None] + np.arange(longest), 0,
@@ -233,6 +245,16 @@ class JsonIds:
 
 # Members up to this size are checked in bulk, as rows of a matrix; larger ones one by one.
 _ROW_BYTES = 4096
+
+
+def _hits(matrix, pattern):
+    """Where ``pattern`` (uint8) starts in each row of ``matrix`` (bool, one column per
+    possible start)."""
+    span = max(0, matrix.shape[1] - len(pattern) + 1)
+    hits = matrix[:, :span] == pattern[0]
+    for shift in range(1, len(pattern)):
+        hits &= matrix[:, shift:shift + span] == pattern[shift]
+    return hits
 
 
 def _rows_of(values, width):

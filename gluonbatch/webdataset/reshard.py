@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._core.checks import check_int, check_str
+from .._core.process import heap_for_large_arrays
 from .commit import BACK, recover, staging
 from .copier import RecordCopier
 from .shards import SHARD_FILE, examples
@@ -41,54 +42,55 @@ def _stage_kept_rows(frame, shard, id_col, filter_column, reader, stage):
     """First pass, one input shard: check the computed partition ``frame`` against the
     shard's records, write the rows ``filter_column`` keeps (all of them if None) to the
     staging directory, and return their row numbers within the shard."""
-    check_rows(frame, shard, id_col, reader.shard_ids(shard))
-    if filter_column is None:
-        rows = np.arange(len(frame))
-    else:
-        column = frame[filter_column]
-        if column.isna().any():
-            raise TypeError('to_webdataset: filter column %r of %s holds missing values; it '
-                            'must be True or False for every record'
-                            % (filter_column, shard.parquet))
-        rows = np.flatnonzero(column.to_numpy(dtype=bool))
-    if len(rows):
-        write_parquet(frame.iloc[rows], _kept_path(stage, shard))
+    with heap_for_large_arrays():
+        check_rows(frame, shard, id_col, reader.shard_ids(shard))
+        if filter_column is None:
+            rows = np.arange(len(frame))
+        else:
+            column = frame[filter_column]
+            if column.isna().any():
+                raise TypeError('to_webdataset: filter column %r of %s holds missing values; '
+                                'it must be True or False for every record'
+                                % (filter_column, shard.parquet))
+            rows = np.flatnonzero(column.to_numpy(dtype=bool))
+        if len(rows):
+            write_parquet(frame.iloc[rows], _kept_path(stage, shard))
     return rows
 
 
 def _write_output_shard(reader, stage, stem, first_id, width, pieces, id_col, old_id_col,
-                        mtime, source):
+                        mtime):
     """Second pass, one output shard, written under temporary names in ``stage``.
 
     ``pieces`` are ``(input shard, its kept row numbers, begin, end)``: this shard takes
     kept rows ``begin:end`` of that input shard, in order. The records' new ids are
     consecutive from ``first_id``.
     """
-    writer = ShardWriter(stage, stem, mtime)
-    copier = RecordCopier(writer, id_col, old_id_col)
-    try:
-        tables, ids = [], []
-        for shard, rows, begin, end in pieces:
-            # the kept rows as pyarrow read them: their types, embeddings included, as staged
-            tables.append(pq.read_table(_kept_path(stage, shard)).slice(begin, end - begin))
-            new_ids = ['%0*d' % (width, n) for n in range(first_id + len(ids),
-                                                          first_id + len(ids) + end - begin)]
-            copier.copy(shard, reader.records(shard), reader.fd(shard), rows[begin:end],
-                        new_ids)
-            ids += new_ids
-        meta = pa.concat_tables(tables)
-        if old_id_col is not None:
-            meta = meta.append_column(old_id_col, meta.column(id_col).cast(pa.string()))
-        writer.finish(meta.set_column(meta.schema.get_field_index(id_col), id_col,
-                                      pa.array(ids, pa.string())))
-    except BaseException:
-        writer.abort()
-        raise
+    with heap_for_large_arrays():  # numpy temporaries on a distributed worker
+        writer = ShardWriter(stage, stem, mtime)
+        try:
+            copier, tables, ids = RecordCopier(writer, id_col, old_id_col), [], []
+            for shard, rows, begin, end in pieces:
+                # the kept rows as staged, in pyarrow's types (embeddings included)
+                tables.append(pq.read_table(_kept_path(stage, shard)).slice(begin, end - begin))
+                new_ids = ['%0*d' % (width, n) for n in range(first_id + len(ids),
+                                                              first_id + len(ids) + end - begin)]
+                copier.copy(shard, reader.records(shard), reader.fd(shard), rows[begin:end],
+                            new_ids)
+                ids += new_ids
+            meta = pa.concat_tables(tables)
+            if old_id_col is not None:
+                meta = meta.append_column(old_id_col, meta.column(id_col).cast(pa.string()))
+            writer.finish(meta.set_column(meta.schema.get_field_index(id_col), id_col,
+                                          pa.array(ids, pa.string())))
+        except BaseException:
+            writer.abort()
+            raise
     return stem
 
 
 def _output_tasks(shards, kept, samples_per_shard, max_shards, reader, stage, id_col,
-                  old_id_col, source):
+                  old_id_col):
     """One Dask task per output shard; ``kept`` holds each input shard's kept row numbers."""
     digits = id_digits(samples_per_shard)
     # every kept record as (input shard number, position among that shard's kept rows)
@@ -104,7 +106,7 @@ def _output_tasks(shards, kept, samples_per_shard, max_shards, reader, stage, id
             pieces.append((shards[n], kept[n], int(taken[0]), int(taken[-1]) + 1))
         tasks.append(dask.delayed(_write_output_shard)(
             reader, stage, '%0*d' % (max_shards, shard_number), 10 ** digits * shard_number,
-            max_shards + digits, pieces, id_col, old_id_col, mtime, source))
+            max_shards + digits, pieces, id_col, old_id_col, mtime))
     return tasks
 
 
@@ -164,8 +166,7 @@ def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_
                                                            num_shards, max_shards))
             if total:
                 stems = compute(_output_tasks(shards, kept, samples_per_shard, max_shards,
-                                              reader, stage.path, id_col, old_id_col,
-                                              source),
+                                              reader, stage.path, id_col, old_id_col),
                                 holds_the_gil=True)
                 # all shards or none: a kill during the moves is undone by the next read
                 # or write of the directory
