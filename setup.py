@@ -35,8 +35,9 @@ setup(
         'examples': EXAMPLES,
         'transforms': TRANSFORMS,
         'webdataset': WEBDATASET,
-        # gluoncv is also the reference the tests and benchmarks compare against.
-        'test': EXAMPLES + WEBDATASET + ['pytest', 'hypothesis'],
+        # gluoncv is also the reference the tests and benchmarks compare against,
+        # and the webdataset library reads the shards resharding writes, in the tests.
+        'test': EXAMPLES + WEBDATASET + ['pytest', 'hypothesis', 'webdataset'],
         # `make docs`: Sphinx with its built-in theme (alabaster) and napoleon; the figures
         # are drawn with matplotlib, the API pages import the example and webdataset modules.
         'docs': EXAMPLES + WEBDATASET + ['sphinx'],

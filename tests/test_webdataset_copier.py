@@ -11,6 +11,7 @@ import tarfile
 import numpy as np
 import pandas as pd
 import pytest
+import webdataset as wds
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -249,7 +250,6 @@ def test_the_webdataset_library_reads_resharded_shards(tmp_path, samples_per_sha
                                                        old_id_col):
     """Every record, its members' names (ids, lower-case extensions, pax records) and bytes,
     as the ``webdataset`` package reads them."""
-    wds = pytest.importorskip('webdataset')
     shards, indexed = every_kind()
     ordered = write_source(str(tmp_path / 'src'), shards, np.random.default_rng(3), indexed)
     expected = expected_shards(ordered, samples_per_shard, 3, old_id_col, True)
