@@ -42,6 +42,12 @@ MORE_CONTENDERS = {'loader_recycled': {'gluonbatch, recycling off'},
                       for kind in ('ssd', 'yolo', 'center_net')},
                    **{'batch_targets_' + kind: {'gluonbatch in a worker'}
                       for kind in ('ssd', 'yolo', 'center_net')}}
+#: The goals of the resharding case: records/s in one process, 2 workers and 1 against it,
+#: open + first read with .idx, without it against the tar scan, random against
+#: consecutive reads.
+RESHARD_GOALS = [('rec/s', {'op': '>=', 'bound': 60000}), ('x', {'op': '>=', 'bound': 1.7}),
+                 ('x', {'op': '>=', 'bound': 0.9}), ('ms', {'op': '<=', 'bound': 20}),
+                 ('x', {'op': '<=', 'bound': 1.25}), ('x', {'op': '<=', 'bound': 3})]
 #: The goals of the recycling cases.
 RECYCLING_GOALS = {'loader_recycled': [{'op': '>=', 'bound': 4}, {'op': '>=', 'bound': 3}],
                    'worker_batchify': [{'op': '<=', 'bound': 1.5}],
@@ -92,9 +98,15 @@ def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
             assert set(case['driver_peak_mb']) == {'threads', 'threads_quarter', 'cluster',
                                                  'eager'}
             assert case['driver_peak_mb']['eager'] > 0 and case['partition_mb'] > 0
-        if case['case'] == 'curation_reshard':
-            assert set(case['opening_ms']) == {'open_idx', 'first_read_idx', 'open_scan',
-                                               'first_read_scan'}
+        if case['case'] == 'curation_reshard':  # first reads timed in fresh processes
+            assert set(case['first_record_ms']) == {'with_idx', 'without_idx', 'scan_tar'}
+            assert set(case['read_ms_per_record']) == {'random', 'sequential'}
+            assert all(len(values) == case['fresh_processes']
+                       for values in case['fresh_samples'].values())
+            assert all(ms > 0 for ms in case['first_record_ms'].values())
+            goals = [(check['unit'], check['goal']) for check in case['checks']
+                     if check['goal'] is not None]
+            assert goals == RESHARD_GOALS
         if case['case'].startswith('transforms_loader'):  # images/s
             kind = case['case'][len('transforms_loader_'):]
             assert set(case['images_per_s']) == CONTENDERS | LOADER_BATCH_TARGETS

@@ -70,8 +70,19 @@ How it measures
   DataFrame of all the metadata), beside one partition's size. ``curation_reshard`` runs
   ``to_webdataset`` on 100,000 records of small JPEGs in 10 shards, filtered on a lazy
   column; its floor is copying each shard file. Times are per run; records/s divide the
-  records by them. It also times opening that dataset and reading a first record, with
-  and without the ``.idx`` files.
+  records by them. Each process keeps the shard records it has read while the files keep
+  their identity (path, size, modification time, inode), so before every timed round,
+  untimed, each source ``.tar``, ``.idx`` and ``.parquet`` gets a new modification time
+  and every round loads them as a first run does. Its goals: at least 60,000 records/s in
+  one process (printed beside the copy floor's), 2 workers at least 1.7x and 1 worker at
+  least 0.9x that. First reads are timed in fresh Python processes (``python -c``,
+  ``gluonbatch.webdataset`` imported before the clock starts; medians over 5 processes,
+  1 with ``--quick``, see :func:`~gluonbatch.bench.cases_curation.fresh_reads`): opening
+  the dataset and reading a random record, at most 20 ms with the ``.idx`` files;
+  without them at most 1.25x what ``scan_tar`` of that record's shard alone takes in the
+  same process just before (so the page cache is as warm); and 200 reads at random
+  positions after opening at most 3x the time per read of 200 consecutive ones from a
+  random start (each in its own process, the shard loads they trigger included).
 
 The output is a report, not a test: goals are printed with PASS/MISS next to the measured
 ratio, and the script exits 0 either way. ``--json PATH`` writes the results for plotting;

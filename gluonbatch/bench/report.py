@@ -43,26 +43,40 @@ def machine_facts():
 
 
 def format_value(check):
-    """``12.3x`` / ``0.4%`` style rendering of a check's value.
+    """``12.3x`` / ``0.4%`` / ``61234 rec/s`` / ``18.3 ms`` style rendering of a check's value.
 
     >>> format_value({'unit': 'x', 'value': 31.04}), format_value({'unit': '%', 'value': 0.43})
     ('31.0x', '0.4%')
+    >>> [format_value({'unit': unit, 'value': value})
+    ...  for unit, value in (('rec/s', 61234.4), ('ms', 18.26), ('ms', 0.314))]
+    ['61234 rec/s', '18.3 ms', '0.31 ms']
     """
-    if check['unit'] == '%':
-        return '%.1f%%' % check['value']
-    return '%.2fx' % check['value'] if check['value'] < 10 else '%.1fx' % check['value']
+    unit, value = check['unit'], check['value']
+    if unit == '%':
+        return '%.1f%%' % value
+    if unit == 'rec/s':
+        return '%.0f rec/s' % value
+    if unit == 'ms':
+        return '%.1f ms' % value if value >= 10 else '%.2f ms' % value
+    return '%.2fx' % value if value < 10 else '%.1fx' % value
 
 
 def format_goal(check):
-    """The goal column: ``>= 50x``, ``<= 5%`` or ``-`` for information-only lines.
+    """The goal column: ``>= 50x``, ``<= 5%``, ``>= 60000 rec/s``, ``<= 20 ms`` or ``-``
+    for information-only lines.
 
     >>> format_goal({'goal': ('>=', 50), 'unit': 'x'}), format_goal({'goal': None})
     ('>= 50x', '-')
+    >>> [format_goal({'goal': goal, 'unit': unit})
+    ...  for goal, unit in ((('>=', 60000), 'rec/s'), (('<=', 20), 'ms'), (('<=', 5), '%'))]
+    ['>= 60000 rec/s', '<= 20 ms', '<= 5%']
     """
     if check['goal'] is None:
         return '-'
     op, bound = check['goal']
-    return '%s %g%s' % (op, bound, check['unit'])
+    unit = check['unit']
+    # the units of absolute values are set apart from the number, as format_value does
+    return '%s %g%s%s' % (op, bound, ' ' if unit in ('rec/s', 'ms') else '', unit)
 
 
 def _preamble(facts, rows, quick):
@@ -130,13 +144,16 @@ def _curation_lines(row):
                      'of the 2-worker cluster %.0f, eager pandas %.0f; one partition %.1f MB'
                      % (row['case'], peak['threads'], peak['threads_quarter'],
                         peak['cluster'], peak['eager'], row['partition_mb']))
-    if 'opening_ms' in row:
-        opening = row['opening_ms']
-        lines.append('%s: open %.1f ms then first record %.1f ms with .idx; %.1f ms then '
-                     '%.1f ms scanning the tar' % (row['case'], opening['open_idx'],
-                                                   opening['first_read_idx'],
-                                                   opening['open_scan'],
-                                                   opening['first_read_scan']))
+    if 'first_record_ms' in row:
+        first, reads = row['first_record_ms'], row['read_ms_per_record']
+        lines.append('%s: open + first record, each in a fresh process (median of %d): '
+                     '%.1f ms with .idx; without, %.1f ms beside %.1f ms for the tar scan of '
+                     'its shard alone' % (row['case'], row['fresh_processes'], first['with_idx'],
+                                          first['without_idx'], first['scan_tar']))
+        lines.append('%s: ms per read after opening, shard loads included (%d reads per fresh '
+                     'process): random positions %.3f, consecutive %.3f'
+                     % (row['case'], row['reads_per_process'], reads['random'],
+                        reads['sequential']))
     return lines
 
 
@@ -157,12 +174,12 @@ def format_report(facts, rows, quick):
             ' '.join('%11.3f' % ms[name] if name in ms else '%11s' % '-'
                      for name in ('gluonbatch', 'gluoncv', 'floor'))))
     lines.append('')
-    header = '%-3s %-32s %10s %10s  %s' % ('#', 'metric', 'measured', 'goal', 'result')
+    header = '%-3s %-32s %12s %14s  %s' % ('#', 'metric', 'measured', 'goal', 'result')
     lines += [header, '-' * len(header)]
     for row in rows:
         for check in row['checks']:
             result = {True: 'PASS', False: 'MISS', None: 'info'}[check['passed']]
-            lines.append('%-3d %-32s %10s %10s  %s' % (row['number'], check['metric'],
+            lines.append('%-3d %-32s %12s %14s  %s' % (row['number'], check['metric'],
                                                       format_value(check), format_goal(check),
                                                       result))
     missed = sum(check['passed'] is False for row in rows for check in row['checks'])

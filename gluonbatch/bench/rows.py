@@ -13,7 +13,7 @@ from .._core.tree import array_leaves
 from .harness import back_to_back_medians, host_temporaries, interleaved_medians
 
 __all__ = ['SHARED', 'floor_fn', 'check_same', 'layout_fields', 'ratio_check', 'ms_fields',
-           'percent_check', 'timing_fields', 'run_case']
+           'percent_check', 'value_check', 'VALUE_UNITS', 'timing_fields', 'run_case']
 
 SHARED = mx.Context('cpu_shared', 0)
 
@@ -82,6 +82,28 @@ def percent_check(metric, value, goal=None):
     False
     """
     return dict(ratio_check(metric, value, goal), unit='%')
+
+
+#: The units of :func:`value_check`: records per second and milliseconds.
+VALUE_UNITS = ('rec/s', 'ms')
+
+
+def value_check(metric, value, unit, goal=None):
+    """One report line for an absolute value (a rate or a latency) in ``unit``, one of
+    :data:`VALUE_UNITS`; goal as in :func:`ratio_check`, in the same unit.
+
+    Raises ValueError for another unit.
+
+    >>> check = value_check('records/s one process', 61234.5, 'rec/s', ('>=', 60000))
+    >>> check['unit'], check['passed']
+    ('rec/s', True)
+    >>> value_check('open + first read', 23.0, 'ms', ('<=', 20))['passed']
+    False
+    """
+    if unit not in VALUE_UNITS:
+        raise ValueError('report line %r: unit %r is not one of %s'
+                         % (metric, unit, ', '.join(map(repr, VALUE_UNITS))))
+    return dict(ratio_check(metric, value, goal), unit=unit)
 
 
 def _ms(seconds):
