@@ -34,14 +34,17 @@ __all__ = ['reshard']
 _LOG = logging.getLogger(__name__)
 
 
-def _kept_path(stage, shard):
-    return os.path.join(stage, 'kept-%s.parquet' % shard.stem)
+def _kept_path(stage, shard, ext='parquet'):
+    """Where the first pass stages ``shard``'s kept rows (``'parquet'``) and their row
+    numbers in the shard (``'npy'``)."""
+    return os.path.join(stage, 'kept-%s.%s' % (shard.stem, ext))
 
 
 def _stage_kept_rows(frame, shard, id_col, filter_column, reader, stage):
     """First pass, one input shard: check the computed partition ``frame`` against the
     shard's records, write the rows ``filter_column`` keeps (all of them if None) to the
-    staging directory, and return their row numbers within the shard."""
+    staging directory with their row numbers within the shard, and return how many there
+    are: all the driver needs, so its memory does not grow with the records."""
     with heap_for_large_arrays():
         check_rows(frame, shard, id_col, reader.shard_ids(shard))
         if filter_column is None:
@@ -55,28 +58,30 @@ def _stage_kept_rows(frame, shard, id_col, filter_column, reader, stage):
             rows = np.flatnonzero(column.to_numpy(dtype=bool))
         if len(rows):
             write_parquet(frame.iloc[rows], _kept_path(stage, shard))
-    return rows
+            np.save(_kept_path(stage, shard, 'npy'), rows)
+    return len(rows)
 
 
 def _write_output_shard(reader, stage, stem, first_id, width, pieces, id_col, old_id_col,
                         mtime):
     """Second pass, one output shard, written under temporary names in ``stage``.
 
-    ``pieces`` are ``(input shard, its kept row numbers, begin, end)``: this shard takes
-    kept rows ``begin:end`` of that input shard, in order. The records' new ids are
+    ``pieces`` are ``(input shard, begin, end)``: this shard takes kept rows
+    ``begin:end`` of that input shard, in order. The records' new ids are
     consecutive from ``first_id``.
     """
     with heap_for_large_arrays():  # numpy temporaries on a distributed worker
         writer = ShardWriter(stage, stem, mtime)
         try:
             copier, tables, ids = RecordCopier(writer, id_col, old_id_col), [], []
-            for shard, rows, begin, end in pieces:
+            for shard, begin, end in pieces:
+                rows = np.load(_kept_path(stage, shard, 'npy'), mmap_mode='r')
                 # the kept rows as staged, in pyarrow's types (embeddings included)
                 tables.append(pq.read_table(_kept_path(stage, shard)).slice(begin, end - begin))
                 new_ids = ['%0*d' % (width, n) for n in range(first_id + len(ids),
                                                               first_id + len(ids) + end - begin)]
-                copier.copy(shard, reader.records(shard), reader.fd(shard), rows[begin:end],
-                            new_ids)
+                copier.copy(shard, reader.records(shard), reader.fd(shard),
+                            np.array(rows[begin:end]), new_ids)
                 ids += new_ids
             meta = pa.concat_tables(tables)
             if old_id_col is not None:
@@ -91,19 +96,20 @@ def _write_output_shard(reader, stage, stem, first_id, width, pieces, id_col, ol
 
 def _output_tasks(shards, kept, samples_per_shard, max_shards, reader, stage, id_col,
                   old_id_col):
-    """One Dask task per output shard; ``kept`` holds each input shard's kept row numbers."""
+    """One Dask task per output shard; ``kept`` holds how many rows each input shard keeps.
+    The kept records, numbered through the input shards in order, fill the output shards
+    in turn: each task gets the ranges of input shards it takes (arithmetic on the counts,
+    nothing per record)."""
     digits = id_digits(samples_per_shard)
-    # every kept record as (input shard number, position among that shard's kept rows)
-    owners = np.concatenate([np.full(len(rows), n) for n, rows in enumerate(kept)])
-    positions = np.concatenate([np.arange(len(rows)) for rows in kept])
+    ends = np.cumsum(kept)
+    starts = ends - np.asarray(kept)
     mtime = int(time.time())
     tasks = []
-    for shard_number, begin in enumerate(range(0, len(owners), samples_per_shard)):
-        end = begin + samples_per_shard
-        pieces = []
-        for n in np.unique(owners[begin:end]).tolist():
-            taken = positions[begin:end][owners[begin:end] == n]
-            pieces.append((shards[n], kept[n], int(taken[0]), int(taken[-1]) + 1))
+    for shard_number, begin in enumerate(range(0, int(ends[-1]), samples_per_shard)):
+        end = min(begin + samples_per_shard, int(ends[-1]))
+        pieces = [(shards[n], max(begin, int(starts[n])) - int(starts[n]),
+                   min(end, int(ends[n])) - int(starts[n]))
+                  for n in np.flatnonzero((starts < end) & (ends > begin)).tolist()]
         tasks.append(dask.delayed(_write_output_shard)(
             reader, stage, '%0*d' % (max_shards, shard_number), 10 ** digits * shard_number,
             max_shards + digits, pieces, id_col, old_id_col, mtime))
@@ -157,7 +163,7 @@ def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_
                 dask.delayed(_stage_kept_rows)(part, shard, id_col, filter_column, reader,
                                                stage.path)
                 for part, shard in zip(partitions(frame), shards)]))
-            total = sum(len(rows) for rows in kept)
+            total = sum(kept)
             num_shards = -(-total // samples_per_shard)
             if num_shards > 10 ** max_shards:
                 raise ValueError('to_webdataset: %d records at %d per shard need %d shards, '

@@ -37,7 +37,8 @@ def write_parquet(frame, path):
     if isinstance(frame, pa.Table):  # already in parquet's types
         pq.write_table(frame, path)
         return
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+    # one thread: a shard's rows convert faster than a pool of threads starts
+    table = pa.Table.from_pandas(frame, preserve_index=False, nthreads=1)
     for name in frame.columns:
         values = frame[name]
         if values.dtype != object or not len(values):
