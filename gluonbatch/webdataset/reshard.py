@@ -109,7 +109,8 @@ def _output_tasks(shards, kept, samples_per_shard, max_shards, reader, stage, id
         end = min(begin + samples_per_shard, int(ends[-1]))
         pieces = [(shards[n], max(begin, int(starts[n])) - int(starts[n]),
                    min(end, int(ends[n])) - int(starts[n]))
-                  for n in np.flatnonzero((starts < end) & (ends > begin)).tolist()]
+                  for n in np.flatnonzero((starts < end) & (ends > begin)
+                                          & (ends > starts)).tolist()]
         tasks.append(dask.delayed(_write_output_shard)(
             reader, stage, '%0*d' % (max_shards, shard_number), 10 ** digits * shard_number,
             max_shards + digits, pieces, id_col, old_id_col, mtime))
