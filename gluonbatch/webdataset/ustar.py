@@ -67,6 +67,8 @@ def name_fields(keys, records, codes, exts):
     exts : list of str
         The extension of each code.
 
+    Examples
+    --------
     >>> name_fields([b'07'], np.array([0, 0]), np.array([1, 0]), ['jpg', 'txt'])[:, :7]
     array([[ 48,  55,  46, 116, 120, 116,   0],
            [ 48,  55,  46, 106, 112, 103,   0]], dtype=uint8)
