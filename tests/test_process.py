@@ -1,13 +1,17 @@
 """Per-process state: each process makes its own value; with ``keep_inherited`` a forked
 child never frees the value it inherited (an inherited shared-memory array, freed, would
 lower its parent's reference count)."""
+import json
 import multiprocessing
 import os
+import subprocess
+import sys
 import weakref
 
 import pytest
 
-from gluonbatch._core.process import ProcessLocal, in_worker_process
+from gluonbatch._core.process import (BoundedCache, ProcessLocal, file_identity,
+                                     in_worker_process)
 
 
 FORK = multiprocessing.get_context('fork')
@@ -39,3 +43,54 @@ def test_a_forked_child_makes_its_own_value(keep_inherited):
     # kept: the child replaced the value without freeing its copy; else the copy is freed
     assert inherited_alive == keep_inherited
     assert local.get() is parent_value()  # the parent's is untouched
+
+
+def test_bounded_cache_keeps_the_newest_within_its_bytes_and_drops_the_oldest():
+    cache = BoundedCache(100, len)
+    made = []
+
+    def make(value):
+        def factory():
+            made.append(value)
+            return value
+        return factory
+
+    assert cache.get('a', make(b'a' * 40)) == b'a' * 40
+    assert cache.get('b', make(b'b' * 40)) == b'b' * 40
+    assert cache.get('a', make(b'x')) == b'a' * 40          # served, not made again
+    assert cache.get('c', make(b'c' * 40)) == b'c' * 40     # 120 bytes: 'b' is oldest
+    assert cache.keys() == ['a', 'c'] and made == [b'a' * 40, b'b' * 40, b'c' * 40]
+    assert cache.get('d', make(b'd' * 500)) == b'd' * 500   # the newest is kept anyway
+    assert cache.keys() == ['d']
+
+
+def test_file_identity_changes_with_any_write(tmp_path):
+    path = tmp_path / 'f'
+    path.write_bytes(b'12345')
+    before = file_identity(path)
+    stat = os.stat(path)
+    path.write_bytes(b'54321')  # same size; the modification time put back
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert file_identity(path) != before
+    assert file_identity(path) == file_identity(path)
+
+
+_HEAP_SCRIPT = '''
+import json, sys
+import numpy as np
+from gluonbatch._core.process import heap_for_large_arrays
+with heap_for_large_arrays():
+    inside = [float(np.arange(n, dtype=np.float64).sum()) for n in (10, 1 << 16, 1 << 22)]
+print(json.dumps(inside))
+'''
+
+
+@pytest.mark.parametrize('environ', [{}, {'MALLOC_TRIM_THRESHOLD_': '65536'},
+                                     {'MALLOC_TRIM_THRESHOLD_': 'not a number'}])
+def test_heap_for_large_arrays_computes_the_same_whatever_the_malloc_settings(environ):
+    """As on a distributed worker (the nanny sets MALLOC_TRIM_THRESHOLD_), in a process of
+    its own: the same results, and leaving the block restores a working allocator."""
+    result = subprocess.run([sys.executable, '-c', _HEAP_SCRIPT], capture_output=True,
+                            text=True, env=dict(os.environ, **environ), check=True)
+    assert json.loads(result.stdout) == [float(n * (n - 1) // 2)
+                                         for n in (10, 1 << 16, 1 << 22)]

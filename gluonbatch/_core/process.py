@@ -196,8 +196,17 @@ def file_identity(path):
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _FIXED = {_M_TRIM_THRESHOLD: 'MALLOC_TRIM_THRESHOLD_', _M_MMAP_THRESHOLD: 'MALLOC_MMAP_THRESHOLD_'}
 _GLIBC_DEFAULT = 128 * 1024
-_HEAP_USERS = [0]
-_HEAP_LOCK = threading.Lock()
+
+
+class _HeapUsers:
+    """The threads inside :func:`heap_for_large_arrays`, counted under a lock: per
+    process (a forked child starts with none, and with a lock no thread holds)."""
+
+    def __init__(self):
+        self.lock, self.count = threading.Lock(), 0
+
+
+_HEAP_USERS = ProcessLocal(_HeapUsers)
 
 
 def _libc():
@@ -234,17 +243,18 @@ def heap_for_large_arrays(size=256 << 20):
     if libc is None:
         yield
         return
-    with _HEAP_LOCK:
-        _HEAP_USERS[0] += 1
-        if _HEAP_USERS[0] == 1:
+    users = _HEAP_USERS.get()
+    with users.lock:
+        users.count += 1
+        if users.count == 1:
             libc.mallopt(_M_MMAP_THRESHOLD, size)
             libc.mallopt(_M_TRIM_THRESHOLD, size)
     try:
         yield
     finally:
-        with _HEAP_LOCK:
-            _HEAP_USERS[0] -= 1
-            if not _HEAP_USERS[0]:
+        with users.lock:
+            users.count -= 1
+            if not users.count:
                 for option, value in fixed.items():
                     try:
                         restored = int(value) if value is not None else _GLIBC_DEFAULT
