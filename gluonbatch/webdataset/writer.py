@@ -175,7 +175,7 @@ def check_rows(frame, shard, id_col, ids=None):
             shard.stop - 1)
     elif id_col in frame.columns and not frame[id_col].is_monotonic_increasing:
         problem = 'its ids out of record order'
-    elif ids is not None and not np.array_equal(frame[id_col].to_numpy(dtype=str), ids):
+    elif ids is not None and frame[id_col].tolist() != ids.tolist():
         problem = 'ids that are not its records\' ids'
     if problem:
         raise ValueError('the metadata of %s has %s when the dataset was opened: rows were '
