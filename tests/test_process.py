@@ -75,22 +75,49 @@ def test_file_identity_changes_with_any_write(tmp_path):
     assert file_identity(path) == file_identity(path)
 
 
-_HEAP_SCRIPT = '''
-import json, sys
+_HEAP_SCRIPT = """
+import ctypes, json
 import numpy as np
 from gluonbatch._core.process import heap_for_large_arrays
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        'arena', 'ordblks', 'smblks', 'hblks', 'hblkhd', 'usmblks', 'fsmblks', 'uordblks',
+        'fordblks', 'keepcost')]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+
+def mapped_for_an_array():
+    before = libc.mallinfo2().hblks
+    array = np.ones(1 << 19)  # 4 MiB
+    mapped = libc.mallinfo2().hblks - before
+    return mapped, float(array.sum())
+
+outside = mapped_for_an_array()
 with heap_for_large_arrays():
-    inside = [float(np.arange(n, dtype=np.float64).sum()) for n in (10, 1 << 16, 1 << 22)]
-print(json.dumps(inside))
-'''
+    inside = mapped_for_an_array()
+after = mapped_for_an_array()
+print(json.dumps([outside, inside, after]))
+"""
 
 
-@pytest.mark.parametrize('environ', [{}, {'MALLOC_TRIM_THRESHOLD_': '65536'},
-                                     {'MALLOC_TRIM_THRESHOLD_': 'not a number'}])
-def test_heap_for_large_arrays_computes_the_same_whatever_the_malloc_settings(environ):
+def test_heap_for_large_arrays_keeps_large_arrays_on_the_heap_on_a_worker():
     """As on a distributed worker (the nanny sets MALLOC_TRIM_THRESHOLD_), in a process of
-    its own: the same results, and leaving the block restores a working allocator."""
+    its own: a 4 MiB array is a mapping of its own outside the block, on the heap inside
+    it, and a mapping again once the block is left (the environment's settings back)."""
     result = subprocess.run([sys.executable, '-c', _HEAP_SCRIPT], capture_output=True,
-                            text=True, env=dict(os.environ, **environ), check=True)
-    assert json.loads(result.stdout) == [float(n * (n - 1) // 2)
-                                         for n in (10, 1 << 16, 1 << 22)]
+                            text=True, env=dict(os.environ, MALLOC_TRIM_THRESHOLD_='65536'),
+                            check=True)
+    outside, inside, after = json.loads(result.stdout)
+    assert (outside, inside, after) == ([1, 1 << 19], [0, 1 << 19], [1, 1 << 19])
+
+
+def test_heap_for_large_arrays_leaves_a_process_without_fixed_settings_alone():
+    """Started without the malloc variables (glibc adapts its thresholds itself) or with
+    one that is not a number: the block computes the same and changes nothing."""
+    for environ in ({}, {'MALLOC_TRIM_THRESHOLD_': 'not a number'}):
+        env = {key: value for key, value in os.environ.items() if not key.startswith('MALLOC_')}
+        result = subprocess.run([sys.executable, '-c', _HEAP_SCRIPT], capture_output=True,
+                                text=True, env=dict(env, **environ), check=True)
+        assert [sums for _, sums in json.loads(result.stdout)] == [1 << 19] * 3

@@ -71,9 +71,9 @@ How it measures
   ``to_webdataset`` on 100,000 records of small JPEGs in 10 shards, filtered on a lazy
   column; its floor is copying each shard file. Times are per run; records/s divide the
   records by them. Each process keeps the shard records it has read while the files keep
-  their identity (path, size, modification time, inode), so before every timed round,
-  untimed, each source ``.tar``, ``.idx`` and ``.parquet`` gets a new modification time
-  and every round loads them as a first run does. Its goals: at least 60,000 records/s in
+  their identity (path, size, inode, modification and change times), so before every
+  timed round, untimed, each source ``.tar``, ``.idx`` and ``.parquet`` gets a new
+  modification time and every round loads them as a first run does. Its goals: at least 60,000 records/s in
   one process (printed beside the copy floor's), 2 workers at least 1.7x and 1 worker at
   least 0.9x that. First reads are timed in fresh Python processes (``python -c``,
   ``gluonbatch.webdataset`` imported before the clock starts; medians over 5 processes,

@@ -182,8 +182,8 @@ def case_curation_reshard(rng, rounds, quick):
     against consecutive positions.
 
     Every process keeps the shard records it read while the files stay the same (path,
-    size, modification time, inode), so before each timed ``to_webdataset`` round, untimed,
-    every source ``.tar``, ``.idx`` and ``.parquet`` gets a new modification time: each
+    size, inode, modification and change times), so before each timed ``to_webdataset``
+    round, untimed, every source ``.tar``, ``.idx`` and ``.parquet`` gets a new modification time: each
     round, in this process and on the workers, loads its shards' records again, as a first
     run does.
     """

@@ -10,14 +10,16 @@ headers, data blocks and rewritten JSON members in place; the batch goes out in 
 Python touches each record only to rewrite its JSON and format its index line.
 
 The output is the bytes :class:`~gluonbatch.webdataset.writer.ShardWriter` writes for the
-same records (``TarInfo.tobuf`` headers, zero padding), which the tests check.
+same records (``TarInfo.tobuf`` headers), which the tests check; a member's padding is
+copied from the source (every common tar writer fills it with zeros).
 """
 import os
 
 import numpy as np
 
 from .index import index_lines
-from .tar import BLOCK, check_headers, member_header
+from .reader import header_mismatch
+from .tar import BLOCK, check_headers, member_header, padded
 from .ustar import HeaderBlocks, name_fields, plain_headers_match, ranges_to_indices
 from .json_ids import JsonIds
 
@@ -62,7 +64,7 @@ class RecordCopier:
             return
         counts = records.starts[rows + 1] - records.starts[rows]
         table = records.members[ranges_to_indices(records.starts[rows], counts)]
-        extent = table[:, 0] + padded_array(table[:, 1]) - table[:, 3]
+        extent = table[:, 0] + padded(table[:, 1]) - table[:, 3]
         per_record = np.add.reduceat(extent, np.cumsum(counts) - counts)
         begin = 0
         while begin < len(rows):
@@ -119,7 +121,7 @@ class RecordCopier:
                          for member in np.flatnonzero(~in_place).tolist()}
         # two pieces per member: its headers, its data; -1: not from the buffer
         starts = np.column_stack([data_at - BLOCK, data_at]).ravel()
-        lengths = np.column_stack([np.full(len(sizes), BLOCK), padded_array(sizes)]).ravel()
+        lengths = np.column_stack([np.full(len(sizes), BLOCK), padded(sizes)]).ravel()
         extras = {}
         for member, header in header_extras.items():
             starts[2 * member], lengths[2 * member] = -1, len(header)
@@ -141,11 +143,6 @@ class RecordCopier:
         return segments, outs[1::2]
 
 
-def padded_array(sizes):
-    """:func:`~gluonbatch.webdataset.tar.padded` of an array of sizes."""
-    return -(-sizes // BLOCK) * BLOCK
-
-
 def _check_source_headers(shard, exts, keys, owner, table, buffer, data_at):
     """Every member's tar header in ``buffer`` says what the index says (name, size, a
     regular file): checked in bulk, and by tarfile where the bulk check cannot tell (pax
@@ -163,10 +160,7 @@ def _check_source_headers(shard, exts, keys, owner, table, buffer, data_at):
             [('%s.%s' % (keys[owner[member]], exts[codes[member]]), int(offsets[member]),
               int(sizes[member]))])
         if found:
-            source = ('its index %s does not match it' % shard.idx if shard.idx
-                      else 'it changed after the dataset was opened')
-            raise ValueError('%s: expected member %s at byte %d (%d bytes) but %s; %s'
-                             % ((shard.tar,) + found + (source,)))
+            raise header_mismatch(shard, found)
 
 
 def _read_members(shard, fd, heads, offsets, sizes, scratch):
@@ -177,7 +171,7 @@ def _read_members(shard, fd, heads, offsets, sizes, scratch):
     Returns the buffer (uint8, ``scratch(length)``) and, per member, where its data begins
     in it.
     """
-    ends = offsets + padded_array(sizes)
+    ends = offsets + padded(sizes)
     order = np.argsort(heads, kind='stable')
     starts_sorted, ends_sorted = heads[order], np.maximum.accumulate(ends[order])
     # a new range where a member starts past the previous ones' end (plus the gap)

@@ -10,8 +10,8 @@ wrote (``ensure_ascii=False``), the same bytes too.
 Where the id is, is checked for a whole batch of members at once, as rows of a numpy
 matrix; a new id as long as the old one is written over it in the members' buffer. A
 member the bulk check cannot be certain of (a nested object, a backslash, the key written
-twice or differently) is decoded: rewritten in place if the decoded object shows where the
-id is, else encoded anew (and refused if it is not a JSON object). Members are not
+twice or differently) is decoded: its bytes spliced around the new id where the decoded
+object shows where the id is, else encoded anew (and refused if it is not a JSON object). Members are not
 otherwise validated: the rewrite changes only the id's bytes.
 """
 import json
@@ -22,7 +22,6 @@ from .tar import BLOCK
 
 
 __all__ = ['with_json_ids', 'JsonIds']
-
 
 
 class _Pairs(list):

@@ -8,7 +8,7 @@ from .decode import decode_record
 from .records import ShardRecords
 from .tar import check_headers
 
-__all__ = ['RecordReader', 'shard_records']
+__all__ = ['RecordReader', 'shard_records', 'header_mismatch']
 
 # Shards' records by file identity, for every reader in this process: a Dask task unpickles
 # its own reader, and would otherwise read its shards' indexes again. About 1.5 MB per
@@ -18,9 +18,20 @@ _RECORDS = BoundedCache(512 << 20, lambda records: sum(
                                records.slots, records.verified)))
 
 
+def header_mismatch(shard, found):
+    """The ValueError for a member of ``shard`` whose tar header is not what its index (or
+    the scan of its tar) said: ``found`` is :func:`~gluonbatch.webdataset.tar.check_headers`'s
+    ``(name, data offset, size, problem)``."""
+    source = ('its index %s does not match it' % shard.idx if shard.idx
+              else 'it changed after the dataset was opened')
+    return ValueError('%s: expected member %s at byte %d (%d bytes) but %s; %s'
+                      % ((shard.tar,) + tuple(found) + (source,)))
+
+
 def shard_records(shard, id_col):
     """``shard``'s :class:`~gluonbatch.webdataset.records.ShardRecords`, read once per
-    process while its files stay the same (same path, size, modification time and inode)."""
+    process while its files stay the same (same path, size, inode, modification and change
+    times)."""
     key = (id_col,) + tuple(file_identity(path) if path else None
                             for path in (shard.tar, shard.idx, shard.parquet))
     return _RECORDS.get(key, lambda: ShardRecords(shard, id_col))
@@ -163,10 +174,7 @@ class RecordReader:
         mismatch = check_headers(buf, start, [('%s.%s' % (key, records.exts[code]), offset,
                                                size) for offset, size, code, _ in rows])
         if mismatch:
-            source = ('its index %s does not match it' % shard.idx if shard.idx
-                      else 'it changed after the dataset was opened')
-            raise ValueError('%s: expected member %s at byte %d (%d bytes) but %s; %s'
-                             % ((shard.tar,) + mismatch + (source,)))
+            raise header_mismatch(shard, mismatch)
 
     def __getitem__(self, i):
         return self.record(i)

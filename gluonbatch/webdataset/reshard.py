@@ -83,7 +83,7 @@ def _write_output_shard(reader, stage, stem, first_id, width, pieces, id_col, ol
                 copier.copy(shard, reader.records(shard), reader.fd(shard),
                             np.array(rows[begin:end]), new_ids)
                 ids += new_ids
-            meta = pa.concat_tables(tables)
+            meta = _concatenated(tables)
             if old_id_col is not None:
                 meta = meta.append_column(old_id_col, meta.column(id_col).cast(pa.string()))
             writer.finish(meta.set_column(meta.schema.get_field_index(id_col), id_col,
@@ -92,6 +92,18 @@ def _write_output_shard(reader, stage, stem, first_id, width, pieces, id_col, ol
             writer.abort()
             raise
     return stem
+
+
+def _concatenated(tables):
+    """The kept rows of several input shards as one table. Each shard's rows were staged
+    from pandas in types of their own (a column of nulls in one shard, strings in another;
+    integers beside floats where one has nulls): the common type of each column is taken,
+    and where pyarrow finds none, pandas joins them as it did the frames."""
+    try:
+        return pa.concat_tables(tables, promote_options='permissive')
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        frame = pd.concat([table.to_pandas() for table in tables], ignore_index=True)
+        return pa.Table.from_pandas(frame, preserve_index=False)
 
 
 def _output_tasks(shards, kept, samples_per_shard, max_shards, reader, stage, id_col,
@@ -160,6 +172,9 @@ def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_
     written = []
     try:
         with staging(destination) as stage:
+            # one node of the graph: a cluster sends the reader (every shard) to each worker
+            # once, not with every task
+            reader = dask.delayed(reader, traverse=False)
             kept = list(compute([
                 dask.delayed(_stage_kept_rows)(part, shard, id_col, filter_column, reader,
                                                stage.path)

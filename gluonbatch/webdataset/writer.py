@@ -133,7 +133,8 @@ class ShardWriter:
             remove_quietly(tmp)
 
 
-_IOV_MAX = os.sysconf('SC_IOV_MAX')  # segments a writev takes
+# segments a writev takes (POSIX promises 16; -1 means no fixed limit)
+_IOV_MAX = os.sysconf('SC_IOV_MAX') if os.sysconf('SC_IOV_MAX') > 0 else 1024
 _SHARD_EXTS = ('tar', 'idx', 'parquet')  # the order they are moved in: the tar first
 
 
