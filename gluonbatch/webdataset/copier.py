@@ -65,19 +65,22 @@ class RecordCopier:
         counts = records.starts[rows + 1] - records.starts[rows]
         table = records.members[ranges_to_indices(records.starts[rows], counts)]
         extent = table[:, 0] + padded(table[:, 1]) - table[:, 3]
-        per_record = np.add.reduceat(extent, np.cumsum(counts) - counts)
+        member_ends = np.cumsum(counts)
+        per_record = np.add.reduceat(extent, member_ends - counts)
         begin = 0
         while begin < len(rows):
             # at least one record per batch, then as many as fit in BATCH_BYTES
             fit = int(np.searchsorted(np.cumsum(per_record[begin:]), BATCH_BYTES, 'right'))
             end = begin + max(1, fit)
-            self._copy_batch(shard, records, fd, rows[begin:end], new_ids[begin:end])
+            first_member = int(member_ends[begin] - counts[begin])
+            self._copy_batch(shard, records, fd, rows[begin:end], new_ids[begin:end],
+                             counts[begin:end], table[first_member:member_ends[end - 1]])
             begin = end
 
-    def _copy_batch(self, shard, records, fd, rows, new_ids):
-        counts = records.starts[rows + 1] - records.starts[rows]
+    def _copy_batch(self, shard, records, fd, rows, new_ids, counts, table):
+        """One batch: records ``rows``, ``counts`` members each, their rows of the member
+        table in ``table``."""
         firsts = np.cumsum(counts) - counts
-        table = records.members[ranges_to_indices(records.starts[rows], counts)]
         offsets, sizes, codes, heads = table.T
         owner = np.repeat(np.arange(len(rows)), counts)  # each member's record
         buffer, data_at = _read_members(shard, fd, heads, offsets, sizes, self._scratch)

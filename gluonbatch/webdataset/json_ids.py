@@ -82,12 +82,12 @@ class JsonIds:
         self.id_col, self.old_id_col = id_col, old_id_col
         self._key = np.frombuffer(json.dumps(id_col, ensure_ascii=False).encode('utf-8'),
                                   np.uint8)
-        self._old_key = (None if old_id_col is None else
-                         b', ' + json.dumps(old_id_col, ensure_ascii=False).encode('utf-8')
-                         + b': ')
-        # the old id's key as written, to find members that already have it
-        self._old_key_name = (None if old_id_col is None else np.frombuffer(
-            json.dumps(old_id_col, ensure_ascii=False).encode('utf-8'), np.uint8))
+        # the old id's key as written: appended before the closing brace, and looked for
+        # in members that already have it
+        old_key = (None if old_id_col is None else
+                   json.dumps(old_id_col, ensure_ascii=False).encode('utf-8'))
+        self._old_key = None if old_key is None else b', ' + old_key + b': '
+        self._old_key_name = None if old_key is None else np.frombuffer(old_key, np.uint8)
 
     def __call__(self, buffer, starts, sizes, new_ids, old_ids, describe):
         """Set the ids of the members at ``buffer[starts[n]:starts[n] + sizes[n]]``.
