@@ -13,7 +13,8 @@ import numpy as np
 from .shards import replacing
 from .tar import BLOCK, scan_tar, split_member_name
 
-__all__ = ['INDEX_VERSION', 'write_index', 'read_index', 'group_members', 'format_index']
+__all__ = ['INDEX_VERSION', 'write_index', 'read_index', 'parse_index_line', 'group_members',
+           'format_index']
 
 #: The first token of an ``.idx`` file this module reads and writes.
 INDEX_VERSION = 'v1.2'
@@ -206,41 +207,51 @@ def read_index(idx_path, tar_path, tar_size):
                          'lists %d' % (idx_path, head[1], len(body)))
     samples, seen = [], set()
     for number, line in enumerate(body, start=2):
-        tokens = line.split()
-        if len(tokens) % 4:
-            raise ValueError('%s line %d: expected groups of "<ext> <offset> <size> <name>", '
-                             'found %d tokens' % (idx_path, number, len(tokens)))
-        files, key = [], None
-        for ext, offset, size, name in zip(*[iter(tokens)] * 4):
-            where = '%s line %d' % (idx_path, number)
-            member_key, member_ext = split_member_name(name, where)
-            if member_ext != ext:
-                raise ValueError('%s: extension %r does not match member %r'
-                                 % (where, ext, name))
-            if key is None:
-                key = member_key
-            elif member_key != key:
-                raise ValueError('%s: members %r and %r of one sample have different ids'
-                                 % (where, '%s.%s' % (key, files[0][0]), name))
-            if not (offset.isdigit() and size.isdigit()):
-                raise ValueError('%s: offset and size of %r must be whole numbers, found %r '
-                                 'and %r' % (where, name, offset, size))
-            offset, size = int(offset), int(size)
-            if offset < BLOCK or offset % BLOCK:
-                raise ValueError('%s does not match %s: member %r has data offset %d, which '
-                                 'is not a tar data offset (a multiple of %d after the first '
-                                 'header)' % (idx_path, tar_path, name, offset, BLOCK))
-            if offset + size > tar_size:
-                raise ValueError('%s does not match %s: member %r at bytes %d..%d is past the '
-                                 'end of the tar (%d bytes)' % (idx_path, tar_path, name,
-                                                                offset, offset + size, tar_size))
-            if any(ext.lower() == other.lower() for other, _, _ in files):
-                raise ValueError('%s: member %r is listed twice' % (where, name))
-            files.append((ext, offset, size))
+        key, files = parse_index_line(line, '%s line %d' % (idx_path, number), idx_path,
+                                      tar_path, tar_size)
         if key in seen:
             raise ValueError('%s line %d: record %r is listed twice' % (idx_path, number, key))
         seen.add(key)
         samples.append((key, files))
     return samples
+
+
+def parse_index_line(line, where, idx_path, tar_path, tar_size):
+    """``(key, [(ext, offset, size), ...])``: one sample's line of an index, checked against
+    its tar's size; ``where`` names the line in errors.
+
+    >>> parse_index_line('jpg 512 3 01.jpg txt 1536 2 01.txt', 'line 2', 'a.idx', 'a.tar', 2048)
+    ('01', [('jpg', 512, 3), ('txt', 1536, 2)])
+    """
+    tokens = line.split()
+    if len(tokens) % 4:
+        raise ValueError('%s: expected groups of "<ext> <offset> <size> <name>", found %d '
+                         'tokens' % (where, len(tokens)))
+    files, key = [], None
+    for ext, offset, size, name in zip(*[iter(tokens)] * 4):
+        member_key, member_ext = split_member_name(name, where)
+        if member_ext != ext:
+            raise ValueError('%s: extension %r does not match member %r' % (where, ext, name))
+        if key is None:
+            key = member_key
+        elif member_key != key:
+            raise ValueError('%s: members %r and %r of one sample have different ids'
+                             % (where, '%s.%s' % (key, files[0][0]), name))
+        if not (offset.isdigit() and size.isdigit()):
+            raise ValueError('%s: offset and size of %r must be whole numbers, found %r '
+                             'and %r' % (where, name, offset, size))
+        offset, size = int(offset), int(size)
+        if offset < BLOCK or offset % BLOCK:
+            raise ValueError('%s does not match %s: member %r has data offset %d, which '
+                             'is not a tar data offset (a multiple of %d after the first '
+                             'header)' % (idx_path, tar_path, name, offset, BLOCK))
+        if offset + size > tar_size:
+            raise ValueError('%s does not match %s: member %r at bytes %d..%d is past the '
+                             'end of the tar (%d bytes)' % (idx_path, tar_path, name,
+                                                            offset, offset + size, tar_size))
+        if any(ext.lower() == other.lower() for other, _, _ in files):
+            raise ValueError('%s: member %r is listed twice' % (where, name))
+        files.append((ext, offset, size))
+    return key, files
 
 
