@@ -145,8 +145,8 @@ class BoundedCache:
     >>> cache = BoundedCache(100, len)
     >>> len(cache.get('a', lambda: 'x' * 60)), len(cache.get('b', lambda: 'y' * 60))
     (60, 60)
-    >>> cache.keys()
-    ['b']
+    >>> cache.keys(), cache.peek('a'), len(cache.peek('b'))
+    (['b'], None, 60)
     """
 
     def __init__(self, max_bytes, nbytes):
@@ -168,6 +168,12 @@ class BoundedCache:
             while total > self.max_bytes and len(self._entries) > 1:
                 total -= self._entries.pop(next(iter(self._entries)))[1]
         return value
+
+    def peek(self, key):
+        """The value for ``key`` if held (its recency unchanged), else None."""
+        with self._lock.get():
+            entry = self._entries.get(key)
+        return None if entry is None else entry[0]
 
     def keys(self):
         """The keys held, least recently used first."""

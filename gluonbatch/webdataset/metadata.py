@@ -9,7 +9,7 @@ import dask
 import dask.dataframe as dd
 import pandas as pd
 
-from .records import open_parquet, read_parquet
+from .parquet import open_parquet, read_parquet
 
 __all__ = ['count_records', 'lazy_metadata', 'pandas_dtypes']
 

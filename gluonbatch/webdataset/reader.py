@@ -5,10 +5,15 @@ import numpy as np
 
 from .._core.process import BoundedCache, ProcessLocal, file_identity
 from .decode import decode_record
+from .record_lookup import IndexLookup
 from .records import ShardRecords
 from .tar import check_headers
 
-__all__ = ['RecordReader', 'shard_records', 'header_mismatch']
+__all__ = ['RecordReader', 'shard_records', 'header_mismatch', 'LOOKUPS_PER_SHARD']
+
+#: Reads of a shard served by lookup before its whole table is read: a table costs about
+#: as much as this many lookups, and makes later reads cheaper.
+LOOKUPS_PER_SHARD = 256
 
 # Shards' records by file identity, for every reader in this process: a Dask task unpickles
 # its own reader, and would otherwise read its shards' indexes again. About 1.5 MB per
@@ -28,24 +33,36 @@ def header_mismatch(shard, found):
                       % ((shard.tar,) + tuple(found) + (source,)))
 
 
+def _identity(shard, id_col):
+    return (id_col,) + tuple(file_identity(path) if path else None
+                             for path in (shard.tar, shard.idx, shard.parquet))
+
+
 def shard_records(shard, id_col):
     """``shard``'s :class:`~gluonbatch.webdataset.records.ShardRecords`, read once per
     process while its files stay the same (same path, size, inode, modification and change
     times)."""
-    key = (id_col,) + tuple(file_identity(path) if path else None
-                            for path in (shard.tar, shard.idx, shard.parquet))
-    return _RECORDS.get(key, lambda: ShardRecords(shard, id_col))
+    return _RECORDS.get(_identity(shard, id_col), lambda: ShardRecords(shard, id_col))
 
 
 class RecordReader:
     """Reads record ``i`` of a list of shards: its members' bytes, checked on the way.
 
-    A shard's records (:class:`~gluonbatch.webdataset.records.ShardRecords`) are read
-    the first time one of its records is, in each process (a forked DataLoader worker
-    inherits those its parent read; a pickled copy reads them again where it is used).
-    With an ``.idx``, the first and last record's tar headers are checked then, so an index
-    for another tar fails there and not mid-epoch. File handles are opened on first use,
-    per process.
+    A shard with an ``.idx`` serves its first reads by lookup
+    (:class:`~gluonbatch.webdataset.record_lookup.IndexLookup`: its ids and index bytes
+    read, each record's line found on its own), and reads its whole table
+    (:class:`~gluonbatch.webdataset.records.ShardRecords`) after
+    :data:`LOOKUPS_PER_SHARD` reads, when a lookup is not certain, or when asked for it
+    (:meth:`records`, :meth:`shard_ids`); a shard without one reads its table on its first
+    read. Either way the first and last record's tar headers are checked on the shard's
+    first read, so an index for another tar fails there and not mid-epoch, and each
+    record's headers are checked on its first read. Checks across a shard's records (every
+    parquet id in the index, no record listed twice) are the table's: with lookups, a
+    record that is not where the index and parquet agree it is fails when read.
+
+    Tables are kept per process (a forked DataLoader worker inherits those its parent read;
+    a pickled copy reads them again where it is used). File handles are opened on first
+    use, per process.
 
     Parameters
     ----------
@@ -59,6 +76,7 @@ class RecordReader:
         self._starts = np.array([shard.start for shard in shards], dtype=np.int64)
         self._numbers = {shard.stem: number for number, shard in enumerate(shards)}
         self._records = {}  # shard number -> ShardRecords
+        self._lookups = {}  # shard number -> IndexLookup, or False where one cannot serve
         self._handles = ProcessLocal(dict)
 
     def __len__(self):
@@ -90,7 +108,7 @@ class RecordReader:
     def __getstate__(self):
         state = self.__dict__.copy()
         del state['_handles']  # open files: the copy opens its own
-        state['_records'] = {}  # read again where the copy is used
+        state['_records'], state['_lookups'] = {}, {}  # read again where the copy is used
         return state
 
     def __setstate__(self, state):
@@ -110,10 +128,46 @@ class RecordReader:
         return self._shard_records(self._numbers[shard.stem])
 
     def locate(self, i):
-        """``(shard number, the shard's records, record i's row in them)``."""
+        """``(shard number, records, record i's row in them)``: the records are the
+        shard's :class:`~gluonbatch.webdataset.records.ShardRecords`, or one holding
+        record ``i`` alone (found by lookup)."""
         # side='right': an empty shard starts where the next one does, and holds no record
         number = int(np.searchsorted(self._starts, i, side='right')) - 1
-        return number, self._shard_records(number), i - self.shards[number].start
+        row = i - self.shards[number].start
+        records = self._records.get(number)
+        if records is None:
+            found = self._looked_up(number, row)
+            if found is not None:
+                return number, found, 0
+            records = self._shard_records(number)
+        return number, records, row
+
+    def _looked_up(self, number, row):
+        """Record ``row`` of shard ``number`` by lookup, or None where its table is read."""
+        lookup = self._lookups.get(number)
+        if lookup is None:
+            lookup = self._lookups.setdefault(number, self._new_lookup(number))
+        if not lookup or lookup.reads >= LOOKUPS_PER_SHARD:
+            return None
+        lookup.reads += 1
+        return lookup.record(row)
+
+    def _new_lookup(self, number):
+        """Shard ``number``'s IndexLookup with its first and last record checked, or False:
+        no ``.idx``, the table already read in this process, a lookup not certain."""
+        shard = self.shards[number]
+        if not shard.idx or _RECORDS.peek(_identity(shard, self.id_col)) is not None:
+            return False
+        lookup = IndexLookup(shard, self.id_col)
+        for row in (0, shard.stop - shard.start - 1):
+            records = lookup.record(row) if lookup.usable else None
+            if records is None:
+                return False
+            try:
+                self._read_shard_members(shard, records, 0)
+            except ValueError:
+                return False  # the table's reading says what is wrong
+        return lookup
 
     def _shard_records(self, number):
         """Shard ``number``'s :class:`ShardRecords`, read on first use in this process."""
@@ -126,6 +180,11 @@ class RecordReader:
                     self._read_shard_members(shard, records, row)
         return records
 
+    def tables_read(self):
+        """The numbers of the shards whose whole table this reader holds (the others are
+        served by lookup, or not read yet)."""
+        return sorted(self._records)
+
     def describe(self, i, member=None):
         number, records, row = self.locate(i)
         what = 'member %s of record %r' % (member, records.ids[row]) if member else \
@@ -134,8 +193,21 @@ class RecordReader:
 
     def read_members(self, i):
         """``[(ext, bytes), ...]``: every member of record ``i``, in tar order."""
+        return self._read(i)[2]
+
+    def _read(self, i):
+        """``(records, row, members)`` of record ``i``; a looked-up record whose headers
+        do not match is read again from the shard's table, which raises if they really
+        do not."""
         number, records, row = self.locate(i)
-        return self._read_shard_members(self.shards[number], records, row)
+        shard = self.shards[number]
+        try:
+            return records, row, self._read_shard_members(shard, records, row)
+        except ValueError:
+            if records is self._records.get(number):
+                raise
+        records, row = self._shard_records(number), i - shard.start
+        return records, row, self._read_shard_members(shard, records, row)
 
     def _read_shard_members(self, shard, records, row):
         """The members of record ``row`` of ``shard``.
@@ -181,7 +253,6 @@ class RecordReader:
 
     def record(self, i):
         """``(image, caption, metadata)``: record ``i`` (0 <= i < len) decoded."""
-        number, records, row = self.locate(i)
-        members = self._read_shard_members(self.shards[number], records, row)
+        records, row, members = self._read(i)
         return decode_record(members, records.slots[row].tolist(), records.ids[row],
                              lambda member=None: self.describe(i, member))

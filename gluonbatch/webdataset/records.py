@@ -1,5 +1,5 @@
-"""The record table: per record its members' offsets, sizes and extensions, in one shard;
-and the parquet metadata, read and checked against each shard's tar or index.
+"""The record table: per record its members' offsets, sizes and extensions, in one shard,
+its parquet's ids checked against its tar or index.
 
 A shard's table is read in bulk with numpy, and again by the exact per-record code where
 the bulk reading finds anything unusual: that code gives the precise error, or the same
@@ -7,11 +7,11 @@ table for valid input."""
 import os
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from .index import group_members, read_index
-from .record_arrays import (as_strings, index_members, parquet_id_rows, reads_as_str,
-                            scanned_members, unicode_rows)
+from .parquet import open_parquet, read_parquet
+from .record_arrays import (as_strings, index_members, parquet_id_rows, scanned_members,
+                            unicode_rows)
 from .shards import examples
 from .tar import BLOCK, padded, scan_tar
 
@@ -20,53 +20,6 @@ from .tar import BLOCK, padded, scan_tar
 #: case-insensitively like every extension. Each one decodes: WebP by Pillow (MXNet 1.9.1's
 #: ``mx.image.imdecode`` cannot), the others by ``mx.image.imdecode``.
 IMAGE_EXTENSIONS = ('jpg', 'jpeg', 'png', 'webp')
-
-
-def open_parquet(shard, id_col):
-    """A shard's ``pyarrow.parquet.ParquetFile`` (its footer read), checked for the id column."""
-    try:
-        source = pq.ParquetFile(shard.parquet)
-    except Exception as err:  # pyarrow raises its own error types for damaged files
-        raise ValueError('%s is not a readable parquet file: %s' % (shard.parquet, err)) from None
-    names = source.schema_arrow.names
-    if id_col not in names:
-        raise ValueError('%s has no id column %r; its columns are %s'
-                         % (shard.parquet, id_col, names))
-    return source
-
-
-def read_parquet(shard, id_col, columns=None, expect_columns=None):
-    """A shard's metadata (``columns`` only, if given, and the id column), rows sorted by
-    id, with the checks that name the file and row; ``expect_columns`` are the columns the
-    file must have (all of them, in order)."""
-    with open_parquet(shard, id_col) as source:
-        if expect_columns is not None:
-            # the columns as pandas reads them (a stored index is not a column)
-            names = list(source.schema_arrow.empty_table().to_pandas().columns)
-            if names != list(expect_columns):
-                raise ValueError('%s has columns %s; the dataset\'s first shard has %s'
-                                 % (shard.parquet, names, list(expect_columns)))
-        if columns is not None and id_col not in columns:
-            columns = [id_col] + list(columns)  # the rows are sorted by it
-        try:
-            table = source.read(columns=columns)
-            frame = table.to_pandas()
-        except Exception as err:  # pyarrow's own error types
-            raise ValueError('%s is not a readable parquet file: %s'
-                             % (shard.parquet, err)) from None
-    ids = frame[id_col].to_numpy()
-    # a string column without nulls holds only str: no need to look at each row
-    all_str = reads_as_str(table.schema, id_col) and not table.column(id_col).null_count
-    for row, value in enumerate(() if all_str else ids):
-        if not isinstance(value, str):
-            raise TypeError('%s row %d: id %r in column %r is not a str (%s); ids must be '
-                            'strings such as \'000420031\' (zero-padded digits)' % (
-                                shard.parquet, row, value, id_col, type(value).__name__))
-    duplicated = frame[id_col].duplicated()
-    if duplicated.any():
-        raise ValueError('%s lists record ids more than once: %s'
-                         % (shard.parquet, examples(set(frame[id_col][duplicated]))))
-    return frame.sort_values(id_col, kind='stable').reset_index(drop=True)
 
 
 class RecordTable:
@@ -166,10 +119,20 @@ class ShardRecords:
 
     def __init__(self, shard, id_col, vectorized=True):
         fields, scanned = vectorized_fields(shard, id_col) if vectorized else (None, None)
-        if fields is None:
-            fields = exact_fields(shard, id_col, scanned)
+        self._set(exact_fields(shard, id_col, scanned) if fields is None else fields)
+
+    @classmethod
+    def of_fields(cls, fields, spans=None):
+        """The records of ``fields``, ``(ids, members, starts, slots, exts)`` as
+        :func:`exact_fields` returns them (a part of a shard, say), nothing read;
+        ``spans`` as :func:`record_spans` gives them, if known."""
+        records = cls.__new__(cls)
+        records._set(fields, spans)
+        return records
+
+    def _set(self, fields, spans=None):
         self.ids, self.members, self.starts, self.slots, self.exts = fields
-        self.spans = record_spans(self.members, self.starts)
+        self.spans = record_spans(self.members, self.starts) if spans is None else spans
         # the keys records are returned with: lower case, like the webdataset library's
         self.keys = [ext.lower() for ext in self.exts]
         self.verified = np.zeros(len(self.ids), dtype=bool)
@@ -269,7 +232,7 @@ def _vectorized_table(ids, members):
     if uniform:
         names = _decode_rows(exts[:sizes[0]])
         distinct = list(dict.fromkeys(names))
-        slots = _record_slots([name.lower() for name in names])
+        slots = record_slots([name.lower() for name in names])
         if slots is None:
             return None
         codes = np.tile([distinct.index(name) for name in names], count)
@@ -288,7 +251,7 @@ def _decode_rows(rows):  # byte_matrix rows: the strings
     return [row.tobytes().rstrip(b'\0').decode('utf-8') for row in rows]
 
 
-def _record_slots(lowered):
+def record_slots(lowered):
     """:meth:`RecordTable.add_shard`'s slots of a record of lower-case extensions
     ``lowered``, or None where it (or the reading of its members) raises."""
     if len(set(lowered)) != len(lowered):
@@ -301,7 +264,7 @@ def _record_slots(lowered):
 
 def _table_codes_and_slots(exts, sizes, starts):
     """``(codes, slots, exts)`` of records of differing extensions (rows ``exts``, record
-    ``j`` rows ``starts[j]:starts[j + 1]``), or None as :func:`_record_slots`."""
+    ``j`` rows ``starts[j]:starts[j + 1]``), or None as :func:`record_slots`."""
     count = len(sizes)
     codes, firsts = _first_seen_codes(exts)
     names = _decode_rows(exts[firsts])
