@@ -88,19 +88,50 @@ def index_lines(keys, codes, exts, counts, offsets, sizes):
                     for key, end, n in zip(keys, ends, np.asarray(counts).tolist())])
 
 
-def _decimal_columns(values):
-    """``values`` (non-negative int64) as rows of ASCII digits, right-aligned in as many
-    columns as the largest needs, NULs in place of leading zeros."""
+def digit_columns(values, base=10, width=None, zero_padded=False):
+    """``values`` (non-negative int64) as rows of ASCII digits in ``base`` (2 to 10),
+    right-aligned in ``width`` columns.
+
+    Parameters
+    ----------
+    values : array_like of int
+    base : int
+    width : int, optional
+        By default as many as the largest value needs; a longer value keeps its last
+        ``width`` digits, and ``base ** (width - 1)`` must fit in int64.
+    zero_padded : bool
+        Leading zeros as ``'0'`` (as tar writes numbers) rather than NULs (dropped where
+        the rows are joined into an index's text).
+
+    Returns
+    -------
+    numpy.ndarray of uint8, shape ``(len(values), width)``
+
+    Examples
+    --------
+    >>> digit_columns([7, 120]).tobytes()
+    b'\\x00\\x007120'
+    >>> digit_columns([7, 120], base=8, width=4, zero_padded=True).tobytes()
+    b'00070170'
+    """
     values = np.asarray(values, np.int64)
-    width = len(str(int(values.max()))) if len(values) else 1
-    digits = np.zeros((len(values), width), np.uint8)
-    rest = values.copy()
-    for column in range(width - 1, -1, -1):
-        digits[:, column] = rest % 10 + ord('0')
-        rest //= 10
-    # leading zeros: every column left of a value's own digit count
-    lengths = np.searchsorted(10 ** np.arange(1, width), values, side='right') + 1
-    digits[np.arange(width) < (width - lengths)[:, None]] = 0
+    if width is None:
+        largest, width = int(values.max()) if len(values) else 0, 1
+        while base ** width <= largest:
+            width += 1
+    if base & (base - 1):
+        digits = np.empty((len(values), width), np.uint8)
+        rest = values.copy()
+        for column in range(width - 1, -1, -1):  # numpy divides fastest by a scalar
+            digits[:, column] = rest % base
+            rest //= base
+    else:  # a power of two: every digit at once, by shifts and a mask
+        shifts = (base.bit_length() - 1) * np.arange(width - 1, -1, -1)
+        digits = ((values[:, None] >> shifts) & (base - 1)).astype(np.uint8)
+    digits += ord('0')
+    if not zero_padded:  # NULs left of each value's own digits
+        lengths = np.searchsorted(base ** np.arange(1, width), values, side='right') + 1
+        digits[np.arange(width) < (width - lengths)[:, None]] = 0
     return digits
 
 
@@ -114,8 +145,8 @@ def _uniform_lines(keys, exts, offsets, sizes):
         ext = np.frombuffer(ext.encode('utf-8'), np.uint8)
         parts += [np.tile(np.concatenate([[ord(' ')] if column else [], ext, [ord(' ')]])
                           .astype(np.uint8), (count, 1)),
-                  _decimal_columns(offsets[:, column]), np.full((count, 1), ord(' '), np.uint8),
-                  _decimal_columns(sizes[:, column]), np.full((count, 1), ord(' '), np.uint8),
+                  digit_columns(offsets[:, column]), np.full((count, 1), ord(' '), np.uint8),
+                  digit_columns(sizes[:, column]), np.full((count, 1), ord(' '), np.uint8),
                   keys, np.tile(np.concatenate([[ord('.')], ext]).astype(np.uint8), (count, 1))]
     parts.append(np.full((count, 1), ord('\n'), np.uint8))
     matrix = np.concatenate(parts, axis=1)

@@ -18,6 +18,7 @@ import json
 
 import numpy as np
 
+from .record_arrays import bytes_rows
 from .tar import BLOCK
 
 
@@ -235,7 +236,7 @@ class JsonIds:
         if longest:
             gathered = matrix[row[:, None], np.clip(value[:, None] + np.arange(longest), 0,
                                                     width - 1)]
-            expected = _rows_of(old, longest)
+            expected = bytes_rows(old, longest)
             certain &= ((gathered == expected) | (np.arange(longest)
                                                   >= old_lengths[:, None])).all(axis=1)
         spans[rows[certain]] = np.column_stack([value, end])[certain]
@@ -256,14 +257,6 @@ def _hits(matrix, pattern):
     return hits
 
 
-def _rows_of(values, width):
-    """``values`` (bytes) as the rows of a uint8 matrix, NUL-padded to ``width``."""
-    joined = b''.join(values)
-    if len(joined) != width * len(values):  # not all of that width
-        joined = b''.join([value.ljust(width, b'\0') for value in values])
-    return np.frombuffer(joined, np.uint8).reshape(len(values), width)
-
-
 def _overwrite(buffer, positions, values):
     """Write ``values`` (bytes) into ``buffer`` at ``positions``, in one scatter where they
     have one length (new ids usually do)."""
@@ -271,7 +264,7 @@ def _overwrite(buffer, positions, values):
         return
     width = len(values[0])
     if all(len(value) == width for value in values):
-        buffer[positions[:, None] + np.arange(width)] = _rows_of(values, width)
+        buffer[positions[:, None] + np.arange(width)] = bytes_rows(values, width)
         return
     for position, value in zip(positions.tolist(), values):
         buffer[position:position + len(value)] = np.frombuffer(value, np.uint8)

@@ -21,8 +21,8 @@ import pyarrow as pa
 from .index import INDEX_VERSION
 from .tar import BLOCK
 
-__all__ = ['MemberArrays', 'byte_matrix', 'as_strings', 'parquet_id_rows', 'reads_as_str',
-           'unicode_rows', 'index_members', 'scanned_members']
+__all__ = ['MemberArrays', 'byte_matrix', 'bytes_rows', 'as_strings', 'parquet_id_rows',
+           'reads_as_str', 'unicode_rows', 'index_members', 'scanned_members']
 
 _HEADER = re.compile(re.escape(INDEX_VERSION.encode()) + rb' ([0-9]{1,18})')
 #: Whitespace other than ``' '`` and ``'\n'``: where the exact reader splits tokens or
@@ -74,6 +74,21 @@ def byte_matrix(buf, starts, ends):
     if total != len(lengths) * width:
         matrix *= np.arange(width) < lengths[:, None]
     return matrix
+
+
+def bytes_rows(values, width):
+    """:func:`byte_matrix` of ``values`` (bytes objects, the longest ``width`` long), a row
+    each; where all are that long, a read-only view of their bytes.
+
+    >>> bytes_rows([b'ab', b'c'], 2).tolist()
+    [[97, 98], [99, 0]]
+    """
+    joined = np.frombuffer(b''.join(values), np.uint8)
+    if width and len(joined) == width * len(values):  # one length: no padding
+        return joined.reshape(len(values), width)
+    lengths = np.fromiter(map(len, values), np.int64, len(values))
+    ends = np.cumsum(lengths)
+    return byte_matrix(joined, ends - lengths, ends)
 
 
 def as_strings(matrix):

@@ -17,6 +17,11 @@ __all__ = ['BLOCK', 'padded', 'split_member_name', 'scan_tar', 'check_headers',
 
 #: Tar headers and member data come in blocks of this many bytes.
 BLOCK = tarfile.BLOCKSIZE
+#: Where a ustar header block holds what checking a member's header compares: its name,
+#: size and checksum fields (byte ranges), its type (a regular file's is one of
+#: ``REGULAR_TYPES``) and the first byte of its name prefix.
+NAME_FIELD, SIZE_FIELD, CHECKSUM_FIELD = slice(0, 100), slice(124, 136), slice(148, 156)
+TYPE_AT, PREFIX_AT, REGULAR_TYPES = 156, 345, b'0\0'
 _BAD_NAME = re.compile(r'[/\\\s\x00]')
 #: How member names are decoded, whatever the locale: UTF-8, other bytes kept as surrogate
 #: escapes (and refused by :func:`split_member_name`).
@@ -206,10 +211,12 @@ def _plain_header_matches(block, name, size):
     >>> _plain_header_matches(block, '0001.txt', 5), _plain_header_matches(block, '0001.txt', 6)
     (True, False)
     """
-    return (len(block) == BLOCK and block[156] in b'0\0' and not block[345]
-            and block[:100].rstrip(b'\0') == name.encode('utf-8')
-            and _octal(block[124:136]) == size
-            and _octal(block[148:156]) == sum(block[:148]) + sum(block[156:]) + 256)
+    # the checksum sums the header's bytes, its own field's 8 counted as spaces (256)
+    return (len(block) == BLOCK and block[TYPE_AT] in REGULAR_TYPES and not block[PREFIX_AT]
+            and block[NAME_FIELD].rstrip(b'\0') == name.encode('utf-8')
+            and _octal(block[SIZE_FIELD]) == size
+            and _octal(block[CHECKSUM_FIELD]) == (sum(block[:CHECKSUM_FIELD.start]) + 256
+                                                  + sum(block[CHECKSUM_FIELD.stop:])))
 
 
 def _octal(field):

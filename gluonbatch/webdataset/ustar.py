@@ -21,28 +21,28 @@ True
 """
 import numpy as np
 
-from .tar import BLOCK, member_header
+from .index import digit_columns
+from .record_arrays import bytes_rows
+from .tar import (BLOCK, CHECKSUM_FIELD, NAME_FIELD, PREFIX_AT, REGULAR_TYPES, SIZE_FIELD,
+                  TYPE_AT, member_header)
 
 __all__ = ['NAME_BYTES', 'HeaderBlocks', 'name_fields', 'plain_headers_match',
            'ranges_to_indices']
 
 #: Bytes of the ustar name field: longer names need pax records.
-NAME_BYTES = 100
-_NAME = slice(0, NAME_BYTES)
-_SIZE = slice(124, 136)
-_CHECKSUM = slice(148, 156)
-_TYPE, _PREFIX = 156, 345
+NAME_BYTES = NAME_FIELD.stop
 _MAGIC, _USTAR = slice(257, 262), np.frombuffer(b'ustar', np.uint8)  # POSIX and GNU
 _BLOCK_ELEMENT = np.dtype((np.void, BLOCK))
 _SIZE_DIGITS = 11              # then a NUL: sizes below 8 ** 11 bytes (8 GiB)
 _LARGEST_PLAIN = 8 ** _SIZE_DIGITS - 1
 _CHECKSUM_DIGITS = 6           # then a NUL and a space, as tarfile writes it
-_OCTAL_SHIFTS = {digits: 3 * np.arange(digits - 1, -1, -1) for digits in (6, 11)}
 
 
-def _octal_digits(values, digits):
-    """``values`` (int64) as ``digits`` zero-padded octal ASCII digits per row (uint8)."""
-    return ((values[:, None] >> _OCTAL_SHIFTS[digits]) & 7).astype(np.uint8) + ord('0')
+def _size_fields(sizes):
+    """Size fields (uint8 rows) of ``sizes`` below 8 GiB: octal digits, then a NUL."""
+    fields = np.zeros((len(sizes), SIZE_FIELD.stop - SIZE_FIELD.start), np.uint8)
+    fields[:, :_SIZE_DIGITS] = digit_columns(sizes, 8, _SIZE_DIGITS, zero_padded=True)
+    return fields
 
 
 def _column(buffer, field):
@@ -78,14 +78,9 @@ def name_fields(keys, records, codes, exts):
     plain = np.ones(len(records), bool)
     if not len(records):
         return fields
-    width = int(lengths.max())
-    if (lengths == width).all() and width <= NAME_BYTES:
-        table = np.frombuffer(b''.join(keys), np.uint8).reshape(len(keys), width)
-    else:  # keys of several lengths: each left-aligned in a NUL-padded row
-        table = np.frombuffer(b''.join([key.ljust(width, b'\0') for key in keys]),
-                              np.uint8).reshape(len(keys), width)
+    table = bytes_rows(keys, int(lengths.max()))
     ascii_keys = (table < 0x80).all(axis=1) & (lengths <= NAME_BYTES)
-    lead = min(width, NAME_BYTES)
+    lead = min(table.shape[1], NAME_BYTES)
     fields[:, :lead] = np.take(table[:, :lead], records, axis=0)
     plain &= ascii_keys[records]
     member_lengths = lengths[records]
@@ -117,9 +112,9 @@ class HeaderBlocks:
     def __init__(self, mtime):
         self.mtime = mtime
         template = np.frombuffer(member_header('x', 0, mtime), np.uint8).copy()
-        template[_NAME] = 0
-        template[_SIZE] = 0
-        template[_CHECKSUM] = ord(' ')
+        template[NAME_FIELD] = 0
+        template[SIZE_FIELD] = 0
+        template[CHECKSUM_FIELD] = ord(' ')
         self.template = template
         self._template_sum = int(template.sum())
 
@@ -146,17 +141,17 @@ class HeaderBlocks:
             raise ValueError('HeaderBlocks builds plain ustar headers only: a name of at most '
                              '%d ASCII bytes and a size below 8 GiB' % NAME_BYTES)
         rows = np.asarray(at, np.int64) // BLOCK
-        size_field = np.zeros((len(sizes), _SIZE.stop - _SIZE.start), np.uint8)
-        size_field[:, :_SIZE_DIGITS] = _octal_digits(sizes, _SIZE_DIGITS)
+        size_field = _size_fields(sizes)
         checksums = (self._template_sum + names.sum(axis=1, dtype=np.int64)
                      + size_field.sum(axis=1, dtype=np.int64))
         checksum_field = np.empty((len(sizes), 8), np.uint8)
-        checksum_field[:, :_CHECKSUM_DIGITS] = _octal_digits(checksums, _CHECKSUM_DIGITS)
+        checksum_field[:, :_CHECKSUM_DIGITS] = digit_columns(checksums, 8, _CHECKSUM_DIGITS,
+                                                             zero_padded=True)
         checksum_field[:, _CHECKSUM_DIGITS:] = (0, ord(' '))
         # the template as one element: numpy fills with a scalar much faster
         _column(buffer, slice(0, BLOCK))[rows] = self.template.view(_BLOCK_ELEMENT)[0]
-        for field, values in ((_NAME, names), (_SIZE, size_field),
-                              (_CHECKSUM, checksum_field)):
+        for field, values in ((NAME_FIELD, names), (SIZE_FIELD, size_field),
+                              (CHECKSUM_FIELD, checksum_field)):
             _column(buffer, field)[rows] = np.ascontiguousarray(values).view(
                 np.dtype((np.void, field.stop - field.start)))[:, 0]
 
@@ -178,21 +173,19 @@ def plain_headers_match(buffer, at, names, sizes):
     """
     sizes = np.asarray(sizes, np.int64)
     rows = np.asarray(at, np.int64) // BLOCK
-    size_field = np.zeros((len(sizes), _SIZE.stop - _SIZE.start), np.uint8)
-    size_field[:, :_SIZE_DIGITS] = _octal_digits(np.minimum(sizes, _LARGEST_PLAIN),
-                                                 _SIZE_DIGITS)
+    size_field = _size_fields(np.minimum(sizes, _LARGEST_PLAIN))
     def field(where):
         return _column(buffer, where)[rows]
     def elements(values):
         return np.ascontiguousarray(values).view(np.dtype((np.void, values.shape[1])))[:, 0]
     blocks = buffer.reshape(-1, BLOCK)
-    kind = blocks[:, _TYPE][rows]
+    kind = blocks[:, TYPE_AT][rows]
     return ((sizes <= _LARGEST_PLAIN)
-            & (field(_NAME) == elements(names))
-            & (field(_SIZE) == elements(size_field))
+            & (field(NAME_FIELD) == elements(names))
+            & (field(SIZE_FIELD) == elements(size_field))
             & (field(_MAGIC) == _USTAR.view(np.dtype((np.void, len(_USTAR))))[0])
-            & ((kind == ord('0')) | (kind == 0))
-            & (blocks[:, _PREFIX][rows] == 0))
+            & ((kind == REGULAR_TYPES[0]) | (kind == REGULAR_TYPES[1]))
+            & (blocks[:, PREFIX_AT][rows] == 0))
 
 
 def ranges_to_indices(starts, counts):
