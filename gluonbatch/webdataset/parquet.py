@@ -1,10 +1,16 @@
-"""A shard's parquet: opened and read with the checks that name the file and the row."""
+"""A shard's parquet: opened and read with the checks that name the file and the row, and
+its ids read in bulk (as numpy rows, or as a sorted Arrow array) where they are plain."""
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .record_arrays import reads_as_str
+from .record_arrays import as_strings, byte_matrix
 from .shards import examples
 
-__all__ = ['open_parquet', 'read_parquet']
+__all__ = ['open_parquet', 'read_parquet', 'reads_as_str', 'parquet_id_rows', 'sorted_ids']
 
 
 def open_parquet(shard, id_col):
@@ -52,3 +58,87 @@ def read_parquet(shard, id_col, columns=None, expect_columns=None):
         raise ValueError('%s lists record ids more than once: %s'
                          % (shard.parquet, examples(set(frame[id_col][duplicated]))))
     return frame.sort_values(id_col, kind='stable').reset_index(drop=True)
+
+
+def reads_as_str(schema, id_col):
+    """Whether pandas reads column ``id_col`` of ``schema`` as ``str`` values (None where
+    null): a single column of that name, string typed, a column (not the index) to the
+    pandas metadata, if any."""
+    if len(schema.get_all_field_indices(id_col)) != 1:
+        return False
+    kind = schema.field(id_col).type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        return False
+    stored = (schema.metadata or {}).get(b'pandas')
+    if stored is None:
+        return True
+    try:
+        pandas = json.loads(stored)
+        entries = [entry for entry in pandas['columns'] if entry['field_name'] == id_col]
+        return (id_col not in pandas['index_columns'] and len(entries) == 1
+                and entries[0]['pandas_type'] == 'unicode')
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def parquet_id_rows(source, id_col):
+    """The ids of a shard's parquet (``source``, a ``pyarrow.parquet.ParquetFile``) as
+    sorted rows of UTF-8 bytes (:func:`byte_matrix`), or None unless its id column is
+    plainly strings, unique, without NUL or empty ones."""
+    if not reads_as_str(source.schema_arrow, id_col):
+        return None
+    try:
+        column = source.read(columns=[id_col]).column(id_col)
+    except Exception:  # pyarrow's own error types: read_parquet says what they are
+        return None
+    if not len(column) or column.null_count:
+        return None
+    array = column.combine_chunks()
+    _, offsets, data = array.buffers()
+    width = np.int64 if pa.types.is_large_string(array.type) else np.int32
+    offsets = np.frombuffer(offsets, width)[array.offset:array.offset + len(array) + 1]
+    offsets = offsets.astype(np.int64)
+    if data is None or (np.diff(offsets) == 0).any():
+        return None  # an empty id (no tar member has one)
+    buf = np.frombuffer(data, np.uint8)[:offsets[-1]]
+    text = buf[offsets[0]:]
+    if not text.all():  # a NUL, which numpy's strings would drop
+        return None
+    if text.max() >= 0x80:
+        try:
+            text.tobytes().decode('utf-8')
+        except UnicodeDecodeError:
+            return None
+    rows = byte_matrix(buf, offsets[:-1], offsets[1:])
+    ids = as_strings(rows)
+    if not (ids[1:] > ids[:-1]).all():
+        rows = rows[np.argsort(ids, kind='stable')]
+        ids = as_strings(rows)
+        if not (ids[1:] > ids[:-1]).all():  # an id twice
+            return None
+    return rows
+
+
+def sorted_ids(source, id_col):
+    """The ids of a shard's parquet (``source``, a ``pyarrow.parquet.ParquetFile``) as a
+    ``pyarrow`` binary array in byte order (the order of the strings), or None unless its
+    id column is plainly strings, unique and not empty."""
+    if not reads_as_str(source.schema_arrow, id_col):
+        return None
+    try:
+        column = source.read(columns=[id_col]).column(id_col)
+    except Exception:  # pyarrow's own error types: the table's reading says what they are
+        return None
+    if not len(column) or column.null_count:
+        return None
+    ids = column.combine_chunks().cast(pa.large_binary())
+    if not _increasing(ids):
+        ids = ids.take(pc.sort_indices(ids))
+        if not _increasing(ids):
+            return None  # an id twice
+    return ids
+
+
+def _increasing(values):
+    return len(values) < 2 or pc.all(pc.greater(values.slice(1),
+                                               values.slice(0, len(values) - 1))).as_py()

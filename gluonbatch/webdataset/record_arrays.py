@@ -1,6 +1,6 @@
-"""A shard's ids and members as numpy arrays, read in bulk: the ids from its parquet's id
-column, the members from its ``.idx`` or its scanned member list; the vectorized
-counterpart of :func:`~gluonbatch.webdataset.records.read_parquet`,
+"""A shard's members as numpy arrays, read in bulk from its ``.idx`` or its scanned member
+list (its ids: :func:`~gluonbatch.webdataset.parquet.parquet_id_rows`), and the byte
+matrices they are made of; the vectorized counterpart of
 :func:`~gluonbatch.webdataset.index.read_index` and
 :func:`~gluonbatch.webdataset.index.group_members`.
 
@@ -11,18 +11,16 @@ shard with the exact per-record code, which says precisely what is wrong, or acc
 unusual but valid input. What they do return is what the exact code returns, as arrays.
 """
 import collections
-import json
 import operator
 import re
 
 import numpy as np
-import pyarrow as pa
 
 from .index import INDEX_VERSION
 from .tar import BLOCK
 
-__all__ = ['MemberArrays', 'byte_matrix', 'bytes_rows', 'as_strings', 'parquet_id_rows',
-           'reads_as_str', 'unicode_rows', 'index_members', 'scanned_members']
+__all__ = ['MemberArrays', 'byte_matrix', 'bytes_rows', 'as_strings', 'unicode_rows',
+           'index_members', 'scanned_members']
 
 _HEADER = re.compile(re.escape(INDEX_VERSION.encode()) + rb' ([0-9]{1,18})')
 #: Whitespace other than ``' '`` and ``'\n'``: where the exact reader splits tokens or
@@ -101,65 +99,6 @@ def as_strings(matrix):
     [b'ab', b'c']
     """
     return matrix.view('S%d' % matrix.shape[1]).reshape(len(matrix))
-
-
-def parquet_id_rows(source, id_col):
-    """The ids of a shard's parquet (``source``, a ``pyarrow.parquet.ParquetFile``) as
-    sorted rows of UTF-8 bytes (:func:`byte_matrix`), or None unless its id column is
-    plainly strings, unique, without NUL or empty ones."""
-    if not reads_as_str(source.schema_arrow, id_col):
-        return None
-    try:
-        column = source.read(columns=[id_col]).column(id_col)
-    except Exception:  # pyarrow's own error types: read_parquet says what they are
-        return None
-    if not len(column) or column.null_count:
-        return None
-    array = column.combine_chunks()
-    _, offsets, data = array.buffers()
-    width = np.int64 if pa.types.is_large_string(array.type) else np.int32
-    offsets = np.frombuffer(offsets, width)[array.offset:array.offset + len(array) + 1]
-    offsets = offsets.astype(np.int64)
-    if data is None or (np.diff(offsets) == 0).any():
-        return None  # an empty id (no tar member has one)
-    buf = np.frombuffer(data, np.uint8)[:offsets[-1]]
-    text = buf[offsets[0]:]
-    if not text.all():  # a NUL, which numpy's strings would drop
-        return None
-    if text.max() >= 0x80:
-        try:
-            text.tobytes().decode('utf-8')
-        except UnicodeDecodeError:
-            return None
-    rows = byte_matrix(buf, offsets[:-1], offsets[1:])
-    ids = as_strings(rows)
-    if not (ids[1:] > ids[:-1]).all():
-        rows = rows[np.argsort(ids, kind='stable')]
-        ids = as_strings(rows)
-        if not (ids[1:] > ids[:-1]).all():  # an id twice
-            return None
-    return rows
-
-
-def reads_as_str(schema, id_col):
-    """Whether pandas reads column ``id_col`` of ``schema`` as ``str`` values (None where
-    null): a single column of that name, string typed, a column (not the index) to the
-    pandas metadata, if any."""
-    if len(schema.get_all_field_indices(id_col)) != 1:
-        return False
-    kind = schema.field(id_col).type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-        return False
-    stored = (schema.metadata or {}).get(b'pandas')
-    if stored is None:
-        return True
-    try:
-        pandas = json.loads(stored)
-        entries = [entry for entry in pandas['columns'] if entry['field_name'] == id_col]
-        return (id_col not in pandas['index_columns'] and len(entries) == 1
-                and entries[0]['pandas_type'] == 'unicode')
-    except (ValueError, KeyError, TypeError):
-        return False
 
 
 def unicode_rows(rows):

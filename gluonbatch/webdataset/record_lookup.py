@@ -16,12 +16,9 @@ exact result or error.
 import os
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from .index import INDEX_VERSION, parse_index_line
-from .record_arrays import reads_as_str
-from .parquet import open_parquet
+from .parquet import open_parquet, sorted_ids
 from .records import ShardRecords, record_slots
 from .tar import BLOCK, padded
 
@@ -68,7 +65,7 @@ class IndexLookup:
     def __init__(self, shard, id_col):
         self.shard = shard
         with open_parquet(shard, id_col) as source:
-            self.ids = _sorted_ids(source, id_col)
+            self.ids = sorted_ids(source, id_col)
         with open(shard.idx, 'rb') as handle:
             self.text = handle.read()
         self.tar_size = os.path.getsize(shard.tar)
@@ -165,31 +162,6 @@ def _one_record(key, files, previous_end):
         (np.array([key], dtype=str), members, np.array([0, len(files)], np.int64),
          np.array([slots], np.int16), exts),
         spans=np.array([[previous_end, last - previous_end]], np.int64))
-
-
-def _sorted_ids(source, id_col):
-    """The ids of a shard's parquet (``source``, a ``pyarrow.parquet.ParquetFile``) as a
-    ``pyarrow`` binary array in byte order (the order of the strings), or None unless its
-    id column is plainly strings, unique and not empty."""
-    if not reads_as_str(source.schema_arrow, id_col):
-        return None
-    try:
-        column = source.read(columns=[id_col]).column(id_col)
-    except Exception:  # pyarrow's own error types: the table's reading says what they are
-        return None
-    if not len(column) or column.null_count:
-        return None
-    ids = column.combine_chunks().cast(pa.large_binary())
-    if not _increasing(ids):
-        ids = ids.take(pc.sort_indices(ids))
-        if not _increasing(ids):
-            return None  # an id twice
-    return ids
-
-
-def _increasing(values):
-    return len(values) < 2 or pc.all(pc.greater(values.slice(1),
-                                               values.slice(0, len(values) - 1))).as_py()
 
 
 def _first_id(text, start, end):

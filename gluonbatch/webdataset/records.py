@@ -9,9 +9,8 @@ import os
 import numpy as np
 
 from .index import group_members, read_index
-from .parquet import open_parquet, read_parquet
-from .record_arrays import (as_strings, index_members, parquet_id_rows, scanned_members,
-                            unicode_rows)
+from .parquet import open_parquet, parquet_id_rows, read_parquet
+from .record_arrays import as_strings, index_members, scanned_members, unicode_rows
 from .shards import examples
 from .tar import BLOCK, padded, scan_tar
 
@@ -200,7 +199,7 @@ def vectorized_fields(shard, id_col):
 
 def _vectorized_table(ids, members):
     """:meth:`RecordTable.arrays` and exts for ``ids`` (sorted rows, as
-    :func:`~.record_arrays.parquet_id_rows`) and ``members``
+    :func:`~.parquet.parquet_id_rows`) and ``members``
     (:class:`~.record_arrays.MemberArrays`), or None where :meth:`RecordTable.add_shard`
     is needed: ids that differ, a record listed twice, extensions differing in case only,
     a record without one image, a caption or metadata member."""
