@@ -1,4 +1,5 @@
 """Writing: save_metadata and the resharding writer (to_webdataset)."""
+import errno
 import json
 import logging
 import math
@@ -35,6 +36,12 @@ def test_save_metadata_replaces_own_parquets_atomically(data, monkeypatch):
     real_replace = os.replace
     monkeypatch.setattr(os, 'replace',
                         lambda src, dst: (replaced.append((src, dst)), real_replace(src, dst)))
+    real_writev = os.writev
+
+    def slow_writev(fd, buffers):  # a slow disk: a batch's bytes leave late
+        time.sleep(0.05)
+        return real_writev(fd, buffers)
+    monkeypatch.setattr(os, 'writev', slow_writev)
     written = ds.save_metadata()
     assert written == [os.path.join(path, '%05d.parquet' % k) for k in range(3)]
     # the commit's journal is renamed into place first, then the shards' parquets
@@ -249,12 +256,36 @@ def test_reshard_failure_leaves_no_shard_and_a_rerun_completes(source, tmp_path)
     check_resharded(str(out), records, [True] * 12, 4, 5, None, written)
 
 
+@pytest.mark.parametrize('fails', ['at once', 'later'])
+def test_a_failed_write_raises_its_error_and_leaves_no_shard(source, tmp_path, monkeypatch,
+                                                             fails):
+    """The batches are written on the writer's own thread: a write that fails (a full disk)
+    raises its own error from to_webdataset, and no shard is left."""
+    path, records = source
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    real_writev, calls = os.writev, []
+
+    def full_disk(fd, buffers):
+        calls.append(fd)
+        if fails == 'at once' or len(calls) > 1:
+            raise OSError(errno.ENOSPC, 'No space left on device')
+        return real_writev(fd, buffers)
+    monkeypatch.setattr(os, 'writev', full_disk)
+    out = tmp_path / 'out'
+    with pytest.raises(OSError) as raised:
+        ds.to_webdataset(out, None, samples_per_shard=4)
+    assert raised.value.errno == errno.ENOSPC and calls
+    assert not out.exists() or visible(out) == []
+    monkeypatch.setattr(os, 'writev', real_writev)
+    assert len(ds.to_webdataset(out, None, samples_per_shard=4)) == -(-len(records) // 4)
+
+
 def test_reshard_streams_records_in_bounded_batches(tmp_path, monkeypatch):
     """Records are copied in batches of at most BATCH_BYTES of source bytes: peak memory
-    stays a few batches while shards of 40 records of 1 MiB each are written; each file is
-    renamed into place."""
+    stays a few batches while shards of 50 records of 1 MiB each are written, every byte
+    arrives, and each file is renamed into place."""
     path = str(tmp_path / 'big')
-    records = [record(0, k) for k in range(40)]
+    records = [record(0, k) for k in range(80)]
     rng = np.random.default_rng(0)
     os.makedirs(path)
     write_tar(os.path.join(path, '00000.tar'),
@@ -266,17 +297,29 @@ def test_reshard_streams_records_in_bounded_batches(tmp_path, monkeypatch):
     real_replace = os.replace
     monkeypatch.setattr(os, 'replace',
                         lambda src, dst: (replaced.append((src, dst)), real_replace(src, dst)))
+    real_writev = os.writev
+
+    def slow_writev(fd, buffers):  # a slow disk: a batch's bytes leave late
+        time.sleep(0.05)
+        return real_writev(fd, buffers)
+    monkeypatch.setattr(os, 'writev', slow_writev)
     out = str(tmp_path / 'out')
     tracemalloc.start()
     try:
-        ds.to_webdataset(out, None, samples_per_shard=25)
+        ds.to_webdataset(out, None, samples_per_shard=50)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    # a batch read, its output and the gather between them, and a record's worth more: far
-    # below the 40 MiB of records
-    assert peak < 3 * BATCH_BYTES + (4 << 20), \
-        'peak %.1f MiB: more than a batch held in memory' % (peak / 2 ** 20)
+    # three batches' buffers (the next one being read, this one, the one before being
+    # written; each up to a batch and a record), and a few MiB more: far below the 80 MiB
+    # of records
+    assert peak < 4 * BATCH_BYTES + (4 << 20), \
+        'peak %.1f MiB: more than three batches held in memory' % (peak / 2 ** 20)
+    # each batch arrives whole: no buffer was reused while it was still being read or
+    # written
+    copied = ImageTextPairDataset.from_webdataset(out, ID)
+    assert [copied.read_raw(i)['bin'] for i in range(len(copied))] == \
+        [ds.read_raw(i)['bin'] for i in range(len(ds))]
     # the commit's journal first, then each shard's files renamed out of the run's hidden
     # directory, the tar first
     assert os.path.dirname(replaced[0][1]) == out and \

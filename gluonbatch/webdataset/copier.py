@@ -5,14 +5,19 @@ the same bytes. In a tar, every header and every member's data start on a 512-by
 so a batch of records is copied as blocks: the source byte range that holds them is read
 with a few large ``preadv`` calls, their tar headers are checked in bulk against the index
 (:func:`~gluonbatch.webdataset.ustar.plain_headers_match`), the new headers are built from a
-template (:class:`~gluonbatch.webdataset.ustar.HeaderBlocks`), and one numpy gather puts
-headers, data blocks and rewritten JSON members in place; the batch goes out in one write.
-Python touches each record only to rewrite its JSON and format its index line.
+template (:class:`~gluonbatch.webdataset.ustar.HeaderBlocks`) over the old ones, and the
+batch goes out in one ``writev`` (rewritten JSON members that changed size as pieces of
+their own). Python touches a record only in numpy passes over the batch, or to rewrite a
+JSON member the bulk pass cannot place. The reads and writes overlap the work: the next
+batch is read on a thread of its own, and each batch is written on the writer's thread
+while the next one is worked on (both system calls let go of the GIL), with three
+buffers used in turn so no buffer is reused while it is read into or written from.
 
 The output is the bytes :class:`~gluonbatch.webdataset.writer.ShardWriter` writes for the
 same records (``TarInfo.tobuf`` headers), which the tests check; a member's padding is
 copied from the source (every common tar writer fills it with zeros).
 """
+import concurrent.futures
 import os
 
 import numpy as np
@@ -47,14 +52,18 @@ class RecordCopier:
         self.writer = writer
         self.headers = HeaderBlocks(writer.mtime)
         self.json_ids = JsonIds(id_col, old_id_col)
-        self._buffer = np.zeros(0, np.uint8)
+        # buffers used by turns: while a batch is worked on, the next one is read into
+        # another, and the writer may still be writing the one before from a third
+        # (ShardWriter.write_segments waits for that write before it starts the next)
+        self._buffers, self._turn = [np.zeros(0, np.uint8)] * 3, 0
 
     def _scratch(self, length):
-        """A buffer of ``length`` bytes, reused from batch to batch (its pages are mapped
+        """A buffer of ``length`` bytes, reused every third batch (its pages are mapped
         once, not for every batch)."""
-        if len(self._buffer) < length:
-            self._buffer = np.empty(length, np.uint8)
-        return self._buffer[:length]
+        self._turn = (self._turn + 1) % len(self._buffers)
+        if len(self._buffers[self._turn]) < length:
+            self._buffers[self._turn] = np.empty(length, np.uint8)
+        return self._buffers[self._turn][:length]
 
     def copy(self, shard, records, fd, rows, new_ids):
         """Append records ``rows`` of ``shard`` (its :class:`ShardRecords`, read through
@@ -67,23 +76,34 @@ class RecordCopier:
         extent = table[:, 0] + padded(table[:, 1]) - table[:, 3]
         member_ends = np.cumsum(counts)
         per_record = np.add.reduceat(extent, member_ends - counts)
-        begin = 0
+        batches, begin = [], 0
         while begin < len(rows):
             # at least one record per batch, then as many as fit in BATCH_BYTES
             fit = int(np.searchsorted(np.cumsum(per_record[begin:]), BATCH_BYTES, 'right'))
             end = begin + max(1, fit)
-            first_member = int(member_ends[begin] - counts[begin])
-            self._copy_batch(shard, records, fd, rows[begin:end], new_ids[begin:end],
-                             counts[begin:end], table[first_member:member_ends[end - 1]])
+            batches.append((begin, end, table[member_ends[begin] - counts[begin]:
+                                              member_ends[end - 1]]))
             begin = end
 
-    def _copy_batch(self, shard, records, fd, rows, new_ids, counts, table):
+        with concurrent.futures.ThreadPoolExecutor(1) as reads:
+            def read(batch):  # the buffer is taken here, in turn, the reading in the thread
+                return reads.submit(_ReadPlan(batch[2], self._scratch).read, shard, fd)
+
+            # the next batch is read while this one is worked on (preadv lets go of the GIL)
+            pending = read(batches[0])
+            for number, (begin, end, batch_table) in enumerate(batches):
+                buffer, data_at = pending.result()
+                if number + 1 < len(batches):
+                    pending = read(batches[number + 1])
+                self._copy_batch(shard, records, rows[begin:end], new_ids[begin:end],
+                                 counts[begin:end], batch_table, buffer, data_at)
+
+    def _copy_batch(self, shard, records, rows, new_ids, counts, table, buffer, data_at):
         """One batch: records ``rows``, ``counts`` members each, their rows of the member
-        table in ``table``."""
+        table in ``table``, read into ``buffer`` (each member's data at ``data_at``)."""
         firsts = np.cumsum(counts) - counts
         offsets, sizes, codes, heads = table.T
         owner = np.repeat(np.arange(len(rows)), counts)  # each member's record
-        buffer, data_at = _read_members(shard, fd, heads, offsets, sizes, self._scratch)
         old_ids = records.ids[rows].tolist()
         _check_source_headers(shard, records.exts, old_ids, owner, table, buffer, data_at)
         json_members = firsts + records.slots[rows, 2]
@@ -166,42 +186,50 @@ def _check_source_headers(shard, exts, keys, owner, table, buffer, data_at):
             raise header_mismatch(shard, found)
 
 
-def _read_members(shard, fd, heads, offsets, sizes, scratch):
-    """Read the members' headers and data (``heads[i]`` to the end of their last block)
-    from ``shard``'s tar into one block-aligned buffer, in as few ``preadv`` calls as
-    their layout allows (members closer than 64 KiB are read in one range).
+class _ReadPlan:
+    """Where a batch's members (rows ``table`` of the member table) are read from and to:
+    their headers and data (``heads[i]`` to the end of their last block) into one
+    block-aligned buffer (``scratch(length)``), in as few ``preadv`` calls as their layout
+    allows (members closer than 64 KiB are read in one range). :meth:`read` reads them."""
 
-    Returns the buffer (uint8, ``scratch(length)``) and, per member, where its data begins
-    in it.
-    """
-    ends = offsets + padded(sizes)
-    order = np.argsort(heads, kind='stable')
-    starts_sorted, ends_sorted = heads[order], np.maximum.accumulate(ends[order])
-    # a new range where a member starts past the previous ones' end (plus the gap)
-    new = np.ones(len(order), bool)
-    new[1:] = starts_sorted[1:] > ends_sorted[:-1] + _GAP
-    range_of = np.cumsum(new) - 1
-    range_starts = starts_sorted[new]
-    range_ends = np.maximum.reduceat(ends_sorted, np.flatnonzero(new))
-    lengths = range_ends - range_starts
-    buffer_at = np.cumsum(lengths) - lengths
-    buffer = scratch(int(lengths.sum()))
-    view = memoryview(buffer)
-    # bytes each range must have: its members' data, not the padding of the last
-    needed = np.maximum.reduceat((offsets + sizes)[order], np.flatnonzero(new)) - range_starts
-    for start, at, length, need in zip(range_starts.tolist(), buffer_at.tolist(),
-                                       lengths.tolist(), needed.tolist()):
-        done = 0
-        while done < length:
-            got = os.preadv(fd, [view[at + done:at + length]], start + done)
-            if not got:
-                break
-            done += got
-        buffer[at + done:at + length] = 0  # past the end of the file: a tar's padding
-        if done < need:
-            raise ValueError('%s ends at byte %d, before the records read from it: the tar '
-                             'was truncated after the dataset was opened'
-                             % (shard.tar, start + done))
-    member_range = np.empty(len(order), np.int64)
-    member_range[order] = range_of
-    return buffer, buffer_at[member_range] + offsets - range_starts[member_range]
+    def __init__(self, table, scratch):
+        offsets, sizes, _, heads = table.T
+        ends = offsets + padded(sizes)
+        order = np.argsort(heads, kind='stable')
+        starts_sorted, ends_sorted = heads[order], np.maximum.accumulate(ends[order])
+        # a new range where a member starts past the previous ones' end (plus the gap)
+        new = np.ones(len(order), bool)
+        new[1:] = starts_sorted[1:] > ends_sorted[:-1] + _GAP
+        range_of = np.cumsum(new) - 1
+        range_starts = starts_sorted[new]
+        range_ends = np.maximum.reduceat(ends_sorted, np.flatnonzero(new))
+        lengths = range_ends - range_starts
+        buffer_at = np.cumsum(lengths) - lengths
+        # bytes each range must have: its members' data, not the padding of the last
+        needed = np.maximum.reduceat((offsets + sizes)[order], np.flatnonzero(new)) - \
+            range_starts
+        self.ranges = list(zip(range_starts.tolist(), buffer_at.tolist(), lengths.tolist(),
+                               needed.tolist()))
+        self.buffer = scratch(int(lengths.sum()))
+        member_range = np.empty(len(order), np.int64)
+        member_range[order] = range_of
+        self.data_at = buffer_at[member_range] + offsets - range_starts[member_range]
+
+    def read(self, shard, fd):
+        """Read the ranges of ``shard``'s tar (descriptor ``fd``); returns the buffer and,
+        per member, where its data begins in it."""
+        buffer = self.buffer
+        view = memoryview(buffer)
+        for start, at, length, need in self.ranges:
+            done = 0
+            while done < length:
+                got = os.preadv(fd, [view[at + done:at + length]], start + done)
+                if not got:
+                    break
+                done += got
+            buffer[at + done:at + length] = 0  # past the end of the file: a tar's padding
+            if done < need:
+                raise ValueError('%s ends at byte %d, before the records read from it: the '
+                                 'tar was truncated after the dataset was opened'
+                                 % (shard.tar, start + done))
+        return buffer, self.data_at

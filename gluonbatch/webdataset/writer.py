@@ -3,6 +3,7 @@
 checks. A run's output appears all at once or not at all through
 :mod:`~gluonbatch.webdataset.commit`; resharding (``to_webdataset``) is
 :mod:`~gluonbatch.webdataset.reshard`."""
+import concurrent.futures
 import contextlib
 import contextvars
 import os
@@ -80,9 +81,11 @@ class ShardWriter:
         self.index_parts, self.samples = [], 0
         self.position = 0
         self.handle = open(self.tmp['tar'], 'wb')
+        self._thread = self._writing = None  # write_segments' thread and its write
 
     def add(self, key, members):
         """Append one record: ``members`` is ``[(ext, bytes), ...]``."""
+        self.wait()
         files = []
         write = self.handle.write
         for ext, data in members:
@@ -97,18 +100,26 @@ class ShardWriter:
 
     def write_segments(self, segments):
         """Append ``segments`` (bytes-like, whole 512-byte blocks) to the tar, many per
-        system call."""
+        system call, on the writer's own thread: the caller goes on with its next batch
+        while these bytes are written.
+
+        At most one such write is in flight: this waits for the one before (and raises its
+        error, if it failed) before it starts. So the memory of the segments given to the
+        call before last may be reused once this returns.
+        """
+        self.wait()
         self.handle.flush()
-        fd = self.handle.fileno()
-        for first in range(0, len(segments), _IOV_MAX):
-            batch = segments[first:first + _IOV_MAX]
-            total = sum(map(len, batch))
-            written = os.writev(fd, batch)
-            if written < total:  # a short write (interrupted): write the rest
-                rest = memoryview(b''.join(batch))
-                while written < total:
-                    written += os.write(fd, rest[written:])
-            self.position += total
+        if self._thread is None:
+            self._thread = concurrent.futures.ThreadPoolExecutor(1)
+        self._writing = self._thread.submit(_write_all, self.handle.fileno(), segments)
+        self.position += sum(map(len, segments))
+
+    def wait(self):
+        """Wait for the write :meth:`write_segments` started, raising its error if it
+        failed."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
 
     def add_index_text(self, text, samples):
         """Add the ``.idx`` lines of ``samples`` records (each line ending in a newline)."""
@@ -118,6 +129,8 @@ class ShardWriter:
     def finish(self, metadata):
         """Close the tar, write the index and the parquet, all under their temporary names
         (:func:`commit_shards` moves them)."""
+        self.wait()
+        self._stop_thread()
         end = self.position + 2 * BLOCK
         record = tarfile.RECORDSIZE
         self.handle.write(bytes(2 * BLOCK + (-end) % record))
@@ -128,9 +141,32 @@ class ShardWriter:
 
     def abort(self):
         """Remove whatever temporary file is left."""
+        try:
+            self.wait()
+        except OSError:
+            pass  # the run is failing already; its files go
+        self._stop_thread()
         self.handle.close()
         for tmp in self.tmp.values():
             remove_quietly(tmp)
+
+
+    def _stop_thread(self):
+        if self._thread is not None:
+            self._thread.shutdown()
+            self._thread = None
+
+
+def _write_all(fd, segments):
+    """Write ``segments`` to ``fd``, many per ``writev``, to the last byte."""
+    for first in range(0, len(segments), _IOV_MAX):
+        batch = segments[first:first + _IOV_MAX]
+        total = sum(map(len, batch))
+        written = os.writev(fd, batch)
+        if written < total:  # a short write (interrupted): write the rest
+            rest = memoryview(b''.join(batch))
+            while written < total:
+                written += os.write(fd, rest[written:])
 
 
 # segments a writev takes (POSIX promises 16; -1 means no fixed limit)
