@@ -6,6 +6,7 @@ checked.
 """
 import json
 import math
+import os
 import pathlib
 import subprocess
 import sys
@@ -13,10 +14,13 @@ import sys
 import pytest
 
 from gluonbatch import benchmark
+from gluonbatch.bench.cases_curation import quick_session, run_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-# `gluonbatch ARGS` in a fresh interpreter where `import gluoncv` raises ImportError
+# `gluonbatch ARGS` in a fresh interpreter where `import gluoncv` raises ImportError, after
+# importing the benchmark's earlier import path (which must not need gluoncv either)
 WITHOUT_GLUONCV = ("import sys; sys.modules['gluoncv'] = None; "
+                   "from gluonbatch.benchmark import main, plot_ratios; "
                    "from gluonbatch.cli import main; sys.exit(main(sys.argv[1:]))")
 
 CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray', 'rcnn_c4', 'rcnn_fpn',
@@ -149,9 +153,26 @@ def test_bench_without_gluoncv_exits_2_naming_the_extra(args):
 
 
 def test_bench_help_and_the_import_path_need_no_gluoncv():
-    code, stdout, stderr = run_without_gluoncv(['bench', '--help'])
+    code, stdout, stderr = run_without_gluoncv(['bench', '--help'])  # imports both
     assert code == 0 and 'usage: gluonbatch bench' in stdout, stderr[-3000:]
-    code = subprocess.run([sys.executable, '-c', "import sys; sys.modules['gluoncv'] = None; "
-                           "from gluonbatch.benchmark import main, plot_ratios"], cwd=ROOT,
-                          timeout=600).returncode
-    assert code == 0
+
+
+#: Prints this run's parent process and which of ``fractions`` (preloaded) and ``colorsys``
+#: it found imported; then imports ``colorsys``, which a later fresh run must not find.
+PARENT_AND_IMPORTED = ("import json, os, sys; seen = [os.getppid(), 'fractions' in "
+                       "sys.modules, 'colorsys' in sys.modules]; import colorsys; "
+                       "print(json.dumps(seen))")
+
+
+def test_quick_session_forks_each_fresh_run_from_one_preloaded_process():
+    with quick_session(preload=['fractions']):
+        first = run_script(PARENT_AND_IMPORTED, 'first')
+        second = run_script(PARENT_AND_IMPORTED, 'second')
+        with pytest.raises(RuntimeError, match=r'the failing run failed:(.|\n)*ZeroDivision'):
+            run_script('1 / 0', 'failing')
+        assert run_script('import json, sys; print(json.dumps(sys.argv[1:]))', 'args',
+                          1, 'b') == ['1', 'b']
+    server = first[0]
+    assert server != os.getpid() and first == second == [server, True, False]
+    # outside the session: a fresh interpreter started by this process, nothing preloaded
+    assert run_script(PARENT_AND_IMPORTED, 'fresh') == [os.getpid(), False, False]

@@ -16,7 +16,9 @@ then the two clusters.
 
 The driver's peak memory is measured in fresh processes, one run each (memory does not
 vary from run to run as time does): the resident memory after the imports against the
-peak while the pipeline runs (``VmHWM``, reset when the pipeline starts).
+peak while the pipeline runs (``VmHWM``, reset when the pipeline starts). With ``--quick``
+the curation cases share one :func:`quick_session`: those processes are forks of one that
+imported the modules once, and both cases use the same two clusters.
 """
 import contextlib
 import functools
@@ -38,11 +40,11 @@ import pyarrow.parquet as pq
 from ..webdataset import ImageTextPairDataset
 from ..webdataset.commit import FORWARD, staging
 from ..webdataset.writer import ShardWriter, commit_shards, id_digits, write_parquet
-from .harness import interleave
+from .harness import ForkServer, interleave
 from .rows import ms_fields, ratio_check
 
-__all__ = ['case_curation_metadata', 'driver_peak', 'run_script', 'local_clusters',
-           'time_in_one_process', 'time_on_clusters', 'curation_row']
+__all__ = ['case_curation_metadata', 'driver_peak', 'quick_session', 'run_script',
+           'local_clusters', 'time_in_one_process', 'time_on_clusters', 'curation_row']
 
 _WORDS = np.array(['red', 'blue', 'green', 'small', 'large', 'cat', 'dog', 'boat', 'tree',
                    'house', 'on', 'a', 'the', 'beach', 'at', 'night'])
@@ -156,14 +158,83 @@ MEMORY_RUNS = {'threads': ('threads', 1), 'threads_quarter': ('threads', 4),
                'cluster': ('cluster', 1), 'eager': ('eager', 1)}
 
 
+#: The modules a quick session's fork server imports: those of the curation scripts.
+QUICK_PRELOAD = ('gluonbatch.bench.cases_curation', 'gluonbatch.bench.cases_reshard')
+
+
+class _QuickSession:
+    """What the curation cases share in a quick run: a fork server, started on first use,
+    and clusters by size."""
+
+    def __init__(self, stack, preload):
+        self.stack, self.preload = stack, preload
+        self.server, self.clusters = None, {}
+
+    def run(self, script, args):
+        if self.server is None:
+            self.server = self.stack.enter_context(ForkServer(self.preload))
+        return self.server.run(script, args)
+
+    def clients(self, sizes):
+        clients, taken = [], {}
+        for workers in sizes:  # a size asked for twice in one call: two clusters
+            nth = taken[workers] = taken.get(workers, -1) + 1
+            pool = self.clusters.setdefault(workers, [])
+            if nth == len(pool):
+                pool.append(_start_cluster(self.stack, workers))
+            clients.append(pool[nth])
+        return clients
+
+
+#: The open :func:`quick_session`, or None.
+_SESSION = None
+
+
+@contextlib.contextmanager
+def quick_session(preload=QUICK_PRELOAD):
+    """Within it, the curation cases start fewer processes (``gluonbatch bench --quick``).
+
+    :func:`run_script` forks each run from one process that imported ``preload`` once
+    (:class:`~gluonbatch.bench.harness.ForkServer`) instead of starting Python and its
+    imports anew, and :func:`local_clusters` hands every case the same clusters, closed
+    when the session ends; so a cluster started by one case is idle while the next case
+    times its in-process phase. Full runs keep fresh interpreters and clusters.
+
+    Parameters
+    ----------
+    preload : sequence of str, optional
+        The modules the fork server imports before its first run.
+
+    Examples
+    --------
+    >>> with quick_session(preload=()):
+    ...     run_script('import json; print(json.dumps(2 ** 10))', 'a small')
+    1024
+    """
+    global _SESSION
+    if _SESSION is not None:
+        raise RuntimeError('quick_session: a session is already open')
+    with contextlib.ExitStack() as stack:
+        _SESSION = _QuickSession(stack, tuple(preload))
+        try:
+            yield
+        finally:
+            _SESSION = None
+
+
 def run_script(script, what, *args):
     """The JSON a fresh ``python -c script args`` prints last; ``what`` names the run in
-    the error raised if it fails."""
-    result = subprocess.run([sys.executable, '-c', script] + [str(arg) for arg in args],
-                            capture_output=True, text=True, check=False)
-    if result.returncode:
-        raise RuntimeError('the %s run failed:\n%s' % (what, result.stderr[-3000:]))
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    the error raised if it fails. Within :func:`quick_session`, a fork of its server."""
+    args = [str(arg) for arg in args]
+    if _SESSION is not None:
+        code, stdout, stderr = _SESSION.run(script, args)
+    else:
+        result = subprocess.run([sys.executable, '-c', script] + args,
+                                capture_output=True, text=True, check=False)
+        code, stdout, stderr = result.returncode, result.stdout, result.stderr
+    if code:
+        raise RuntimeError('the %s run failed:\n%s' % (what, stderr[-3000:]))
+    return json.loads(stdout.strip().splitlines()[-1])
 
 
 def _peak_in_fresh_process(mode, num_parts, source, warmup, target, address):
@@ -174,20 +245,26 @@ def _peak_in_fresh_process(mode, num_parts, source, warmup, target, address):
     return max(0, peak - before) / _MB
 
 
+def _start_cluster(stack, workers):
+    """A client of a new LocalCluster of ``workers`` single-threaded worker processes on
+    127.0.0.1, its scheduler's HTTP server on a free port (8787, the default, may be another
+    cluster's); ``stack`` closes both."""
+    from distributed import Client, LocalCluster
+    cluster = stack.enter_context(LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, host='127.0.0.1',
+        dashboard_address='127.0.0.1:0', silence_logs=logging.ERROR))
+    return stack.enter_context(Client(cluster, set_as_default=False))
+
+
 @contextlib.contextmanager
 def local_clusters(*sizes):
-    """One ``distributed.Client`` per size: a LocalCluster of that many single-threaded
-    worker processes on 127.0.0.1, its scheduler's HTTP server on a free port (8787, the
-    default, may be another cluster's)."""
-    from distributed import Client, LocalCluster
+    """One ``distributed.Client`` per size, of a LocalCluster of that many single-threaded
+    worker processes, closed on exit; within :func:`quick_session`, the session's."""
+    if _SESSION is not None:
+        yield _SESSION.clients(sizes)
+        return
     with contextlib.ExitStack() as stack:
-        clients = []
-        for workers in sizes:
-            cluster = stack.enter_context(LocalCluster(
-                n_workers=workers, threads_per_worker=1, processes=True, host='127.0.0.1',
-                dashboard_address='127.0.0.1:0', silence_logs=logging.ERROR))
-            clients.append(stack.enter_context(Client(cluster, set_as_default=False)))
-        yield clients
+        yield [_start_cluster(stack, workers) for workers in sizes]
 
 
 def _timed(run, scheduler, root, before=None):

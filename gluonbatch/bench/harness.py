@@ -2,12 +2,17 @@
 
 Every case measures through :func:`interleave`: warm-up, then rounds in which every
 contender runs once, starting from a different contender each round, and the median of
-each contender's rounds.
+each contender's rounds. Runs that must start from a fresh process can be forks of one
+process that has done the imports once (:class:`ForkServer`).
 """
 import contextlib
 import functools
 import gc
+import json
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Mapping
@@ -18,7 +23,7 @@ from .._core.checks import check_int, describe
 from .._core.tree import array_leaves
 
 __all__ = ['wait_all', 'time_call', 'time_epoch', 'interleave', 'interleaved_medians',
-           'back_to_back_medians', 'host_temporaries']
+           'back_to_back_medians', 'host_temporaries', 'ForkServer']
 
 
 def wait_all(result):
@@ -227,3 +232,105 @@ def host_temporaries(fn):
     del result
     mx.nd.waitall()
     return max(0, peak - before)
+
+
+# The fork server's program: import the modules named in argv, then for each request line
+# [script, args] fork a child that runs ``script`` as ``python -c script args`` would, its
+# stdout and stderr in files, and answer one line [exit code, stdout, stderr].
+_FORK_SERVER = """\
+import json, os, sys, tempfile, traceback
+for name in sys.argv[1:]:
+    __import__(name)
+for line in sys.stdin:
+    script, args = json.loads(line)
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        sys.argv = ['-c'] + args
+        code = 0
+        try:
+            exec(compile(script, '<string>', 'exec'), {'__name__': '__main__'})
+        except SystemExit as stop:
+            if isinstance(stop.code, int) or stop.code is None:
+                code = stop.code or 0
+            else:
+                print(stop.code, file=sys.stderr)
+                code = 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    texts = []
+    for handle in (out, err):
+        handle.seek(0)
+        texts.append(handle.read().decode(errors='replace'))
+        handle.close()
+    print(json.dumps([code] + texts), flush=True)
+"""
+
+
+class ForkServer:
+    """Runs ``python -c`` scripts in forks of one Python process that imported ``preload``.
+
+    Each run starts as a fresh process whose imports are done: the fork of a process that
+    has only imported modules, so no state of an earlier run is in it. Starting Python and
+    importing MXNet, pandas and Dask takes seconds; a fork takes milliseconds. A context
+    manager; :meth:`close` stops the server.
+
+    Parameters
+    ----------
+    preload : sequence of str, optional
+        Modules the server imports once, before any run.
+
+    Examples
+    --------
+    >>> with ForkServer(preload=['json']) as server:
+    ...     server.run('import sys; print(sys.argv[1:])', ['a', 2])
+    ...     server.run('import sys; sys.exit(3)', [])[0]
+    (0, "['a', '2']\\n", '')
+    3
+    """
+
+    def __init__(self, preload=()):
+        self._log = tempfile.TemporaryFile()  # the server's own stderr, read if it dies
+        self._process = subprocess.Popen(
+            [sys.executable, '-c', _FORK_SERVER] + [str(name) for name in preload],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True)
+
+    def run(self, script, args):
+        """``(exit code, stdout, stderr)`` of ``script`` run with ``args`` (made strings) in
+        a fork; RuntimeError if the server itself has stopped."""
+        request = json.dumps([script, [str(arg) for arg in args]])
+        try:
+            self._process.stdin.write(request + '\n')
+            self._process.stdin.flush()
+            reply = self._process.stdout.readline()
+        except BrokenPipeError:
+            reply = ''
+        if not reply:
+            self._log.seek(0)
+            log = self._log.read().decode(errors='replace')
+            raise RuntimeError('the fork server stopped:\n%s' % log[-3000:])
+        code, stdout, stderr = json.loads(reply)
+        return code, stdout, stderr
+
+    def close(self):
+        """Stop the server (it ends when its input closes) and wait for it."""
+        try:
+            self._process.stdin.close()
+        except BrokenPipeError:  # it had stopped: closed all the same
+            pass
+        self._process.wait()
+        self._process.stdout.close()
+        self._log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()

@@ -5,6 +5,7 @@ imported only when their case runs, so ``gluonbatch bench --help`` and importing
 work without gluoncv, and a run without it stops with a one-line message and exit code 2.
 """
 import argparse
+import contextlib
 import gc
 import importlib
 import sys
@@ -25,6 +26,10 @@ BIG_ROUNDS, SMALL_ROUNDS, QUICK_ROUNDS = 15, 50, 3
 LOADER_ROUNDS = 3
 #: ... of the recycled loader case, whose epochs are short (16 batches of 100 MB).
 RECYCLED_ROUNDS = 5
+#: With ``--quick``, the module whose ``quick_session()`` is open around these cases, from
+#: the first of them run to the last: the curation cases share forked fresh processes and
+#: their Dask clusters.
+QUICK_SESSIONS = {'curation_metadata': 'cases_curation', 'curation_reshard': 'cases_curation'}
 #: What installs gluoncv, the benchmark's reference.
 INSTALL_HINT = "pip install 'gluonbatch[examples]'"
 
@@ -91,8 +96,49 @@ def gluoncv_missing():
     return None
 
 
-def _case_function(case, module):
-    return getattr(importlib.import_module('.' + module, __package__), 'case_' + case)
+def _module(module):
+    return importlib.import_module('.' + module, __package__)
+
+
+def _run_cases(args):
+    """The rows of the cases ``args`` selects, in report order."""
+    selected = [(number, case, module, default_rounds)
+                for number, (case, module, default_rounds) in enumerate(CASES)
+                if not args.only or case in args.only]
+    rows = []
+    with contextlib.ExitStack() as everything:
+        if args.quick:
+            _freeze_survivors(everything)
+        sessions = {}  # module -> the ExitStack of its open quick session
+        for position, (number, case, module, default_rounds) in enumerate(selected):
+            owner = QUICK_SESSIONS.get(case) if args.quick else None
+            if owner is not None and owner not in sessions:
+                sessions[owner] = everything.enter_context(contextlib.ExitStack())
+                sessions[owner].enter_context(_module(owner).quick_session())
+            rounds = args.repeats or (QUICK_ROUNDS if args.quick else default_rounds)
+            rng = np.random.default_rng([args.seed, number])
+            row = getattr(_module(module), 'case_' + case)(rng, rounds, args.quick)
+            row['number'] = number + 1
+            rows.append(row)
+            if owner is not None and all(QUICK_SESSIONS.get(later[1]) != owner
+                                         for later in selected[position + 1:]):
+                sessions[owner].close()  # its processes would slow the cases after it
+            gc.collect()
+            if args.quick:
+                gc.freeze()
+    return rows
+
+
+def _freeze_survivors(stack):
+    """Quick runs: collect, then freeze what exists out of the collector's reach until
+    ``stack`` closes (the runner freezes again after each case). The collections before
+    every round then walk only the running case's objects, not the whole process (imports,
+    networks, a test session's heap), which took a third of a quick run. Objects someone
+    else froze stay frozen."""
+    gc.collect()
+    if gc.get_freeze_count() == 0:
+        stack.callback(gc.unfreeze)
+    gc.freeze()
 
 
 def main(argv=None):
@@ -107,16 +153,7 @@ def main(argv=None):
               'be imported (%s); install it with %s' % (missing, INSTALL_HINT), file=sys.stderr)
         return 2
     facts = machine_facts()
-    rows = []
-    for number, (case, module, default_rounds) in enumerate(CASES):
-        if args.only and case not in args.only:
-            continue
-        rounds = args.repeats or (QUICK_ROUNDS if args.quick else default_rounds)
-        rng = np.random.default_rng([args.seed, number])
-        row = _case_function(case, module)(rng, rounds, args.quick)
-        row['number'] = number + 1
-        rows.append(row)
-        gc.collect()
+    rows = _run_cases(args)
     print(format_report(facts, rows, args.quick))
     results = json_ready(facts, rows, args.quick, args.seed)
     if args.json:
