@@ -76,8 +76,9 @@ How it measures
   modification time and every round loads them as a first run does. Its goals: at least 60,000 records/s in
   one process (printed beside the copy floor's), 2 workers at least 1.7x and 1 worker at
   least 0.9x that. First reads are timed in fresh Python processes (``python -c``,
-  ``gluonbatch.webdataset`` imported before the clock starts; medians over 5 processes,
-  1 with ``--quick``, see ``gluonbatch.bench.cases_reshard.fresh_reads``): opening
+  ``gluonbatch.webdataset`` imported before the clock starts; medians over 5 processes;
+  with ``--quick`` 1, a fork of a process that did the imports once; see
+  ``gluonbatch.bench.cases_reshard.fresh_reads``): opening
   the dataset and reading a random record, at most 20 ms with the ``.idx`` files;
   without them at most 1.25x what ``scan_tar`` of that record's shard alone takes in the
   same process just before (so the page cache is as warm); and 200 reads at random
