@@ -26,7 +26,7 @@ from .tar import BLOCK, member_header, padded
 def write_parquet(frame, path):
     """Write ``frame`` (a pandas DataFrame, or a pyarrow Table written as it is) to ``path``
     without its index; a column of equal-length 1-d float arrays (embeddings) is stored as
-    a fixed-size list of float32.
+    a fixed-size list of float32 (:func:`arrow_table`).
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as tmp:
@@ -35,9 +35,18 @@ def write_parquet(frame, path):
     ...     print(pq.read_schema(path).field('e').type)
     fixed_size_list<element: float>[3]
     """
-    if isinstance(frame, pa.Table):  # already in parquet's types
-        pq.write_table(frame, path)
-        return
+    pq.write_table(frame if isinstance(frame, pa.Table) else arrow_table(frame), path)
+
+
+def arrow_table(frame):
+    """``frame`` (a pandas DataFrame) as the pyarrow Table gluonbatch writes, without its
+    index: a column of equal-length 1-d float arrays (embeddings) becomes a fixed-size list
+    of float32.
+
+    >>> table = arrow_table(pd.DataFrame({'e': [np.ones(2)], 'n': [1]}))
+    >>> [str(kind) for kind in table.schema.types]
+    ['fixed_size_list<item: float>[2]', 'int64']
+    """
     # one thread: a shard's rows convert faster than a pool of threads starts
     table = pa.Table.from_pandas(frame, preserve_index=False, nthreads=1)
     for name in frame.columns:
@@ -49,7 +58,7 @@ def write_parquet(frame, path):
             flat = pa.array(np.concatenate(values.tolist()).astype(np.float32))
             table = table.set_column(table.schema.get_field_index(name), name,
                                      pa.FixedSizeListArray.from_arrays(flat, len(values.iloc[0])))
-    pq.write_table(table, path)
+    return table
 
 
 def id_digits(samples_per_shard):
