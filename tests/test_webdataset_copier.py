@@ -411,6 +411,20 @@ def test_a_tar_truncated_after_the_dataset_was_opened_is_refused(tmp_path, index
                                          r'opened' % tar)
 
 
+def test_a_tar_truncated_after_reads_by_lookup_is_refused(tmp_path):
+    """Read by lookup only, the shard's table is read by the resharding, after the cut: its
+    index then lists members past the tar's end."""
+    path = str(tmp_path / 'src')
+    shards = source_with(path, index=True)
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    assert ds.read_raw(3) == {ext: shards[1][0][ext] for ext in ('jpg', 'txt', 'json')}
+    assert ds.reader.tables_read() == []
+    tar = os.path.join(path, '00001.tar')
+    cut(tar, tar_infos(tar)[7].offset)
+    assert_refused(ds, tmp_path / 'out', r'00001\.idx does not match .*00001\.tar: member .* '
+                                         r'is past the end of the tar')
+
+
 # --------------------------------------------------------------------------- the record cache
 
 @pytest.mark.parametrize('index', [True, False], ids=['idx', 'scanned'])

@@ -4,6 +4,7 @@ one; the table read where a lookup is not certain or after enough reads; never s
 import os
 import re
 
+import mxnet as mx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -140,3 +141,50 @@ def test_a_shard_rewritten_after_lookups_is_read_anew(tmp_path, payload):
     after = reader.read_members(3)
     assert after != before
     assert after == [(ext, members['%s.%s' % (KEYS5[3], ext)]) for ext in ('jpg', 'txt', 'json')]
+
+
+@pytest.mark.parametrize('extra', ['a-record-line', 'garbage', 'carriage-return'])
+def test_an_index_with_more_lines_than_it_says_is_never_served(tmp_path, extra):
+    """The table refuses an index whose lines outnumber its first line's count; lookups do
+    not serve it either, whichever record is read."""
+    shard = plain_shard(tmp_path)
+    edit = {'a-record-line': lambda lines: lines + [lines[3].replace('000000002', '000000003')],
+            'garbage': lambda lines: lines + ['x y z'],
+            'carriage-return': lambda lines: lines[:2] + [lines[2] + '\rjpg 512 3 x.jpg']
+            + lines[3:]}[extra]
+    edit_index(shard, edit)
+    expected = error_of(lambda: RecordReader([shard], 'key').records(shard))
+    for row in range(3):
+        reader = RecordReader([shard], 'key')
+        assert error_of(lambda: reader.read_members(row)) == expected
+
+
+@pytest.mark.parametrize('num_workers, thread_pool', [(0, False), (1, False), (2, False),
+                                                      (2, True)],
+                         ids=['main', '1proc', '2proc', '2threads'])
+def test_a_dataloader_reads_every_record_by_lookup(tmp_path, num_workers, thread_pool):
+    """Shuffled epochs over shards read by lookup, in the main process, worker processes
+    (forked after the parent's first reads) and threads: every record, each once."""
+    path = make_example_dataset(str(tmp_path), num_shards=3, samples_per_shard=7,
+                                min_size=8, max_size=8, index=True)
+    ds = ImageTextPairDataset.from_webdataset(path, 'key')
+    expected = [ds[i][1] for i in range(len(ds))]  # captions: one per record
+    assert ds.reader.tables_read() == []
+    loader = mx.gluon.data.DataLoader(ds, batch_size=4, shuffle=True, last_batch='keep',
+                                      batchify_fn=captions_and_ids, num_workers=num_workers,
+                                      thread_pool=thread_pool, timeout=120)
+    for _ in range(2):
+        seen = {}
+        for batch in loader:
+            seen.update(batch)
+        assert seen == {meta_id: caption for caption, meta_id in
+                        zip(expected, [ds.record_id(i) for i in range(len(ds))])}
+    table = ImageTextPairDataset.from_webdataset(path, 'key')
+    for shard in table.reader.shards:
+        table.reader.shard_ids(shard)
+    assert [table[i][1] for i in range(len(table))] == expected
+
+
+def captions_and_ids(samples):
+    """A batch as ``[(json id, caption), ...]``: which record each sample is."""
+    return [(meta['key'], caption) for _, caption, meta in samples]

@@ -122,6 +122,8 @@ class RecordCopier:
         segments, data_out = self._patch(buffer, data_at, table, names, out_sizes, owner,
                                          codes, records.keys, new_ids, extras)
         base = self.writer.position
+        # once per batch: the buffers' turns rely on it (write_segments waits for the
+        # write before, so the buffer read next is no longer being written from)
         self.writer.write_segments(segments)
         self.writer.add_index_text(index_lines(new_ids, codes, records.keys, counts,
                                                base + data_out, out_sizes), len(new_ids))

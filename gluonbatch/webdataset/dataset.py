@@ -32,8 +32,10 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
 
     Opening reads only the parquet footers. Reading a record reads only its bytes (usually
     one ``pread`` for all its members), and checks each member's tar header on the way, so
-    a stale ``.idx`` cannot return another member's bytes; its shard's ids and offsets are
-    read on its first record, per process. File handles are opened lazily, per process:
+    a stale ``.idx`` cannot return another member's bytes. With ``.idx`` files a shard's
+    first reads find their record's line by lookup, and its whole table (ids and offsets,
+    checked against each other) is read after some reads, per process; without, on its
+    first record (see ``RecordReader``). File handles are opened lazily, per process:
     DataLoader worker processes each open their own.
 
     Attributes
@@ -208,7 +210,7 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         return i
 
     def record_id(self, idx):
-        """The id of record ``idx``; reads only its shard's ids (once).
+        """The id of record ``idx``, found as a read finds it, without reading its bytes.
 
         Examples
         --------

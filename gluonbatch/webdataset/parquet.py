@@ -85,15 +85,9 @@ def parquet_id_rows(source, id_col):
     """The ids of a shard's parquet (``source``, a ``pyarrow.parquet.ParquetFile``) as
     sorted rows of UTF-8 bytes (:func:`byte_matrix`), or None unless its id column is
     plainly strings, unique, without NUL or empty ones."""
-    if not reads_as_str(source.schema_arrow, id_col):
+    array = _plain_id_column(source, id_col)
+    if array is None:
         return None
-    try:
-        column = source.read(columns=[id_col]).column(id_col)
-    except Exception:  # pyarrow's own error types: read_parquet says what they are
-        return None
-    if not len(column) or column.null_count:
-        return None
-    array = column.combine_chunks()
     _, offsets, data = array.buffers()
     width = np.int64 if pa.types.is_large_string(array.type) else np.int32
     offsets = np.frombuffer(offsets, width)[array.offset:array.offset + len(array) + 1]
@@ -119,19 +113,36 @@ def parquet_id_rows(source, id_col):
     return rows
 
 
-def sorted_ids(source, id_col):
-    """The ids of a shard's parquet (``source``, a ``pyarrow.parquet.ParquetFile``) as a
-    ``pyarrow`` binary array in byte order (the order of the strings), or None unless its
-    id column is plainly strings, unique and not empty."""
+def _plain_id_column(source, id_col):
+    """The id column of ``source`` as one Arrow string array, or None unless pandas reads
+    it as strings, it has rows and none is null."""
     if not reads_as_str(source.schema_arrow, id_col):
         return None
     try:
         column = source.read(columns=[id_col]).column(id_col)
-    except Exception:  # pyarrow's own error types: the table's reading says what they are
+    except Exception:  # pyarrow's own error types: read_parquet says what they are
         return None
     if not len(column) or column.null_count:
         return None
-    ids = column.combine_chunks().cast(pa.large_binary())
+    return column.combine_chunks()
+
+
+def sorted_ids(source, id_col):
+    """The ids of a shard's parquet (``source``, a ``pyarrow.parquet.ParquetFile``) as a
+    ``pyarrow`` binary array in byte order (the order of the strings), or None unless its
+    id column is plainly strings, unique and not empty.
+
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = os.path.join(tmp, 'x.parquet')
+    ...     pq.write_table(pa.table({'key': ['b', 'é', 'a']}), path)
+    ...     sorted_ids(pq.ParquetFile(path), 'key').to_pylist()
+    [b'a', b'b', b'\xc3\xa9']
+    """
+    array = _plain_id_column(source, id_col)
+    if array is None:
+        return None
+    ids = array.cast(pa.large_binary())
     if not _increasing(ids):
         ids = ids.take(pc.sort_indices(ids))
         if not _increasing(ids):

@@ -12,7 +12,8 @@ from .tar import check_headers
 __all__ = ['RecordReader', 'shard_records', 'header_mismatch', 'LOOKUPS_PER_SHARD']
 
 #: Reads of a shard served by lookup before its whole table is read: a table costs about
-#: as much as this many lookups, and makes later reads cheaper.
+#: as much as 150 lookups (13 ms against 90 µs for 10,000 records), and makes every later
+#: read cheaper.
 LOOKUPS_PER_SHARD = 256
 
 # Shards' records by file identity, for every reader in this process: a Dask task unpickles
@@ -175,6 +176,7 @@ class RecordReader:
         if records is None:
             shard = self.shards[number]
             records = self._records.setdefault(number, shard_records(shard, self.id_col))
+            self._lookups[number] = False  # its index bytes and ids are not needed now
             if shard.idx and len(records.ids):
                 for row in (0, len(records.ids) - 1):
                     self._read_shard_members(shard, records, row)
@@ -182,7 +184,18 @@ class RecordReader:
 
     def tables_read(self):
         """The numbers of the shards whose whole table this reader holds (the others are
-        served by lookup, or not read yet)."""
+        served by lookup, or not read yet).
+
+        >>> import tempfile
+        >>> from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     ds = ImageTextPairDataset.from_webdataset(
+        ...         make_example_dataset(tmp, num_shards=2, index=True), 'key')
+        ...     _ = ds.read_raw(4)  # by lookup
+        ...     _ = ds.reader.shard_ids(ds.reader.shards[0])
+        ...     print(ds.reader.tables_read())
+        [0]
+        """
         return sorted(self._records)
 
     def describe(self, i, member=None):

@@ -24,8 +24,13 @@ from .tar import BLOCK, padded
 
 __all__ = ['IndexLookup']
 
-#: The first line's record is read from the tar's start: only if its data starts this near.
-_FIRST_DATA_LIMIT = 1 << 20
+#: A record is read from where the line before's members end: only if its data starts this
+#: near (its headers, pax records included, take a few blocks); else the members between
+#: are another line's, and the table knows where its headers begin.
+_HEADERS_LIMIT = 64 << 10
+#: Line breaks other than ``'\n'`` that ``str.splitlines`` (the table's reading) splits on:
+#: ASCII ones, then the three beyond ASCII.
+_OTHER_LINE_BREAKS = '\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'
 
 
 class IndexLookup:
@@ -36,6 +41,7 @@ class IndexLookup:
     shard : Shard
         With an ``.idx``.
     id_col : str
+        The parquet's id column.
 
     Attributes
     ----------
@@ -72,7 +78,8 @@ class IndexLookup:
         first_line = self.text.find(b'\n') + 1
         head = self.text[:first_line].split()
         self.usable = (self.ids is not None and first_line > 0 and head == [
-            INDEX_VERSION.encode(), str(len(self.ids)).encode()])
+            INDEX_VERSION.encode(), str(len(self.ids)).encode()]
+            and _one_line_per_record(self.text, len(self.ids)))
         self.body, self.reads = first_line, 0
 
     def record(self, row):
@@ -88,7 +95,7 @@ class IndexLookup:
         try:
             files = self._members(start, end, key)
             previous_end = self._end_of_line_before(start)
-        except (ValueError, UnicodeDecodeError):
+        except ValueError:  # UnicodeDecodeError too
             return None  # the whole table says what is wrong, or reads it otherwise
         if files is None or previous_end is None:
             return None
@@ -147,8 +154,8 @@ def _one_record(key, files, previous_end):
     if slots is None:
         return None
     by_offset = sorted(range(len(files)), key=lambda member: files[member][1])
-    if previous_end == 0 and files[by_offset[0]][1] > _FIRST_DATA_LIMIT:
-        return None  # its headers would be read from the tar's start
+    if files[by_offset[0]][1] - previous_end > _HEADERS_LIMIT:
+        return None  # other members between: the table knows where its headers begin
     heads, end = [0] * len(files), previous_end
     for member in by_offset:
         _, offset, size = files[member]
@@ -162,6 +169,31 @@ def _one_record(key, files, previous_end):
         (np.array([key], dtype=str), members, np.array([0, len(files)], np.int64),
          np.array([slots], np.int16), exts),
         spans=np.array([[previous_end, last - previous_end]], np.int64))
+
+
+def _one_line_per_record(text, count):
+    """Whether the index ``text`` (bytes) is UTF-8 of its first line and ``count`` lines
+    after it, split only at ``'\\n'``: so an index with more lines than its first line says
+    (which the table refuses) is never served by lookup. (A blank line, which the table
+    skips, can stand in for a missing one: that record's lookup finds no line, and the
+    table says what is wrong.)
+
+    >>> _one_line_per_record(b'v1.2 2\\na\\nb\\n', 2), _one_line_per_record(b'v1.2 2\\na\\rb', 2)
+    (True, False)
+    """
+    if not text.isascii():
+        try:
+            decoded = text.decode('utf-8')
+        except UnicodeDecodeError:
+            return False
+        if any(other in decoded for other in _OTHER_LINE_BREAKS[-3:]):
+            return False
+    # each looked for on its own: a search for one character runs at memory speed
+    if any(other.encode() in text for other in _OTHER_LINE_BREAKS[:-3]):
+        return False
+    # numpy counts faster than bytes.count
+    newlines = np.count_nonzero(np.frombuffer(text, np.uint8) == ord('\n'))
+    return newlines + (not text.endswith(b'\n')) == count + 1
 
 
 def _first_id(text, start, end):

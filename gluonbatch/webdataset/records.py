@@ -252,7 +252,12 @@ def _decode_rows(rows):  # byte_matrix rows: the strings
 
 def record_slots(lowered):
     """:meth:`RecordTable.add_shard`'s slots of a record of lower-case extensions
-    ``lowered``, or None where it (or the reading of its members) raises."""
+    ``lowered`` (where its image, caption and metadata are), or None where it (or the
+    reading of its members) raises.
+
+    >>> record_slots(['txt', 'json', 'png']), record_slots(['jpg', 'txt'])
+    ([2, 0, 1], None)
+    """
     if len(set(lowered)) != len(lowered):
         return None  # extensions differing only in case
     images = [place for place, ext in enumerate(lowered) if ext in IMAGE_EXTENSIONS]

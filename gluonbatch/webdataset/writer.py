@@ -125,7 +125,17 @@ class ShardWriter:
 
     def wait(self):
         """Wait for the write :meth:`write_segments` started, raising its error if it
-        failed."""
+        failed.
+
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     writer = ShardWriter(tmp, '00000', 0)
+        ...     writer.write_segments([bytes(BLOCK)])
+        ...     writer.wait()
+        ...     print(os.path.getsize(writer.tmp['tar']))
+        ...     writer.abort()
+        512
+        """
         writing, self._writing = self._writing, None
         if writing is not None:
             writing.result()
@@ -152,13 +162,13 @@ class ShardWriter:
         """Remove whatever temporary file is left."""
         try:
             self.wait()
-        except OSError:
-            pass  # the run is failing already; its files go
-        self._stop_thread()
-        self.handle.close()
+        except Exception:  # the run is failing already, with its own error; the files go
+            pass
+        finally:
+            self._stop_thread()
+            self.handle.close()
         for tmp in self.tmp.values():
             remove_quietly(tmp)
-
 
     def _stop_thread(self):
         if self._thread is not None:
