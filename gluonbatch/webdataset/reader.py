@@ -161,7 +161,7 @@ class RecordReader:
             return False
         lookup = IndexLookup(shard, self.id_col)
         for row in (0, shard.stop - shard.start - 1):
-            records = lookup.record(row) if lookup.usable else None
+            records = lookup.record(row)
             if records is None:
                 return False
             try:

@@ -123,10 +123,11 @@ class IndexLookup:
 
     def _members(self, start, end, key):
         """The line's ``[(ext, offset, size), ...]`` as the exact parser reads them, or
-        None unless it reads it as one line of record ``key``."""
+        None unless it reads it as one line of record ``key``. (A usable index has no
+        line breaks but ``'\\n'``: the line is one line to the exact reader too.)"""
         line = self.text[start:end].decode('utf-8')
-        if line.splitlines() != [line] or not line.strip():
-            return None  # other line breaks: the exact reader sees other lines
+        if not line.strip():
+            return None  # a blank line, which the exact reader skips
         where = '%s byte %d' % (self.shard.idx, start)
         found, files = parse_index_line(line, where, self.shard.idx, self.shard.tar,
                                         self.tar_size)
