@@ -1,7 +1,8 @@
 """The bulk formats resharding writes, against their one-at-a-time references: ustar
 headers from a template (``HeaderBlocks``) byte-equal to ``tarfile``'s, the bulk header check
 (``plain_headers_match``) confirming those and nothing else, index lines (``index_lines``)
-equal to ``index_line`` per record, and ``ranges_to_indices``."""
+equal to ``index_line`` per record, the digit rows both are made of (``digit_columns``),
+and ``ranges_to_indices``."""
 import io
 import tarfile
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gluonbatch.webdataset.index import index_line, index_lines
+from gluonbatch.webdataset.index import digit_columns, index_line, index_lines
 from gluonbatch.webdataset.tar import BLOCK, member_header
 from gluonbatch.webdataset.ustar import (NAME_BYTES, HeaderBlocks, name_fields,
                                          plain_headers_match, ranges_to_indices)
@@ -169,3 +170,37 @@ def test_ranges_to_indices_equal_concatenated_ranges(ranges):
     want = [value for start, count in ranges for value in range(start, start + count)]
     got = ranges_to_indices(starts, counts)
     assert got.dtype == np.int64 and got.tolist() == want
+
+
+# --------------------------------------------------------------------------- digit rows
+
+def digits_by_formatting(value, base, width, zero_padded):
+    """One row of :func:`digit_columns` by Python's formatting: the value's last ``width``
+    digits, right-aligned, padded with zeros or NULs."""
+    text = ''
+    while True:
+        value, digit = divmod(value, base)
+        text = str(digit) + text
+        if not value:
+            break
+    return text[-width:].rjust(width, '0' if zero_padded else '\0').encode('ascii')
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.integers(0, 2 ** 62), max_size=20), base=st.integers(2, 10),
+       width=st.none() | st.integers(1, 19), zero_padded=st.booleans())
+@example(values=[0, 9, 10, 9999, 10000, 99999999, 10 ** 8, 10 ** 12 + 7], base=10,
+         width=None, zero_padded=False)
+@example(values=[0, 1, 10000, 123456789], base=10, width=5, zero_padded=False)
+def test_digit_rows_are_the_values_formatted(values, base, width, zero_padded):
+    """Every base, width (the last digits of longer values) and padding, decimal's groups of
+    four included: each row is the value as Python formats it."""
+    if width is not None and base ** (width - 1) >= 2 ** 63:
+        width = 1
+    rows = digit_columns(np.array(values, np.int64), base, width, zero_padded)
+    if width is None:
+        width = len(digits_by_formatting(max(values, default=0), base, 99, True).lstrip(b'0')
+                    or b'0')
+    assert rows.dtype == np.uint8 and rows.shape == (len(values), width)
+    assert [row.tobytes() for row in rows] == [
+        digits_by_formatting(value, base, width, zero_padded) for value in values]

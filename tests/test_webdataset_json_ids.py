@@ -295,3 +295,25 @@ def test_members_at_any_byte_position():
     assert written == [with_json_ids(source, {ID: new}, 'r') if n != 2 else b'{"key":"13"}'
                        for n, (source, new) in enumerate(zip(sources, ['11', '12', '13']))]
     assert buffer.tobytes().count(b'xx') == 2 and buffer.tobytes().endswith(b'yy')
+
+
+@pytest.mark.parametrize('old_id_col', [None, OLD])
+def test_bytes_after_a_short_member_are_not_its_own(old_id_col):
+    """The bulk check reads each member as a row as wide as the longest one: a short
+    member's row runs on into the block after it (a header). JSON-like bytes there (the
+    key, braces, a bracket, a backslash, the old key) change nothing."""
+    short = b'{"key": "2"}'
+    long = json.dumps({ID: '1', 'text': 'x' * 700}).encode('utf-8')
+    tail = np.frombuffer((b'"key": "2", "%s": {[\\ ' % OLD.encode() * 30)[:BLOCK], np.uint8)
+    buffer = np.zeros(5 * BLOCK, np.uint8)
+    buffer[:len(short)] = np.frombuffer(short, np.uint8)
+    buffer[BLOCK:2 * BLOCK] = tail
+    buffer[2 * BLOCK:2 * BLOCK + len(long)] = np.frombuffer(long, np.uint8)
+    results = JsonIds(ID, old_id_col)(buffer, [0, 2 * BLOCK], [len(short), len(long)],
+                                      ['7', '8'], ['2', '1'], str)
+    if old_id_col is None:
+        assert results == [None, None]  # both rewritten in place: found certain in bulk
+        assert buffer[:len(short)].tobytes() == b'{"key": "7"}'
+    else:
+        assert results[0] == b'{"key": "7", "%s": "2"}' % OLD.encode()
+    assert buffer[BLOCK:2 * BLOCK].tobytes() == tail.tobytes()

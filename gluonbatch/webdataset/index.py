@@ -119,6 +119,8 @@ def digit_columns(values, base=10, width=None, zero_padded=False):
         largest, width = int(values.max()) if len(values) else 0, 1
         while base ** width <= largest:
             width += 1
+    if base == 10:
+        return _decimal_digits(values, width, zero_padded)
     if base & (base - 1):
         digits = np.empty((len(values), width), np.uint8)
         rest = values.copy()
@@ -133,6 +135,34 @@ def digit_columns(values, base=10, width=None, zero_padded=False):
         lengths = np.searchsorted(base ** np.arange(1, width), values, side='right') + 1
         digits[np.arange(width) < (width - lengths)[:, None]] = 0
     return digits
+
+
+def _quads(pad):
+    """The 10,000 groups of four decimal digits, as one uint32 each, left-padded with
+    ``pad`` (a byte string of one character) instead of leading zeros."""
+    return np.frombuffer(b''.join(b'%4d' % n for n in range(10000)).replace(b' ', pad),
+                         np.uint32)
+
+
+# Four digits per division rather than one: a value's groups of four are looked up here.
+# Rows 0-9999 are groups with digits above them, written with zeros; rows 10000-19999
+# the leading group, NUL padded (nothing shown for 0, above the last group); rows
+# 20000-29999 a leading last group (0 shown as '0').
+_DIGIT_QUADS = np.concatenate([_quads(b'0'), _quads(b'\0'), _quads(b'\0')])
+_DIGIT_QUADS[10000] = 0
+
+
+def _decimal_digits(values, width, zero_padded):
+    """:func:`digit_columns` in base 10, from :data:`_DIGIT_QUADS`."""
+    quads = -(-width // 4)
+    rows = np.empty((len(values), quads), np.uint32)
+    rest = values
+    for column in range(quads - 1, -1, -1):
+        rest, quad = np.divmod(rest, 10000)
+        if not zero_padded:  # nothing above this group: it leads, padded with NULs
+            quad += (rest == 0) * (20000 if column == quads - 1 else 10000)
+        rows[:, column] = _DIGIT_QUADS[quad]
+    return rows.view(np.uint8).reshape(len(values), 4 * quads)[:, 4 * quads - width:]
 
 
 def _uniform_lines(keys, exts, offsets, sizes):

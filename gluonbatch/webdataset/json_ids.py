@@ -122,7 +122,8 @@ class JsonIds:
         if self.old_id_col is None:
             new_lengths = np.fromiter(map(len, new_bytes), np.int64, len(new_bytes))
             same = plain[new_lengths[plain] == spans[plain, 1] - spans[plain, 0]]
-            _overwrite(buffer, starts[same] + spans[same, 0], [new_bytes[n] for n in same])
+            _overwrite(buffer, starts[same] + spans[same, 0], [new_bytes[n] for n in same],
+                       new_lengths[same])
             done = np.zeros(len(sizes), bool)
             done[same] = True
         else:
@@ -199,39 +200,41 @@ class JsonIds:
             # whole blocks (members start on one in a tar): one fast take
             blocks = -(-width // BLOCK)
             last = len(buffer) // BLOCK - 1
-            matrix = np.take(buffer.reshape(-1, BLOCK), np.minimum(
+            matrix = np.ascontiguousarray(np.take(buffer.reshape(-1, BLOCK), np.minimum(
                 starts[rows, None] // BLOCK + np.arange(blocks), last), axis=0).reshape(
-                len(rows), -1)[:, :width]
+                len(rows), -1)[:, :width])
         else:
             matrix = buffer[np.minimum(starts[rows, None] + np.arange(width), len(buffer) - 1)]
-        lengths = sizes[rows]
-        # what follows a member (the next block's bytes, for a short one) is not its own
-        matrix = np.where(np.arange(width) < lengths[:, None], matrix, 0).astype(np.uint8)
+        # what follows a short member in its row (the next block's bytes) is not its own:
+        # the bytes looked for are found in the whole matrix, and those past their
+        # member's end dropped (they are few; a pass per byte value over the matrix is not)
+        found = _Found(matrix, sizes[rows])
         row = np.arange(len(rows))
         def byte(position):
             return matrix[row, np.clip(position, 0, width - 1)]
-        hits = _hits(matrix, self._key)
-        at = np.argmax(hits, axis=1) if hits.shape[1] else np.zeros(len(rows), np.int64)
+        key_rows, key_at = found.pattern(self._key)
+        key_count = np.bincount(key_rows, minlength=len(rows))
+        at = np.zeros(len(rows), np.int64)  # the first place of the key, where it is
+        has_key = np.flatnonzero(key_count)
+        at[has_key] = key_at[np.searchsorted(key_rows, has_key)]
         after = at + len(self._key)
         spaced = byte(after + 1) == ord(' ')
         value = after + 2 + spaced
         # the first quote at or after each value's start: row-major positions, searched
-        quotes = np.flatnonzero(matrix == ord('"'))
-        quotes = np.append(quotes, len(rows) * width)  # none after: past every row
+        quotes = np.append(found.flat_positions(ord('"')), len(rows) * width)  # none: past all
         end = quotes[np.minimum(np.searchsorted(quotes, row * width + value),
                                 len(quotes) - 1)] - row * width
         old = [old_ids[n] for n in rows.tolist()]
         old_lengths = np.fromiter(map(len, old), np.int64, len(old))
-        certain = ((np.count_nonzero(hits, axis=1) == 1) & (matrix[:, 0] == ord('{'))
-                   & (byte(lengths - 1) == ord('}'))
-                   & (np.count_nonzero(matrix == ord('{'), axis=1) == 1)
-                   & (np.count_nonzero(matrix == ord('['), axis=1) == 0)
-                   & (np.count_nonzero(matrix == ord('\\'), axis=1) == 0)
+        certain = ((key_count == 1) & (matrix[:, 0] == ord('{'))
+                   & (byte(found.lengths - 1) == ord('}'))
+                   & (found.count(ord('{')) == 1) & (found.count(ord('[')) == 0)
+                   & (found.count(ord('\\')) == 0)
                    & (at > 0) & np.isin(byte(at - 1), _BEFORE_KEY) & (byte(after) == ord(':'))
                    & (byte(value - 1) == ord('"'))
-                   & (end < lengths) & (end - value == old_lengths))
+                   & (end < found.lengths) & (end - value == old_lengths))
         if self._old_key_name is not None:  # a member that has it already is decoded
-            certain &= ~_hits(matrix, self._old_key_name).any(axis=1)
+            certain[found.pattern(self._old_key_name)[0]] = False
         longest = int(old_lengths.max())
         if longest:
             gathered = matrix[row[:, None], np.clip(value[:, None] + np.arange(longest), 0,
@@ -243,27 +246,55 @@ class JsonIds:
         return spans
 
 
+class _Found:
+    """Where bytes occur in the rows of ``matrix`` (uint8), each row a member whose first
+    ``lengths`` bytes are its own: occurrences past a row's length are not counted."""
+
+    def __init__(self, matrix, lengths):
+        self.matrix, self.flat, self.lengths = matrix, matrix.ravel(), lengths
+        self.width = matrix.shape[1]
+        self._positions = {}
+
+    def flat_positions(self, value):
+        """Row-major positions of byte ``value`` in the whole matrix, sorted (past the
+        rows' lengths too)."""
+        if value not in self._positions:
+            self._positions[value] = np.flatnonzero(self.flat == value)
+        return self._positions[value]
+
+    def pattern(self, pattern):
+        """``(rows, columns)`` where ``pattern`` (uint8) starts and ends within a row's
+        length, row-major order."""
+        if len(pattern) == 1:
+            starts = self.flat_positions(int(pattern[0]))
+        else:  # the first two bytes at once: far fewer places to look at one by one
+            flat = self.flat
+            starts = np.flatnonzero((flat[:-1] == pattern[0]) & (flat[1:] == pattern[1]))
+        rows, columns = np.divmod(starts, self.width)
+        inside = columns + len(pattern) <= self.lengths[rows]
+        starts, rows, columns = starts[inside], rows[inside], columns[inside]
+        for shift in range(2, len(pattern)):
+            same = self.flat[starts + shift] == pattern[shift]
+            starts, rows, columns = starts[same], rows[same], columns[same]
+        return rows, columns
+
+    def count(self, value):
+        """Per row, how often byte ``value`` occurs within its length."""
+        return np.bincount(self.pattern(np.array([value], np.uint8))[0],
+                           minlength=len(self.lengths))
+
+
 # Members up to this size are checked in bulk, as rows of a matrix; larger ones one by one.
 _ROW_BYTES = 4096
 
 
-def _hits(matrix, pattern):
-    """Where ``pattern`` (uint8) starts in each row of ``matrix`` (bool, one column per
-    possible start)."""
-    span = max(0, matrix.shape[1] - len(pattern) + 1)
-    hits = matrix[:, :span] == pattern[0]
-    for shift in range(1, len(pattern)):
-        hits &= matrix[:, shift:shift + span] == pattern[shift]
-    return hits
-
-
-def _overwrite(buffer, positions, values):
-    """Write ``values`` (bytes) into ``buffer`` at ``positions``, in one scatter where they
-    have one length (new ids usually do)."""
+def _overwrite(buffer, positions, values, lengths):
+    """Write ``values`` (bytes, ``lengths`` long) into ``buffer`` at ``positions``, in one
+    scatter where they have one length (new ids usually do)."""
     if not values:
         return
-    width = len(values[0])
-    if all(len(value) == width for value in values):
+    width = int(lengths[0])
+    if (lengths == width).all():
         buffer[positions[:, None] + np.arange(width)] = bytes_rows(values, width)
         return
     for position, value in zip(positions.tolist(), values):

@@ -142,8 +142,9 @@ class HeaderBlocks:
                              '%d ASCII bytes and a size below 8 GiB' % NAME_BYTES)
         rows = np.asarray(at, np.int64) // BLOCK
         size_field = _size_fields(sizes)
-        checksums = (self._template_sum + names.sum(axis=1, dtype=np.int64)
-                     + size_field.sum(axis=1, dtype=np.int64))
+        # uint16 sums (a field's bytes add up to at most 100 * 255) are the fastest
+        checksums = (names.sum(axis=1, dtype=np.uint16).astype(np.int64)
+                     + size_field.sum(axis=1, dtype=np.uint16) + self._template_sum)
         checksum_field = np.empty((len(sizes), 8), np.uint8)
         checksum_field[:, :_CHECKSUM_DIGITS] = digit_columns(checksums, 8, _CHECKSUM_DIGITS,
                                                              zero_padded=True)
