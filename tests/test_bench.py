@@ -15,6 +15,7 @@ import pytest
 
 from gluonbatch import benchmark
 from gluonbatch.bench.cases_curation import quick_session, run_script
+from gluonbatch.bench.harness import host_steal
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # `gluonbatch ARGS` in a fresh interpreter where `import gluoncv` raises ImportError, after
@@ -74,6 +75,10 @@ def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
             assert set(case['records_per_s']) == CURATION_CONTENDERS
             assert set(case['ratios']) == {name + '/floor' for name in CURATION_CONTENDERS
                                            if name != 'floor'}
+            # each phase says how much of the machine a virtual machine's host took
+            assert set(case['host_steal']) == {'in_process', 'clusters'}
+            assert all(share is None or 0 <= share <= 1
+                       for share in case['host_steal'].values())
         else:
             assert set(case['medians_ms']) == CONTENDERS | MORE_CONTENDERS.get(case['case'],
                                                                                 set())
@@ -176,3 +181,11 @@ def test_quick_session_forks_each_fresh_run_from_one_preloaded_process():
     assert server != os.getpid() and first == second == [server, True, False]
     # outside the session: a fresh interpreter started by this process, nothing preloaded
     assert run_script(PARENT_AND_IMPORTED, 'fresh') == [os.getpid(), False, False]
+
+
+@pytest.mark.skipif(not os.path.exists('/proc/stat'), reason='the system reports no steal')
+def test_host_steal_is_a_share_of_the_block_where_the_system_reports_it():
+    with host_steal() as steal:
+        assert steal['share'] is None  # set on leaving the block
+        sum(range(10 ** 6))
+    assert 0 <= steal['share'] <= 1

@@ -12,7 +12,9 @@ parquet file (metadata), or copying every shard file (resharding).
 The rounds run in two phases, each interleaved and rotated: first the threaded and
 synchronous schedulers and the floor with no cluster running (a LocalCluster's scheduler
 lives in the benchmark's process, and even idle it slows work done there by about a third),
-then the two clusters.
+then the two clusters. The file system is synced before each round, untimed, and each
+phase records the share of CPU time a virtual machine's host took meanwhile (steal): rounds
+under a large share say more about the host's other guests than about the code.
 
 The driver's peak memory is measured in fresh processes, one run each (memory does not
 vary from run to run as time does): the resident memory after the imports against the
@@ -40,7 +42,7 @@ import pyarrow.parquet as pq
 from ..webdataset import ImageTextPairDataset
 from ..webdataset.commit import FORWARD, staging
 from ..webdataset.writer import ShardWriter, commit_shards, id_digits, write_parquet
-from .harness import ForkServer, interleave
+from .harness import ForkServer, host_steal, interleave
 from .rows import ms_fields, ratio_check
 
 __all__ = ['case_curation_metadata', 'driver_peak', 'quick_session', 'run_script',
@@ -269,11 +271,16 @@ def local_clusters(*sizes):
 
 def _timed(run, scheduler, root, before=None):
     """A contender: seconds ``run(target)`` takes on ``scheduler``, ``target`` a fresh
-    directory of ``root`` removed afterwards; ``before()``, if given, runs first, untimed."""
+    directory of ``root`` removed afterwards; ``before()``, if given, runs first, untimed.
+
+    Before the clock starts, the file system is synced: what earlier rounds wrote and
+    deleted (hundreds of MB) reaches the disk then, not during this round.
+    """
     def timed():
         if before is not None:
             before()
         parent = tempfile.mkdtemp(dir=root)
+        os.sync()
         with dask.config.set(scheduler=scheduler):
             start = time.perf_counter()
             run(os.path.join(parent, 'out'))
@@ -283,35 +290,52 @@ def _timed(run, scheduler, root, before=None):
     return timed
 
 
+def _phase(contenders, rounds):
+    """``(medians, samples, steal)`` of :func:`~gluonbatch.bench.harness.interleave`'s
+    rounds of ``contenders``, and the share of the machine's CPU time its host took
+    meanwhile (:func:`~gluonbatch.bench.harness.host_steal`)."""
+    with host_steal() as steal:
+        medians, samples = interleave(contenders, rounds)
+    return medians, samples, steal['share']
+
+
 def time_in_one_process(run, floor, rounds, root, before=None):
     """Interleaved rounds of ``run`` on the threaded and synchronous schedulers and of the
     ``floor``, with no cluster running: a LocalCluster's scheduler lives in this process,
     and even idle it slows work done here by a third. ``before`` runs untimed before each
-    round of ``run``."""
-    return interleave({'threads': _timed(run, 'threads', root, before),
-                       'single_process': _timed(run, 'synchronous', root, before),
-                       'floor': _timed(floor, 'synchronous', root)}, rounds)
+    round of ``run``. Returns ``(medians, samples, steal)``, as :func:`_phase`."""
+    return _phase({'threads': _timed(run, 'threads', root, before),
+                   'single_process': _timed(run, 'synchronous', root, before),
+                   'floor': _timed(floor, 'synchronous', root)}, rounds)
 
 
 def time_on_clusters(run, two, one, rounds, root, before=None):
-    """Interleaved rounds of ``run`` on the 2-worker and the 1-worker cluster."""
-    return interleave({'gluonbatch': _timed(run, two, root, before),
-                       'dask_1_worker': _timed(run, one, root, before)}, rounds)
+    """Interleaved rounds of ``run`` on the 2-worker and the 1-worker cluster, as
+    :func:`time_in_one_process`."""
+    return _phase({'gluonbatch': _timed(run, two, root, before),
+                   'dask_1_worker': _timed(run, one, root, before)}, rounds)
+
+
+#: The names of the phases in a curation row's ``host_steal``, in the order they run.
+PHASES = ('in_process', 'clusters')
 
 
 def curation_row(case, title, rounds, records, *phases):
-    """The fields both curation rows share, from the ``(medians, times)`` of each phase:
-    seconds in ms, records/s, ratios to the floor."""
-    medians, times = {}, {}
-    for phase_medians, phase_times in phases:
+    """The fields both curation rows share, from the ``(medians, times, steal)`` of each
+    phase (:data:`PHASES`): seconds in ms, records/s, ratios to the floor, and the share of
+    CPU time the host took in each phase."""
+    medians, times, steal = {}, {}, {}
+    for name, (phase_medians, phase_times, phase_steal) in zip(PHASES, phases):
         medians.update(phase_medians)
         times.update(phase_times)
+        steal[name] = phase_steal
     return {'case': case, 'title': title, 'rounds': rounds, 'records': records,
             'out_bytes': 0, 'outputs': [],
             **ms_fields(medians, times),
             'records_per_s': {name: records / s for name, s in medians.items()},
             'ratios': {'%s/floor' % name: s / medians['floor']
-                       for name, s in medians.items() if name != 'floor'}}
+                       for name, s in medians.items() if name != 'floor'},
+            'host_steal': steal}
 
 
 def _scaling_checks(row):
@@ -345,7 +369,7 @@ def case_curation_metadata(rng, rounds, quick):
         del first
         def pipeline(target):
             _save_filtered(source, target)
-        medians, times = time_in_one_process(
+        in_one_process = time_in_one_process(
             pipeline, lambda target: _copy_parquets(source, target), rounds, root)
         with local_clusters(2, 1) as (two, one):
             on_clusters = time_on_clusters(pipeline, two, one, rounds, root)
@@ -356,7 +380,7 @@ def case_curation_metadata(rng, rounds, quick):
     finally:
         shutil.rmtree(root, ignore_errors=True)
     row = curation_row('curation_metadata', 'Dask metadata %d rec, %d shards'
-                        % (records, shards), rounds, records, (medians, times), on_clusters)
+                        % (records, shards), rounds, records, in_one_process, on_clusters)
     row['floor_is'] = 'pyarrow read + write of each parquet'
     row['driver_peak_mb'] = peaks
     row['partition_mb'] = partition_mb

@@ -9,6 +9,7 @@ import contextlib
 import functools
 import gc
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from .._core.checks import check_int, describe
 from .._core.tree import array_leaves
 
 __all__ = ['wait_all', 'time_call', 'time_epoch', 'interleave', 'interleaved_medians',
-           'back_to_back_medians', 'host_temporaries', 'ForkServer']
+           'back_to_back_medians', 'host_temporaries', 'ForkServer', 'host_steal']
 
 
 def wait_all(result):
@@ -45,6 +46,43 @@ def _gc_paused():
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _stolen_seconds():
+    """CPU seconds since boot that a hypervisor gave to others while this machine's CPUs
+    had work (``steal`` of ``/proc/stat``, all CPUs), or None where it is not reported."""
+    try:
+        with open('/proc/stat') as handle:
+            fields = handle.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != 'cpu':
+        return None
+    return int(fields[8]) / os.sysconf('SC_CLK_TCK')
+
+
+@contextlib.contextmanager
+def host_steal():
+    """Within the block, how much of the machine a virtual machine's host took: on exit
+    the yielded dict's ``'share'`` is the stolen CPU time over the block's wall time times
+    the CPUs (0 on a machine of its own; 0.3: timings of CPU-bound work a third longer
+    than the machine can do), None where the system does not report it. Timings of rounds
+    taken under a large share vary with the host's other guests, not with the code.
+
+    >>> with host_steal() as steal:
+    ...     total = sum(range(10 ** 5))
+    >>> steal['share'] is None or 0 <= steal['share'] <= 1
+    True
+    """
+    measured = {'share': None}
+    stolen, start = _stolen_seconds(), time.perf_counter()
+    try:
+        yield measured
+    finally:
+        end = _stolen_seconds()
+        wall = (time.perf_counter() - start) * (os.cpu_count() or 1)
+        if stolen is not None and end is not None and wall > 0:
+            measured['share'] = min(1.0, (end - stolen) / wall)
 
 
 def time_call(fn):

@@ -138,6 +138,13 @@ def _curation_lines(row):
              'threads %.0f, one process %.0f; floor %s %.0f'
              % (row['case'], per_s['gluonbatch'], per_s['dask_1_worker'], per_s['threads'],
                 per_s['single_process'], row['floor_is'], per_s['floor'])]
+    stolen = {name: share for name, share in row.get('host_steal', {}).items()
+              if share is not None}
+    if stolen:
+        lines.append('%s: CPU time the host took from this machine (steal) while timing: %s'
+                     % (row['case'], ', '.join('%s rounds %.0f%%' % (name.replace('_', '-'),
+                                                                    100 * share)
+                                               for name, share in stolen.items())))
     if 'driver_peak_mb' in row:
         peak = row['driver_peak_mb']
         lines.append('%s: driver peak MB: threads %.0f (a quarter of the data %.0f), client '

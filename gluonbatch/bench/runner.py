@@ -26,6 +26,8 @@ BIG_ROUNDS, SMALL_ROUNDS, QUICK_ROUNDS = 15, 50, 3
 LOADER_ROUNDS = 3
 #: ... of the recycled loader case, whose epochs are short (16 batches of 100 MB).
 RECYCLED_ROUNDS = 5
+#: ... of resharding, whose rounds vary by a third where the disk and host are shared.
+RESHARD_ROUNDS = 7
 #: With ``--quick``, the module whose ``quick_session()`` is open around these cases, from
 #: the first of them run to the last: the curation cases share forked fresh processes and
 #: their Dask clusters.
@@ -47,7 +49,7 @@ CASES = (('pad_labels', 'cases_batchify', SMALL_ROUNDS),
          ('worker_batchify', 'cases_recycling', BIG_ROUNDS),
          ('rcnn_loader_recycled', 'cases_recycling', LOADER_ROUNDS),
          ('curation_metadata', 'cases_curation', LOADER_ROUNDS),
-         ('curation_reshard', 'cases_reshard', LOADER_ROUNDS),
+         ('curation_reshard', 'cases_reshard', RESHARD_ROUNDS),
          ('transforms_ssd', 'cases_transforms', BIG_ROUNDS),
          ('transforms_yolo', 'cases_transforms', BIG_ROUNDS),
          ('transforms_center_net', 'cases_transforms', BIG_ROUNDS),
