@@ -3,6 +3,7 @@ its ids read in bulk (as numpy rows, or as a sorted Arrow array) where they are 
 import json
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -45,9 +46,13 @@ def read_parquet(shard, id_col, columns=None, expect_columns=None):
         except Exception as err:  # pyarrow's own error types
             raise ValueError('%s is not a readable parquet file: %s'
                              % (shard.parquet, err)) from None
-    ids = frame[id_col].to_numpy()
     # a string column without nulls holds only str: no need to look at each row
     all_str = reads_as_str(table.schema, id_col) and not table.column(id_col).null_count
+    if all_str and _increasing(table.column(id_col).combine_chunks()):
+        # unique and in order, as writers usually write them: nothing to sort
+        frame.index = pd.RangeIndex(len(frame))
+        return frame
+    ids = frame[id_col].to_numpy()
     for row, value in enumerate(() if all_str else ids):
         if not isinstance(value, str):
             raise TypeError('%s row %d: id %r in column %r is not a str (%s); ids must be '
