@@ -22,6 +22,7 @@ from ..webdataset import ImageTextPairDataset, make_example_dataset
 from ..webdataset.tar import scan_tar
 from .cases_curation import (curation_row, local_clusters, run_script, time_in_one_process,
                              time_on_clusters)
+from .harness import host_steal
 from .rows import ratio_check, value_check
 
 __all__ = ['case_curation_reshard', 'fresh_reads']
@@ -204,7 +205,8 @@ def case_curation_reshard(rng, rounds, quick):
         touch = functools.partial(_touch_sources, source)
         in_one_process = time_in_one_process(
             reshard, lambda target: _copy_shards(source, target), rounds, root, touch)
-        fresh = _first_reads(source, records, shards, processes, rng)
+        with host_steal() as first_reads_steal:
+            fresh = _first_reads(source, records, shards, processes, rng)
         with local_clusters(2, 1) as (two, one):
             on_clusters = time_on_clusters(reshard, two, one, rounds, root, touch)
     finally:
@@ -218,5 +220,6 @@ def case_curation_reshard(rng, rounds, quick):
                               for name in ('with_idx', 'without_idx', 'scan_tar')}
     row['read_ms_per_record'] = {name: first[name] for name in ('random', 'sequential')}
     row['fresh_samples'] = fresh
+    row['host_steal']['first_reads'] = first_reads_steal['share']
     row['checks'] = _reshard_checks(row, first)
     return row

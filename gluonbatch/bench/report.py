@@ -131,6 +131,11 @@ def _preamble(facts, rows, quick):
     return lines
 
 
+#: How the report names the phases of a curation row's ``host_steal``.
+_STEAL_PHASES = {'in_process': 'in-process rounds', 'clusters': 'cluster rounds',
+                 'first_reads': 'first reads'}
+
+
 def _curation_lines(row):
     """The preamble's lines for a curation case (no gluoncv contender)."""
     per_s = row['records_per_s']
@@ -142,8 +147,8 @@ def _curation_lines(row):
               if share is not None}
     if stolen:
         lines.append('%s: CPU time the host took from this machine (steal) while timing: %s'
-                     % (row['case'], ', '.join('%s rounds %.0f%%' % (name.replace('_', '-'),
-                                                                    100 * share)
+                     % (row['case'], ', '.join('%s %.0f%%' % (_STEAL_PHASES.get(name, name),
+                                                             100 * share)
                                                for name, share in stolen.items())))
     if 'driver_peak_mb' in row:
         peak = row['driver_peak_mb']
