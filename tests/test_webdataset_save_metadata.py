@@ -1,0 +1,203 @@
+"""Writing metadata: save_metadata replaces a dataset's parquets atomically, keeps the rows
+it was opened with, and leaves nothing half-written when it fails, is killed, or runs in
+several ranks at once."""
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+import time
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+
+from gluonbatch.webdataset import ImageTextPairDataset
+
+from helpers import ID, add_column, check_record, files, make_dataset, visible
+
+
+def test_save_metadata_replaces_own_parquets_atomically(data, monkeypatch):
+    path, expected = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds.metadata['long'] = ds.metadata['caption'].str.len() > 33
+    before = ds.metadata.compute()
+    replaced = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, 'replace',
+                        lambda src, dst: (replaced.append((src, dst)), real_replace(src, dst)))
+    written = ds.save_metadata()
+    assert written == [os.path.join(path, '%05d.parquet' % k) for k in range(3)]
+    # the commit's journal is renamed into place first, then the shards' parquets
+    assert os.path.basename(replaced[0][1]).startswith('.commit-')
+    replaced = replaced[1:]
+    assert sorted(dst for _, dst in replaced) == written  # one task per shard, in any order
+    # written into a hidden directory of the dataset, then each renamed over the old file
+    assert all(os.path.basename(os.path.dirname(src)).startswith('.partial-')
+               and os.path.dirname(os.path.dirname(src)) == path
+               and os.path.basename(src) == os.path.basename(dst) for src, dst in replaced)
+    assert not [name for name in files(path) if name.startswith('.')]
+    again = ImageTextPairDataset.from_webdataset(path, ID)
+    pd.testing.assert_frame_equal(again.metadata.compute(), before)
+    pd.testing.assert_frame_equal(ds.metadata.compute(), before)
+    check_record(again, 3, expected[3])
+
+
+def test_save_metadata_subset_and_other_path(data, tmp_path):
+    path, _ = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    out = tmp_path / 'meta'
+    written = ds.save_metadata(out, columns=['score', 'width'])
+    assert files(out) == ['00000.parquet', '00001.parquet', '00002.parquet']
+    assert written == [str(out / name) for name in files(out)]
+    second = pd.read_parquet(out / '00001.parquet')
+    assert list(second.columns) == [ID, 'score', 'width']  # the id is always saved
+    pd.testing.assert_frame_equal(second, ds.metadata[[ID, 'score', 'width']].compute()
+                                  .iloc[3:5].reset_index(drop=True))
+    ds.save_metadata(out, columns=[ID, 'caption'])
+    assert list(pd.read_parquet(out / '00000.parquet').columns) == [ID, 'caption']
+    with pytest.raises(ValueError, match=r"no column\(s\) \['nope'\]"):
+        ds.save_metadata(out, columns=['nope'])
+
+
+def test_metadata_rows_must_stay(data):
+    """Columns may be added, rows not: the writers check each shard's rows when they compute
+    them, the partitions (one per shard) and the metadata's type at the call."""
+    path, expected = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    lazy = ds.metadata
+    parquets = {name: open(os.path.join(path, name), 'rb').read()
+                for name in files(path) if name.endswith('.parquet')}
+    out = os.path.join(path, 'out')
+    ds.metadata = lazy.map_partitions(lambda frame: frame.iloc[::-1])
+    with pytest.raises(ValueError, match=r'metadata of .*\.parquet has .*rows were added, '
+                                         r'removed or reordered, or ids changed; add columns, '
+                                         r'but keep the rows'):
+        ds.save_metadata()
+    ds.metadata = lazy[lazy[ID] != expected[0]['key']]  # record 0 filtered out
+    with pytest.raises(ValueError, match=r'metadata of .*00000\.parquet has 2 rows .*it had 3 '
+                                         r'.*rows were added, removed or reordered, or ids '
+                                         r'changed; add columns, but keep the rows'):
+        ds.to_webdataset(out, None)
+    assert not os.path.exists(out) or visible(out) == []
+    ds.metadata = lazy.repartition(npartitions=1)
+    with pytest.raises(ValueError, match='keep one partition per shard'):
+        ds.save_metadata()
+    ds.metadata = lazy.compute()
+    for write in (ds.save_metadata, lambda: ds.to_webdataset(out, None)):
+        with pytest.raises(TypeError, match='metadata must be a Dask DataFrame'):
+            write()
+    assert {name: open(os.path.join(path, name), 'rb').read() for name in parquets} == parquets
+    ds.metadata = lazy
+    add_column(ds, 'number', range(9))
+    assert len(ds.to_webdataset(out, None)) == 1  # unchanged rows and a column: written
+
+
+def test_a_failed_save_changes_no_parquet(data):
+    """Rows are checked per shard while the shards are written; one bad shard must leave
+    every file as it was."""
+    path, _ = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    before = {name: (pathlib.Path(path) / name).read_bytes() for name in files(path)
+              if name.endswith('.parquet')}
+    ds.metadata['wide'] = ds.metadata['width'] > 10
+    ds.metadata = ds.metadata.map_partitions(lambda frame: frame[frame.index != 1])  # a row
+    with pytest.raises(ValueError, match=r'00000\.parquet has 2 rows'):
+        ds.save_metadata()
+    assert {name: (pathlib.Path(path) / name).read_bytes() for name in before} == before
+    # a task still running when the error arrived may leave a hidden file: the next run
+    # into the directory removes it
+    ImageTextPairDataset.from_webdataset(path, ID).save_metadata()
+    assert visible(path) == files(path)
+
+
+def test_reordered_or_changed_ids_are_refused(data, tmp_path):
+    """Rows moved within a shard (index kept) or ids rewritten would give one record's
+    image another's metadata."""
+    path, _ = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    lazy = ds.metadata
+    ds.metadata = lazy.map_partitions(lambda frame: frame.iloc[::-1].set_axis(frame.index))
+    with pytest.raises(ValueError, match='ids out of record order'):
+        ds.save_metadata(tmp_path / 'saved')
+    with pytest.raises(ValueError, match='ids out of record order'):
+        ds.to_webdataset(tmp_path / 'reordered', None)
+    ds.metadata = lazy.assign(**{ID: lazy[ID] + 'x'})  # in order, but not the records'
+    with pytest.raises(ValueError, match="ids that are not its records' ids"):
+        ds.to_webdataset(tmp_path / 'renamed', None)
+    parquets = sorted(p for p in os.listdir(path) if p.endswith('.parquet'))
+    saved = {name: open(os.path.join(path, name), 'rb').read() for name in parquets}
+    for target in (None, tmp_path / 'renamed-meta'):  # its own files, and elsewhere
+        with pytest.raises(ValueError, match=r"\.parquet has ids that are not its records'"):
+            ds.save_metadata(target)
+    assert {name: open(os.path.join(path, name), 'rb').read() for name in parquets} == saved
+    assert not (tmp_path / 'reordered').exists() or visible(tmp_path / 'reordered') == []
+
+
+COMPUTING = threading.Event()  # set once the slow rank is inside its run
+
+
+def _double(frame):
+    return frame['score'] * 2
+
+
+def _slow_double(frame):
+    COMPUTING.set()  # this rank's run has made its hidden directory
+    time.sleep(0.5)
+    return _double(frame)
+
+
+def test_ranks_saving_their_parts_at_once_do_not_remove_each_others_work(tmp_path):
+    """Each rank runs the same code on its own part of one directory: one rank's run must
+    not take the other's hidden directory for a killed run's leftovers."""
+    make_dataset(str(tmp_path), sizes=(2, 3, 2, 1))
+    COMPUTING.clear()
+    errors = []
+
+    def save(part, copy):
+        try:
+            ds = ImageTextPairDataset.from_webdataset(tmp_path, ID, num_parts=2,
+                                                      part_index=part)
+            ds.metadata['double'] = ds.metadata.map_partitions(copy, meta=('double', 'f8'))
+            with dask.config.set(scheduler='synchronous'):
+                ds.save_metadata()
+        except Exception as err:  # reported below, with its rank
+            errors.append((part, err))
+
+    first = threading.Thread(target=save, args=(0, _slow_double))
+    first.start()
+    assert COMPUTING.wait(60), errors
+    save(1, _double)  # while rank 0 is still computing
+    first.join()
+    assert errors == []
+    frame = ImageTextPairDataset.from_webdataset(tmp_path, ID).metadata.compute()
+    np.testing.assert_array_equal(frame['double'], frame['score'] * 2)
+    assert visible(tmp_path) == files(tmp_path)  # nothing hidden left
+
+
+KILLED_SAVE = '''
+import os, sys
+from gluonbatch.webdataset import ImageTextPairDataset
+
+def die(frame):
+    if frame.index[0] > 0:
+        os._exit(3)  # killed mid-run: no cleanup
+    return frame['score']
+
+ds = ImageTextPairDataset.from_webdataset(sys.argv[1], 'key')
+ds.metadata['copy'] = ds.metadata.map_partitions(die, meta=('copy', 'f8'))
+ds.save_metadata()
+'''
+
+
+def test_the_next_run_removes_what_a_killed_run_left(tmp_path):
+    make_dataset(str(tmp_path), sizes=(2, 3))
+    before = {name: (tmp_path / name).read_bytes() for name in files(tmp_path)}
+    killed = subprocess.run([sys.executable, '-c', KILLED_SAVE, str(tmp_path)],
+                            capture_output=True, text=True, timeout=600)
+    assert killed.returncode == 3, killed.stderr
+    assert {name: (tmp_path / name).read_bytes() for name in visible(tmp_path)} == before
+    assert visible(tmp_path) != files(tmp_path)  # its hidden directory is still there
+    ImageTextPairDataset.from_webdataset(tmp_path, ID).save_metadata()
+    assert visible(tmp_path) == files(tmp_path)
