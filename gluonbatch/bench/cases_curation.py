@@ -9,12 +9,14 @@ synchronous scheduler (one process, one thread: the single-process writer). The 
 the least a single process must do for the same output: pyarrow reading and writing every
 parquet file (metadata), or copying every shard file (resharding).
 
-The rounds run in two phases, each interleaved and rotated: first the threaded and
+Here the rounds run in two phases, each interleaved and rotated: first the threaded and
 synchronous schedulers and the floor with no cluster running (a LocalCluster's scheduler
 lives in the benchmark's process, and even idle it slows work done there by about a third),
-then the two clusters. The file system is synced before each round, untimed, and each
-phase records the share of CPU time a virtual machine's host took meanwhile (steal): rounds
-under a large share say more about the host's other guests than about the code.
+then the two clusters. (Resharding runs its one-process contenders in fresh processes
+instead, all five contenders in one phase.) The file system is synced before each round,
+untimed, and each phase records the share of CPU time a virtual machine's host took
+meanwhile (steal): rounds under a large share say more about the host's other guests than
+about the code, and ratios across phases taken under different shares mislead.
 
 The driver's peak memory is measured in fresh processes, one run each (memory does not
 vary from run to run as time does): the resident memory after the imports against the
@@ -46,7 +48,8 @@ from .harness import ForkServer, host_steal, interleave
 from .rows import ms_fields, ratio_check
 
 __all__ = ['case_curation_metadata', 'driver_peak', 'quick_session', 'run_script',
-           'local_clusters', 'time_in_one_process', 'time_on_clusters', 'curation_row']
+           'local_clusters', 'timed_run', 'timed_phase', 'time_in_one_process',
+           'time_on_clusters', 'curation_row']
 
 _WORDS = np.array(['red', 'blue', 'green', 'small', 'large', 'cat', 'dog', 'boat', 'tree',
                    'house', 'on', 'a', 'the', 'beach', 'at', 'night'])
@@ -269,9 +272,11 @@ def local_clusters(*sizes):
         yield [_start_cluster(stack, workers) for workers in sizes]
 
 
-def _timed(run, scheduler, root, before=None):
+def timed_run(run, scheduler, root, before=None):
     """A contender: seconds ``run(target)`` takes on ``scheduler``, ``target`` a fresh
     directory of ``root`` removed afterwards; ``before()``, if given, runs first, untimed.
+    With ``scheduler`` None, ``run`` times itself (it runs in another process) and returns
+    the seconds.
 
     Before the clock starts, the file system is synced: what earlier rounds wrote and
     deleted (hundreds of MB) reaches the disk then, not during this round.
@@ -280,18 +285,22 @@ def _timed(run, scheduler, root, before=None):
         if before is not None:
             before()
         parent = tempfile.mkdtemp(dir=root)
+        target = os.path.join(parent, 'out')
         os.sync()
-        with dask.config.set(scheduler=scheduler):
-            start = time.perf_counter()
-            run(os.path.join(parent, 'out'))
-            elapsed = time.perf_counter() - start
+        if scheduler is None:
+            elapsed = run(target)
+        else:
+            with dask.config.set(scheduler=scheduler):
+                start = time.perf_counter()
+                run(target)
+                elapsed = time.perf_counter() - start
         shutil.rmtree(parent)
         return elapsed
     return timed
 
 
-def _phase(contenders, rounds):
-    """``(medians, samples, steal)`` of :func:`~gluonbatch.bench.harness.interleave`'s
+def timed_phase(contenders, rounds):
+    """``(medians, samples, steal)``: :func:`~gluonbatch.bench.harness.interleave`'s
     rounds of ``contenders``, and the share of the machine's CPU time its host took
     meanwhile (:func:`~gluonbatch.bench.harness.host_steal`)."""
     with host_steal() as steal:
@@ -300,32 +309,27 @@ def _phase(contenders, rounds):
 
 
 def time_in_one_process(run, floor, rounds, root, before=None):
-    """Interleaved rounds of ``run`` on the threaded and synchronous schedulers and of the
+    """:func:`timed_phase` of ``run`` on the threaded and synchronous schedulers and of the
     ``floor``, with no cluster running: a LocalCluster's scheduler lives in this process,
     and even idle it slows work done here by a third. ``before`` runs untimed before each
-    round of ``run``. Returns ``(medians, samples, steal)``, as :func:`_phase`."""
-    return _phase({'threads': _timed(run, 'threads', root, before),
-                   'single_process': _timed(run, 'synchronous', root, before),
-                   'floor': _timed(floor, 'synchronous', root)}, rounds)
+    round of ``run``."""
+    return timed_phase({'threads': timed_run(run, 'threads', root, before),
+                        'single_process': timed_run(run, 'synchronous', root, before),
+                        'floor': timed_run(floor, 'synchronous', root)}, rounds)
 
 
 def time_on_clusters(run, two, one, rounds, root, before=None):
-    """Interleaved rounds of ``run`` on the 2-worker and the 1-worker cluster, as
-    :func:`time_in_one_process`."""
-    return _phase({'gluonbatch': _timed(run, two, root, before),
-                   'dask_1_worker': _timed(run, one, root, before)}, rounds)
+    """:func:`timed_phase` of ``run`` on the 2-worker and the 1-worker cluster."""
+    return timed_phase({'gluonbatch': timed_run(run, two, root, before),
+                        'dask_1_worker': timed_run(run, one, root, before)}, rounds)
 
 
-#: The names of the phases in a curation row's ``host_steal``, in the order they run.
-PHASES = ('in_process', 'clusters')
-
-
-def curation_row(case, title, rounds, records, *phases):
-    """The fields both curation rows share, from the ``(medians, times, steal)`` of each
-    phase (:data:`PHASES`): seconds in ms, records/s, ratios to the floor, and the share of
-    CPU time the host took in each phase."""
+def curation_row(case, title, rounds, records, phases):
+    """The fields both curation rows share, from ``phases``, name -> the ``(medians, times,
+    steal)`` of a :func:`timed_phase`: seconds in ms, records/s, ratios to the floor, and
+    per phase the share of CPU time the host took (``host_steal``)."""
     medians, times, steal = {}, {}, {}
-    for name, (phase_medians, phase_times, phase_steal) in zip(PHASES, phases):
+    for name, (phase_medians, phase_times, phase_steal) in phases.items():
         medians.update(phase_medians)
         times.update(phase_times)
         steal[name] = phase_steal
@@ -380,7 +384,8 @@ def case_curation_metadata(rng, rounds, quick):
     finally:
         shutil.rmtree(root, ignore_errors=True)
     row = curation_row('curation_metadata', 'Dask metadata %d rec, %d shards'
-                        % (records, shards), rounds, records, in_one_process, on_clusters)
+                        % (records, shards), rounds, records,
+                        {'in_process': in_one_process, 'clusters': on_clusters})
     row['floor_is'] = 'pyarrow read + write of each parquet'
     row['driver_peak_mb'] = peaks
     row['partition_mb'] = partition_mb

@@ -4,10 +4,16 @@ one process, and a user's first reads of a dataset.
 As :mod:`~gluonbatch.bench.cases_curation` (whose timing helpers this case shares), the
 row has no gluoncv contender: ``gluonbatch`` is the job on a 2-worker
 ``distributed.LocalCluster``, beside 1 worker, Dask's threads and its synchronous
-scheduler; the floor is copying each shard file. Each process keeps the shard records it
-has read (keyed by the files' identity), so every timed round first gives the source files
-a new modification time: each round loads the indexes again, as a new job would. The first
-reads are timed in fresh processes (:func:`fresh_reads`), where nothing is loaded yet.
+scheduler; the floor is copying each shard file. All five run in the same interleaved
+rounds, with the clusters up: the one-process contenders each run in a fresh process
+(:func:`reshard_seconds`, after an untimed first run on a small dataset), away from the
+clusters' scheduler, which lives in the benchmark's process. So a round's conditions (the
+disk's writeback, a virtual machine's host taking CPU time) weigh on all of them alike, and
+the ratios between them hold even where single rounds vary. Each process keeps the shard
+records it has read (keyed by the files' identity), so every timed round first gives the
+source files a new modification time: each round loads the indexes again, as a new job
+would. The first reads are timed in fresh processes (:func:`fresh_reads`), where nothing is
+loaded yet.
 """
 import functools
 import os
@@ -16,16 +22,17 @@ import statistics
 import tempfile
 import time
 
+import dask
 import numpy as np
 
 from ..webdataset import ImageTextPairDataset, make_example_dataset
 from ..webdataset.tar import scan_tar
-from .cases_curation import (curation_row, local_clusters, run_script, time_in_one_process,
-                             time_on_clusters)
+from .cases_curation import (curation_row, local_clusters, run_script, timed_phase,
+                             timed_run)
 from .harness import host_steal
 from .rows import ratio_check, value_check
 
-__all__ = ['case_curation_reshard', 'fresh_reads']
+__all__ = ['case_curation_reshard', 'fresh_reads', 'reshard_seconds']
 
 
 def _copy_shards(source, target):
@@ -42,6 +49,47 @@ def _touch_sources(source):
     for name in os.listdir(source):
         if name.endswith(('.tar', '.idx', '.parquet')):
             os.utime(os.path.join(source, name), ns=(now, now))
+
+
+def _reshard(source, target, samples_per_shard):
+    """The job timed: open ``source``, keep the records wider than 8 pixels (a lazy column),
+    write them to ``target``."""
+    ds = ImageTextPairDataset.from_webdataset(source, 'key')
+    ds.metadata['keep'] = ds.metadata['width'] > 8
+    ds.to_webdataset(target, 'keep', samples_per_shard=int(samples_per_shard))
+
+
+def reshard_seconds(scheduler, source, target, samples_per_shard, warmup):
+    """Seconds the benchmark's resharding of ``source`` into ``target`` takes in this
+    process on Dask's ``scheduler`` (``'synchronous'`` or ``'threads'``), after an untimed
+    first run on the small dataset ``warmup`` (written beside it and removed): what a process
+    pays once (modules imported lazily, thread pools) is not timed.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from gluonbatch.webdataset import make_example_dataset
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     source = make_example_dataset(os.path.join(tmp, 's'), num_shards=2,
+    ...                                   samples_per_shard=4, index=True)
+    ...     seconds = reshard_seconds('synchronous', source, os.path.join(tmp, 'out'), '4',
+    ...                               source)
+    ...     written = sorted(os.listdir(os.path.join(tmp, 'out')))
+    >>> seconds > 0, written[:3]
+    (True, ['00000.idx', '00000.parquet', '00000.tar'])
+    """
+    with dask.config.set(scheduler=scheduler):
+        first = target + '-warmup'
+        _reshard(warmup, first, samples_per_shard)
+        shutil.rmtree(first)
+        start = time.perf_counter()
+        _reshard(source, target, samples_per_shard)
+        return time.perf_counter() - start
+
+
+_ONE_PROCESS_SCRIPT = ('import json, sys\n'
+                       'from gluonbatch.bench.cases_reshard import reshard_seconds\n'
+                       'print(json.dumps(reshard_seconds(*sys.argv[1:])))\n')
 
 
 _FRESH_MODES = ('idx', 'scan', 'random', 'sequential')
@@ -184,9 +232,9 @@ def case_curation_reshard(rng, rounds, quick):
 
     Every process keeps the shard records it read while the files stay the same (path,
     size, inode, modification and change times), so before each timed ``to_webdataset``
-    round, untimed, every source ``.tar``, ``.idx`` and ``.parquet`` gets a new modification time: each
-    round, in this process and on the workers, loads its shards' records again, as a first
-    run does.
+    round, untimed, every source ``.tar``, ``.idx`` and ``.parquet`` gets a new modification
+    time: each round, in every process, loads its shards' records again, as a first run
+    does.
     """
     records, shards = (2000, 4) if quick else (100000, 10)
     # each fresh process pays the imports (seconds): one round in the smoke mode
@@ -196,23 +244,32 @@ def case_curation_reshard(rng, rounds, quick):
         source = make_example_dataset(os.path.join(root, 'source'), num_shards=shards,
                                       samples_per_shard=records // shards, min_size=8,
                                       max_size=16, seed=int(rng.integers(2 ** 31)), index=True)
+        warmup = make_example_dataset(os.path.join(root, 'warmup'), num_shards=2,
+                                      samples_per_shard=100, min_size=8, max_size=16,
+                                      seed=int(rng.integers(2 ** 31)), index=True)
+        per_shard = records // shards
+        reshard = functools.partial(_reshard, source, samples_per_shard=per_shard)
 
-        def reshard(target):
-            ds = ImageTextPairDataset.from_webdataset(source, 'key')
-            ds.metadata['keep'] = ds.metadata['width'] > 8
-            ds.to_webdataset(target, 'keep', samples_per_shard=records // shards)
+        def in_a_fresh_process(scheduler):
+            return lambda target: run_script(_ONE_PROCESS_SCRIPT, 'one-process resharding',
+                                             scheduler, source, target, per_shard, warmup)
 
         touch = functools.partial(_touch_sources, source)
-        in_one_process = time_in_one_process(
-            reshard, lambda target: _copy_shards(source, target), rounds, root, touch)
+        with local_clusters(2, 1) as (two, one):
+            timed = timed_phase({
+                'gluonbatch': timed_run(reshard, two, root, touch),
+                'dask_1_worker': timed_run(reshard, one, root, touch),
+                'single_process': timed_run(in_a_fresh_process('synchronous'), None, root,
+                                            touch),
+                'threads': timed_run(in_a_fresh_process('threads'), None, root, touch),
+                'floor': timed_run(lambda target: _copy_shards(source, target),
+                                   'synchronous', root)}, rounds)
         with host_steal() as first_reads_steal:
             fresh = _first_reads(source, records, shards, processes, rng)
-        with local_clusters(2, 1) as (two, one):
-            on_clusters = time_on_clusters(reshard, two, one, rounds, root, touch)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     row = curation_row('curation_reshard', 'Dask reshard %d rec, %d shards'
-                        % (records, shards), rounds, records, in_one_process, on_clusters)
+                        % (records, shards), rounds, records, {'rounds': timed})
     first = {name: statistics.median(values) for name, values in fresh.items()}
     row['floor_is'] = 'copying each shard file'
     row['fresh_processes'], row['reads_per_process'] = processes, _READS

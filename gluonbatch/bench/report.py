@@ -133,7 +133,7 @@ def _preamble(facts, rows, quick):
 
 #: How the report names the phases of a curation row's ``host_steal``.
 _STEAL_PHASES = {'in_process': 'in-process rounds', 'clusters': 'cluster rounds',
-                 'first_reads': 'first reads'}
+                 'rounds': 'timed rounds', 'first_reads': 'first reads'}
 
 
 def _curation_lines(row):
