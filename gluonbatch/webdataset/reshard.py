@@ -27,7 +27,7 @@ from .commit import BACK, recover, staging
 from .copier import RecordCopier
 from .shards import SHARD_FILE, examples
 from .writer import (ShardWriter, arrow_table, check_rows, commit_shards, compute, id_digits,
-                     partitions)
+                     partition_tasks)
 
 __all__ = ['reshard']
 
@@ -178,10 +178,9 @@ def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_
             # one node of the graph: a cluster sends the reader (every shard) to each worker
             # once, not with every task
             reader = dask.delayed(reader, traverse=False)
-            kept = list(compute([
-                dask.delayed(_stage_kept_rows)(part, shard, id_col, filter_column, reader,
-                                               stage.path)
-                for part, shard in zip(partitions(frame), shards)]))
+            kept = list(compute(partition_tasks(
+                frame, lambda part, number: dask.delayed(_stage_kept_rows)(
+                    part, shards[number], id_col, filter_column, reader, stage.path))))
             total = sum(kept)
             num_shards = -(-total // samples_per_shard)
             if num_shards > 10 ** max_shards:

@@ -11,6 +11,8 @@ import tarfile
 
 import dask
 import dask.threaded
+from dask.delayed import Delayed
+from dask.optimization import cull, inline
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -287,6 +289,31 @@ def partitions(frame):
         return frame.to_delayed()
 
 
+def partition_tasks(frame, task):
+    """One Dask task per partition of ``frame`` (one per shard), from ``task(partition,
+    number)``: a ``Delayed`` call that takes the partition's ``Delayed``.
+
+    Each task computes its partition itself, inlined: one task per shard instead of two
+    (read, then use), and no partition held between tasks (on a cluster, by a worker, or
+    sent to another). Each partition must be used by its task only.
+
+    Examples
+    --------
+    >>> import dask.dataframe as dd
+    >>> frame = dd.from_pandas(pd.DataFrame({'x': range(6)}), npartitions=3)
+    >>> tasks = partition_tasks(frame, lambda part, n: dask.delayed(len)(part))
+    >>> len(tasks), dask.compute(*tasks)
+    (3, (2, 2, 2))
+    """
+    parts = partitions(frame)
+    tasks = [task(part, number) for number, part in enumerate(parts)]
+    keys = [each.key for each in tasks]
+    graph = dict(dask.base.collections_to_dsk(tasks, optimize_graph=True))
+    graph = inline(graph, keys=[part.key for part in parts], inline_constants=False)
+    graph, _ = cull(graph, keys)
+    return [Delayed(key, graph) for key in keys]
+
+
 def _rows_checked(frame, opened_ids, shards, id_col, partition_info=None):
     """One partition, checked against the ids its shard was opened with (``opened_ids``,
     the same partition of the opened metadata's id column): rewritten ids would no longer
@@ -321,8 +348,8 @@ def save_metadata(frame, opened_ids, id_col, shards, directory, columns=None):
     os.makedirs(directory, exist_ok=True)
     names = [shard.stem + '.parquet' for shard in shards]
     with staging(directory) as stage:
-        compute([dask.delayed(write_parquet)(part, stage.file(name))
-                 for part, name in zip(partitions(frame), names)])
+        compute(partition_tasks(frame, lambda part, number: dask.delayed(write_parquet)(
+            part, stage.file(names[number]))))
         # every shard is written: they replace the old files together
         stage.commit([(name, name) for name in names], FORWARD)
     return [os.path.join(directory, name) for name in names]
