@@ -8,12 +8,14 @@ import socket
 import warnings
 
 import dask
+import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
 from gluonbatch.webdataset import ImageTextPairDataset
+from gluonbatch.webdataset.writer import partition_tasks
 from helpers import ID, files, local_cluster, make_dataset, visible
 
 SIZES = (4, 3, 5, 2)
@@ -132,6 +134,50 @@ def test_building_a_pipeline_reads_nothing_and_computing_reads_each_shard_once(
     np.testing.assert_array_equal(saved['wide'], want['width'] > 10)
     np.testing.assert_array_equal(saved['area'], want['width'] * want['height'])
     np.testing.assert_array_equal(saved['doubled'], want['score'] * 2)
+
+
+def _numbered(part, number, shared):
+    return number, part.index.tolist(), part['wide'].tolist(), shared
+
+
+def test_partition_tasks_compute_each_partition_inside_its_task(source):
+    """One task per shard (the shard's read and the pipeline inlined into the task that
+    uses it), a Delayed shared by all of them kept once, and the results of computing the
+    partitions on their own."""
+    path, _ = source
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds.metadata['wide'] = ds.metadata['width'] > 10
+    shared = dask.delayed(['shared'], traverse=False)
+    tasks = partition_tasks(ds.metadata, lambda part, number: dask.delayed(_numbered)(
+        part, number, shared))
+    graph = tasks[0].dask
+    assert len(tasks) == 4 and len(graph) == 4 + 1
+    assert sum(1 for key in graph if str(key).startswith('list')) == 1
+    want = _pandas_metadata(path)
+    want_wide = (want['width'] > 10).tolist()
+    results = dask.compute(*tasks, scheduler='threads')
+    starts = np.cumsum((0,) + SIZES)
+    assert results == tuple((n, list(range(starts[n], starts[n + 1])),
+                             want_wide[starts[n]:starts[n + 1]], ['shared'])
+                            for n in range(4))
+
+
+def test_partition_tasks_keep_what_a_partition_depends_on(source):
+    """A frame built from two collections: each partition's inputs stay tasks of their own
+    where Dask keeps them apart, and every task still gets its own partition."""
+    path, _ = source
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    other = dd.from_pandas(pd.DataFrame({'bonus': np.arange(sum(SIZES))}),
+                           npartitions=1).repartition(divisions=ds.metadata.divisions)
+    frame = ds.metadata.assign(wide=ds.metadata['width'] + other['bonus'] > 10)
+    tasks = partition_tasks(frame, lambda part, number: dask.delayed(_numbered)(
+        part, number, None))
+    want = _pandas_metadata(path)
+    wide = (want['width'] + np.arange(sum(SIZES)) > 10).tolist()
+    starts = np.cumsum((0,) + SIZES)
+    assert dask.compute(*tasks, scheduler='sync') == tuple(
+        (n, list(range(starts[n], starts[n + 1])), wide[starts[n]:starts[n + 1]], None)
+        for n in range(4))
 
 
 def test_random_access_reads_only_the_shard_of_the_record(source, opened):
