@@ -186,6 +186,11 @@ def curation_table(cases):
     rows = [['records/s'] + ['`%s`' % case['case'] for case in curation]]
     for key, label in names:
         rows.append([label] + ['%.0f' % case['records_per_s'][key] for case in curation])
+    # what a virtual machine's host took meanwhile: rounds under a large share vary
+    rows.append(['host steal while timing'] + [
+        ', '.join('%s %.0f%%' % (phase.replace('_', ' '), 100 * share)
+                  for phase, share in case.get('host_steal', {}).items() if share is not None)
+        or 'not recorded' for case in curation])
     text = list_table(rows, [20] + [20] * len(curation))
     for case in curation:
         if 'driver_peak_mb' in case:
