@@ -180,6 +180,23 @@ def test_partition_tasks_keep_what_a_partition_depends_on(source):
         for n in range(4))
 
 
+def test_partition_tasks_compute_a_partition_named_twice_once():
+    """A task that names its partition twice (here through a second Delayed) does not
+    compute it twice: that partition stays a task of its own."""
+    computed = []
+
+    def counted(frame):
+        computed.append(len(frame))
+        return frame
+
+    frame = dd.from_pandas(pd.DataFrame({'x': range(6)}), npartitions=3).map_partitions(
+        counted, meta={'x': 'i8'})
+    tasks = partition_tasks(frame, lambda part, number: dask.delayed(
+        lambda rows, length: len(rows) + length)(part, dask.delayed(len)(part)))
+    assert dask.compute(*tasks, scheduler='sync') == (4, 4, 4)
+    assert computed == [2, 2, 2]
+
+
 def test_random_access_reads_only_the_shard_of_the_record(source, opened):
     path, records = source
     ds = ImageTextPairDataset.from_webdataset(path, ID)

@@ -295,7 +295,8 @@ def partition_tasks(frame, task):
 
     Each task computes its partition itself, inlined: one task per shard instead of two
     (read, then use), and no partition held between tasks (on a cluster, by a worker, or
-    sent to another). Each partition must be used by its task only.
+    sent to another). A partition that the tasks name more than once stays a task of its
+    own, computed once.
 
     Examples
     --------
@@ -309,9 +310,32 @@ def partition_tasks(frame, task):
     tasks = [task(part, number) for number, part in enumerate(parts)]
     keys = [each.key for each in tasks]
     graph = dict(dask.base.collections_to_dsk(tasks, optimize_graph=True))
-    graph = inline(graph, keys=[part.key for part in parts], inline_constants=False)
+    uses = _uses(graph, {part.key for part in parts})
+    graph = inline(graph, keys=[key for key, count in uses.items() if count == 1],
+                   inline_constants=False)
     graph, _ = cull(graph, keys)
     return [Delayed(key, graph) for key in keys]
+
+
+def _uses(graph, keys):
+    """How often each of ``keys`` is named in the tasks of ``graph`` (their own
+    definitions aside)."""
+    counts = dict.fromkeys(keys, 0)
+
+    def walk(spec):
+        if isinstance(spec, (tuple, str)) and spec in counts:
+            counts[spec] += 1
+        elif isinstance(spec, (tuple, list)):
+            for item in spec:
+                walk(item)
+        elif isinstance(spec, dict):
+            for item in spec.values():
+                walk(item)
+
+    for key, spec in graph.items():
+        if key not in counts:
+            walk(spec)
+    return counts
 
 
 def _rows_checked(frame, opened_ids, shards, id_col, partition_info=None):
