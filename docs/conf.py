@@ -177,6 +177,8 @@ def benchmark_files():
 
 def curation_table(cases):
     """Records/s of the curation cases per scheduler, and the driver's peak memory."""
+    from gluonbatch.bench.report import steal_summary
+
     names = (('gluonbatch', '2 Dask workers'), ('dask_1_worker', '1 Dask worker'),
              ('threads', 'threads (1 process)'), ('single_process', 'synchronous (1 process)'),
              ('floor', 'floor'))
@@ -187,10 +189,8 @@ def curation_table(cases):
     for key, label in names:
         rows.append([label] + ['%.0f' % case['records_per_s'][key] for case in curation])
     # what a virtual machine's host took meanwhile: rounds under a large share vary
-    rows.append(['host steal while timing'] + [
-        ', '.join('%s %.0f%%' % (phase.replace('_', ' '), 100 * share)
-                  for phase, share in case.get('host_steal', {}).items() if share is not None)
-        or 'not recorded' for case in curation])
+    rows.append(['host steal while timing'] + [steal_summary(case) or 'not recorded'
+                                               for case in curation])
     text = list_table(rows, [20] + [20] * len(curation))
     for case in curation:
         if 'driver_peak_mb' in case:

@@ -59,16 +59,17 @@ How it measures
   one Dask job on four schedulers: a ``distributed.LocalCluster`` of 2 single-threaded
   worker processes (the ``gluonbatch`` column), one of 1 worker, Dask's default threaded
   scheduler and its synchronous one (one process). The file system is synced before every
-  timed round, untimed, and the share of the machine's CPU time that a virtual machine's
+  timed run, untimed, and the share of the machine's CPU time that a virtual machine's
   host took meanwhile (``steal`` in ``/proc/stat``) is recorded and printed: timings taken
   under a large share vary with the host's other guests. ``curation_metadata``'s rounds,
   interleaved and rotated as above, run in two phases: the in-process schedulers and the
   floor first, with no cluster running (an idle LocalCluster's scheduler shares the
   benchmark's process and slows it), then the two clusters. ``curation_reshard`` runs all
-  five contenders in the same 7 rounds, the clusters up, each one-process run in a fresh
-  process (after an untimed first run on a small dataset there), so its ratios compare
-  rounds taken under the same conditions. ``curation_metadata`` adds a lazy filter column to 1,000,000 records of
-  metadata in 100 shards (parquet; each record's tar entry an empty member) and runs
+  five contenders in the same rounds (7 by default), the clusters up and idle between their
+  runs, each one-process run in a fresh process (after an untimed first run there on a
+  dataset of a few batches), so all five are timed over the same minutes.
+  ``curation_metadata`` adds a lazy filter column to 1,000,000 records of metadata in 100
+  shards (parquet; each record's tar entry an empty member) and runs
   ``save_metadata``; its floor is pyarrow reading and writing each parquet file in one
   process. It also measures the driver's peak memory in fresh processes (resident memory
   after the imports against the peak while the pipeline runs), with the threaded

@@ -280,6 +280,14 @@ def timed_run(run, scheduler, root, before=None):
 
     Before the clock starts, the file system is synced: what earlier rounds wrote and
     deleted (hundreds of MB) reaches the disk then, not during this round.
+
+    Examples
+    --------
+    >>> with tempfile.TemporaryDirectory() as root:
+    ...     write = timed_run(lambda target: open(target, 'w').close(), 'synchronous', root)
+    ...     reported = timed_run(lambda target: 0.25, None, root)
+    ...     write() > 0, reported()
+    (True, 0.25)
     """
     def timed():
         if before is not None:
@@ -302,7 +310,14 @@ def timed_run(run, scheduler, root, before=None):
 def timed_phase(contenders, rounds):
     """``(medians, samples, steal)``: :func:`~gluonbatch.bench.harness.interleave`'s
     rounds of ``contenders``, and the share of the machine's CPU time its host took
-    meanwhile (:func:`~gluonbatch.bench.harness.host_steal`)."""
+    meanwhile (:func:`~gluonbatch.bench.harness.host_steal`).
+
+    Examples
+    --------
+    >>> medians, samples, steal = timed_phase({'a': lambda: 1.0, 'b': lambda: 2.0}, 3)
+    >>> medians, samples['b'], steal is None or 0 <= steal <= 1
+    ({'a': 1.0, 'b': 2.0}, [2.0, 2.0, 2.0], True)
+    """
     with host_steal() as steal:
         medians, samples = interleave(contenders, rounds)
     return medians, samples, steal['share']

@@ -6,10 +6,11 @@ row has no gluoncv contender: ``gluonbatch`` is the job on a 2-worker
 ``distributed.LocalCluster``, beside 1 worker, Dask's threads and its synchronous
 scheduler; the floor is copying each shard file. All five run in the same interleaved
 rounds, with the clusters up: the one-process contenders each run in a fresh process
-(:func:`reshard_seconds`, after an untimed first run on a small dataset), away from the
-clusters' scheduler, which lives in the benchmark's process. So a round's conditions (the
-disk's writeback, a virtual machine's host taking CPU time) weigh on all of them alike, and
-the ratios between them hold even where single rounds vary. Each process keeps the shard
+(:func:`reshard_seconds`, after an untimed first run on a dataset of a few batches), away
+from the clusters' scheduler, which lives in the benchmark's process (the idle clusters'
+processes run beside every contender). So all five are timed over the same minutes, under
+the same conditions on the whole (a busy virtual machine host, the disk's writeback),
+which phases run minutes apart are not. Each process keeps the shard
 records it has read (keyed by the files' identity), so every timed round first gives the
 source files a new modification time: each round loads the indexes again, as a new job
 would. The first reads are timed in fresh processes (:func:`fresh_reads`), where nothing is
@@ -244,9 +245,11 @@ def case_curation_reshard(rng, rounds, quick):
         source = make_example_dataset(os.path.join(root, 'source'), num_shards=shards,
                                       samples_per_shard=records // shards, min_size=8,
                                       max_size=16, seed=int(rng.integers(2 ** 31)), index=True)
+        # a few 8 MB batches: the first run's heap grows to what the timed run needs
         warmup = make_example_dataset(os.path.join(root, 'warmup'), num_shards=2,
-                                      samples_per_shard=100, min_size=8, max_size=16,
-                                      seed=int(rng.integers(2 ** 31)), index=True)
+                                      samples_per_shard=min(records // 2, 2500), min_size=8,
+                                      max_size=16, seed=int(rng.integers(2 ** 31)),
+                                      index=True)
         per_shard = records // shards
         reshard = functools.partial(_reshard, source, samples_per_shard=per_shard)
 

@@ -6,7 +6,7 @@ import os
 import platform
 
 __all__ = ['machine_facts', 'format_value', 'format_goal', 'format_report', 'json_ready',
-           'write_json']
+           'steal_summary', 'write_json']
 
 
 def _version(distribution, module):
@@ -136,6 +136,18 @@ _STEAL_PHASES = {'in_process': 'in-process rounds', 'clusters': 'cluster rounds'
                  'rounds': 'timed rounds', 'first_reads': 'first reads'}
 
 
+def steal_summary(row):
+    """The share of CPU time the host took in each phase of a curation ``row``, as text
+    (``'timed rounds 3%, first reads 1%'``), or None where none was recorded.
+
+    >>> steal_summary({'host_steal': {'rounds': 0.031, 'first_reads': None}})
+    'timed rounds 3%'
+    """
+    return ', '.join('%s %.0f%%' % (_STEAL_PHASES.get(name, name), 100 * share)
+                     for name, share in row.get('host_steal', {}).items()
+                     if share is not None) or None
+
+
 def _curation_lines(row):
     """The preamble's lines for a curation case (no gluoncv contender)."""
     per_s = row['records_per_s']
@@ -143,13 +155,10 @@ def _curation_lines(row):
              'threads %.0f, one process %.0f; floor %s %.0f'
              % (row['case'], per_s['gluonbatch'], per_s['dask_1_worker'], per_s['threads'],
                 per_s['single_process'], row['floor_is'], per_s['floor'])]
-    stolen = {name: share for name, share in row.get('host_steal', {}).items()
-              if share is not None}
+    stolen = steal_summary(row)
     if stolen:
         lines.append('%s: CPU time the host took from this machine (steal) while timing: %s'
-                     % (row['case'], ', '.join('%s %.0f%%' % (_STEAL_PHASES.get(name, name),
-                                                             100 * share)
-                                               for name, share in stolen.items())))
+                     % (row['case'], stolen))
     if 'driver_peak_mb' in row:
         peak = row['driver_peak_mb']
         lines.append('%s: driver peak MB: threads %.0f (a quarter of the data %.0f), client '
