@@ -197,6 +197,23 @@ def test_partition_tasks_compute_a_partition_named_twice_once():
     assert computed == [2, 2, 2]
 
 
+def test_partition_tasks_of_a_frame_whose_graph_holds_arrays_and_dicts(source):
+    """A filter on a quantile: Dask's tasks carry arrays and dicts as arguments, which are
+    no keys and are passed through as they are."""
+    path, _ = source
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    frame = ds.metadata.assign(wide=ds.metadata['width'] > ds.metadata['width'].quantile(0.5))
+    tasks = partition_tasks(frame, lambda part, number: dask.delayed(_numbered)(
+        part, number, {'options': np.arange(2)}))
+    want = _pandas_metadata(path)
+    wide = (want['width'] > want['width'].quantile(0.5)).tolist()
+    starts = np.cumsum((0,) + SIZES)
+    results = dask.compute(*tasks, scheduler='sync')
+    assert [result[:3] for result in results] == [
+        (n, list(range(starts[n], starts[n + 1])), wide[starts[n]:starts[n + 1]])
+        for n in range(4)]
+
+
 def test_random_access_reads_only_the_shard_of_the_record(source, opened):
     path, records = source
     ds = ImageTextPairDataset.from_webdataset(path, ID)

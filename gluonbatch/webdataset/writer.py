@@ -11,6 +11,7 @@ import tarfile
 
 import dask
 import dask.threaded
+from dask.core import iskey
 from dask.delayed import Delayed
 from dask.optimization import cull, inline
 import numpy as np
@@ -323,7 +324,8 @@ def _uses(graph, keys):
     counts = dict.fromkeys(keys, 0)
 
     def walk(spec):
-        if isinstance(spec, (tuple, str)) and spec in counts:
+        # Tasks hold arguments of any kind (arrays, dicts): only keys are looked up.
+        if iskey(spec) and spec in counts:
             counts[spec] += 1
         elif isinstance(spec, (tuple, list)):
             for item in spec:
