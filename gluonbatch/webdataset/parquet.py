@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .record_arrays import as_strings, byte_matrix
+from .record_arrays import byte_matrix
 from .shards import examples
 
 __all__ = ['open_parquet', 'read_parquet', 'reads_as_str', 'parquet_id_rows', 'sorted_ids']
@@ -88,34 +88,34 @@ def reads_as_str(schema, id_col):
 
 def parquet_id_rows(source, id_col):
     """The ids of a shard's parquet (``source``, a ``pyarrow.parquet.ParquetFile``) as
-    sorted rows of UTF-8 bytes (:func:`byte_matrix`), or None unless its id column is
-    plainly strings, unique, without NUL or empty ones."""
-    array = _plain_id_column(source, id_col)
-    if array is None:
+    sorted rows of UTF-8 bytes (:func:`byte_matrix`), or None unless they are
+    :func:`sorted_ids` and none is empty or holds a NUL (numpy's byte strings drop
+    trailing NULs, and no tar member has an empty id).
+
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = os.path.join(tmp, 'x.parquet')
+    ...     pq.write_table(pa.table({'key': ['b', 'a1']}), path)
+    ...     parquet_id_rows(pq.ParquetFile(path), 'key').tolist()
+    [[97, 49], [98, 0]]
+    """
+    ids = sorted_ids(source, id_col)
+    if ids is None:
         return None
-    _, offsets, data = array.buffers()
-    width = np.int64 if pa.types.is_large_string(array.type) else np.int32
-    offsets = np.frombuffer(offsets, width)[array.offset:array.offset + len(array) + 1]
-    offsets = offsets.astype(np.int64)
+    _, offsets, data = ids.buffers()
+    offsets = np.frombuffer(offsets, np.int64)[ids.offset:ids.offset + len(ids) + 1]
     if data is None or (np.diff(offsets) == 0).any():
-        return None  # an empty id (no tar member has one)
+        return None
     buf = np.frombuffer(data, np.uint8)[:offsets[-1]]
     text = buf[offsets[0]:]
-    if not text.all():  # a NUL, which numpy's strings would drop
+    if not text.all():
         return None
     if text.max() >= 0x80:
-        try:
+        try:  # a parquet may hold bytes that are not UTF-8 in a string column
             text.tobytes().decode('utf-8')
         except UnicodeDecodeError:
             return None
-    rows = byte_matrix(buf, offsets[:-1], offsets[1:])
-    ids = as_strings(rows)
-    if not (ids[1:] > ids[:-1]).all():
-        rows = rows[np.argsort(ids, kind='stable')]
-        ids = as_strings(rows)
-        if not (ids[1:] > ids[:-1]).all():  # an id twice
-            return None
-    return rows
+    return byte_matrix(buf, offsets[:-1], offsets[1:])
 
 
 def _plain_id_column(source, id_col):
