@@ -150,8 +150,11 @@ def test_partition_tasks_compute_each_partition_inside_its_task(source):
     shared = dask.delayed(['shared'], traverse=False)
     tasks = partition_tasks(ds.metadata, lambda part, number: dask.delayed(_numbered)(
         part, number, shared))
-    graph = tasks[0].dask
-    assert len(tasks) == 4 and len(graph) == 4 + 1
+    # each task carries its own node and the shared one, not the others' (computing n
+    # tasks merges their graphs)
+    assert len(tasks) == 4 and [len(each.dask) for each in tasks] == [2] * 4
+    graph = {key for each in tasks for key in each.dask}
+    assert len(graph) == 4 + 1
     assert sum(1 for key in graph if str(key).startswith('list')) == 1
     want = _pandas_metadata(path)
     want_wide = (want['width'] > 10).tolist()

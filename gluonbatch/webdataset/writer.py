@@ -14,6 +14,7 @@ import dask.threaded
 from dask.core import iskey
 from dask.delayed import Delayed
 from dask.optimization import cull, inline
+from dask.utils import ensure_dict
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -310,12 +311,13 @@ def partition_tasks(frame, task):
     parts = partitions(frame)
     tasks = [task(part, number) for number, part in enumerate(parts)]
     keys = [each.key for each in tasks]
-    graph = dict(dask.base.collections_to_dsk(tasks, optimize_graph=True))
+    graph = ensure_dict(dask.base.collections_to_dsk(tasks, optimize_graph=True))
     uses = _uses(graph, {part.key for part in parts})
     graph = inline(graph, keys=[key for key, count in uses.items() if count == 1],
                    inline_constants=False)
-    graph, _ = cull(graph, keys)
-    return [Delayed(key, graph) for key in keys]
+    # each task with just what it needs: computing n tasks that all carry the whole graph
+    # would merge n copies of it
+    return [Delayed(key, cull(graph, [key])[0]) for key in keys]
 
 
 def _uses(graph, keys):
