@@ -140,6 +140,14 @@ def _numbered(part, number, shared):
     return number, part.index.tolist(), part['wide'].tolist(), shared
 
 
+def _one_shared_graph(tasks):
+    """The graph of ``tasks``, which they must share as one named layer: computing them
+    then merges it once (plain dicts, or a copy per task, are merged once per task)."""
+    graph = tasks[0].dask
+    assert all(each.dask is graph for each in tasks) and len(graph.layers) == 1
+    return graph
+
+
 def test_partition_tasks_compute_each_partition_inside_its_task(source):
     """One task per shard (the shard's read and the pipeline inlined into the task that
     uses it), a Delayed shared by all of them kept once, and the results of computing the
@@ -150,10 +158,8 @@ def test_partition_tasks_compute_each_partition_inside_its_task(source):
     shared = dask.delayed(['shared'], traverse=False)
     tasks = partition_tasks(ds.metadata, lambda part, number: dask.delayed(_numbered)(
         part, number, shared))
-    # each task carries its own node and the shared one, not the others' (computing n
-    # tasks merges their graphs)
-    assert len(tasks) == 4 and [len(each.dask) for each in tasks] == [2] * 4
-    graph = {key for each in tasks for key in each.dask}
+    assert len(tasks) == 4
+    graph = _one_shared_graph(tasks)
     assert len(graph) == 4 + 1
     assert sum(1 for key in graph if str(key).startswith('list')) == 1
     want = _pandas_metadata(path)
@@ -201,20 +207,24 @@ def test_partition_tasks_compute_a_partition_named_twice_once():
 
 
 def test_partition_tasks_of_a_frame_whose_graph_holds_arrays_and_dicts(source):
-    """A filter on a quantile: Dask's tasks carry arrays and dicts as arguments, which are
-    no keys and are passed through as they are."""
+    """A column compared with a quantile: Dask's tasks carry arrays and dicts as arguments,
+    which are no keys and are passed through as they are; the quantile, which every
+    partition needs, is in the tasks' one shared graph once."""
     path, _ = source
     ds = ImageTextPairDataset.from_webdataset(path, ID)
-    frame = ds.metadata.assign(wide=ds.metadata['width'] > ds.metadata['width'].quantile(0.5))
+    median = ds.metadata['width'].quantile(0.5)
+    frame = ds.metadata.assign(wide=ds.metadata['width'] > median)
     tasks = partition_tasks(frame, lambda part, number: dask.delayed(_numbered)(
         part, number, {'options': np.arange(2)}))
+    _one_shared_graph(tasks)
     want = _pandas_metadata(path)
-    wide = (want['width'] > want['width'].quantile(0.5)).tolist()
+    wide = (want['width'] > median.compute()).tolist()
     starts = np.cumsum((0,) + SIZES)
     results = dask.compute(*tasks, scheduler='sync')
     assert [result[:3] for result in results] == [
         (n, list(range(starts[n], starts[n + 1])), wide[starts[n]:starts[n + 1]])
         for n in range(4)]
+    assert all(result[3]['options'].tolist() == [0, 1] for result in results)
 
 
 def test_random_access_reads_only_the_shard_of_the_record(source, opened):

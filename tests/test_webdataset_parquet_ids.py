@@ -12,19 +12,21 @@ from gluonbatch.webdataset.parquet import parquet_id_rows, sorted_ids
 IDS = st.lists(st.text(alphabet='019az_\x00\u00e9\u5b57', max_size=6), max_size=12)
 
 
-def _parquet(tmp_path_factory, column):
+def _parquet(tmp_path_factory, column, row_group_size=None):
     path = str(tmp_path_factory.mktemp('ids') / 'x.parquet')
-    pq.write_table(pa.table({'key': column}), path)
+    pq.write_table(pa.table({'key': column}), path, row_group_size=row_group_size)
     return pq.ParquetFile(path)
 
 
-@given(ids=IDS)
-@example(ids=['b', 'a', ''])
-@example(ids=['a\x00', 'b'])
-@example(ids=['b', 'a', 'b'])
-@example(ids=['\u00e9', 'z', '10', '9'])
-def test_ids_in_byte_order_or_none(tmp_path_factory, ids):
-    source = _parquet(tmp_path_factory, pa.array(ids, pa.string()))
+@given(ids=IDS, kind=st.sampled_from([pa.string(), pa.large_string()]),
+       row_group_size=st.sampled_from([None, 1, 3]))
+@example(ids=['b', 'a', ''], kind=pa.string(), row_group_size=None)
+@example(ids=['a\x00', 'b'], kind=pa.string(), row_group_size=None)
+@example(ids=['b', 'a', 'b'], kind=pa.string(), row_group_size=None)
+@example(ids=['\u00e9', 'z', '10', '9'], kind=pa.large_string(), row_group_size=1)
+def test_ids_in_byte_order_or_none(tmp_path_factory, ids, kind, row_group_size):
+    """Both string types, read whole or in several row groups (chunks)."""
+    source = _parquet(tmp_path_factory, pa.array(ids, kind), row_group_size)
     encoded = sorted(value.encode('utf-8') for value in ids)
     unique = bool(ids) and len(set(ids)) == len(ids)
     arrow = sorted_ids(source, 'key')

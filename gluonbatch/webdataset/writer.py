@@ -13,6 +13,7 @@ import dask
 import dask.threaded
 from dask.core import iskey
 from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
 from dask.optimization import cull, inline
 from dask.utils import ensure_dict
 import numpy as np
@@ -315,9 +316,13 @@ def partition_tasks(frame, task):
     uses = _uses(graph, {part.key for part in parts})
     graph = inline(graph, keys=[key for key, count in uses.items() if count == 1],
                    inline_constants=False)
-    # each task with just what it needs: computing n tasks that all carry the whole graph
-    # would merge n copies of it
-    return [Delayed(key, cull(graph, [key])[0]) for key in keys]
+    graph, _ = cull(graph, keys)
+    # one named layer that all tasks share: computing them merges it once, where plain
+    # dicts would be merged once per task (and a culled copy per task would repeat what
+    # every partition needs, a quantile say, n times)
+    layer = 'partition-tasks-' + dask.base.tokenize(*keys)
+    graph = HighLevelGraph({layer: graph}, {layer: set()})
+    return [Delayed(key, graph, layer=layer) for key in keys]
 
 
 def _uses(graph, keys):
