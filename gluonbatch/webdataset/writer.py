@@ -3,6 +3,7 @@
 checks. A run's output appears all at once or not at all through
 :mod:`~gluonbatch.webdataset.commit`; resharding (``to_webdataset``) is
 :mod:`~gluonbatch.webdataset.reshard`."""
+import collections
 import concurrent.futures
 import contextlib
 import contextvars
@@ -11,7 +12,7 @@ import tarfile
 
 import dask
 import dask.threaded
-from dask.core import iskey
+from dask.core import keys_in_tasks
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 from dask.optimization import cull, inline
@@ -313,8 +314,11 @@ def partition_tasks(frame, task):
     tasks = [task(part, number) for number, part in enumerate(parts)]
     keys = [each.key for each in tasks]
     graph = ensure_dict(dask.base.collections_to_dsk(tasks, optimize_graph=True))
-    uses = _uses(graph, {part.key for part in parts})
-    graph = inline(graph, keys=[key for key, count in uses.items() if count == 1],
+    part_keys = {part.key for part in parts}
+    # how often the other tasks name each partition, found as Dask finds dependencies
+    others = [spec for key, spec in graph.items() if key not in part_keys]
+    uses = collections.Counter(keys_in_tasks(part_keys, others, as_list=True))
+    graph = inline(graph, keys=[key for key in part_keys if uses[key] == 1],
                    inline_constants=False)
     graph, _ = cull(graph, keys)
     # one named layer that all tasks share: computing them merges it once, where plain
@@ -323,28 +327,6 @@ def partition_tasks(frame, task):
     layer = 'partition-tasks-' + dask.base.tokenize(*keys)
     graph = HighLevelGraph({layer: graph}, {layer: set()})
     return [Delayed(key, graph, layer=layer) for key in keys]
-
-
-def _uses(graph, keys):
-    """How often each of ``keys`` is named in the tasks of ``graph`` (their own
-    definitions aside)."""
-    counts = dict.fromkeys(keys, 0)
-
-    def walk(spec):
-        # Tasks hold arguments of any kind (arrays, dicts): only keys are looked up.
-        if iskey(spec) and spec in counts:
-            counts[spec] += 1
-        elif isinstance(spec, (tuple, list)):
-            for item in spec:
-                walk(item)
-        elif isinstance(spec, dict):
-            for item in spec.values():
-                walk(item)
-
-    for key, spec in graph.items():
-        if key not in counts:
-            walk(spec)
-    return counts
 
 
 def _rows_checked(frame, opened_ids, shards, id_col, partition_info=None):
