@@ -66,8 +66,9 @@ def host_steal():
     """Within the block, how much of the machine a virtual machine's host took: on exit
     the yielded dict's ``'share'`` is the stolen CPU time over the block's wall time times
     the CPUs (0 on a machine of its own; 0.3: CPU-bound work runs 1 / 0.7, about 1.4
-    times, as long as the machine can do it), None where the system does not report it. Timings of rounds
-    taken under a large share vary with the host's other guests, not with the code.
+    times, as long as the machine can do it), None where the system does not report it.
+    Timings of rounds taken under a large share vary with the host's other guests, not
+    with the code.
 
     >>> with host_steal() as steal:
     ...     total = sum(range(10 ** 5))
