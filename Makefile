@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test bench demo docs setup clean
+.PHONY: test test-all bench demo docs setup clean
 
 setup: $(STAMP)
 
@@ -13,7 +13,12 @@ $(STAMP): setup.py constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,examples,docs]'
 	touch $(STAMP)
 
+# The everyday tier: every test but those marked slow.
 test: $(STAMP)
+	$(PY) -m pytest -m 'not slow'
+
+# Every test, the slow tier included: what CI runs.
+test-all: $(STAMP)
 	$(PY) -m pytest
 
 bench: $(STAMP)
