@@ -21,8 +21,10 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest
 
+# The benchmark table (gluonbatch vs gluoncv vs the floor), from the source tree's
+# benchmarks package; BENCH_ARGS='--quick --only pad_labels --json out.json' and so on.
 bench: $(STAMP)
-	$(VENV)/bin/gluonbatch bench $(BENCH_ARGS)
+	$(PY) -m benchmarks $(BENCH_ARGS)
 
 # The main job on embedded data: Faster R-CNN and SSD loaders, and a picture of a batch.
 demo: $(STAMP)

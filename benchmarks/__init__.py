@@ -1,5 +1,9 @@
 """Benchmark gluonbatch against gluoncv and against "the floor"; ``make bench``.
 
+The benchmarks live in the source tree, outside the ``gluonbatch`` package and its wheel:
+they import gluoncv, pandas and Dask, which the package needs only as optional extras. Run
+them from a checkout of the repository (its root is where ``benchmarks`` imports from).
+
 How it measures
 ---------------
 * **Contenders.** Every case times three callables on the same inputs: gluonbatch's
@@ -18,7 +22,7 @@ How it measures
   contender always runs right after the same one. ``gc.collect()`` runs between rounds.
   A contender's time is its median over rounds, so drifts in machine speed (turbo, other
   processes) hit all contenders alike. Every case times through this one loop,
-  :func:`~gluonbatch.bench.harness.interleave`.
+  :func:`~benchmarks.harness.interleave`.
 * **Host temporaries** (Stack cases) are measured in separate, untimed calls with
   ``tracemalloc``: peak traced memory during the call minus traced memory before it, as a
   percentage of the output's bytes. numpy reports its buffers to tracemalloc; the
@@ -85,7 +89,7 @@ How it measures
   least 0.9x that. First reads are timed in fresh Python processes (``python -c``,
   ``gluonbatch.webdataset`` imported before the clock starts; medians over 5 processes;
   with ``--quick`` 1, a fork of a process that did the imports once; see
-  ``gluonbatch.bench.cases_reshard.fresh_reads``): opening
+  ``benchmarks.cases_reshard.fresh_reads``): opening
   the dataset and reading a random record, at most 20 ms with the ``.idx`` files;
   without them at most 1.25x what ``scan_tar`` of that record's shard alone takes in the
   same process just before (so the page cache is as warm); and 200 reads at random
@@ -95,16 +99,17 @@ How it measures
 The output is a report, not a test: goals are printed with PASS/MISS next to the measured
 ratio, and the script exits 0 either way. ``--json PATH`` writes the results for plotting;
 ``--plot PATH`` draws them as a bar chart of the ratios to the floor
-(:func:`~gluonbatch.bench.plot.plot_ratios`).
+(:func:`~benchmarks.plot.plot_ratios`).
 
-Usage::
+Usage, from the repository's root (``make bench`` runs the same)::
 
-    gluonbatch bench [--repeats N] [--quick] [--seed S] [--only CASE] [--json PATH]
-                     [--plot PATH]
+    python -m benchmarks [--repeats N] [--quick] [--seed S] [--only CASE] [--json PATH]
+                         [--plot PATH]
 
-The package: :mod:`~gluonbatch.bench.harness` (timing), :mod:`~gluonbatch.bench.rows` (a
-case's row: contenders, floor, ratios, goals), the ``cases_*`` modules (the only ones that
-import gluoncv), :mod:`~gluonbatch.bench.report` (tables, JSON),
-:mod:`~gluonbatch.bench.plot` (the chart) and :mod:`~gluonbatch.bench.runner` (options and
-the run). ``gluonbatch.benchmark`` is the same entry point under its earlier name.
+The package: :mod:`~benchmarks.harness` (timing), :mod:`~benchmarks.rows` (a case's row:
+contenders, floor, ratios, goals), the ``cases_*`` modules (the only ones that import
+gluoncv), :mod:`~benchmarks.report` (tables, JSON), :mod:`~benchmarks.plot` (the chart) and
+:mod:`~benchmarks.runner` (options and the run). Beside them,
+:mod:`~benchmarks.script_losses` runs gluoncv's detection training scripts before and after
+the swap to gluonbatch's batch-target batchify functions and compares their losses.
 """

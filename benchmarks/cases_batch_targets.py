@@ -32,7 +32,8 @@ import warnings
 import mxnet as mx
 import numpy as np
 
-from .._core.native import fill_zero
+from gluonbatch._core.native import fill_zero
+
 from .cases_transforms import (BATCH_SIZE, network_size, preset_pair, seed_all,
                                target_batchify, untargeted_preset)
 from .harness import interleave, time_call

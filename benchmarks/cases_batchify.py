@@ -7,8 +7,9 @@ import gluoncv.data.batchify as gcv
 import mxnet as mx
 import numpy as np
 
-from .. import batchify as gb
-from ..memory import use_memory
+from gluonbatch import batchify as gb
+from gluonbatch.memory import use_memory
+
 from .rows import percent_check, ratio_check, run_case
 
 __all__ = ['case_pad_labels', 'case_pad_images', 'case_stack_numpy', 'case_stack_ndarray',

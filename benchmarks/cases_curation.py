@@ -1,6 +1,6 @@
 """Case 13, curation on Dask: a metadata pipeline over 1,000,000 records on Dask's
 schedulers and in one process; and the timing helpers it shares with case 14
-(:mod:`~gluonbatch.bench.cases_reshard`).
+(:mod:`~benchmarks.cases_reshard`).
 
 gluoncv has no curation, so these rows have no gluoncv contender: ``gluonbatch`` is the
 work on a ``distributed.LocalCluster`` of 2 worker processes (one thread each), beside the
@@ -41,10 +41,12 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from ..webdataset import ImageTextPairDataset
-from ..webdataset.commit import FORWARD, staging
-from ..webdataset.writer import ShardWriter, commit_shards, id_digits, write_parquet
-from .harness import ForkServer, host_steal, interleave
+from gluonbatch.webdataset import ImageTextPairDataset
+from gluonbatch.webdataset.commit import FORWARD, staging
+from gluonbatch.webdataset.writer import (ShardWriter, commit_shards, id_digits,
+                                          write_parquet)
+
+from .harness import ForkServer, host_steal, interleave, python_env
 from .rows import ms_fields, ratio_check
 
 __all__ = ['case_curation_metadata', 'driver_peak', 'quick_session', 'run_script',
@@ -154,7 +156,7 @@ def driver_peak(mode, source, warmup, target, num_parts=1, address=None):
 
 
 _PEAK_SCRIPT = ('import json, sys\n'
-                'from gluonbatch.bench.cases_curation import driver_peak\n'
+                'from benchmarks.cases_curation import driver_peak\n'
                 'print(json.dumps(driver_peak(*sys.argv[1:])))\n')
 
 #: The driver memory runs: name -> (mode, parts). A quarter of the dataset beside the whole
@@ -164,7 +166,7 @@ MEMORY_RUNS = {'threads': ('threads', 1), 'threads_quarter': ('threads', 4),
 
 
 #: The modules a quick session's fork server imports: those of the curation scripts.
-QUICK_PRELOAD = ('gluonbatch.bench.cases_curation', 'gluonbatch.bench.cases_reshard')
+QUICK_PRELOAD = ('benchmarks.cases_curation', 'benchmarks.cases_reshard')
 
 
 class _QuickSession:
@@ -197,10 +199,10 @@ _SESSION = None
 
 @contextlib.contextmanager
 def quick_session(preload=QUICK_PRELOAD):
-    """Within it, the curation cases start fewer processes (``gluonbatch bench --quick``).
+    """Within it, the curation cases start fewer processes (``--quick`` runs).
 
     :func:`run_script` forks each run from one process that imported ``preload`` once
-    (:class:`~gluonbatch.bench.harness.ForkServer`) instead of starting Python and its
+    (:class:`~benchmarks.harness.ForkServer`) instead of starting Python and its
     imports anew, and :func:`local_clusters` hands every case the same clusters, closed
     when the session ends; so a cluster started by one case is idle while the next case
     times its in-process phase. Full runs keep fresh interpreters and clusters.
@@ -234,7 +236,7 @@ def run_script(script, what, *args):
     if _SESSION is not None:
         code, stdout, stderr = _SESSION.run(script, args)
     else:
-        result = subprocess.run([sys.executable, '-c', script] + args,
+        result = subprocess.run([sys.executable, '-c', script] + args, env=python_env(),
                                 capture_output=True, text=True, check=False)
         code, stdout, stderr = result.returncode, result.stdout, result.stderr
     if code:
@@ -308,9 +310,9 @@ def timed_run(run, scheduler, root, before=None):
 
 
 def timed_phase(contenders, rounds):
-    """``(medians, samples, steal)``: :func:`~gluonbatch.bench.harness.interleave`'s
+    """``(medians, samples, steal)``: :func:`~benchmarks.harness.interleave`'s
     rounds of ``contenders``, and the share of the machine's CPU time its host took
-    meanwhile (:func:`~gluonbatch.bench.harness.host_steal`).
+    meanwhile (:func:`~benchmarks.harness.host_steal`).
 
     Examples
     --------

@@ -11,7 +11,8 @@ import gluoncv.data.batchify as gcv
 import mxnet as mx
 import numpy as np
 
-from .. import batchify as gb
+from gluonbatch import batchify as gb
+
 from .harness import interleave, time_epoch
 from .rows import SHARED, check_same, layout_fields, ratio_check, timing_fields
 

@@ -11,7 +11,8 @@ import numpy as np
 from gluoncv.data.transforms.presets.rcnn import FasterRCNNDefaultTrainTransform
 from gluoncv.model_zoo import get_model
 
-from .. import batchify as gb
+from gluonbatch import batchify as gb
+
 from .rows import percent_check, ratio_check, run_case
 
 __all__ = ['case_rcnn_c4', 'case_rcnn_fpn', 'net_and_samples']

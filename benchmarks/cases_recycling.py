@@ -12,8 +12,9 @@ import gluoncv.data.batchify as gcv
 import mxnet as mx
 import numpy as np
 
-from .. import batchify as gb
-from ..memory import use_recycling
+from gluonbatch import batchify as gb
+from gluonbatch.memory import use_recycling
+
 from .cases_loader import WORKERS, FloorBatches, data_loader, floor_sources, loader_row
 from .cases_rcnn import net_and_samples
 from .harness import interleave, time_call
@@ -98,7 +99,7 @@ class _TimedInWorker:
     """A batchify function that, in the worker, times the contenders on its samples.
 
     A worker's first batch is gluonbatch's, sent as usual (a worker recycles once it has
-    sent a batch); on later batches it runs :func:`~gluonbatch.bench.harness.interleave`
+    sent a batch); on later batches it runs :func:`~benchmarks.harness.interleave`
     over gluonbatch's batchify (into recycled memory), gluoncv's, the fresh floor and a
     warm copy of the same bytes into a buffer the worker has written before, and returns
     ``(pid, (medians, times))``.

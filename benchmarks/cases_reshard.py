@@ -1,7 +1,7 @@
 """Case 14: resharding 100,000 records with ``to_webdataset`` on Dask's schedulers and in
 one process, and a user's first reads of a dataset.
 
-As :mod:`~gluonbatch.bench.cases_curation` (whose timing helpers this case shares), the
+As :mod:`~benchmarks.cases_curation` (whose timing helpers this case shares), the
 row has no gluoncv contender: ``gluonbatch`` is the job on a 2-worker
 ``distributed.LocalCluster``, beside 1 worker, Dask's threads and its synchronous
 scheduler; the floor is copying each shard file. All five run in the same interleaved
@@ -26,8 +26,9 @@ import time
 import dask
 import numpy as np
 
-from ..webdataset import ImageTextPairDataset, make_example_dataset
-from ..webdataset.tar import scan_tar
+from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
+from gluonbatch.webdataset.tar import scan_tar
+
 from .cases_curation import (curation_row, local_clusters, run_script, timed_phase,
                              timed_run)
 from .harness import host_steal
@@ -89,7 +90,7 @@ def reshard_seconds(scheduler, source, target, samples_per_shard, warmup):
 
 
 _ONE_PROCESS_SCRIPT = ('import json, sys\n'
-                       'from gluonbatch.bench.cases_reshard import reshard_seconds\n'
+                       'from benchmarks.cases_reshard import reshard_seconds\n'
                        'print(json.dumps(reshard_seconds(*sys.argv[1:])))\n')
 
 
@@ -171,7 +172,7 @@ _READS = 200
 
 _FRESH_SCRIPT = ('import json, sys\n'
                  'import gluonbatch.webdataset\n'
-                 'from gluonbatch.bench.cases_reshard import fresh_reads\n'
+                 'from benchmarks.cases_reshard import fresh_reads\n'
                  'print(json.dumps(fresh_reads(*sys.argv[1:])))\n')
 
 

@@ -24,8 +24,9 @@ from gluoncv.data.transforms import presets as gcv_presets
 from gluoncv.model_zoo import get_model
 from mxnet import autograd
 
-from .. import batchify as gb
-from ..transforms.presets import center_net, rcnn, ssd, yolo
+from gluonbatch import batchify as gb
+from gluonbatch.transforms.presets import center_net, rcnn, ssd, yolo
+
 from .cases_loader import WORKERS, data_loader
 from .harness import interleave, time_epoch
 from .rows import ratio_check, timing_fields

@@ -15,8 +15,9 @@ import time
 import gluoncv.data.batchify as gcv
 import mxnet as mx
 
-from .. import batchify as gb
-from ..webdataset import ImageTextPairDataset, make_example_dataset
+from gluonbatch import batchify as gb
+from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
+
 from .harness import interleave, time_call, time_epoch
 from .rows import check_same, layout_fields, ratio_check, timing_fields
 

@@ -20,11 +20,15 @@ from collections.abc import Mapping
 
 import mxnet as mx
 
-from .._core.checks import check_int, describe
-from .._core.tree import array_leaves
+from gluonbatch._core.checks import check_int, describe
+from gluonbatch._core.tree import array_leaves
 
 __all__ = ['wait_all', 'time_call', 'time_epoch', 'interleave', 'interleaved_medians',
-           'back_to_back_medians', 'host_temporaries', 'ForkServer', 'host_steal']
+           'back_to_back_medians', 'host_temporaries', 'python_env', 'ForkServer',
+           'host_steal']
+
+#: The folder that holds the ``benchmarks`` package: the repository's root.
+SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def wait_all(result):
@@ -273,6 +277,19 @@ def host_temporaries(fn):
     return max(0, peak - before)
 
 
+def python_env():
+    """The environment of a fresh Python process that imports from ``benchmarks``: this
+    one's, with the folder holding the package first on ``PYTHONPATH`` (the package is
+    not installed; a fresh ``python -c`` finds it only there).
+
+    >>> python_env()['PYTHONPATH'].split(os.pathsep)[0] == SOURCE_ROOT
+    True
+    """
+    inherited = os.environ.get('PYTHONPATH', '').split(os.pathsep)
+    paths = [SOURCE_ROOT] + [path for path in inherited if path]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+
+
 # The fork server's program: import the modules named in argv, then for each request line
 # [script, args] fork a child that runs ``script`` as ``python -c script args`` would, its
 # stdout and stderr in files, and answer one line [exit code, stdout, stderr].
@@ -339,7 +356,8 @@ class ForkServer:
         self._log = tempfile.TemporaryFile()  # the server's own stderr, read if it dies
         self._process = subprocess.Popen(
             [sys.executable, '-c', _FORK_SERVER] + [str(name) for name in preload],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True)
+            env=python_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+            text=True)
 
     def run(self, script, args):
         """``(exit code, stdout, stderr)`` of ``script`` run with ``args`` (made strings) in

@@ -1,4 +1,5 @@
-"""The benchmark's bar chart: every case's time over its floor's (``gluonbatch bench --plot``)."""
+"""The benchmark's bar chart: every case's time over its floor's
+(``python -m benchmarks --plot``)."""
 import numpy as np
 
 __all__ = ['OWN_PANELS', 'plot_ratios']

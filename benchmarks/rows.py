@@ -9,7 +9,8 @@ import statistics
 import mxnet as mx
 import numpy as np
 
-from .._core.tree import array_leaves
+from gluonbatch._core.tree import array_leaves
+
 from .harness import back_to_back_medians, host_temporaries, interleaved_medians
 
 __all__ = ['SHARED', 'floor_fn', 'check_same', 'layout_fields', 'ratio_check', 'ms_fields',
@@ -144,7 +145,7 @@ def run_case(case, title, gb_fn, gcv_fn, rounds, samples, temporaries=False,
 
     With ``temporaries``, also measure each contender's host temporaries (separate calls,
     after the timing) as a percentage of the output bytes. With ``back_to_back``, also the
-    medians of consecutive calls (:func:`~gluonbatch.bench.harness.back_to_back_medians`).
+    medians of consecutive calls (:func:`~benchmarks.harness.back_to_back_medians`).
     ``extra`` maps names to more no-argument callables, timed in the same interleaved
     rounds into ``extra_ms``.
     """

@@ -1,8 +1,9 @@
-"""``gluonbatch bench``: options, the cases in report order, and the run.
+"""``python -m benchmarks``: options, the cases in report order, and the run.
 
 The case modules import gluoncv (the reference every case compares against); they are
-imported only when their case runs, so ``gluonbatch bench --help`` and importing this module
-work without gluoncv, and a run without it stops with a one-line message and exit code 2.
+imported only when their case runs, so ``python -m benchmarks --help`` and importing this
+module work without gluoncv, and a run without it stops with a one-line message and exit
+code 2.
 """
 import argparse
 import contextlib
@@ -11,14 +12,16 @@ import importlib
 import sys
 
 import numpy as np
+from gluonbatch._core.argtypes import positive_int
 
 from .plot import plot_ratios
-from .._core.argtypes import positive_int
 from .report import format_report, json_ready, machine_facts, write_json
 
 __all__ = ['CASES', 'parse_args', 'gluoncv_missing', 'main']
 
-#: The first paragraph of ``gluonbatch bench --help``.
+#: The command, as usage lines and errors name it.
+PROG = 'python -m benchmarks'
+#: The first paragraph of ``python -m benchmarks --help``.
 DESCRIPTION = 'Benchmark gluonbatch against gluoncv and against "the floor"; ``make bench``.'
 #: Default rounds for cases whose output is large (tens of MB) and small (tens of kB).
 BIG_ROUNDS, SMALL_ROUNDS, QUICK_ROUNDS = 15, 50, 3
@@ -68,7 +71,7 @@ def parse_args(argv):
     >>> parse_args(['--quick', '--only', 'loader']).only
     ['loader']
     """
-    parser = argparse.ArgumentParser(prog='gluonbatch bench', description=DESCRIPTION)
+    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION)
     parser.add_argument('--repeats', type=positive_int, default=None, metavar='N',
                         help='interleaved rounds per case (default: %d for the small case, '
                              '%d for the large ones, %d with --quick)'
@@ -151,8 +154,9 @@ def main(argv=None):
     args = parse_args(argv)
     missing = gluoncv_missing()
     if missing is not None:
-        print('gluonbatch bench: error: the benchmark compares against gluoncv, which cannot '
-              'be imported (%s); install it with %s' % (missing, INSTALL_HINT), file=sys.stderr)
+        print('%s: error: the benchmark compares against gluoncv, which cannot '
+              'be imported (%s); install it with %s' % (PROG, missing, INSTALL_HINT),
+              file=sys.stderr)
         return 2
     facts = machine_facts()
     rows = _run_cases(args)

@@ -6,7 +6,7 @@ include from ``docs/_generated/`` (ignored by git):
 * one PNG per batchify function, drawn by ``docs/figures.py`` from the real outputs of
   the functions;
 * the benchmark bar chart, drawn from the committed ``docs/bench_results.json`` by
-  :func:`gluonbatch.bench.plot.plot_ratios` (what ``gluonbatch bench --plot`` uses), its
+  :func:`benchmarks.plot.plot_ratios` (what ``python -m benchmarks --plot`` uses), its
   tables of times and of goals, and its machine facts (the benchmark itself is not run);
 * the ``--help`` text of the ``gluonbatch`` command and its sub-commands;
 * the tables of deliberate differences, taken from README.md so the two never disagree.
@@ -21,7 +21,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 GENERATED = os.path.join(HERE, '_generated')
-sys.path.insert(0, ROOT)
+sys.path.insert(0, ROOT)  # gluonbatch, and the benchmarks package of the source tree
 sys.path.insert(0, HERE)  # figures.py
 os.environ['COLUMNS'] = '88'  # argparse wraps --help text to this width
 
@@ -46,10 +46,10 @@ html_static_path = []
 html_theme_options = {'description': 'fast shared-memory batches for MXNet Gluon',
                       'fixed_sidebar': True}
 
-# `-n` checks every cross-reference. References into gluonbatch must resolve; types of
-# other libraries named in docstrings (numpy.ndarray, mx.nd.NDArray, "int, optional", ...)
-# have no inventory offline, so they are not checked.
-nitpick_ignore_regex = [(r'py:.*', r'(?!gluonbatch\b).*')]
+# `-n` checks every cross-reference. References into gluonbatch and the benchmarks must
+# resolve; types of other libraries named in docstrings (numpy.ndarray, mx.nd.NDArray,
+# "int, optional", ...) have no inventory offline, so they are not checked.
+nitpick_ignore_regex = [(r'py:.*', r'(?!gluonbatch\b|benchmarks\b).*')]
 
 
 # --------------------------------------------------------------------------- generated files
@@ -81,7 +81,7 @@ def _help_text(argv):
 
 def cli_help():
     """``_generated/cli_help.txt``: literal blocks of every command's ``--help``."""
-    commands = [[], ['demo'], ['bench'], ['show'], ['wds'], ['wds', 'index'],
+    commands = [[], ['demo'], ['show'], ['wds'], ['wds', 'index'],
                 ['wds', 'inspect'], ['wds', 'reshard'], ['wds', 'embed'], ['wds', 'score'],
                 ['wds', 'filter']]
     parts = []
@@ -140,8 +140,8 @@ def readme_tables():
 def benchmark_files():
     """The chart, the tables of times and of checks, and the machine facts of
     ``docs/bench_results.json``."""
-    from gluonbatch.bench.plot import plot_ratios
-    from gluonbatch.bench.report import format_goal, format_value
+    from benchmarks.plot import plot_ratios
+    from benchmarks.report import format_goal, format_value
 
     with open(os.path.join(HERE, 'bench_results.json'), encoding='utf-8') as handle:
         results = json.load(handle)
@@ -177,7 +177,7 @@ def benchmark_files():
 
 def curation_table(cases):
     """Records/s of the curation cases per scheduler, and the driver's peak memory."""
-    from gluonbatch.bench.report import steal_summary
+    from benchmarks.report import steal_summary
 
     names = (('gluonbatch', '2 Dask workers'), ('dask_1_worker', '1 Dask worker'),
              ('threads', 'threads (1 process)'), ('single_process', 'synchronous (1 process)'),

@@ -1,9 +1,12 @@
-"""Smoke test of the benchmark: it runs in quick mode and writes well-formed JSON; without
-gluoncv it stops with one line naming what to install.
+"""Smoke test of the benchmarks (the source tree's ``benchmarks`` package, ``make bench``):
+one case runs in quick mode as ``python -m benchmarks`` and writes well-formed JSON (every
+case in the slow tier); without gluoncv it stops with one line naming what to install; the
+installed package neither holds nor imports them.
 
 No wall-clock assertions: timings depend on the machine; only the shape of the results is
 checked.
 """
+import ast
 import json
 import math
 import os
@@ -13,16 +16,16 @@ import sys
 
 import pytest
 
-from gluonbatch import benchmark
-from gluonbatch.bench.cases_curation import quick_session, run_script
-from gluonbatch.bench.harness import host_steal
+from benchmarks import runner
+from benchmarks.cases_curation import quick_session, run_script
+from benchmarks.harness import host_steal
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-# `gluonbatch ARGS` in a fresh interpreter where `import gluoncv` raises ImportError, after
-# importing the benchmark's earlier import path (which must not need gluoncv either)
+# `python -m benchmarks ARGS` in a fresh interpreter where `import gluoncv` raises
+# ImportError, after importing the chart's module (which must not need gluoncv either)
 WITHOUT_GLUONCV = ("import sys; sys.modules['gluoncv'] = None; "
-                   "from gluonbatch.benchmark import main, plot_ratios; "
-                   "from gluonbatch.cli import main; sys.exit(main(sys.argv[1:]))")
+                   "from benchmarks.plot import plot_ratios; "
+                   "from benchmarks.runner import main; sys.exit(main(sys.argv[1:]))")
 
 CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray', 'rcnn_c4', 'rcnn_fpn',
          'loader', 'webdataset', 'memory', 'loader_recycled', 'worker_batchify',
@@ -59,87 +62,112 @@ RECYCLING_GOALS = {'loader_recycled': [{'op': '>=', 'bound': 4}, {'op': '>=', 'b
                    'rcnn_loader_recycled': []}
 
 
+def run_benchmarks(args):
+    """``python -m benchmarks ARGS`` from the repository's root (as ``make bench``)."""
+    result = subprocess.run([sys.executable, '-m', 'benchmarks'] + args, cwd=ROOT,
+                            capture_output=True, text=True, timeout=600)
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_one_quick_case_prints_its_table_and_writes_its_results(tmp_path):
+    out = tmp_path / 'bench.json'
+    code, report, stderr = run_benchmarks(['--quick', '--only', 'pad_labels', '--json',
+                                           str(out)])
+    assert code == 0, stderr[-3000:]
+    assert 'gluoncv / gluonbatch' in report and 'goals met' in report
+    check_results(json.loads(out.read_text()), ['pad_labels'])
+
+
+@pytest.mark.slow
 def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
     out = tmp_path / 'bench.json'
-    assert benchmark.main(['--quick', '--json', str(out)]) == 0
+    assert runner.main(['--quick', '--json', str(out)]) == 0
     report = capsys.readouterr().out
     assert 'goals met' in report
+    check_results(json.loads(out.read_text()), CASES)
 
-    results = json.loads(out.read_text())
+
+def check_results(results, cases):
+    """The JSON of a quick run of ``cases``, case by case."""
     assert results['quick'] is True
     assert {'cpu_count', 'mxnet', 'numpy', 'gluoncv'} <= set(results['machine'])
-    assert [case['case'] for case in results['cases']] == CASES
+    assert [case['case'] for case in results['cases']] == cases
     for case in results['cases']:
-        if case['case'].startswith('curation'):  # no gluoncv: Dask schedulers instead
-            assert set(case['medians_ms']) == CURATION_CONTENDERS
-            assert set(case['records_per_s']) == CURATION_CONTENDERS
-            assert set(case['ratios']) == {name + '/floor' for name in CURATION_CONTENDERS
-                                           if name != 'floor'}
-            # each phase says how much of the machine a virtual machine's host took
-            assert all(share is None or 0 <= share <= 1
-                       for share in case['host_steal'].values())
+        check_case(case)
+
+
+def check_case(case):
+    """One case's results: its contenders, times, ratios, checks and goals."""
+    if case['case'].startswith('curation'):  # no gluoncv: Dask schedulers instead
+        assert set(case['medians_ms']) == CURATION_CONTENDERS
+        assert set(case['records_per_s']) == CURATION_CONTENDERS
+        assert set(case['ratios']) == {name + '/floor' for name in CURATION_CONTENDERS
+                                       if name != 'floor'}
+        # each phase says how much of the machine a virtual machine's host took
+        assert all(share is None or 0 <= share <= 1
+                   for share in case['host_steal'].values())
+    else:
+        more = MORE_CONTENDERS.get(case['case'], set())
+        assert set(case['medians_ms']) == CONTENDERS | more
+    assert all(ms > 0 and math.isfinite(ms) for ms in case['medians_ms'].values())
+    assert all(len(times) == case['rounds'] for times in case['times_ms'].values())
+    assert all(r > 0 and math.isfinite(r) for r in case['ratios'].values())
+    assert case['checks']
+    for check in case['checks']:
+        assert math.isfinite(check['value'])
+        if check['goal'] is None:
+            assert check['passed'] is None
         else:
-            assert set(case['medians_ms']) == CONTENDERS | MORE_CONTENDERS.get(case['case'],
-                                                                                set())
-        assert all(ms > 0 and math.isfinite(ms) for ms in case['medians_ms'].values())
-        assert all(len(times) == case['rounds'] for times in case['times_ms'].values())
-        assert all(r > 0 and math.isfinite(r) for r in case['ratios'].values())
-        assert case['checks']
-        for check in case['checks']:
-            assert math.isfinite(check['value'])
-            if check['goal'] is None:
-                assert check['passed'] is None
-            else:
-                assert check['goal']['op'] in ('>=', '<=')
-                assert isinstance(check['passed'], bool)
-        if case['case'].startswith('stack'):
-            assert set(case['host_temporaries_pct']) == CONTENDERS
-        if case['case'] == 'loader':  # information only: epochs of a 2-worker DataLoader
-            assert set(case['batches_per_s']) == CONTENDERS
-            assert all(check['goal'] is None for check in case['checks'])
-        if case['case'] == 'worker_batchify':
-            assert case['workers_timed'] in (1, 2)
-        if case['case'] in RECYCLING_GOALS:
-            goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
-            assert goals == RECYCLING_GOALS[case['case']]
-        if case['case'] == 'curation_metadata':
-            assert set(case['host_steal']) == {'in_process', 'clusters'}
-            assert set(case['driver_peak_mb']) == {'threads', 'threads_quarter', 'cluster',
-                                                 'eager'}
-            assert case['driver_peak_mb']['eager'] > 0 and case['partition_mb'] > 0
-        if case['case'] == 'curation_reshard':  # first reads timed in fresh processes
-            assert set(case['first_record_ms']) == {'with_idx', 'without_idx', 'scan_tar'}
-            assert set(case['read_ms_per_record']) == {'random', 'sequential'}
-            # one phase: the one-process contenders in fresh processes, the clusters up
-            assert set(case['host_steal']) == {'rounds', 'first_reads'}
-            assert all(len(values) == case['fresh_processes']
-                       for values in case['fresh_samples'].values())
-            assert all(ms > 0 for ms in case['first_record_ms'].values())
-            goals = [(check['unit'], check['goal']) for check in case['checks']
-                     if check['goal'] is not None]
-            assert goals == RESHARD_GOALS
-        if case['case'].startswith('transforms_loader'):  # images/s
-            kind = case['case'][len('transforms_loader_'):]
-            assert set(case['images_per_s']) == CONTENDERS | LOADER_BATCH_TARGETS
-            goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
-            assert goals == [{'op': '>=', 'bound': LOADER_GOALS[kind]}]
-            assert {'gluoncv/' + name for name in LOADER_BATCH_TARGETS} <= set(case['ratios'])
-        elif case['case'].startswith('transforms_'):  # per sample: the 4x goal
-            goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
-            assert goals == [{'op': '>=', 'bound': 4}]
-        if case['case'].startswith('batch_targets_'):  # one batch's targets
-            kind = case['case'][len('batch_targets_'):]
-            goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
-            assert goals == [{'op': '>=', 'bound': BATCH_TARGETS_GOALS[kind]}]
-            assert case['out_bytes'] > 0 and case['outputs']
-            assert 'gluoncv/gluonbatch in a worker' in case['ratios']
-        if case['case'] == 'webdataset':  # per record; one goal: random vs sequential reads
-            assert set(case['records_per_s']) == CONTENDERS
-            assert set(case['raw_read_us_per_record']) == {'random', 'in_order', 'sequential',
-                                                           'tarfile_stream'}
-            assert case['reshard_mb_per_s'] > 0 and case['copyfile_mb_per_s'] > 0
-            goals = [check for check in case['checks'] if check['goal'] is not None]
-            assert [check['goal'] for check in goals] == [{'op': '<=', 'bound': 2}]
+            assert check['goal']['op'] in ('>=', '<=')
+            assert isinstance(check['passed'], bool)
+    if case['case'].startswith('stack'):
+        assert set(case['host_temporaries_pct']) == CONTENDERS
+    if case['case'] == 'loader':  # information only: epochs of a 2-worker DataLoader
+        assert set(case['batches_per_s']) == CONTENDERS
+        assert all(check['goal'] is None for check in case['checks'])
+    if case['case'] == 'worker_batchify':
+        assert case['workers_timed'] in (1, 2)
+    if case['case'] in RECYCLING_GOALS:
+        goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
+        assert goals == RECYCLING_GOALS[case['case']]
+    if case['case'] == 'curation_metadata':
+        assert set(case['host_steal']) == {'in_process', 'clusters'}
+        assert set(case['driver_peak_mb']) == {'threads', 'threads_quarter', 'cluster',
+                                               'eager'}
+        assert case['driver_peak_mb']['eager'] > 0 and case['partition_mb'] > 0
+    if case['case'] == 'curation_reshard':  # first reads timed in fresh processes
+        assert set(case['first_record_ms']) == {'with_idx', 'without_idx', 'scan_tar'}
+        assert set(case['read_ms_per_record']) == {'random', 'sequential'}
+        # one phase: the one-process contenders in fresh processes, the clusters up
+        assert set(case['host_steal']) == {'rounds', 'first_reads'}
+        assert all(len(values) == case['fresh_processes']
+                   for values in case['fresh_samples'].values())
+        assert all(ms > 0 for ms in case['first_record_ms'].values())
+        goals = [(check['unit'], check['goal']) for check in case['checks']
+                 if check['goal'] is not None]
+        assert goals == RESHARD_GOALS
+    if case['case'].startswith('transforms_loader'):  # images/s
+        kind = case['case'][len('transforms_loader_'):]
+        assert set(case['images_per_s']) == CONTENDERS | LOADER_BATCH_TARGETS
+        goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
+        assert goals == [{'op': '>=', 'bound': LOADER_GOALS[kind]}]
+        assert {'gluoncv/' + name for name in LOADER_BATCH_TARGETS} <= set(case['ratios'])
+    elif case['case'].startswith('transforms_'):  # per sample: the 4x goal
+        goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
+        assert goals == [{'op': '>=', 'bound': 4}]
+    if case['case'].startswith('batch_targets_'):  # one batch's targets
+        kind = case['case'][len('batch_targets_'):]
+        goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
+        assert goals == [{'op': '>=', 'bound': BATCH_TARGETS_GOALS[kind]}]
+        assert case['out_bytes'] > 0 and case['outputs']
+        assert 'gluoncv/gluonbatch in a worker' in case['ratios']
+    if case['case'] == 'webdataset':  # per record; one goal: random vs sequential reads
+        assert set(case['records_per_s']) == CONTENDERS
+        assert set(case['raw_read_us_per_record']) == {'random', 'in_order', 'sequential',
+                                                       'tarfile_stream'}
+        assert case['reshard_mb_per_s'] > 0 and case['copyfile_mb_per_s'] > 0
+        goals = [check for check in case['checks'] if check['goal'] is not None]
+        assert [check['goal'] for check in goals] == [{'op': '<=', 'bound': 2}]
 
 
 def run_without_gluoncv(args):
@@ -148,20 +176,49 @@ def run_without_gluoncv(args):
     return result.returncode, result.stdout, result.stderr
 
 
-@pytest.mark.parametrize('args', [['bench'], ['bench', '--quick', '--only', 'pad_labels']])
-def test_bench_without_gluoncv_exits_2_naming_the_extra(args):
+@pytest.mark.parametrize('args', [[], ['--quick', '--only', 'pad_labels']])
+def test_benchmarks_without_gluoncv_exit_2_naming_the_extra(args):
     code, stdout, stderr = run_without_gluoncv(args)
     assert code == 2, stderr[-3000:]
     assert stdout == ''
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and 'Traceback' not in stderr, stderr[-3000:]
-    assert lines[0].startswith('gluonbatch bench: error: ')
+    assert lines[0].startswith('python -m benchmarks: error: ')
     assert "pip install 'gluonbatch[examples]'" in lines[0]
 
 
-def test_bench_help_and_the_import_path_need_no_gluoncv():
-    code, stdout, stderr = run_without_gluoncv(['bench', '--help'])  # imports both
-    assert code == 0 and 'usage: gluonbatch bench' in stdout, stderr[-3000:]
+def test_benchmarks_help_and_the_chart_need_no_gluoncv():
+    code, stdout, stderr = run_without_gluoncv(['--help'])  # imports both
+    assert code == 0 and 'usage: python -m benchmarks' in stdout, stderr[-3000:]
+
+
+def test_the_wheel_holds_no_benchmarks():
+    from setuptools._distutils.core import run_setup
+
+    packages = run_setup(str(ROOT / 'setup.py'), stop_after='init').packages
+    assert 'gluonbatch' in packages and 'gluonbatch.webdataset' in packages
+    assert not [name for name in packages if name.split('.')[0] == 'benchmarks'
+                or name.startswith('gluonbatch.bench')], packages
+
+
+def test_the_package_imports_no_benchmarks():
+    importers = []
+    for path in (ROOT / 'gluonbatch').rglob('*.py'):
+        for node in ast.walk(ast.parse(path.read_text(encoding='utf-8'))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ''] if isinstance(node, ast.ImportFrom)
+                     and not node.level else [])
+            if any(name.split('.')[0] == 'benchmarks' for name in names):
+                importers.append(str(path.relative_to(ROOT)))
+    assert not importers
+
+
+def test_the_gluonbatch_command_has_no_bench():
+    from gluonbatch.cli import build_parser
+
+    with pytest.raises(SystemExit) as stop:
+        build_parser().parse_args(['bench'])
+    assert stop.value.code == 2
 
 
 #: Prints this run's parent process and which of ``fractions`` (preloaded) and ``colorsys``

@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from gluonbatch.bench import harness
+from benchmarks import harness
 
 
 def recorder(calls, name, values=None):

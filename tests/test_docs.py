@@ -10,7 +10,7 @@ import urllib.parse
 
 import pytest
 
-from gluonbatch import benchmark
+from benchmarks import plot, runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, 'docs')
@@ -119,14 +119,14 @@ def test_plot_ratios_writes_a_png(tmp_path):
                          case('webdataset', 400.0, 730.0),  # a panel of its own
                          {'case': 'memory', 'medians_ms': {}}]}  # no ratios: left out
     out = tmp_path / 'ratios.png'
-    assert benchmark.plot_ratios(results, str(out)) == str(out)
+    assert plot.plot_ratios(results, str(out)) == str(out)
     data = out.read_bytes()
     assert data[:8] == PNG and len(data) > 1000
     with pytest.raises(ValueError):
-        benchmark.plot_ratios({'cases': [{'case': 'memory'}]}, str(tmp_path / 'none.png'))
+        plot.plot_ratios({'cases': [{'case': 'memory'}]}, str(tmp_path / 'none.png'))
 
 
 def test_bench_plot_option(tmp_path):
     out = tmp_path / 'bench.png'
-    assert benchmark.main(['--quick', '--only', 'pad_labels', '--plot', str(out)]) == 0
+    assert runner.main(['--quick', '--only', 'pad_labels', '--plot', str(out)]) == 0
     assert out.read_bytes()[:8] == PNG

@@ -175,14 +175,8 @@ def test_demo_runs_both_loaders_and_draws_the_batch(tmp_path):
         assert picture.size == (1280, 320)
 
 
-def test_bench_command_prints_its_table():
-    code, stdout, err = run([COMMAND, 'bench', '--quick', '--only', 'pad_labels'])
-    assert code == 0, err[-3000:]
-    assert 'gluoncv / gluonbatch' in stdout and 'goals met' in stdout
-
-
 @pytest.mark.parametrize('args', [['--help'], ['demo', '--help'], ['show', '--help'],
-                                  ['bench', '--help'], ['wds', '--help'],
+                                  ['wds', '--help'],
                                   ['wds', 'index', '--help'], ['wds', 'inspect', '--help'],
                                   ['wds', 'reshard', '--help']])
 def test_help_of_every_command(args):

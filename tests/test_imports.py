@@ -14,8 +14,8 @@ PACKAGE = pathlib.Path(gluonbatch.__file__).resolve().parent
 
 PUBLIC_MODULES = ['gluonbatch', 'gluonbatch.batchify', 'gluonbatch.rcnn', 'gluonbatch.collate',
                   'gluonbatch.dataloader', 'gluonbatch.sharding', 'gluonbatch.memory',
-                  'gluonbatch.webdataset', 'gluonbatch.cli', 'gluonbatch.benchmark',
-                  'gluonbatch.examples', 'gluonbatch.sampler', 'gluonbatch.bench']
+                  'gluonbatch.webdataset', 'gluonbatch.cli', 'gluonbatch.examples',
+                  'gluonbatch.sampler']
 
 
 @pytest.mark.parametrize('module', PUBLIC_MODULES)

@@ -1,8 +1,9 @@
-"""The ``gluonbatch`` command: ``demo``, ``bench``, ``show`` and ``wds``.
+"""The ``gluonbatch`` command: ``demo``, ``show`` and ``wds``.
 
 One module per command, each with ``add_parser(commands)`` and ``run``; the argparse value
-types they share with the example loaders and the benchmark are in
-``gluonbatch._core.argtypes``.
+types they share with the example loaders and the benchmarks are in
+``gluonbatch._core.argtypes``. The benchmarks are not a command: they live in the source
+tree's ``benchmarks`` package (``make bench``), outside the installed package.
 
 >>> main(['--help'])  # doctest: +ELLIPSIS
 Traceback (most recent call last):
@@ -12,7 +13,7 @@ SystemExit: 0
 import argparse
 import sys
 
-from . import bench, demo, show, wds
+from . import demo, show, wds
 
 __all__ = ['main', 'build_parser']
 
@@ -25,9 +26,9 @@ def build_parser():
     """
     parser = argparse.ArgumentParser(
         prog='gluonbatch', description='Fast shared-memory batches for MXNet Gluon: example '
-                                       'loaders, benchmark and batch pictures.')
+                                       'loaders, batch pictures and webdatasets.')
     commands = parser.add_subparsers(dest='command', required=True, metavar='COMMAND')
-    for command in (demo, bench, show, wds):  # the order of `gluonbatch --help`
+    for command in (demo, show, wds):  # the order of `gluonbatch --help`
         command.add_parser(commands)
     return parser
 
@@ -35,7 +36,5 @@ def build_parser():
 def main(argv=None):
     """Run the command; returns its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ['bench']:
-        return bench.run(argv[1:])
     args = build_parser().parse_args(argv)
     return args.run(args)
