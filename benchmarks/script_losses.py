@@ -1,9 +1,9 @@
 """Run gluoncv's detection training scripts before and after the change to gluonbatch's
 batch-target batchifiers, and compare their logged losses iteration by iteration.
 
-Usage::
+Usage, from the repository's root::
 
-    python docs/script_losses.py DIR [--cases ssd,yolo3,center_net] [--images 24]
+    python -m benchmarks.script_losses DIR [--cases ssd,yolo3,center_net] [--images 24]
 
 ``DIR`` holds gluoncv's ``train_ssd.py``, ``train_yolo3.py`` and ``train_center_net.py``
 (gluoncv's repository, ``scripts/detection/{ssd,yolo,center_net}/``). This file does not
@@ -289,10 +289,13 @@ def _record_batches(folder):
 def _run(script, argv, home, workdir):
     """Run ``script`` through the launcher in a new process: ``(log lines, recorded
     values, seconds, batch files)``."""
+    from .harness import python_env
+
     os.makedirs(workdir)
     record = os.path.join(workdir, 'losses.jsonl')
-    env = dict(os.environ, HOME=home, PYTHONHASHSEED='0')
-    command = [sys.executable, os.path.abspath(__file__), '_launch', script, record, '--'] + argv
+    env = dict(python_env(), HOME=home, PYTHONHASHSEED='0')
+    command = ([sys.executable, '-m', 'benchmarks.script_losses', '_launch', script, record,
+                '--'] + argv)
     start = time.time()
     with open(os.path.join(workdir, 'output.txt'), 'w') as output:
         code = subprocess.call(command, cwd=workdir, env=env, stdout=output,
