@@ -9,9 +9,19 @@ what the parent computed stays true in the child, so :func:`shared_by_key` objec
 kept across a fork.
 
 A child must not free what it inherited by accident: freeing an inherited shared-memory
-array lowers the reference count that the process which made the array reads before
-reusing its memory. So ``ProcessLocal(keep_inherited=True)`` keeps the parent's value, and
-the child's garbage collector leaves inherited objects alone (``gc.freeze()`` at fork).
+array lowers the reference count that the process which made the array reads before reusing
+its memory. So ``ProcessLocal(keep_inherited=True)`` keeps the parent's value, and a child
+forked by a process that holds such arrays starts with its garbage collector leaving the
+inherited objects alone (``gc.freeze()``): else collecting a batch its parent had dropped in
+a reference cycle, but not yet collected, would free the mapping a second time.
+
+Measured with a worker's recycled segment that the training process had received and dropped
+in a reference cycle: a child it forked then ran ``gc.collect()``, which lowered the
+segment's shared count from 3 to 2 without the freeze (a count the worker reads to decide
+the segment is free while the training process still maps it) and left it at 3 with it. A
+process holds such arrays once it has sent or received an NDArray through gluonbatch's
+reducer (:func:`note_shared_arrays`); the children of any other process (of a program that
+merely imported gluonbatch) are left as Python makes them.
 
 Examples
 --------
@@ -30,12 +40,21 @@ import os
 import threading
 import weakref
 
-__all__ = ['ProcessLocal', 'shared_by_key', 'in_worker_process', 'BoundedCache',
-           'file_identity', 'heap_for_large_arrays']
+__all__ = ['ProcessLocal', 'shared_by_key', 'in_worker_process', 'note_shared_arrays',
+           'BoundedCache', 'file_identity', 'heap_for_large_arrays']
 
 # Bumped in every forked child; a ProcessLocal made in another generation is stale.
 _generation = 0
 _lock = threading.Lock()
+# Whether this process maps shared-memory arrays that another process counts on.
+_holds_shared_arrays = False
+
+
+def note_shared_arrays():
+    """Note that this process has sent or received an NDArray by shared memory (the reducer
+    calls it), so that the children it forks from now on leave inherited objects to it."""
+    global _holds_shared_arrays
+    _holds_shared_arrays = True
 
 
 def _after_fork_in_child():
@@ -43,10 +62,11 @@ def _after_fork_in_child():
     _generation += 1
     # The parent's lock may have been held by a thread that does not exist here.
     _lock = threading.Lock()
-    # The garbage collector leaves what the child inherited alone: collecting a batch the
-    # parent had dropped but not yet collected would free a shared-memory mapping twice,
-    # lowering a count the process that made the batch relies on before reusing it.
-    gc.freeze()
+    if _holds_shared_arrays:
+        # Collecting a batch the parent had dropped but not yet collected would free a
+        # shared-memory mapping twice, lowering a count the process that made the batch
+        # relies on before reusing it. The child inherits the note: its children too.
+        gc.freeze()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
