@@ -39,6 +39,7 @@ import numpy as np
 
 from .._core.alloc import allocate, to_shared
 from .._core.checks import check_batch, check_fields, check_int
+from .._core.process import SharedByToken
 from .._core.shard_layout import ROWS
 from ..transforms.targets.center_net import (center_net_targets, check_scale_factor,
                                              output_grid, target_shapes)
@@ -86,7 +87,7 @@ def _allocated(shapes, zeroed):
     return tuple(out for out, _ in pairs), tuple(view for _, view in pairs)
 
 
-class SSDTrainBatchify(_TargetBatchify):
+class SSDTrainBatchify(SharedByToken, _TargetBatchify):
     """SSD training batches: images, ``cls_targets`` and ``box_targets`` of the batch.
 
     Samples are ``(image, label)`` as gluoncv's or gluonbatch's ``SSDDefaultTrainTransform``
@@ -111,14 +112,24 @@ class SSDTrainBatchify(_TargetBatchify):
     tuple
         ``(images (B, 3, H, W), cls_targets (B, N), box_targets (B, N, 4))``, float32 but
         for images not normalized here, which keep ``Stack()``'s dtype.
+
+    Notes
+    -----
+    It pickles in a few hundred bytes, its anchors as a token (MXNet's DataLoader pickles
+    the batchify function into every task it sends a worker): a copy unpickled in the
+    process that made it, or in one forked from it since (a DataLoader worker), uses the
+    same anchors; any other process makes its own ``SSDTrainBatchify``.
     """
 
     NUM_OUTPUTS = 3
 
+    #: The anchors and what is computed from them stay in the process (see Notes).
+    BY_TOKEN = {'_generator': 'its anchors'}
+
     def __init__(self, anchors, iou_thresh=0.5, box_norm=(0.1, 0.1, 0.2, 0.2),
                  normalize=False, mean=IMAGENET_MEAN, std=IMAGENET_STD):
-        super().__init__(normalize, mean, std)
-        self._generator = SSDTargets(anchors, iou_thresh, box_norm)
+        _TargetBatchify.__init__(self, normalize, mean, std)
+        self._share_by_token(_generator=SSDTargets(anchors, iou_thresh, box_norm))
 
     def __call__(self, data):
         """Batchify ``data``, a list of ``(image, label)`` samples."""
