@@ -890,6 +890,37 @@ def test_chw_images_to_normalize_are_refused(small_yolo, model):
         batchify(samples)
 
 
+@pytest.mark.parametrize('preset_normalize', [False, True])
+def test_a_preset_and_a_batchify_function_that_disagree_on_normalize_are_named_both(
+        small_yolo, preset_normalize):
+    """A preset's output (HWC with normalize=False, CHW with normalize=True) given to a
+    batchify function made with the same normalize (which wants the other layout): the
+    error names the preset's knob and the batchify function's, and what each should be."""
+    preset = ssd.SSDDefaultTrainTransform(64, 64, normalize=preset_normalize)
+    image = mx.nd.array(np.random.RandomState(8).randint(0, 256, (80, 96, 3)), dtype='uint8')
+    sample = preset(image, np.array([[4., 4., 40., 40., 1.]]))
+    agreeing = SSDTrainBatchify(grid_anchors(64, 64, per_side=4),
+                                normalize=not preset_normalize)
+    assert agreeing([sample, sample])[0].shape == (2, 3, 64, 64)
+    remedy = ('Make the two agree: the preset with normalize=False and {0}(..., '
+              'normalize=True), which normalizes as it writes the batch, or the preset with '
+              'normalize=True and {0}(..., normalize=False)')
+    for model in MODELS:
+        batchify, _ = error_case(model, preset_normalize, small_yolo)
+        name = type(batchify).__name__
+        with pytest.raises(ValueError) as error:
+            batchify([sample, sample])
+        message = str(error.value)
+        assert message.startswith('sample 0 has shape %s, an image laid out %s as a preset '
+                                  'made with normalize=%s returns it, but %s(normalize=%s) '
+                                  'takes images laid out %s' % (
+                                      tuple(sample[0].shape),
+                                      'CHW' if preset_normalize else 'HWC', preset_normalize,
+                                      name, preset_normalize,
+                                      'HWC' if preset_normalize else 'CHW')), message
+        assert message.endswith(remedy.format(name)), message
+
+
 @pytest.mark.parametrize('model, image', [
     ('ssd', (64, 64, 3)), ('yolo', (64, 64, 3)), ('yolo', (64, 64)),
     ('center_net', (64, 64, 3))])

@@ -61,6 +61,7 @@ class _TargetBatchify:
     NUM_OUTPUTS = 0
 
     def __init__(self, normalize, mean, std):
+        self._normalize = bool(normalize)
         self._images = NormalizedStack(mean, std) if normalize else Stack()
 
     @property
@@ -72,12 +73,32 @@ class _TargetBatchify:
         """The image batch and the list of labels of checked ``(image, label)`` samples."""
         check_batch(data)
         check_fields(data, 2, type(self).__name__, 'elements')
+        self._check_layout(data[0][0])
         images = self._images([sample[0] for sample in data])
         # stacked as they come, the images must be CHW: their size sets the target grids
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError('sample 0 has shape %s; expected a CHW image (3, height, width), '
-                             'or normalize=True for HWC images' % (tuple(images.shape[1:]),))
+                             'or %s(normalize=True) for HWC images'
+                             % (tuple(images.shape[1:]), type(self).__name__))
         return images, [sample[1] for sample in data]
+
+    def _check_layout(self, image):
+        """Refuse an image laid out for the other ``normalize`` (an unmistakable one: HWC
+        with ``normalize=False``, CHW with ``normalize=True``), naming both knobs."""
+        shape = tuple(getattr(image, 'shape', ()))
+        if len(shape) != 3 or (shape[0] == 3) == (shape[2] == 3):
+            return  # not an image, or either layout: the stacking checks it
+        hwc = shape[2] == 3  # a preset's normalize=False output; CHW its normalize=True's
+        if hwc != self._normalize:
+            name = type(self).__name__
+            raise ValueError(
+                'sample 0 has shape %s, an image laid out %s as a preset made with normalize=%s '
+                'returns it, but %s(normalize=%s) takes images laid out %s, as a preset made '
+                'with normalize=%s returns them. Make the two agree: the preset with '
+                'normalize=False and %s(..., normalize=True), which normalizes as it writes '
+                'the batch, or the preset with normalize=True and %s(..., normalize=False)'
+                % (shape, 'HWC' if hwc else 'CHW', not hwc, name, self._normalize,
+                   'HWC' if self._normalize else 'CHW', not self._normalize, name, name))
 
 
 def _allocated(shapes, zeroed):
