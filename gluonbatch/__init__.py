@@ -11,16 +11,16 @@ from .batchify import (Append, CenterNetTrainBatchify, Dict, List, NamedTuple, N
 from .collate import Collate, default_collate
 from .memory import SharedMemoryError, get_memory, set_memory, use_memory
 from .rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
-from ._core.pickling import install as _install_reducer
+from ._core.pickling import install_reducer, restore_mxnet_reducer
 
 __version__ = '0.1.0'
 
 # DataLoader workers send batches with ForkingPickler; gluonbatch's reducer must be the one
-# registered for NDArray (see gluonbatch._core.pickling).
-_install_reducer()
+# registered for NDArray (see gluonbatch._core.pickling; restore_mxnet_reducer() undoes it).
+install_reducer()
 
 __all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple',
            'NormalizedStack', 'SSDTrainBatchify', 'YOLO3TrainBatchify', 'CenterNetTrainBatchify',
            'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify', 'Collate', 'default_collate',
            'dataloader', 'set_memory', 'get_memory', 'use_memory', 'SharedMemoryError',
-           'BatchifyUsageError', '__version__']
+           'BatchifyUsageError', 'install_reducer', 'restore_mxnet_reducer', '__version__']

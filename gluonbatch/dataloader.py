@@ -159,26 +159,22 @@ class DetectionDataLoader(PooledLoader):
     ------
     TypeError, ValueError
         ``num_workers`` is not an integer, or is negative; ``timeout`` is not a number (or
-        None), or not above 0. Earlier versions converted ``num_workers`` with ``int()``
-        and clamped a negative count to 0.
+        None), or not above 0.
 
     Notes
     -----
     A batch that fails to load raises the original exception (type, arguments and
     message unchanged) with notes naming its dataset indices and, from a worker, the
-    worker's traceback (earlier versions raised a copy with a rewritten message).
+    worker's traceback.
 
     A worker process that dies (the out-of-memory killer, say) raises a ``RuntimeError``
     naming its pid and the dataset indices of its batch as soon as it is seen dead,
     whether it died loading the batch or after sending it (whose shared memory then
-    cannot be received); earlier versions waited for ``timeout`` or raised a bare
-    ``EOFError`` or ``ConnectionError``. The pool starts a new worker, so the next pass
-    works.
+    cannot be received). The pool starts a new worker, so the next pass works.
 
     Leaving a pass early (``break``) gives back the batches it had in flight: those that
     have arrived are freed at once, the others when the next pass begins, which first
-    waits for them. Earlier versions kept them in shared memory until the loader was
-    deleted, so every ``break`` held on to ``prefetch`` more batches.
+    waits for them.
 
     Examples
     --------
@@ -250,9 +246,7 @@ class RandomTransformDataLoader(PooledLoader):
         be None), ``timeout`` is not a number or None, or a transform is not callable.
     ValueError
         ``interval`` or ``prefetch`` is below 1, ``num_workers`` is negative, ``timeout``
-        is not above 0, or there is no transform. Earlier versions clamped such
-        ``interval``, ``prefetch`` and ``num_workers`` values silently, and converted
-        non-integers with ``int()``.
+        is not above 0, or there is no transform.
 
     Notes
     -----

@@ -247,9 +247,6 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
     raise a ``ValueError``; pass ``num_shards=1`` (the whole batch on ``ctx_list[0]``, as
     with one device) or a ``layout`` marking such a field ``'whole'``. A batch with nothing
     to split (only numbers, None or ``'whole'`` fields) is one item, on ``ctx_list[0]``.
-    Earlier versions read any list or tuple of NDArrays as shards, which split a
-    ``(padded, lengths)`` pair or a list of fields wrongly, and put a batch without sharded
-    fields on ``ctx_list[0]`` unless ``num_shards`` was given.
 
     Parameters
     ----------

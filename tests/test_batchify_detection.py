@@ -11,6 +11,7 @@ Beyond equality: shared memory, shard layouts, pickling, inputs untouched and un
 DataLoader workers over recycled memory, thread pools, numpy mode, random-shape loading
 and the errors.
 """
+import multiprocessing
 import pickle
 import re
 import random
@@ -634,6 +635,81 @@ def test_pickled_batchify_gives_the_same_batches(cases, yolo_net, model):
         assert_same_values(copy(other), values(batchify(other)))
 
 
+def ssd300_like_anchors(seed):
+    """``(1, 8732, 4)`` centre-format anchors over the SSD cases' images, as many as
+    SSD300's; another ``seed``, other anchors."""
+    rng = np.random.RandomState(seed)
+    width, height = SSD_SIZE
+    centres = rng.uniform(0, 1, (8732, 2)) * (width, height)
+    sides = rng.uniform(8, 90, (8732, 2))
+    return np.concatenate([centres, sides], axis=1)[None].astype(np.float32)
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+def test_ssd_batchify_pickles_small_and_its_workers_batches_are_the_main_processes(
+        num_workers):
+    """MXNet's DataLoader pickles the batchify function into every task: SSD's pickles
+    without its 8,732 anchors, and the copies the workers unpickle give the very batches
+    the function gives in the main process."""
+    batchify = SSDTrainBatchify(ssd300_like_anchors(seed=11), normalize=True)
+    assert len(pickle.dumps(batchify)) < 1024
+    samples = make_samples('ssd', LOADER_BOX_COUNTS, seed=12)
+    want = [values(batchify(samples[i:i + BATCH])) for i in range(0, len(samples), BATCH)]
+    loader = mx.gluon.data.DataLoader(mx.gluon.data.SimpleDataset(samples), batch_size=BATCH,
+                                      batchify_fn=batchify, num_workers=num_workers)
+    got = [values(batch) for batch in loader]
+    assert len(got) == len(want)
+    for batch, expected in zip(got, want):
+        for field, field_want in zip(batch, expected):
+            np.testing.assert_array_equal(field, field_want)
+
+
+def test_ssd_batchify_copies_keep_their_own_anchors():
+    """Two SSD batchify functions with other anchors in one process: each unpickled copy
+    (here and in a DataLoader worker forked after both were made) gives its own targets."""
+    first, second = (SSDTrainBatchify(ssd300_like_anchors(seed), normalize=True)
+                     for seed in (21, 22))
+    labels = [label for _, label in make_samples('ssd', [6, 3], seed=23)]
+    want = {id(fn): values(fn.targets(labels)) for fn in (first, second)}
+    assert not np.array_equal(want[id(first)][1], want[id(second)][1])
+    for fn in (first, second, first):
+        copy = pickle.loads(pickle.dumps(fn))
+        for field, expected in zip(values(copy.targets(labels)), want[id(fn)]):
+            np.testing.assert_array_equal(field, expected)
+    samples = make_samples('ssd', [6, 3], seed=23)
+    for fn in (second, first):
+        loader = mx.gluon.data.DataLoader(mx.gluon.data.SimpleDataset(samples),
+                                          batch_size=2, batchify_fn=fn, num_workers=1)
+        (batch,) = list(loader)
+        for field, expected in zip(values(batch)[1:], want[id(fn)]):
+            np.testing.assert_array_equal(field, expected)
+
+
+def _unpickle_in_child(connection):
+    payload = connection.recv_bytes()
+    try:
+        pickle.loads(payload)
+        connection.send('unpickled')
+    except ValueError as err:
+        connection.send(str(err))
+
+
+def test_ssd_batchify_unpickled_where_its_anchors_are_unknown_says_so():
+    """A process forked before the function was made does not know its token."""
+    context = multiprocessing.get_context('fork')
+    here, there = context.Pipe()
+    child = context.Process(target=_unpickle_in_child, args=(there,))
+    child.start()
+    try:
+        batchify = SSDTrainBatchify(ssd300_like_anchors(seed=31))
+        here.send_bytes(pickle.dumps(batchify))
+        message = here.recv()
+    finally:
+        child.join(60)
+    assert 'cannot unpickle this SSDTrainBatchify' in message
+    assert 'its anchors' in message and 'make the SSDTrainBatchify in this process' in message
+
+
 @pytest.mark.parametrize('model', MODELS)
 @pytest.mark.parametrize('size', [1, 3])
 def test_inputs_are_neither_changed_nor_aliased(cases, model, size):
@@ -812,6 +888,37 @@ def test_chw_images_to_normalize_are_refused(small_yolo, model):
     _, samples = error_case(model, False, small_yolo)
     with pytest.raises(ValueError, match=r'sample 0 has shape \(3, 64, 64\).*HWC'):
         batchify(samples)
+
+
+@pytest.mark.parametrize('preset_normalize', [False, True])
+def test_a_preset_and_a_batchify_function_that_disagree_on_normalize_are_named_both(
+        small_yolo, preset_normalize):
+    """A preset's output (HWC with normalize=False, CHW with normalize=True) given to a
+    batchify function made with the same normalize (which wants the other layout): the
+    error names the preset's knob and the batchify function's, and what each should be."""
+    preset = ssd.SSDDefaultTrainTransform(64, 64, normalize=preset_normalize)
+    image = mx.nd.array(np.random.RandomState(8).randint(0, 256, (80, 96, 3)), dtype='uint8')
+    sample = preset(image, np.array([[4., 4., 40., 40., 1.]]))
+    agreeing = SSDTrainBatchify(grid_anchors(64, 64, per_side=4),
+                                normalize=not preset_normalize)
+    assert agreeing([sample, sample])[0].shape == (2, 3, 64, 64)
+    remedy = ('Make the two agree: the preset with normalize=False and {0}(..., '
+              'normalize=True), which normalizes as it writes the batch, or the preset with '
+              'normalize=True and {0}(..., normalize=False)')
+    for model in MODELS:
+        batchify, _ = error_case(model, preset_normalize, small_yolo)
+        name = type(batchify).__name__
+        with pytest.raises(ValueError) as error:
+            batchify([sample, sample])
+        message = str(error.value)
+        assert message.startswith('sample 0 has shape %s, an image laid out %s as a preset '
+                                  'made with normalize=%s returns it, but %s(normalize=%s) '
+                                  'takes images laid out %s' % (
+                                      tuple(sample[0].shape),
+                                      'CHW' if preset_normalize else 'HWC', preset_normalize,
+                                      name, preset_normalize,
+                                      'HWC' if preset_normalize else 'CHW')), message
+        assert message.endswith(remedy.format(name)), message
 
 
 @pytest.mark.parametrize('model, image', [

@@ -93,6 +93,23 @@ def test_defaults_are_gluoncv_presets_normalization():
         reference([image], (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)))
 
 
+def test_every_default_normalization_is_the_one_imagenet_statistics():
+    """The batchifiers' and the presets' defaults are the same objects, from one home."""
+    import inspect
+    from gluonbatch.batchify import SSDTrainBatchify, images
+    from gluonbatch.transforms.presets import center_net, rcnn, ssd
+    assert images.IMAGENET_MEAN == (0.485, 0.456, 0.406)
+    assert images.IMAGENET_STD == (0.229, 0.224, 0.225)
+    for module in (center_net, rcnn, ssd):
+        assert module.MEAN is images.IMAGENET_MEAN and module.STD is images.IMAGENET_STD
+    for function in (NormalizedStack, SSDTrainBatchify, ssd.SSDDefaultTrainTransform,
+                     rcnn.FasterRCNNDefaultTrainTransform,
+                     center_net.CenterNetDefaultTrainTransform):
+        parameters = inspect.signature(function).parameters
+        assert parameters['mean'].default is images.IMAGENET_MEAN, function
+        assert parameters['std'].default is images.IMAGENET_STD, function
+
+
 def test_batch_is_neither_aliased_nor_alias_of_its_inputs():
     """A batch of one cpu_shared NDArray too: the batch is always a new array."""
     rng = np.random.RandomState(1)

@@ -1,7 +1,14 @@
-"""Every public module imports first in a fresh interpreter, and the package has no import
-cycle (one would make the result depend on which module a program happens to import
-first)."""
+"""Every public module imports first in a fresh interpreter, importing gluonbatch has no side
+effects a program did not ask for (no heavy libraries, forked children left as Python makes
+them), and the package has no import cycle (one would make the result depend on which module
+a program happens to import first).
+
+One fresh interpreter serves the checks that need one: it imports ``gluonbatch`` first and
+checks it, then imports each other public module first in a child forked from it. Importing
+``gluonbatch.x`` always runs ``gluonbatch/__init__.py`` to its end before ``x``, so a child
+forked right after ``import gluonbatch`` is where a fresh ``import gluonbatch.x`` would be."""
 import ast
+import json
 import pathlib
 import subprocess
 import sys
@@ -17,13 +24,108 @@ PUBLIC_MODULES = ['gluonbatch', 'gluonbatch.batchify', 'gluonbatch.rcnn', 'gluon
                   'gluonbatch.webdataset', 'gluonbatch.cli', 'gluonbatch.examples',
                   'gluonbatch.sampler']
 
+#: Libraries ``import gluonbatch`` must not load beyond what ``import mxnet`` loads itself
+#: (MXNet's image module imports OpenCV).
+HEAVY = ['gluoncv', 'dask', 'pandas', 'pyarrow', 'cv2', 'matplotlib']
+
+# Run by a fresh interpreter: ``python -c FRESH module...``; prints one JSON report.
+FRESH = r"""
+import gc, json, os, sys, traceback
+
+HEAVY = %r
+
+
+def in_child(check):
+    # check() in a forked child: {'result': ...} or {'error': traceback}, and its exit status
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            outcome = {'result': check()}
+        except BaseException:
+            outcome = {'error': traceback.format_exc()}
+        with os.fdopen(write, 'w') as pipe:
+            json.dump(outcome, pipe)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        outcome = json.loads(pipe.read() or '{"error": "the child sent nothing"}')
+    outcome['status'] = os.waitpid(pid, 0)[1]
+    return outcome
+
+
+def heavy_loaded():
+    return sorted(name for name in HEAVY if name in sys.modules)
+
+
+def mxnet_alone():
+    import mxnet
+    return heavy_loaded()
+
+
+def gc_state():
+    return [gc.isenabled(), gc.get_freeze_count()]
+
+
+def imported_first(module):
+    def check():
+        __import__(module)
+        import gluonbatch
+        return [str(gluonbatch.Stack()([[1, 2]]).shape), heavy_loaded()]
+    return check
+
+
+report = {'mxnet': in_child(mxnet_alone)}  # forked before anything of gluonbatch is loaded
+import gluonbatch
+report['gluonbatch'] = heavy_loaded()
+report['forks'] = []
+for enabled in (True, False):  # a program that merely imported gluonbatch forks
+    (gc.enable if enabled else gc.disable)()
+    report['forks'].append([gc_state(), in_child(gc_state)])
+gc.enable()
+report['modules'] = {module: in_child(imported_first(module)) for module in sys.argv[1:]}
+print(json.dumps(report))
+""" % (HEAVY,)
+
+
+@pytest.fixture(scope='module')
+def fresh():
+    """The report of one fresh interpreter running :data:`FRESH` for every public module."""
+    result = subprocess.run([sys.executable, '-c', FRESH] + PUBLIC_MODULES,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _succeeded(outcome):
+    assert 'error' not in outcome, outcome['error'][-2000:]
+    assert outcome['status'] == 0
+    return outcome['result']
+
 
 @pytest.mark.parametrize('module', PUBLIC_MODULES)
-def test_each_public_module_imports_first_in_a_fresh_interpreter(module):
-    code = 'import %s, gluonbatch; print(gluonbatch.Stack()([[1, 2]]).shape)' % module
-    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == '(1, 2)'
+def test_each_public_module_imports_first_in_a_fresh_interpreter(fresh, module):
+    shape, _ = _succeeded(fresh['modules'][module])
+    assert shape == '(1, 2)'
+
+
+def test_importing_gluonbatch_loads_no_heavy_library_that_mxnet_does_not(fresh):
+    by_mxnet = _succeeded(fresh['mxnet'])
+    assert set(fresh['gluonbatch']) - set(by_mxnet) == set()
+    assert set(by_mxnet) <= set(fresh['gluonbatch'])
+    # the check sees them: the webdataset module loads its data-frame libraries
+    _, by_webdataset = _succeeded(fresh['modules']['gluonbatch.webdataset'])
+    assert {'dask', 'pyarrow'} <= set(by_webdataset)
+
+
+def test_a_program_that_imported_gluonbatch_forks_children_with_their_collector_untouched(
+        fresh):
+    """``gc.isenabled()`` and ``gc.get_freeze_count()`` in a child forked by the program, with
+    the collector on and off, are the program's own."""
+    assert [parent[0] for parent, _ in fresh['forks']] == [True, False]
+    for parent, child in fresh['forks']:
+        assert _succeeded(child) == parent
 
 
 def _module_name(path, package=PACKAGE):

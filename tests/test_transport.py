@@ -21,15 +21,19 @@ d. **No leaks**: 20 epochs leave /dev/shm and the open file descriptors as they 
 """
 import collections
 import gc
+import io
 import multiprocessing
 import os
+import pickle
 import re
 import signal
 import warnings
+from multiprocessing.reduction import ForkingPickler
 
 import mxnet as mx
 import numpy as np
 import pytest
+from mxnet.gluon.data import dataloader as mx_dataloader
 
 import gluonbatch
 from gluonbatch import dataloader as gbdl
@@ -534,6 +538,31 @@ def test_a_batch_without_any_label_row_crosses_to_the_main_process():
     batches = [(images.shape, boxes.shape, [a.shape for a in appended])
                for images, boxes, appended in loader]
     assert batches == [((2, 3, 8, 8), (2, 0, 6), [(1, 0, 6)] * 2)] * 2
+
+
+def _reducer_for(array_type):
+    """The reducer ``ForkingPickler`` uses now for ``array_type``."""
+    return ForkingPickler(io.BytesIO()).dispatch_table[array_type]
+
+
+def test_mxnets_own_reducer_can_be_restored_and_gluonbatchs_reinstalled():
+    """Importing gluonbatch replaced MXNet's reducers; restoring puts MXNet's very functions
+    back, reinstalling makes gluonbatch's the ones in force again (and a zero-size array
+    pickles again: with MXNet's reducer it would crash this process)."""
+    mxnet_reducers = {mx.nd.NDArray: mx_dataloader.reduce_ndarray,
+                      mx.np.ndarray: mx_dataloader.reduce_np_ndarray}
+    ours = {array_type: _reducer_for(array_type) for array_type in mxnet_reducers}
+    assert all(ours[t] is not mxnet_reducers[t] for t in ours)
+    try:
+        gluonbatch.restore_mxnet_reducer()
+        assert {t: _reducer_for(t) for t in mxnet_reducers} == mxnet_reducers
+        array = mx.nd.ones((2, 3), ctx=SHARED)
+        assert (pickle.loads(ForkingPickler.dumps(array)).asnumpy() == 1).all()
+    finally:
+        gluonbatch.install_reducer()
+    assert {t: _reducer_for(t) for t in mxnet_reducers} == ours
+    empty = mx.nd.empty((0, 6), ctx=SHARED)
+    assert pickle.loads(ForkingPickler.dumps(empty)).shape == (0, 6)
 
 
 # --------------------------------------------------------------------------- c. errors

@@ -9,9 +9,19 @@ what the parent computed stays true in the child, so :func:`shared_by_key` objec
 kept across a fork.
 
 A child must not free what it inherited by accident: freeing an inherited shared-memory
-array lowers the reference count that the process which made the array reads before
-reusing its memory. So ``ProcessLocal(keep_inherited=True)`` keeps the parent's value, and
-the child's garbage collector leaves inherited objects alone (``gc.freeze()`` at fork).
+array lowers the reference count that the process which made the array reads before reusing
+its memory. So ``ProcessLocal(keep_inherited=True)`` keeps the parent's value, and a child
+forked by a process that holds such arrays starts with its garbage collector leaving the
+inherited objects alone (``gc.freeze()``): else collecting a batch its parent had dropped in
+a reference cycle, but not yet collected, would free the mapping a second time.
+
+Measured with a worker's recycled segment that the training process had received and dropped
+in a reference cycle: a child it forked then ran ``gc.collect()``, which lowered the
+segment's shared count from 3 to 2 without the freeze (a count the worker reads to decide
+the segment is free while the training process still maps it) and left it at 3 with it. A
+process holds such arrays once it has sent or received an NDArray through gluonbatch's
+reducer (:func:`note_shared_arrays`); the children of any other process (of a program that
+merely imported gluonbatch) are left as Python makes them.
 
 Examples
 --------
@@ -24,18 +34,29 @@ True
 """
 import contextlib
 import ctypes
+import functools
 import gc
 import multiprocessing
 import os
 import threading
+import uuid
 import weakref
 
-__all__ = ['ProcessLocal', 'shared_by_key', 'in_worker_process', 'BoundedCache',
-           'file_identity', 'heap_for_large_arrays']
+__all__ = ['ProcessLocal', 'shared_by_key', 'SharedByToken', 'in_worker_process',
+           'note_shared_arrays', 'BoundedCache', 'file_identity', 'heap_for_large_arrays']
 
 # Bumped in every forked child; a ProcessLocal made in another generation is stale.
 _generation = 0
 _lock = threading.Lock()
+# Whether this process maps shared-memory arrays that another process counts on.
+_holds_shared_arrays = False
+
+
+def note_shared_arrays():
+    """Note that this process has sent or received an NDArray by shared memory (the reducer
+    calls it), so that the children it forks from now on leave inherited objects to it."""
+    global _holds_shared_arrays
+    _holds_shared_arrays = True
 
 
 def _after_fork_in_child():
@@ -43,10 +64,11 @@ def _after_fork_in_child():
     _generation += 1
     # The parent's lock may have been held by a thread that does not exist here.
     _lock = threading.Lock()
-    # The garbage collector leaves what the child inherited alone: collecting a batch the
-    # parent had dropped but not yet collected would free a shared-memory mapping twice,
-    # lowering a count the process that made the batch relies on before reusing it.
-    gc.freeze()
+    if _holds_shared_arrays:
+        # Collecting a batch the parent had dropped but not yet collected would free a
+        # shared-memory mapping twice, lowering a count the process that made the batch
+        # relies on before reusing it. The child inherits the note: its children too.
+        gc.freeze()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -123,6 +145,65 @@ def shared_by_key(key, factory):
             value = factory()
             _shared[key] = value
         return value
+
+
+class SharedByToken:
+    """A base for objects some of whose attributes pickle as a token instead of their value.
+
+    MXNet's DataLoader pickles the batchify function with every batch it sends a worker;
+    what is large and never changes (anchors, per-process caches) need not travel. The
+    attributes named in ``BY_TOKEN`` are kept with :func:`shared_by_key` under a token made
+    for this object alone, and pickle as that token: a copy unpickled in this process, or in
+    a child forked after the object was made (a DataLoader worker), uses the very same
+    values. Elsewhere, ``BY_TOKEN[name]`` makes a fresh value if it is callable (a cache);
+    if it is a string, the value cannot be made there and unpickling raises ValueError,
+    which the string completes (what the attribute holds).
+
+    Examples
+    --------
+    >>> import copy, pickle
+    >>> class Holder(SharedByToken):
+    ...     BY_TOKEN = {'_big': 'its big list'}
+    ...     def __init__(self, big):
+    ...         self.name = 'small'
+    ...         self._share_by_token(_big=big)
+    >>> class Big(list):
+    ...     pass
+    >>> holder = Holder(Big(range(10000)))
+    >>> len(pickle.dumps(holder.__getstate__())) < 200  # what pickling sends
+    True
+    >>> twin = copy.copy(holder)  # made from that state, as unpickling does
+    >>> twin._big is holder._big, twin.name
+    (True, 'small')
+    """
+
+    #: ``{attribute: factory or description}`` of the attributes that pickle as the token.
+    BY_TOKEN = {}
+
+    def _share_by_token(self, **values):
+        """Keep ``values`` (objects that support weak references) under a new token."""
+        self._token = uuid.uuid4().hex
+        for name in self.BY_TOKEN:
+            value = values[name]
+            setattr(self, name, shared_by_key((self._token, name), lambda: value))
+
+    def __getstate__(self):
+        return {name: value for name, value in self.__dict__.items()
+                if name not in self.BY_TOKEN}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        for name, factory in self.BY_TOKEN.items():
+            if isinstance(factory, str):
+                factory = functools.partial(self._unknown_token, factory)
+            setattr(self, name, shared_by_key((self._token, name), factory))
+
+    def _unknown_token(self, what):
+        raise ValueError(
+            'cannot unpickle this %s in process %d: it pickles %s as a token naming them in '
+            'the process that made it, and only that process and the processes it forks '
+            'after making it (DataLoader workers) know the token; make the %s in this '
+            'process instead' % (type(self).__name__, os.getpid(), what, type(self).__name__))
 
 
 class BoundedCache:

@@ -39,6 +39,7 @@ import numpy as np
 
 from .._core.alloc import allocate, to_shared
 from .._core.checks import check_batch, check_fields, check_int
+from .._core.process import SharedByToken
 from .._core.shard_layout import ROWS
 from ..transforms.targets.center_net import (center_net_targets, check_scale_factor,
                                              output_grid, target_shapes)
@@ -60,6 +61,7 @@ class _TargetBatchify:
     NUM_OUTPUTS = 0
 
     def __init__(self, normalize, mean, std):
+        self._normalize = bool(normalize)
         self._images = NormalizedStack(mean, std) if normalize else Stack()
 
     @property
@@ -71,12 +73,32 @@ class _TargetBatchify:
         """The image batch and the list of labels of checked ``(image, label)`` samples."""
         check_batch(data)
         check_fields(data, 2, type(self).__name__, 'elements')
+        self._check_layout(data[0][0])
         images = self._images([sample[0] for sample in data])
         # stacked as they come, the images must be CHW: their size sets the target grids
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError('sample 0 has shape %s; expected a CHW image (3, height, width), '
-                             'or normalize=True for HWC images' % (tuple(images.shape[1:]),))
+                             'or %s(normalize=True) for HWC images'
+                             % (tuple(images.shape[1:]), type(self).__name__))
         return images, [sample[1] for sample in data]
+
+    def _check_layout(self, image):
+        """Refuse an image laid out for the other ``normalize`` (an unmistakable one: HWC
+        with ``normalize=False``, CHW with ``normalize=True``), naming both knobs."""
+        shape = tuple(getattr(image, 'shape', ()))
+        if len(shape) != 3 or (shape[0] == 3) == (shape[2] == 3):
+            return  # not an image, or either layout: the stacking checks it
+        hwc = shape[2] == 3  # a preset's normalize=False output; CHW its normalize=True's
+        if hwc != self._normalize:
+            name = type(self).__name__
+            raise ValueError(
+                'sample 0 has shape %s, an image laid out %s as a preset made with normalize=%s '
+                'returns it, but %s(normalize=%s) takes images laid out %s, as a preset made '
+                'with normalize=%s returns them. Make the two agree: the preset with '
+                'normalize=False and %s(..., normalize=True), which normalizes as it writes '
+                'the batch, or the preset with normalize=True and %s(..., normalize=False)'
+                % (shape, 'HWC' if hwc else 'CHW', not hwc, name, self._normalize,
+                   'HWC' if self._normalize else 'CHW', not self._normalize, name, name))
 
 
 def _allocated(shapes, zeroed):
@@ -86,7 +108,7 @@ def _allocated(shapes, zeroed):
     return tuple(out for out, _ in pairs), tuple(view for _, view in pairs)
 
 
-class SSDTrainBatchify(_TargetBatchify):
+class SSDTrainBatchify(SharedByToken, _TargetBatchify):
     """SSD training batches: images, ``cls_targets`` and ``box_targets`` of the batch.
 
     Samples are ``(image, label)`` as gluoncv's or gluonbatch's ``SSDDefaultTrainTransform``
@@ -111,14 +133,24 @@ class SSDTrainBatchify(_TargetBatchify):
     tuple
         ``(images (B, 3, H, W), cls_targets (B, N), box_targets (B, N, 4))``, float32 but
         for images not normalized here, which keep ``Stack()``'s dtype.
+
+    Notes
+    -----
+    It pickles in a few hundred bytes, its anchors as a token (MXNet's DataLoader pickles
+    the batchify function into every task it sends a worker): a copy unpickled in the
+    process that made it, or in one forked from it since (a DataLoader worker), uses the
+    same anchors; any other process makes its own ``SSDTrainBatchify``.
     """
 
     NUM_OUTPUTS = 3
 
+    #: The anchors and what is computed from them stay in the process (see Notes).
+    BY_TOKEN = {'_generator': 'its anchors'}
+
     def __init__(self, anchors, iou_thresh=0.5, box_norm=(0.1, 0.1, 0.2, 0.2),
                  normalize=False, mean=IMAGENET_MEAN, std=IMAGENET_STD):
-        super().__init__(normalize, mean, std)
-        self._generator = SSDTargets(anchors, iou_thresh, box_norm)
+        _TargetBatchify.__init__(self, normalize, mean, std)
+        self._share_by_token(_generator=SSDTargets(anchors, iou_thresh, box_norm))
 
     def __call__(self, data):
         """Batchify ``data``, a list of ``(image, label)`` samples."""

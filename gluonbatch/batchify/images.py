@@ -22,6 +22,7 @@ import numpy as np
 
 from .._core.alloc import allocate
 from .._core.checks import check_batch, describe
+from .._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from .._core.layout import check_same_shape
 from .._core.samples import as_host_array
 from .._core.shard_layout import ROWS
@@ -30,9 +31,6 @@ from ..transforms.inputs import channel_values
 
 __all__ = ['NormalizedStack', 'IMAGENET_MEAN', 'IMAGENET_STD']
 
-#: The ``mean`` and ``std`` gluoncv's presets normalize with by default.
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 
 _PIXEL_TYPES = (np.dtype(np.uint8), np.dtype(np.float32))
 _FLOAT32 = np.dtype(np.float32)

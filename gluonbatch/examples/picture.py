@@ -1,11 +1,13 @@
 """Draw one padded detection batch: images with their boxes, padding shaded, shards named."""
 import numpy as np
 
+from .._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
+
 __all__ = ['draw_detection_batch']
 
 # gluoncv's presets normalise images with the ImageNet statistics.
-_MEAN = np.array([0.485, 0.456, 0.406])
-_STD = np.array([0.229, 0.224, 0.225])
+_MEAN = np.array(IMAGENET_MEAN)
+_STD = np.array(IMAGENET_STD)
 
 
 def _displayable(image):

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .._core.checks import check_callable, check_int, check_str
+from .._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from .._core.process import ProcessLocal
 from ..batchify import Stack
 
@@ -46,8 +47,8 @@ __all__ = ['ImageEmbedder', 'GluonImageEmbedder', 'ExportedImageEmbedder', 'Imag
            'EmbeddingClassifier', 'ExportedEmbeddingClassifier']
 
 # ImageNet statistics, which gluoncv's model-zoo backbones were trained with
-_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255
-_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255
+_MEAN = np.array(IMAGENET_MEAN, dtype=np.float32) * 255
+_STD = np.array(IMAGENET_STD, dtype=np.float32) * 255
 
 # Dask computes shards in several threads, and a Gluon block (a hybridized one above all)
 # is not safe to call from two threads at once; stages may share a block, so the lock is

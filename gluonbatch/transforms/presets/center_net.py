@@ -42,6 +42,7 @@ import numpy as np
 from .. import boxes as box_ops
 from .. import jitter, scratch
 from ..._core.checks import check_int
+from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..affine import get_affine_transform, get_border, warp_boxes, warp_image
 from ..draws import draw_flip
 from ..inputs import channel_values, image_array, label_array
@@ -51,7 +52,8 @@ from ..targets.center_net import CenterNetTargetGenerator, output_grid
 __all__ = ['CenterNetDraw', 'CenterNetDefaultTrainTransform', 'CenterNetDefaultValTransform',
            'get_post_transform']
 
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+#: The default ``mean`` and ``std``: the ImageNet statistics, as gluoncv's.
+MEAN, STD = IMAGENET_MEAN, IMAGENET_STD
 
 
 class CenterNetDraw(NamedTuple):

@@ -48,6 +48,7 @@ import cv2
 import numpy as np
 
 from ..._core.checks import describe, is_int
+from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from .. import boxes as tbox
 from .. import draws, pixels, polygons
 from ..inputs import channel_values, image_array, label_array
@@ -57,8 +58,8 @@ __all__ = ['RCNNDraw', 'resize_short_within_size', 'FasterRCNNDefaultTrainTransf
            'FasterRCNNDefaultValTransform', 'MaskRCNNDefaultTrainTransform',
            'MaskRCNNDefaultValTransform']
 
-MEAN = (0.485, 0.456, 0.406)
-STD = (0.229, 0.224, 0.225)
+#: The default ``mean`` and ``std``: the ImageNet statistics, as gluoncv's.
+MEAN, STD = IMAGENET_MEAN, IMAGENET_STD
 
 
 class RCNNDraw(NamedTuple):

@@ -36,13 +36,14 @@ import numpy as np
 from .. import boxes as tbox
 from .. import color, draws, pixels
 from ..._core.checks import check_int
+from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..inputs import channel_values, image_array, label_array
 from ..targets.ssd import SSDTargets
 
 __all__ = ['SSDAugmentation', 'SSDDefaultTrainTransform', 'SSDDefaultValTransform']
 
-MEAN = (0.485, 0.456, 0.406)
-STD = (0.229, 0.224, 0.225)
+#: The default ``mean`` and ``std``: the ImageNet statistics, as gluoncv's.
+MEAN, STD = IMAGENET_MEAN, IMAGENET_STD
 
 
 class SSDAugmentation:

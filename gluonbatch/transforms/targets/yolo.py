@@ -29,7 +29,6 @@ What gluoncv does, and this module reproduces without a loop over boxes:
 Every value is bit-identical to gluoncv's (``center_targets`` and ``weights`` are rounded
 once from float64, as gluoncv's assignment into a float32 array does).
 """
-import uuid
 
 import mxnet as mx
 import numpy as np
@@ -38,7 +37,7 @@ from mxnet import autograd
 from ..._core.alloc import legacy_mode
 from ..._core.inference import SymbolShapes
 from ..._core.native import fill_zero
-from ..._core.process import shared_by_key
+from ..._core.process import SharedByToken
 from ..inputs import label_array
 from .iou import AnchorSet
 from .errors import CellOutOfRange, ClassOutOfRange
@@ -314,7 +313,7 @@ class YOLO3Targets:
         return self._anchor_set.iou(shifted).argmax(axis=1)
 
 
-class YOLO3Layout:
+class YOLO3Layout(SharedByToken):
     """What YOLOv3 targets need of a network, for every image size, without the network.
 
     Made once from the network: its anchors (one train-mode forward at a small size) and
@@ -334,6 +333,9 @@ class YOLO3Layout:
     #: Most image sizes whose targets a process keeps (random shapes use about ten).
     MAX_SIZES = 256
 
+    #: The targets per image size: a per-process cache, found again by the token.
+    BY_TOKEN = {'_by_size': lambda: _TargetsBySize()}
+
     def __init__(self, net):
         with legacy_mode():  # gluoncv's networks run as legacy NDArrays and symbols only
             anchors, _, _ = _probe(net, self.PROBE_SIZE, self.PROBE_SIZE)
@@ -349,17 +351,7 @@ class YOLO3Layout:
                              '%d anchor layers' % (len(offsets), len(feat_maps), layers))
         self._shapes = SymbolShapes(offsets + feat_maps,
                                     what='the output grids of the YOLOv3 network')
-        self._token = uuid.uuid4().hex
-        self._by_size = shared_by_key(self._token, _TargetsBySize)
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        del state['_by_size']  # a per-process cache, found again by the token
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._by_size = shared_by_key(self._token, _TargetsBySize)
+        self._share_by_token(_by_size=_TargetsBySize())
 
     def targets(self, width, height, mixup=False):
         """A :class:`YOLO3Targets` for ``width`` x ``height`` images, made once per size
