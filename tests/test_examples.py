@@ -259,6 +259,15 @@ def test_demo_runs_both_loaders_and_draws_the_batch(tmp_path, capsys):
         assert picture.size == (1280, 320)
 
 
+def test_demo_returns_a_failing_loaders_exit_code_and_draws_nothing(tmp_path, monkeypatch,
+                                                                    capsys):
+    out = tmp_path / 'demo_batch.png'
+    monkeypatch.setattr(rcnn, 'main_faster', lambda argv: 0)
+    monkeypatch.setattr(ssd, 'main', lambda argv: 1)
+    assert cli.main(['demo', '-o', str(out), '--batches', '2', '--num-workers', '0']) == 1
+    assert 'drawn in' not in capsys.readouterr().out and not out.exists()
+
+
 def test_bench_command_prints_its_table(capsys):
     assert cli.main(['bench', '--quick', '--only', 'pad_labels']) == 0
     stdout = capsys.readouterr().out
