@@ -268,14 +268,8 @@ def test_demo_returns_a_failing_loaders_exit_code_and_draws_nothing(tmp_path, mo
     assert 'drawn in' not in capsys.readouterr().out and not out.exists()
 
 
-def test_bench_command_prints_its_table(capsys):
-    assert cli.main(['bench', '--quick', '--only', 'pad_labels']) == 0
-    stdout = capsys.readouterr().out
-    assert 'gluoncv / gluonbatch' in stdout and 'goals met' in stdout
-
-
 @pytest.mark.parametrize('args', [['--help'], ['demo', '--help'], ['show', '--help'],
-                                  ['bench', '--help'], ['wds', '--help'],
+                                  ['wds', '--help'],
                                   ['wds', 'index', '--help'], ['wds', 'inspect', '--help'],
                                   ['wds', 'reshard', '--help']])
 def test_help_of_every_command(args, capsys):
