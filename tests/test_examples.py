@@ -1,78 +1,151 @@
-"""The example loaders, the batch picture and the ``gluonbatch`` command, end to end."""
-import importlib
+"""The example loaders, the batch picture and the ``gluonbatch`` command, end to end.
+
+The loaders and commands run in this process (their ``main(argv)`` returns the exit code);
+a fresh interpreter runs only where it is what is tested: each ``scripts/*_loader.py`` and
+the installed ``gluonbatch`` command starting up (the slow tier).
+"""
+import math
 import pathlib
 import random
 import re
 import subprocess
 import sys
 
+import matplotlib
 import mxnet as mx
 import numpy as np
 import pytest
 from PIL import Image
 
+from gluonbatch import cli
+from gluonbatch.examples import center_net, rcnn, ssd, yolo
 from gluonbatch.examples.synthetic import SyntheticDetection
-from helpers import assert_same_batch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 COMMAND = pathlib.Path(sys.executable).parent / 'gluonbatch'
+LOADERS = ('ssd', 'yolo', 'faster_rcnn', 'mask_rcnn', 'center_net')
+#: what each scripts/<loader>_loader.py runs
+MAINS = {'ssd': ssd.main, 'yolo': yolo.main, 'faster_rcnn': rcnn.main_faster,
+         'mask_rcnn': rcnn.main_mask, 'center_net': center_net.main}
+TITLES = {'ssd': 'SSD', 'yolo': 'YOLOv3', 'faster_rcnn': 'Faster R-CNN',
+          'mask_rcnn': 'Mask R-CNN', 'center_net': 'CenterNet'}
 SMALL = {'ssd': ['--data-shape', '128'], 'yolo': ['--data-shape', '128'],
          'faster_rcnn': ['--short', '160', '--max-size', '256'],
          'mask_rcnn': ['--short', '160', '--max-size', '256'],
          'center_net': ['--data-shape', '128']}
+# R-CNN training needs more anchors than 160 pixels give (its proposals take the top 2000)
+TRAIN_SMALL = dict(SMALL, faster_rcnn=['--short', '192', '--max-size', '320'],
+                   mask_rcnn=['--short', '192', '--max-size', '320'])
+END_TO_END = ['--batches', '2', '--batch-size', '2', '--samples', '8', '--no-progress']
 
 
 def run(args, timeout=600):
+    """A fresh interpreter: ``(exit code, stdout, stderr)``."""
     result = subprocess.run([str(a) for a in args], capture_output=True, text=True,
                             timeout=timeout, cwd=ROOT)
     return result.returncode, result.stdout, result.stderr
 
 
-@pytest.mark.parametrize('num_workers', [0, 2])
-@pytest.mark.parametrize('loader', ['ssd', 'yolo', 'faster_rcnn', 'mask_rcnn', 'center_net'])
-def test_loader_script_runs_end_to_end(loader, num_workers):
-    code, out, err = run([sys.executable, ROOT / 'scripts' / ('%s_loader.py' % loader),
-                          '--batches', 2, '--batch-size', 2, '--num-workers', num_workers,
-                          '--samples', 8, '--no-progress'] + SMALL[loader])
-    assert code == 0, err[-3000:]
+def exit_of(function, *args):
+    """``function(*args)``'s exit code where argparse (or an option check) exits instead."""
+    with pytest.raises(SystemExit) as exit:
+        function(*args)
+    return exit.value.code
+
+
+@pytest.fixture(autouse=True)
+def no_global_state_changes():
+    """Whatever runs in this process leaves MXNet's numpy mode, matplotlib and sys.argv."""
+    before = (mx.util.is_np_array(), mx.util.is_np_shape(), matplotlib.rcParams['backend'],
+              list(sys.argv))
+    yield
+    assert (mx.util.is_np_array(), mx.util.is_np_shape(), matplotlib.rcParams['backend'],
+            list(sys.argv)) == before
+
+
+def assert_loader_output(out):
+    """The summary lines and the first batch's layout of a run over END_TO_END."""
     summary = re.search(r'train: 2 batches, (\d+) samples in [\d.]+ s: [\d.]+ batches/s', out)
     assert summary and int(summary.group(1)) == 4, out
     assert 'val: 2 batches' in out
     assert re.search(r'^  image +', out, re.M)  # the first batch's layout is printed
 
 
-@pytest.mark.parametrize('loader', ['ssd', 'yolo'])
-def test_one_training_step_at_a_small_size(loader):
-    if loader == 'ssd':
-        from gluonbatch.examples.ssd import main
-    else:
-        from gluonbatch.examples.yolo import main
-    main(['--batches', '1', '--batch-size', '2', '--samples', '4', '--train-steps', '1',
-          '--no-progress'] + SMALL[loader])
+def printed_losses(loader, steps, out):
+    """The losses of the ``<title> training: <steps> steps, loss a -> b`` line."""
+    line = re.search(r'^%s training: %d steps, loss (.*)$' % (TITLES[loader], steps), out,
+                     re.M)
+    assert line, out
+    return [float(value) for value in line.group(1).split(' -> ')]
 
 
-@pytest.mark.parametrize('loader, title', [('ssd', 'SSD'), ('center_net', 'CenterNet')])
-def test_training_step_reports_a_finite_loss(loader, title, capsys):
-    main = importlib.import_module('gluonbatch.examples.' + loader).main
-    assert main(['--batches', '1', '--batch-size', '2', '--samples', '4', '--train-steps',
-                 '2', '--no-progress', '--data-shape', '128']) == 0
-    losses = re.search(r'%s training: 2 steps, loss ([\d.]+) -> ([\d.]+)' % title,
-                       capsys.readouterr().out)
-    assert losses and all(0 < float(v) < 1e6 for v in losses.groups())
+@pytest.mark.parametrize('num_workers', [0, 2])
+@pytest.mark.parametrize('loader', LOADERS)
+def test_loader_runs_end_to_end(loader, num_workers, capsys):
+    assert MAINS[loader](END_TO_END + ['--num-workers', str(num_workers)]
+                         + SMALL[loader]) == 0
+    assert_loader_output(capsys.readouterr().out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('loader', LOADERS)
+def test_loader_script_starts_and_runs_end_to_end(loader):
+    code, out, err = run([sys.executable, ROOT / 'scripts' / ('%s_loader.py' % loader)]
+                         + END_TO_END + ['--num-workers', 2] + SMALL[loader])
+    assert code == 0, err[-3000:]
+    assert_loader_output(out)
+
+
+# R-CNN training steps cost tens of seconds of CPU: the slow tier
+@pytest.mark.parametrize('loader', [
+    'ssd', 'yolo', 'center_net', pytest.param('faster_rcnn', marks=pytest.mark.slow),
+    pytest.param('mask_rcnn', marks=pytest.mark.slow)])
+def test_training_steps_print_finite_positive_losses(loader, capsys):
+    steps = 1 if 'rcnn' in loader else 2
+    # one DataLoader worker here, none and two in the end-to-end runs
+    assert MAINS[loader](END_TO_END + ['--num-workers', '1', '--train-steps', str(steps)]
+                         + TRAIN_SMALL[loader]) == 0
+    captured = capsys.readouterr()
+    assert_loader_output(captured.out)
+    losses = printed_losses(loader, steps, captured.out)
+    assert len(losses) == steps and all(0 < loss < 1e6 for loss in losses), losses
+    assert 'not a finite number' not in captured.err
+
+
+@pytest.mark.parametrize('loader', ['ssd', 'yolo', 'center_net'])
+def test_a_diverging_training_exits_non_zero_with_one_line(loader, capsys):
+    # a learning rate this large overflows the weights within two or three steps
+    code = MAINS[loader](['--batches', '1', '--batch-size', '2', '--samples', '2',
+                          '--no-progress', '--train-steps', '4', '--learning-rate', '1e30']
+                         + SMALL[loader])
+    captured = capsys.readouterr()
+    assert code == 1
+    losses = printed_losses(loader, 4, captured.out)
+    assert math.isfinite(losses[0]) and losses[0] > 0  # the untrained network's loss
+    first_bad = next(step for step, loss in enumerate(losses, 1) if not math.isfinite(loss))
+    assert re.fullmatch(r'%s training: the loss of step %d is (nan|-?inf), not a finite '
+                        r'number; training diverged\n' % (TITLES[loader], first_bad),
+                        captured.err), captured.err
+
+
+@pytest.mark.parametrize('value, message', [('0', '0 is not a positive finite number'),
+                                            ('nan', 'nan is not a positive finite number'),
+                                            ('fast', "'fast' is not a number")])
+def test_learning_rate_must_be_a_positive_number(value, message, capsys):
+    assert exit_of(ssd.main, ['--learning-rate', value]) == 2
+    assert message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize('loader', ['yolo', 'center_net'])
 def test_compare_gluoncv_prints_the_ratio(loader, capsys):
-    main = importlib.import_module('gluonbatch.examples.' + loader).main
-    main(['--batches', '1', '--batch-size', '2', '--samples', '4', '--compare-gluoncv',
-          '--no-progress', '--data-shape', '128'])
+    assert MAINS[loader](['--batches', '1', '--batch-size', '2', '--samples', '4',
+                          '--compare-gluoncv', '--no-progress', '--data-shape', '128']) == 0
     assert re.search(r'gluonbatch [\d.]+ s vs gluoncv [\d.]+ s for 1 batches: [\d.]+x',
                      capsys.readouterr().out)
 
 
 def center_net_parts(*options):
     """The CenterNet example's network, data and batchify at 128 pixels on 8 samples."""
-    from gluonbatch.examples import center_net
     from gluonbatch.examples.runner import loader_parser
 
     parser = loader_parser('center_net_loader', 'CenterNet', 2, 'data-shape',
@@ -136,52 +209,72 @@ def test_center_net_training_sums_the_scripts_weighted_losses():
     (['--num-workers', '-1'], '-1 is negative'),
 ])
 @pytest.mark.parametrize('loader', ['ssd', 'center_net'])
-def test_bad_loader_options_exit_with_a_message(loader, args, message):
-    code, _, err = run([sys.executable, ROOT / 'scripts' / ('%s_loader.py' % loader)] + args)
-    assert code == 2 and message in err
+def test_bad_loader_options_exit_with_a_message(loader, args, message, capsys):
+    assert exit_of(MAINS[loader], args) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_center_net_input_size_must_fit_the_network():
-    code, _, err = run([sys.executable, ROOT / 'scripts' / 'center_net_loader.py',
-                        '--data-shape', '100', '--no-progress'])
-    assert code != 0 and 'the targets 25x25; use a multiple of 32' in err
+    # the message is the exit code: Python prints it on stderr and exits with 1
+    code = exit_of(center_net.main, ['--data-shape', '100', '--no-progress'])
+    assert code not in (0, None) and 'the targets 25x25; use a multiple of 32' in str(code)
 
 
 def test_rcnn_batch_must_split_into_shards():
-    code, _, err = run([sys.executable, ROOT / 'scripts' / 'faster_rcnn_loader.py',
-                        '--batch-size', '3', '--num-shards', '2'])
-    assert code != 0 and 'multiple of --num-shards' in err
+    code = exit_of(rcnn.main_faster, ['--batch-size', '3', '--num-shards', '2'])
+    assert code not in (0, None) and 'multiple of --num-shards' in str(code)
 
 
-@pytest.mark.parametrize('loader', ['ssd', 'yolo', 'faster_rcnn', 'center_net'])
-def test_show_draws_a_png_of_the_expected_size(loader, tmp_path):
-    out = tmp_path / ('%s.png' % loader)
-    code, stdout, err = run([COMMAND, 'show', '--loader', loader, '-o', out,
-                             '--batch-size', 4, '--num-shards', 2])
-    assert code == 0, err[-3000:]
+def assert_show_output(out, stdout):
     assert stdout.strip() == str(out)
     with Image.open(out) as picture:
         assert picture.format == 'PNG'
         assert picture.size == (1280, 320)  # 4 images in a row, 4 x 3.4 in + title at 80 dpi
 
 
-def test_demo_runs_both_loaders_and_draws_the_batch(tmp_path):
-    out = tmp_path / 'demo_batch.png'
-    code, stdout, err = run([COMMAND, 'demo', '-o', out, '--batches', 2, '--num-workers', 0])
+@pytest.mark.parametrize('loader', ['ssd', 'yolo', 'faster_rcnn', 'center_net'])
+def test_show_draws_a_png_of_the_expected_size(loader, tmp_path, capsys):
+    out = tmp_path / ('%s.png' % loader)
+    assert cli.main(['show', '--loader', loader, '-o', str(out), '--batch-size', '4',
+                     '--num-shards', '2']) == 0
+    assert_show_output(out, capsys.readouterr().out)
+
+
+@pytest.mark.slow
+def test_the_installed_gluonbatch_command_starts_and_runs(tmp_path):
+    out = tmp_path / 'ssd.png'
+    code, stdout, err = run([COMMAND, 'show', '--loader', 'ssd', '-o', out,
+                             '--batch-size', 4, '--num-shards', 2])
     assert code == 0, err[-3000:]
+    assert_show_output(out, stdout)
+
+
+def test_demo_runs_both_loaders_and_draws_the_batch(tmp_path, capsys):
+    out = tmp_path / 'demo_batch.png'
+    assert cli.main(['demo', '-o', str(out), '--batches', '2', '--num-workers', '0']) == 0
+    stdout = capsys.readouterr().out
     assert 'Faster R-CNN train: 2 batches' in stdout and 'SSD train: 2 batches' in stdout
     assert 'drawn in %s' % out in stdout
     with Image.open(out) as picture:
         assert picture.size == (1280, 320)
 
 
+def test_demo_returns_a_failing_loaders_exit_code_and_draws_nothing(tmp_path, monkeypatch,
+                                                                    capsys):
+    out = tmp_path / 'demo_batch.png'
+    monkeypatch.setattr(rcnn, 'main_faster', lambda argv: 0)
+    monkeypatch.setattr(ssd, 'main', lambda argv: 1)
+    assert cli.main(['demo', '-o', str(out), '--batches', '2', '--num-workers', '0']) == 1
+    assert 'drawn in' not in capsys.readouterr().out and not out.exists()
+
+
 @pytest.mark.parametrize('args', [['--help'], ['demo', '--help'], ['show', '--help'],
                                   ['wds', '--help'],
                                   ['wds', 'index', '--help'], ['wds', 'inspect', '--help'],
                                   ['wds', 'reshard', '--help']])
-def test_help_of_every_command(args):
-    code, stdout, _ = run([COMMAND] + args)
-    assert code == 0 and 'usage: gluonbatch %s' % ' '.join(args[:-1]) in stdout.lower()
+def test_help_of_every_command(args, capsys):
+    assert exit_of(cli.main, args) == 0
+    assert 'usage: gluonbatch %s' % ' '.join(args[:-1]) in capsys.readouterr().out.lower()
 
 
 @pytest.mark.parametrize('args, message', [
@@ -190,9 +283,9 @@ def test_help_of_every_command(args):
     (['demo', '--batches', '0'], '0 is not positive'),
     ([], 'required: COMMAND'),
 ])
-def test_bad_command_arguments(args, message):
-    code, _, err = run([COMMAND] + args)
-    assert code == 2 and message in err
+def test_bad_command_arguments(args, message, capsys):
+    assert exit_of(cli.main, args) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_synthetic_masks_follow_the_boxes():

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+import gluonbatch
 from gluonbatch import cli
 from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
 
@@ -83,6 +84,33 @@ def _console_script(argv, monkeypatch, capsys):
     return 0 if code is None else code, captured.out, captured.err
 
 
+def _python_m_gluonbatch(argv, monkeypatch, capsys):
+    """Run ``gluonbatch/__main__.py`` as ``python -m gluonbatch`` does (its code as
+    ``__main__`` of the package, ``sys.argv[0]`` its path), in this process:
+    ``(exit code, stdout, stderr)``."""
+    path = os.path.join(os.path.dirname(gluonbatch.__file__), '__main__.py')
+    with open(path) as source:
+        code = compile(source.read(), path, 'exec')
+    monkeypatch.setattr(sys, 'argv', [path] + argv)
+    with pytest.raises(SystemExit) as exit:
+        exec(code, {'__name__': '__main__', '__package__': 'gluonbatch', '__file__': path})
+    captured = capsys.readouterr()
+    return exit.value.code or 0, captured.out, captured.err
+
+
+def _assert_the_gluonbatch_command(result, argv, code):
+    returncode, stdout, stderr = result
+    assert returncode == code
+    assert '__main__' not in stdout + stderr  # the program is 'gluonbatch'
+    if argv == ['--help']:
+        assert stdout.startswith('usage: gluonbatch [-h] COMMAND')
+    elif code == 0:
+        assert '1 shards (0 with .idx), 2 records' in stdout
+    else:
+        assert 'gluonbatch' in stderr and ': error:' in stderr
+        assert 'Traceback' not in stderr
+
+
 @pytest.mark.parametrize('argv, code', [
     (['--help'], 0),
     (['wds', 'inspect', '{data}', '--records', '1'], 0),
@@ -94,16 +122,18 @@ def test_python_m_gluonbatch_is_the_gluonbatch_command(argv, code, tmp_path, mon
     data = make_example_dataset(str(tmp_path / 'data'), num_shards=1, samples_per_shard=2)
     argv = [arg.format(data=data, tmp=tmp_path) for arg in argv]
     monkeypatch.setenv('COLUMNS', '80')  # argparse wraps help to the terminal's width
+    monkeypatch.chdir(tmp_path)
+    result = _python_m_gluonbatch(argv, monkeypatch, capsys)
+    assert result == _console_script(argv, monkeypatch, capsys)
+    _assert_the_gluonbatch_command(result, argv, code)
+
+
+@pytest.mark.slow
+def test_python_m_gluonbatch_starts_in_a_fresh_interpreter(tmp_path, monkeypatch, capsys):
+    argv, code = ['wds', 'inspect', str(tmp_path / 'nope')], 1
+    monkeypatch.setenv('COLUMNS', '80')
     result = subprocess.run([sys.executable, '-m', 'gluonbatch'] + argv, capture_output=True,
                             text=True, env=dict(os.environ), cwd=str(tmp_path))
-    expected = _console_script(argv, monkeypatch, capsys)
-    assert (result.returncode, result.stdout, result.stderr) == expected
-    assert result.returncode == code
-    assert '__main__' not in result.stdout + result.stderr  # the program is 'gluonbatch'
-    if argv == ['--help']:
-        assert result.stdout.startswith('usage: gluonbatch [-h] COMMAND')
-    elif code == 0:
-        assert '1 shards (0 with .idx), 2 records' in result.stdout
-    else:
-        assert 'gluonbatch' in result.stderr and ': error:' in result.stderr
-        assert 'Traceback' not in result.stderr
+    result = (result.returncode, result.stdout, result.stderr)
+    assert result == _console_script(argv, monkeypatch, capsys)
+    _assert_the_gluonbatch_command(result, argv, code)

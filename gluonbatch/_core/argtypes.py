@@ -2,7 +2,7 @@
 ``gluonbatch`` command, the example loaders and the benchmark)."""
 import argparse
 
-__all__ = ['positive_int', 'non_negative_int']
+__all__ = ['positive_int', 'non_negative_int', 'positive_float']
 
 
 def _whole_number(text, minimum, wrong):
@@ -31,3 +31,18 @@ def non_negative_int(text):
     0
     """
     return _whole_number(text, 0, 'negative')
+
+
+def positive_float(text):
+    """A finite float > 0, for argparse ``type=``.
+
+    >>> positive_float('1e-3')
+    0.001
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('%r is not a number' % text) from None
+    if not 0 < value < float('inf'):
+        raise argparse.ArgumentTypeError('%s is not a positive finite number' % text)
+    return value

@@ -28,7 +28,10 @@ def add_parser(commands):
 
 
 def run(args):
-    """Run both loaders for ``args.batches`` batches, then draw the first R-CNN batch."""
+    """Run both loaders for ``args.batches`` batches, then draw the first R-CNN batch.
+
+    Returns the exit code: 0, or a loader's that was not 0 (then nothing is drawn).
+    """
     # the example loaders import gluoncv; only this command needs them
     from ..examples import rcnn, ssd
     from ..examples.runner import loader_parser
@@ -36,9 +39,11 @@ def run(args):
 
     common = ['--batches', str(args.batches), '--num-workers', str(args.num_workers)]
     print('== Faster R-CNN loader (embedded data, 2 shards) ==')
-    rcnn.main_faster(common + ['--batch-size', '4', '--num-shards', '2'])
+    code = rcnn.main_faster(common + ['--batch-size', '4', '--num-shards', '2'])
     print('\n== SSD loader (embedded data) ==')
-    ssd.main(common + ['--batch-size', '8'])
+    code = ssd.main(common + ['--batch-size', '8']) or code
+    if code:
+        return code
     parser = loader_parser('demo', 'demo', 4, 'short', rcnn.DEFAULT_NETWORKS['faster'])
     picture_args = parser.parse_args(['--batch-size', '4', '--num-shards', '2',
                                       '--no-progress'])

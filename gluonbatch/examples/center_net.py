@@ -125,7 +125,7 @@ def build(args):
             'gluoncv_loader': gluoncv_loader}
 
 
-def train_steps(net, batches, steps):
+def train_steps(net, batches, steps, learning_rate=SGD['learning_rate']):
     """Run ``steps`` SGD iterations of CenterNet's three losses; returns the summed losses."""
     from gluoncv.loss import HeatmapFocalLoss, MaskedL1Loss
 
@@ -136,7 +136,7 @@ def train_steps(net, batches, steps):
     for param in list(net.collect_params('.*heads').values()) + \
             list(net.collect_params('.*bias').values()):
         param.wd_mult = 0.0
-    trainer = gluon.Trainer(net.collect_params(), 'sgd', dict(SGD))
+    trainer = gluon.Trainer(net.collect_params(), 'sgd', dict(SGD, learning_rate=learning_rate))
     losses = []
     for step in range(steps):
         images, heatmaps, wh, wh_masks, center_reg, center_reg_masks = (

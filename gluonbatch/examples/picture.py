@@ -47,17 +47,17 @@ def draw_detection_batch(path, images, labels, valid_sizes, shards, title, colum
     ...     open(out, 'rb').read(8) == b'\\x89PNG\\r\\n\\x1a\\n'
     True
     """
+    # a bare Figure, not pyplot: nothing global (backend, open figures) changes
     import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
     count = len(images)
     columns = max(1, min(columns, count))
     rows = -(-count // columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.4 * rows + 0.6),
-                                squeeze=False)
-    colors = plt.get_cmap('tab10')
+    figure = Figure(figsize=(4 * columns, 3.4 * rows + 0.6))
+    axes = figure.subplots(rows, columns, squeeze=False)
+    colors = matplotlib.colormaps['tab10']
     for index, axis in enumerate(axes.flat):
         axis.axis('off')
         if index >= count:
@@ -88,5 +88,4 @@ def draw_detection_batch(path, images, labels, valid_sizes, shards, title, colum
     figure.suptitle(title)
     figure.tight_layout()
     figure.savefig(path, dpi=80)
-    plt.close(figure)
     return path

@@ -97,7 +97,7 @@ def _take_rows(value, indices):
     return mx.nd.stack(*[mx.nd.take(value[i], indices[i]) for i in range(indices.shape[0])])
 
 
-def train_steps(kind, net, batches, steps):
+def train_steps(kind, net, batches, steps, learning_rate=0.001):
     """Run ``steps`` SGD iterations of the R-CNN losses; returns the total losses."""
     rpn_cls_loss = gluon.loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=False)
     rpn_box_loss = gluon.loss.HuberLoss(rho=1 / 9.)
@@ -105,7 +105,7 @@ def train_steps(kind, net, batches, steps):
     rcnn_box_loss = gluon.loss.HuberLoss()
     mask_loss = gluon.loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=False)
     trainer = gluon.Trainer(net.collect_params(), 'sgd',
-                            {'learning_rate': 0.001, 'wd': 0.0001, 'momentum': 0.9})
+                            {'learning_rate': learning_rate, 'wd': 0.0001, 'momentum': 0.9})
     # Shards are forwarded one after the other on this one device, each with its own
     # backward, their gradients summed (what separate devices would all-reduce).
     params = net.collect_params()

@@ -1,6 +1,8 @@
 """What every example loader shares: options, datasets, timed iteration and the summary."""
 import argparse
+import math
 import os
+import sys
 import time
 
 import mxnet as mx
@@ -8,11 +10,11 @@ import numpy as np
 
 from .._core.tree import array_leaves
 from ..batchify import Pad, Stack, Tuple
-from .._core.argtypes import non_negative_int, positive_int
+from .._core.argtypes import non_negative_int, positive_float, positive_int
 from .synthetic import SyntheticDetection
 
 __all__ = ['loader_parser', 'detection_dataset', 'time_loader', 'describe_batch',
-           'print_summary', 'compare_with_gluoncv', 'run_example']
+           'print_summary', 'compare_with_gluoncv', 'check_losses', 'run_example']
 
 
 def _directory(text):
@@ -62,6 +64,9 @@ def loader_parser(prog, description, batch_size, image_options, network):
                         help="also run the loader with gluoncv's batchify and print the ratio")
     parser.add_argument('--train-steps', type=non_negative_int, default=0, metavar='K',
                         help='run K real training iterations on the loaded batches')
+    parser.add_argument('--learning-rate', type=positive_float, metavar='LR',
+                        help="the SGD learning rate of --train-steps (default: that of "
+                             "gluoncv's training script)")
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
     return parser
 
@@ -178,6 +183,22 @@ def compare_with_gluoncv(ours, theirs, batches, progress):
     return ratio
 
 
+def check_losses(title, losses):
+    """Print an error line and return False unless every loss is a finite number.
+
+    >>> check_losses('SSD', [2.5, 1.5])
+    True
+    >>> check_losses('SSD', [2.5, float('nan')])  # and prints why on stderr
+    False
+    """
+    for step, loss in enumerate(losses, 1):
+        if not math.isfinite(loss):
+            print('%s training: the loss of step %d is %s, not a finite number; training '
+                  'diverged' % (title, step, loss), file=sys.stderr)
+            return False
+    return True
+
+
 def run_example(title, parser, argv, build, fields, train_steps):
     """The body of every example loader: parse, build, load, summarise, compare, train.
 
@@ -185,8 +206,9 @@ def run_example(title, parser, argv, build, fields, train_steps):
     batchify function), ``val_loader``, ``train_batchify`` and ``gluoncv_loader`` (a
     function of gluoncv's batchify module: the loader gluoncv's own script builds, its
     presets and batchify); ``fields`` names the train and the val fields;
-    ``train_steps(net, batches, steps)`` runs training iterations and returns their losses.
-    Returns the exit code, 0.
+    ``train_steps(net, batches, steps, learning_rate=...)`` runs training iterations and
+    returns their losses.
+    Returns the exit code: 0, or 1 when a training loss is not a finite number.
     """
     args = parser.parse_args(argv)
     parts = build(args)
@@ -201,7 +223,11 @@ def run_example(title, parser, argv, build, fields, train_steps):
         compare_with_gluoncv(parts['train_loader'](parts['train_batchify']),
                              parts['gluoncv_loader'](gcv), args.batches, progress)
     if args.train_steps:
-        losses = train_steps(parts['net'], counts[4], args.train_steps)
+        # each example's own learning rate unless --learning-rate overrides it
+        options = {} if args.learning_rate is None else {'learning_rate': args.learning_rate}
+        losses = train_steps(parts['net'], counts[4], args.train_steps, **options)
         print('%s training: %d steps, loss %s'
               % (title, len(losses), ' -> '.join('%.3f' % loss for loss in losses)))
+        if not check_losses(title, losses):
+            return 1
     return 0

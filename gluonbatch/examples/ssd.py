@@ -50,13 +50,13 @@ def build(args):
             'gluoncv_loader': gluoncv_loader, 'val_batchify': val_batchify}
 
 
-def train_steps(net, batches, steps):
+def train_steps(net, batches, steps, learning_rate=0.001):
     """Run ``steps`` SGD iterations of SSD's multibox loss; returns the losses."""
     from gluoncv.loss import SSDMultiBoxLoss
 
     loss_fn = SSDMultiBoxLoss()
     trainer = gluon.Trainer(net.collect_params(), 'sgd',
-                            {'learning_rate': 0.001, 'wd': 0.0005, 'momentum': 0.9})
+                            {'learning_rate': learning_rate, 'wd': 0.0005, 'momentum': 0.9})
     losses = []
     for step in range(steps):
         # as gluoncv's script does: each field onto the training device (here the CPU)

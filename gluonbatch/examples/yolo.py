@@ -55,10 +55,10 @@ def build(args):
             'gluoncv_loader': gluoncv_loader}
 
 
-def train_steps(net, batches, steps):
+def train_steps(net, batches, steps, learning_rate=0.001):
     """Run ``steps`` SGD iterations of YOLOv3's own losses; returns the summed losses."""
     trainer = gluon.Trainer(net.collect_params(), 'sgd',
-                            {'learning_rate': 0.001, 'wd': 0.0005, 'momentum': 0.9})
+                            {'learning_rate': learning_rate, 'wd': 0.0005, 'momentum': 0.9})
     losses = []
     for step in range(steps):
         batch = [field.as_in_context(mx.cpu()) for field in batches[step % len(batches)]]
