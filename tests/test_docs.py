@@ -18,6 +18,8 @@ PNG = b'\x89PNG\r\n\x1a\n'
 
 sphinx_build = pytest.importorskip('sphinx.cmd.build')
 
+pytestmark = pytest.mark.slow  # the whole Sphinx build, as `make docs` runs it
+
 
 @pytest.fixture(scope='module')
 def html_dir(tmp_path_factory):

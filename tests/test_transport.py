@@ -40,6 +40,7 @@ from gluonbatch import dataloader as gbdl
 from gluonbatch.batchify import (Append, Dict, List, NamedTuple, Pad, Stack, Tuple,
                                  dict_batchify_fn, ms_batchify_fn)
 from helpers import SHARED, batch_leaves, open_fds, settled
+from tiers import pairwise
 
 N = 23          # samples per epoch
 BATCH = 5       # 23 = 4 * 5 + 3: a short last batch, and a rollover remainder
@@ -482,22 +483,22 @@ def _check_epochs(loader, case, shuffle, last_batch, num_workers, thread_pool):
         assert carried == leftover and fresh == in_order[:len(fresh)]
 
 
-@pytest.mark.parametrize('last_batch', ['keep', 'discard', 'rollover'])
-@pytest.mark.parametrize('shuffle', [False, True], ids=['ordered', 'shuffled'])
-@pytest.mark.parametrize('num_workers,thread_pool', MODES, ids=MODE_IDS)
-@pytest.mark.parametrize('case', list(CASES))
-def test_every_sample_arrives_once_intact_in_shared_memory(case, num_workers, thread_pool,
-                                                            shuffle, last_batch):
+@pytest.mark.parametrize(*pairwise(case=list(CASES), mode=dict(zip(MODE_IDS, MODES)),
+                                    shuffle={'ordered': False, 'shuffled': True},
+                                    last_batch=['keep', 'discard', 'rollover']))
+def test_every_sample_arrives_once_intact_in_shared_memory(case, mode, shuffle, last_batch):
+    num_workers, thread_pool = mode
     loader = make_loader(case, num_workers, thread_pool, shuffle=shuffle,
                          last_batch=last_batch)
     _check_epochs(loader, case, shuffle, last_batch, num_workers, thread_pool)
 
 
 
-@pytest.mark.parametrize('last_batch', ['keep', 'discard', 'rollover'])
-@pytest.mark.parametrize('shuffle', [False, True], ids=['ordered', 'shuffled'])
-@pytest.mark.parametrize('num_workers', [0, 2], ids=['main', '2proc'])
-@pytest.mark.parametrize('loader_type', ['DetectionDataLoader', 'RandomTransformDataLoader'])
+@pytest.mark.parametrize(*pairwise(loader_type=['DetectionDataLoader',
+                                                'RandomTransformDataLoader'],
+                                    num_workers={'main': 0, '2proc': 2},
+                                    shuffle={'ordered': False, 'shuffled': True},
+                                    last_batch=['keep', 'discard', 'rollover']))
 def test_gluonbatch_loaders_deliver_every_sample_once(loader_type, num_workers, shuffle,
                                                       last_batch):
     """The same checks for gluonbatch's own loaders, which run their own worker pool."""
