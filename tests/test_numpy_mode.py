@@ -21,6 +21,7 @@ from gluonbatch.dataloader import (DetectionDataLoader, ShardedLoader, default_b
                                    tsn_mp_batchify_fn)
 from gluonbatch.rcnn import FasterRCNNTrainBatchify, FeatureShapes, MaskRCNNTrainBatchify
 from helpers import SHARED, batch_leaves, settled, shm_held, tiny_rcnn_net
+from tiers import each_value
 
 Sample = collections.namedtuple('Sample', ['image', 'label'])
 LEGACY, NUMPY = mx.nd.NDArray, mx.np.ndarray
@@ -231,8 +232,7 @@ def _check_loader_batches(batches, mode):
     assert seen == 10
 
 
-@pytest.mark.parametrize('num_workers', [0, 1, 2])
-@pytest.mark.parametrize('loader_kind', ['mxnet', 'pooled'])
+@pytest.mark.parametrize(*each_value(num_workers=[0, 1, 2], loader_kind=['mxnet', 'pooled']))
 def test_loaders_deliver_the_modes_arrays(mode, num_workers, loader_kind):
     batchify = Tuple(Stack(), Pad(pad_val=-1))
     with warnings.catch_warnings():

@@ -21,6 +21,7 @@ from gluonbatch.batchify import Stack
 from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
 from gluonbatch.memory import use_recycling
 from helpers import settled, shm_bytes
+from tiers import each_value
 
 
 class Filled(mx.gluon.data.Dataset):
@@ -571,8 +572,7 @@ def new_loader(which, num_workers):
     return loader, workers
 
 
-@pytest.mark.parametrize('which', LOADERS)
-@pytest.mark.parametrize('num_workers', [1, 2])
+@pytest.mark.parametrize(*each_value(which=LOADERS, num_workers=[1, 2]))
 def test_breaking_off_passes_frees_their_batches(which, num_workers):
     # Recycling off: every batch has a segment of its own, so what is held is what is in
     # flight, and none is kept for reuse.
@@ -608,8 +608,7 @@ def test_errors_of_batches_left_behind_are_not_raised_later(num_workers):
     assert firsts(loader) == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
 
 
-@pytest.mark.parametrize('which', LOADERS)
-@pytest.mark.parametrize('num_workers', [0, 1, 2])
+@pytest.mark.parametrize(*each_value(which=LOADERS, num_workers=[0, 1, 2]))
 def test_passes_after_early_breaks_deliver_every_batch(which, num_workers):
     loader = pooled(which, Filled(0, 11), batch_size=2, num_workers=num_workers)
     everything = [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9], [10]]

@@ -24,6 +24,7 @@ from gluonbatch import dataloader as gbdl
 from gluonbatch import memory
 from gluonbatch.batchify import Pad, Stack, Tuple
 from helpers import open_fds, settled, shm_held
+from tiers import each_value
 
 TIMEOUT = 60
 FIELDS = (('float32', -1), ('uint8', 0), ('int32', -7))  # (dtype, pad value)
@@ -131,13 +132,15 @@ def receive_all(loader, epochs, on_batch):
 
 # --------------------------------------------------------------------- a. integrity
 
-@pytest.mark.parametrize('kind', ['mxnet', 'pooled'])
-@pytest.mark.parametrize('pin_memory,last_batch', [(False, 'keep'), (False, 'rollover'),
-                                                   (True, 'keep')])
-def test_held_batches_and_views_never_change(kind, pin_memory, last_batch):
+@pytest.mark.parametrize(*each_value(kind=['mxnet', 'pooled'],
+                                      options={'keep': (False, 'keep'),
+                                               'rollover': (False, 'rollover'),
+                                               'pinned': (True, 'keep')}))
+def test_held_batches_and_views_never_change(kind, options):
     """2 workers, 240+ batches of three dtypes and varying sizes; the main process holds a
     random subset of batches, of views of them, and of views alone (the batch dropped), for
     random numbers of iterations."""
+    pin_memory, last_batch = options
     rng = random.Random(20261130)
     held = []  # (iteration to let go at, batch or None, [(view, its values when received)])
     iteration = 0

@@ -12,6 +12,7 @@ from gluonbatch.batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tupl
 from gluonbatch.dataloader import ShardedLoader, split_to_devices
 from gluonbatch.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 from helpers import tiny_rcnn_net
+from tiers import each_value
 
 CTX = [mx.cpu(i) for i in range(4)]
 
@@ -241,8 +242,7 @@ def test_num_shards_1_keeps_the_whole_batch_on_the_first_device(kind):
     assert all(x.context == CTX[1] for x in _fields(alone))
 
 
-@pytest.mark.parametrize('num_workers', [0, 1, 2])
-@pytest.mark.parametrize('kind', sorted(UNSHARDED))
+@pytest.mark.parametrize(*each_value(kind=sorted(UNSHARDED), num_workers=[0, 1, 2]))
 def test_sharded_loader_splits_unsharded_batches_like_split_and_load(kind, num_workers):
     batchify, make = UNSHARDED[kind]
     data = mx.gluon.data.SimpleDataset([make(k) for k in range(11)])
@@ -567,8 +567,8 @@ def test_a_list_of_arrays_without_a_layout_is_refused_not_guessed():
         assert whole[0].context == CTX[0]
 
 
-@pytest.mark.parametrize('num_workers', [0, 1, 2])
-@pytest.mark.parametrize('batchify', ['mxnet', 'gluonbatch', 'gluonbatch_pad'])
+@pytest.mark.parametrize(*each_value(batchify=['mxnet', 'gluonbatch', 'gluonbatch_pad'],
+                                      num_workers=[0, 1, 2]))
 def test_default_batchify_functions_split_field_by_field(batchify, num_workers):
     """MXNet's and gluoncv's default batchify return a list with one array per field."""
     from gluonbatch.dataloader import default_batchify_fn, default_pad_batchify_fn

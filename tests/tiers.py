@@ -2,10 +2,11 @@
 
 A test over the product of several parameter lists (sample case x worker mode x shuffle x
 last batch, ...) runs every combination in the full tier (``make test-all``) and, in the
-everyday tier (``make test``), a *pairwise covering* of them: every value of every list
-meets every value of every other list in at least one combination that runs. Defects that
-need one value or an interaction of two show in the everyday tier; the full product still
-runs before anything lands.
+everyday tier (``make test``), a *covering* of them: with :func:`pairwise`, every value of
+every list meets every value of every other list in at least one combination that runs;
+with :func:`each_value`, every value of every list runs at least once. Defects that need one
+value (or an interaction of two) show in the everyday tier; the full product still runs
+before anything lands.
 
 >>> names, params = pairwise(shuffle=[False, True], workers={'main': 0, '2proc': 2},
 ...                          last_batch=['keep', 'discard'])
@@ -13,14 +14,14 @@ runs before anything lands.
 'shuffle,workers,last_batch'
 >>> len(params), sum(1 for p in params if not p.marks)
 (8, 4)
->>> [p.id for p in pairwise(n=[1, 2, 3])[1] if not p.marks]
-['1', '2', '3']
+>>> [p.id for p in each_value(kind=['a', 'b'], num_workers=[0, 1, 2])[1] if not p.marks]
+['a-0', 'a-2', 'b-1']
 """
 import itertools
 
 import pytest
 
-__all__ = ['pairwise']
+__all__ = ['pairwise', 'each_value']
 
 
 def _axis(values):
@@ -31,32 +32,31 @@ def _axis(values):
     return [(str(value), value) for value in values]
 
 
-def _pairs(indices):
-    """The pairs of values a combination of indices covers (its values, for one parameter)."""
+def _covered(indices, strength):
+    """The tuples of ``strength`` values (fewer, for fewer parameters) that a combination of
+    indices covers."""
     values = list(enumerate(indices))
-    return set(itertools.combinations(values, min(2, len(values))))
+    return set(itertools.combinations(values, min(strength, len(values))))
 
 
-def _covering(sizes):
-    """Index tuples of a pairwise covering of the product of ``sizes``, chosen greedily (the
-    combination that covers most uncovered pairs, the first in product order on ties), so
-    the choice is the same on every run."""
+def _covering(sizes, strength):
+    """Index tuples of a covering of the product of ``sizes`` (every tuple of ``strength``
+    values in some combination), chosen greedily (the combination that covers most of what
+    is uncovered, the first in product order on ties), so the choice is the same on every
+    run."""
     product = list(itertools.product(*(range(size) for size in sizes)))
-    uncovered = set().union(*(_pairs(combo) for combo in product))
+    uncovered = set().union(*(_covered(combo, strength) for combo in product))
     chosen = []
     while uncovered:
-        best = max(product, key=lambda combo: len(_pairs(combo) & uncovered))
+        best = max(product, key=lambda combo: len(_covered(combo, strength) & uncovered))
         chosen.append(best)
-        uncovered -= _pairs(best)
+        uncovered -= _covered(best, strength)
     return set(chosen)
 
 
-def pairwise(**axes):
-    """``(argnames, params)`` for ``pytest.mark.parametrize``: the whole product of ``axes``
-    (name -> list of values, or dict of id -> value), the combinations outside a pairwise
-    covering marked ``slow``."""
+def _tiered(strength, axes):
     named = [_axis(values) for values in axes.values()]
-    keep = _covering([len(axis) for axis in named])
+    keep = _covering([len(axis) for axis in named], strength)
     params = []
     for combo in itertools.product(*(range(len(axis)) for axis in named)):
         chosen = [axis[index] for axis, index in zip(named, combo)]
@@ -64,3 +64,16 @@ def pairwise(**axes):
                                    id='-'.join(name for name, _ in chosen),
                                    marks=() if combo in keep else pytest.mark.slow))
     return ','.join(axes), params
+
+
+def pairwise(**axes):
+    """``(argnames, params)`` for ``pytest.mark.parametrize``: the whole product of ``axes``
+    (name -> list of values, or dict of id -> value), the combinations outside a pairwise
+    covering marked ``slow``."""
+    return _tiered(2, axes)
+
+
+def each_value(**axes):
+    """Like :func:`pairwise`, but the everyday tier only runs every value of every list at
+    least once (for two lists, where a pairwise covering is the whole product)."""
+    return _tiered(1, axes)
