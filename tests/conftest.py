@@ -4,12 +4,21 @@ import os
 import pytest
 from hypothesis import settings
 
-from helpers import local_cluster, make_dataset
+from helpers import FULL_TIER_EXAMPLES, local_cluster, make_dataset
 
-# CI runs a fixed, reproducible set of examples; developers get fresh ones on every run.
-settings.register_profile('ci', derandomize=True, print_blob=True)
-settings.register_profile('dev', print_blob=True)
-settings.load_profile('ci' if os.environ.get('CI') else 'dev')
+# The full tier (`make test-all`, CI) runs hypothesis's default number of examples, and
+# every property test its own count (helpers.examples). CI runs a fixed, reproducible set
+# of examples; developers get fresh ones on every run.
+settings.register_profile('ci', max_examples=FULL_TIER_EXAMPLES, derandomize=True,
+                          print_blob=True)
+settings.register_profile('dev', max_examples=FULL_TIER_EXAMPLES, print_blob=True)
+FULL_TIER = 'ci' if os.environ.get('CI') else 'dev'
+# The everyday tier (`make test`: --hypothesis-profile=quick): the full tier's profile with a
+# quarter of the examples, every test's own count scaled alike.
+settings.register_profile('quick', settings.get_profile(FULL_TIER),
+                          max_examples=FULL_TIER_EXAMPLES // 4)
+# the default; pytest's --hypothesis-profile, read after this file is loaded, overrides it
+settings.load_profile(FULL_TIER)
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Helpers shared by the tests: the output context, walking batches, comparing a batch with
 its reference, independent records of inputs (to prove batchify neither changes nor aliases
-them), a tiny R-CNN network, and WebDataset shards written independently of gluonbatch's
-writer.
+them), a tiny R-CNN network, the number of examples a property test runs in the active
+tier, and WebDataset shards written independently of gluonbatch's writer.
 
 The WebDatasets here are built with tarfile, Pillow JPEGs and pandas parquet, not with
 gluonbatch's writer, so the reader is checked against independently written shards;
@@ -20,6 +20,7 @@ import time
 import mxnet as mx
 import numpy as np
 import pandas as pd
+from hypothesis import settings
 from PIL import Image
 
 from gluonbatch.webdataset import write_index
@@ -164,6 +165,36 @@ def tiny_rcnn_net(channels=8, stride=16):
     net = mx.gluon.nn.HybridSequential()
     net.features = mx.gluon.nn.Conv2D(channels, 3, strides=stride, padding=1)
     return net
+
+
+# ------------------------------------------------------------------- hypothesis examples
+
+#: hypothesis's default ``max_examples``: the full tier's profiles keep it, and every
+#: property test's own count is relative to it.
+FULL_TIER_EXAMPLES = 100
+
+
+def examples(full, least=10, profile=None):
+    """How many examples a property test that runs ``full`` in the full tier runs under
+    ``profile`` (the active hypothesis settings by default).
+
+    A count scales as the profile's default ``max_examples`` does against the full tier's
+    (:data:`FULL_TIER_EXAMPLES`), so one profile setting scales the tests that set their
+    own count and those that do not alike. It is never below ``least``, nor below ``full``
+    when ``full`` is smaller: a test keeps a few examples in every tier.
+
+    Examples
+    --------
+    >>> examples(80, profile=settings(max_examples=100))
+    80
+    >>> examples(200, profile=settings(max_examples=25))
+    50
+    >>> examples(30, profile=settings(max_examples=25)), examples(6, profile=settings(
+    ...     max_examples=25))
+    (10, 6)
+    """
+    profile = settings.default if profile is None else profile
+    return max(min(full, least), full * profile.max_examples // FULL_TIER_EXAMPLES)
 
 
 # --------------------------------------------------------------------------- WebDatasets

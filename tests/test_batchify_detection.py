@@ -35,7 +35,7 @@ from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
 from gluonbatch.examples.synthetic import SyntheticDetection
 from gluonbatch.sharding import split_to_devices
 from gluonbatch.transforms.presets import center_net, ssd, yolo
-from helpers import SHARED, assert_unchanged, overwrite_all, snapshot
+from helpers import SHARED, assert_unchanged, examples, overwrite_all, snapshot
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 NUM_CLASS = 20                      # the *_voc networks
@@ -60,8 +60,9 @@ SSD_EMPTY = (0, 0)
 YOLO_EMPTY = (0, 0, 0, 0, -1, -1)
 
 
-def slow(examples):
-    return settings(max_examples=examples, deadline=None,
+def slow(full):
+    """No deadline, ``full`` examples in the full tier (fewer in the everyday one)."""
+    return settings(max_examples=examples(full), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

@@ -26,6 +26,8 @@ from gluonbatch.transforms import polygons
 from gluonbatch.transforms.presets import rcnn
 from gluonbatch.transforms.targets import rpn
 
+from helpers import examples
+
 NETS = {'c4': ('faster_rcnn_resnet50_v1b_voc', False),
         'fpn': ('faster_rcnn_fpn_resnet50_v1b_coco', True),
         'mask': ('mask_rcnn_resnet18_v1b_coco', False),
@@ -584,7 +586,7 @@ def test_polygon_helpers_follow_gluoncvs_dtype_rules():
                 assert mine.dtype == ref.dtype and np.array_equal(mine, ref)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.integers(1, 900), st.integers(1, 900), st.integers(1, 1000), st.integers(1, 1400))
 def test_resize_size_is_gluoncvs(height, width, short, max_size):
     size = rcnn.resize_short_within_size(height, width, short, max_size)

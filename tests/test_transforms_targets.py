@@ -23,10 +23,13 @@ from gluoncv.model_zoo.yolo.yolo_target import YOLOV3PrefetchTargetGenerator  # 
 from gluonbatch.transforms.targets.ssd import SSDTargets, box_iou, ssd_match  # noqa: E402
 from gluonbatch.transforms.targets.yolo import YOLO3Targets  # noqa: E402
 
+from helpers import examples  # noqa: E402
 
-def slow(examples):
-    """Settings of a test that runs gluoncv: no deadline, ``examples`` examples."""
-    return settings(max_examples=examples, deadline=None,
+
+def slow(full):
+    """Settings of a test that runs gluoncv: no deadline, ``full`` examples in the full tier
+    (fewer in the everyday one)."""
+    return settings(max_examples=examples(full), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
