@@ -1,7 +1,8 @@
 """Helpers shared by the tests: the output context, walking batches, comparing a batch with
 its reference, independent records of inputs (to prove batchify neither changes nor aliases
-them), a tiny R-CNN network, the number of examples a property test runs in the active
-tier, and WebDataset shards written independently of gluonbatch's writer.
+them), a tiny R-CNN network, gluoncv's model-zoo networks built without weights, the number
+of examples a property test runs in the active tier, and WebDataset shards written
+independently of gluonbatch's writer.
 
 The WebDatasets here are built with tarfile, Pillow JPEGs and pandas parquet, not with
 gluonbatch's writer, so the reader is checked against independently written shards;
@@ -16,6 +17,7 @@ import json
 import os
 import tarfile
 import time
+import warnings
 
 import mxnet as mx
 import numpy as np
@@ -165,6 +167,31 @@ def tiny_rcnn_net(channels=8, stride=16):
     net = mx.gluon.nn.HybridSequential()
     net.features = mx.gluon.nn.Conv2D(channels, 3, strides=stride, padding=1)
     return net
+
+
+def build_zoo_net(name, anchors_only=False):
+    """gluoncv's model-zoo network ``name`` built offline (no weights), its parameters
+    initialized -- with ``anchors_only``, only those of its RPN's anchor generator (all an
+    R-CNN preset or batchifier reads, with the ``features`` graph)."""
+    from gluoncv.model_zoo import get_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', UserWarning)  # gluoncv's SymbolBlocks: untyped inputs
+        net = get_model(name, pretrained=False, pretrained_base=False)
+        if anchors_only:
+            net.rpn.anchor_generator.initialize()
+        else:
+            net.initialize()
+    return net
+
+
+def ssd_anchors_of(net, width, height):
+    """The anchors an SSD network's train-mode forward returns for a ``width`` x ``height``
+    image: a ``(1, N, 4)`` NDArray."""
+    with warnings.catch_warnings(), mx.autograd.train_mode():
+        warnings.simplefilter('ignore', UserWarning)
+        _, _, anchors = net(mx.nd.zeros((1, 3, height, width)))
+    return anchors
 
 
 # ------------------------------------------------------------------- hypothesis examples

@@ -20,14 +20,13 @@ import gluoncv.data.batchify as gcv_batchify
 import mxnet as mx
 import numpy as np
 import pytest
-from gluoncv import model_zoo
 from gluoncv.data import RandomTransformDataLoader as GluoncvRandomTransformDataLoader
 from gluoncv.data.transforms import presets as gcv_presets
 from gluoncv.model_zoo.center_net.target_generator import CenterNetTargetGenerator
 from gluoncv.model_zoo.ssd.target import SSDTargetGenerator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mxnet import autograd, npx
+from mxnet import npx
 
 from gluonbatch.batchify import (CenterNetTrainBatchify, Pad, SSDTrainBatchify,
                                  YOLO3TrainBatchify)
@@ -67,27 +66,17 @@ def slow(full):
 
 
 # ---------------------------------------------------------------------------------------
-# networks, once per module
+# networks, once per session (conftest.py)
 
 
 @pytest.fixture(scope='module')
-def ssd_anchors():
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore', UserWarning)  # gluoncv's SymbolBlock: untyped input
-        net = model_zoo.get_model('ssd_300_mobilenet0.25_voc', pretrained=False,
-                                  pretrained_base=False)
-    net.initialize()
-    with autograd.train_mode():
-        _, _, anchors = net(mx.nd.zeros((1, 3, SSD_SIZE[1], SSD_SIZE[0])))
-    return anchors
+def ssd_anchors(zoo_ssd_anchors):
+    return zoo_ssd_anchors('ssd_300_mobilenet0.25_voc', *SSD_SIZE)
 
 
 @pytest.fixture(scope='module')
-def yolo_net():
-    net = model_zoo.get_model('yolo3_mobilenet0.25_voc', pretrained=False,
-                              pretrained_base=False)
-    net.initialize()
-    return net
+def yolo_net(zoo_net):
+    return zoo_net('yolo3_mobilenet0.25_voc')
 
 
 @pytest.fixture(scope='module')

@@ -18,7 +18,6 @@ from gluoncv.data.transforms.image import resize_short_within
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from gluoncv.data.transforms.presets import rcnn as gcv
-from gluoncv.model_zoo import get_model
 from gluoncv.model_zoo.rcnn.rpn import rpn_target as gcv_rpn_target
 from gluoncv.nn import coder as gcv_coder
 
@@ -35,15 +34,8 @@ NETS = {'c4': ('faster_rcnn_resnet50_v1b_voc', False),
 
 
 @pytest.fixture(scope='module')
-def nets():
-    built = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        for key, (name, _) in NETS.items():
-            net = get_model(name, pretrained=False, pretrained_base=False)
-            net.rpn.anchor_generator.initialize()
-            built[key] = net
-    return built
+def nets(zoo_net):
+    return {key: zoo_net(name, anchors_only=True) for key, (name, _) in NETS.items()}
 
 
 def quiet(fn, *args, **kwargs):

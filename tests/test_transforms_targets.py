@@ -23,7 +23,7 @@ from gluoncv.model_zoo.yolo.yolo_target import YOLOV3PrefetchTargetGenerator  # 
 from gluonbatch.transforms.targets.ssd import SSDTargets, box_iou, ssd_match  # noqa: E402
 from gluonbatch.transforms.targets.yolo import YOLO3Targets  # noqa: E402
 
-from helpers import examples  # noqa: E402
+from helpers import build_zoo_net, examples  # noqa: E402
 
 
 def slow(full):
@@ -38,29 +38,21 @@ YOLO_SIZES = [(320, 320), (416, 416), (320, 416)]
 
 
 # ---------------------------------------------------------------------------------------
-# the networks, built once per module
+# the networks, built once per session (conftest.py)
 
 
 @pytest.fixture(scope='module')
-def ssd_anchors():
+def ssd_anchors(zoo_ssd_anchors):
     """Anchors of SSD300 (VGG16) and SSD512 (MobileNet), as their train-mode forwards return
     them: ``{size: (1, N, 4) NDArray}``."""
-    found = {}
-    for name, size in (('ssd_300_vgg16_atrous_voc', 300), ('ssd_512_mobilenet1.0_voc', 512)):
-        net = gcv_model_zoo.get_model(name, pretrained=False, pretrained_base=False)
-        net.initialize()
-        with autograd.train_mode():
-            _, _, anchors = net(mx.nd.zeros((1, 3, size, size)))
-        found[size] = anchors
-    return found
+    return {size: zoo_ssd_anchors(name, size, size)
+            for name, size in (('ssd_300_vgg16_atrous_voc', 300),
+                               ('ssd_512_mobilenet1.0_voc', 512))}
 
 
 @pytest.fixture(scope='module')
-def yolo_net():
-    net = gcv_model_zoo.get_model('yolo3_mobilenet1.0_voc', pretrained=False,
-                                  pretrained_base=False)
-    net.initialize()
-    return net
+def yolo_net(zoo_net):
+    return zoo_net('yolo3_mobilenet1.0_voc')
 
 
 @pytest.fixture(scope='module')
@@ -411,7 +403,8 @@ def test_yolo_batch_equals_per_sample(yolo_pairs, data, mixup):
                 np.testing.assert_array_equal(result[field][i], sample[field])
 
 
-def test_yolo_restores_parameter_contexts(yolo_net, monkeypatch):
+def test_yolo_restores_parameter_contexts(monkeypatch):
+    yolo_net = build_zoo_net('yolo3_mobilenet1.0_voc')  # its own: the test moves its parameters
     params = yolo_net.collect_params()
     params.reset_ctx(mx.cpu(1))
     try:
