@@ -58,7 +58,8 @@ def yolo_net(zoo_net):
 @pytest.fixture(scope='module')
 def yolo_pairs(yolo_net):
     """Per size and mixup flag: (gluoncv's reference, gluonbatch's YOLO3Targets)."""
-    return {(size, mixup): (GluoncvYOLO(yolo_net, size[1], size[0], mixup),
+    grids = {size: gluoncv_yolo_grids(yolo_net, size[1], size[0]) for size in YOLO_SIZES}
+    return {(size, mixup): (GluoncvYOLO(grids[size], len(yolo_net.classes), mixup),
                             YOLO3Targets(yolo_net, size[1], size[0], mixup=mixup))
             for size in YOLO_SIZES for mixup in (False, True)}
 
@@ -77,18 +78,25 @@ def gluoncv_ssd(anchors, bbox, iou_thresh=0.5, box_norm=(0.1, 0.1, 0.2, 0.2)):
     return cls_targets[0].asnumpy(), box_targets[0].asnumpy()
 
 
-class GluoncvYOLO:
-    """YOLO3DefaultTrainTransform's setup and last lines."""
+def gluoncv_yolo_grids(net, width, height):
+    """YOLO3DefaultTrainTransform's setup: its fake input and the anchors, offsets and
+    feature maps of the network's train-mode forward (the same with and without mixup)."""
+    fake_x = mx.nd.zeros((1, 3, height, width))
+    old_ctx = list(net.collect_params().values())[0].list_ctx()
+    net.collect_params().reset_ctx(mx.cpu())
+    with autograd.train_mode():
+        _, anchors, offsets, feat_maps, _, _, _, _ = net(fake_x)
+    net.collect_params().reset_ctx(old_ctx)
+    return fake_x, anchors, offsets, feat_maps
 
-    def __init__(self, net, width, height, mixup):
+
+class GluoncvYOLO:
+    """YOLO3DefaultTrainTransform's last lines, on the grids of :func:`gluoncv_yolo_grids`."""
+
+    def __init__(self, grids, num_class, mixup):
         self._mixup = mixup
-        self._fake_x = mx.nd.zeros((1, 3, height, width))
-        old_ctx = list(net.collect_params().values())[0].list_ctx()
-        net.collect_params().reset_ctx(mx.cpu())
-        with autograd.train_mode():
-            _, self._anchors, self._offsets, self._feat_maps, _, _, _, _ = net(self._fake_x)
-        net.collect_params().reset_ctx(old_ctx)
-        self._generator = YOLOV3PrefetchTargetGenerator(num_class=len(net.classes))
+        self._fake_x, self._anchors, self._offsets, self._feat_maps = grids
+        self._generator = YOLOV3PrefetchTargetGenerator(num_class=num_class)
 
     def __call__(self, bbox):
         gt_bboxes = mx.nd.array(bbox[np.newaxis, :, :4])
