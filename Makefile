@@ -13,9 +13,9 @@ $(STAMP): setup.py constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,examples,docs]'
 	touch $(STAMP)
 
-# The everyday tier: every test but those marked slow.
+# The everyday tier: every test but those marked slow, a quarter of the hypothesis examples.
 test: $(STAMP)
-	$(PY) -m pytest -m 'not slow'
+	$(PY) -m pytest -m 'not slow' --hypothesis-profile=quick
 
 # Every test, the slow tier included: what CI runs.
 test-all: $(STAMP)

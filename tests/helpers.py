@@ -1,7 +1,8 @@
 """Helpers shared by the tests: the output context, walking batches, comparing a batch with
 its reference, independent records of inputs (to prove batchify neither changes nor aliases
-them), a tiny R-CNN network, and WebDataset shards written independently of gluonbatch's
-writer.
+them), a tiny R-CNN network, gluoncv's model-zoo networks built without weights, the number
+of examples a property test runs in the active tier, and WebDataset shards written
+independently of gluonbatch's writer.
 
 The WebDatasets here are built with tarfile, Pillow JPEGs and pandas parquet, not with
 gluonbatch's writer, so the reader is checked against independently written shards;
@@ -16,10 +17,12 @@ import json
 import os
 import tarfile
 import time
+import warnings
 
 import mxnet as mx
 import numpy as np
 import pandas as pd
+from hypothesis import settings
 from PIL import Image
 
 from gluonbatch.webdataset import write_index
@@ -164,6 +167,61 @@ def tiny_rcnn_net(channels=8, stride=16):
     net = mx.gluon.nn.HybridSequential()
     net.features = mx.gluon.nn.Conv2D(channels, 3, strides=stride, padding=1)
     return net
+
+
+def build_zoo_net(name, anchors_only=False):
+    """gluoncv's model-zoo network ``name`` built offline (no weights), its parameters
+    initialized -- with ``anchors_only``, only those of its RPN's anchor generator (all an
+    R-CNN preset or batchifier reads, with the ``features`` graph)."""
+    from gluoncv.model_zoo import get_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', UserWarning)  # gluoncv's SymbolBlocks: untyped inputs
+        net = get_model(name, pretrained=False, pretrained_base=False)
+        if anchors_only:
+            net.rpn.anchor_generator.initialize()
+        else:
+            net.initialize()
+    return net
+
+
+def ssd_anchors_of(net, width, height):
+    """The anchors an SSD network's train-mode forward returns for a ``width`` x ``height``
+    image: a ``(1, N, 4)`` NDArray."""
+    with warnings.catch_warnings(), mx.autograd.train_mode():
+        warnings.simplefilter('ignore', UserWarning)
+        _, _, anchors = net(mx.nd.zeros((1, 3, height, width)))
+    return anchors
+
+
+# ------------------------------------------------------------------- hypothesis examples
+
+#: hypothesis's default ``max_examples``: the full tier's profiles keep it, and every
+#: property test's own count is relative to it.
+FULL_TIER_EXAMPLES = 100
+
+
+def examples(full, least=10, profile=None):
+    """How many examples a property test that runs ``full`` in the full tier runs under
+    ``profile`` (the active hypothesis settings by default).
+
+    A count scales as the profile's default ``max_examples`` does against the full tier's
+    (:data:`FULL_TIER_EXAMPLES`), so one profile setting scales the tests that set their
+    own count and those that do not alike. It is never below ``least``, nor below ``full``
+    when ``full`` is smaller: a test keeps a few examples in every tier.
+
+    Examples
+    --------
+    >>> examples(80, profile=settings(max_examples=100))
+    80
+    >>> examples(200, profile=settings(max_examples=25))
+    50
+    >>> examples(30, profile=settings(max_examples=25)), examples(6, profile=settings(
+    ...     max_examples=25))
+    (10, 6)
+    """
+    profile = settings.default if profile is None else profile
+    return max(min(full, least), full * profile.max_examples // FULL_TIER_EXAMPLES)
 
 
 # --------------------------------------------------------------------------- WebDatasets

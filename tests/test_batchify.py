@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import gluonbatch
 from gluonbatch.batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
-from helpers import SHARED
+from helpers import SHARED, examples
 
 Sample = namedtuple('Sample', ['image', 'boxes', 'name'])
 
@@ -37,7 +37,7 @@ def test_dict_batchifies_each_key_and_keeps_key_order():
     assert out['id'] == ['x', 'y']
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(extra=st.dictionaries(st.text(min_size=1, max_size=5).filter(lambda k: k not in 'ab'),
                              st.one_of(st.integers(), st.text(), st.none()), max_size=3),
        rows=st.lists(st.integers(1, 4), min_size=1, max_size=4))
@@ -154,7 +154,7 @@ def test_large_batches_are_written_correctly_by_several_threads():
     np.testing.assert_array_equal(stacked, np.stack([images[0]] * 12))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.tuples(st.lists(st.integers(-5, 5), min_size=1, max_size=4),
                           st.integers(0, 9), st.text(max_size=3)), min_size=1, max_size=6))
 def test_outputs_never_alias_and_inputs_never_change(samples):

@@ -21,14 +21,13 @@ import gluoncv.data.batchify as gcv_batchify
 import mxnet as mx
 import numpy as np
 import pytest
-from gluoncv import model_zoo
 from gluoncv.data import RandomTransformDataLoader as GluoncvRandomTransformDataLoader
 from gluoncv.data.transforms import presets as gcv_presets
 from gluoncv.model_zoo.center_net.target_generator import CenterNetTargetGenerator
 from gluoncv.model_zoo.ssd.target import SSDTargetGenerator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mxnet import autograd, npx
+from mxnet import npx
 
 from gluonbatch.batchify import (CenterNetTrainBatchify, Pad, SSDTrainBatchify,
                                  YOLO3TrainBatchify)
@@ -36,7 +35,7 @@ from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
 from gluonbatch.examples.synthetic import SyntheticDetection
 from gluonbatch.sharding import split_to_devices
 from gluonbatch.transforms.presets import center_net, ssd, yolo
-from helpers import SHARED, assert_unchanged, overwrite_all, snapshot
+from helpers import SHARED, assert_unchanged, examples, overwrite_all, snapshot
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 NUM_CLASS = 20                      # the *_voc networks
@@ -61,33 +60,24 @@ SSD_EMPTY = (0, 0)
 YOLO_EMPTY = (0, 0, 0, 0, -1, -1)
 
 
-def slow(examples):
-    return settings(max_examples=examples, deadline=None,
+def slow(full):
+    """No deadline, ``full`` examples in the full tier (fewer in the everyday one)."""
+    return settings(max_examples=examples(full), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 # ---------------------------------------------------------------------------------------
-# networks, once per module
+# networks, once per session (conftest.py)
 
 
 @pytest.fixture(scope='module')
-def ssd_anchors():
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore', UserWarning)  # gluoncv's SymbolBlock: untyped input
-        net = model_zoo.get_model('ssd_300_mobilenet0.25_voc', pretrained=False,
-                                  pretrained_base=False)
-    net.initialize()
-    with autograd.train_mode():
-        _, _, anchors = net(mx.nd.zeros((1, 3, SSD_SIZE[1], SSD_SIZE[0])))
-    return anchors
+def ssd_anchors(zoo_ssd_anchors):
+    return zoo_ssd_anchors('ssd_300_mobilenet0.25_voc', *SSD_SIZE)
 
 
 @pytest.fixture(scope='module')
-def yolo_net():
-    net = model_zoo.get_model('yolo3_mobilenet0.25_voc', pretrained=False,
-                              pretrained_base=False)
-    net.initialize()
-    return net
+def yolo_net(zoo_net):
+    return zoo_net('yolo3_mobilenet0.25_voc')
 
 
 @pytest.fixture(scope='module')

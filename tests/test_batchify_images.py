@@ -18,7 +18,7 @@ from mxnet import npx
 
 from gluonbatch.batchify import NormalizedStack, Pad, Stack, Tuple
 from gluonbatch.sharding import split_to_devices
-from helpers import SHARED, assert_unchanged, overwrite_all, snapshot
+from helpers import SHARED, assert_unchanged, examples, overwrite_all, snapshot
 
 
 def reference(images, mean, std):
@@ -64,7 +64,7 @@ nonzero = st.one_of(st.floats(0.01, 4), st.floats(-4, -0.01))
 channel_stds = st.one_of(nonzero, st.tuples(nonzero, nonzero, nonzero))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(height=st.integers(1, 64), width=st.integers(1, 64), count=st.integers(1, 4),
        dtype=st.sampled_from([np.uint8, np.float32]),
        kind=st.sampled_from(['pixels', 'any', 'special']),

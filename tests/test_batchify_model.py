@@ -12,7 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gluonbatch.batchify import Pad, Stack
-from helpers import SHARED
+from helpers import SHARED, examples
 
 DTYPES = ['float32', 'float64', 'float16', 'uint8', 'int8', 'int32', 'int64', 'bool']
 
@@ -72,7 +72,7 @@ def to_kind(arrays, kind):
     return arrays
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(pad_cases())
 def test_pad_matches_numpy_model_for_any_shard_count(case):
     samples, axis, pad_val, num_shards, round_to, kind = case
@@ -155,7 +155,7 @@ def test_bool_samples_pad_and_stack():
     np.testing.assert_array_equal(out.asnumpy(), [[True, False], [True, False]])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(1, 6), st.lists(st.integers(0, 4), min_size=0, max_size=3),
        st.sampled_from(DTYPES), st.sampled_from(['numpy', 'ndarray', 'list']))
 def test_stack_matches_numpy_model(num, shape, dtype, kind):

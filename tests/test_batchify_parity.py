@@ -39,7 +39,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import gluonbatch.batchify as gb
-from helpers import SHARED, assert_same_batch, assert_unchanged, overwrite_all, snapshot
+from helpers import (SHARED, assert_same_batch, assert_unchanged, examples, overwrite_all,
+                     snapshot)
 
 FLOAT_DTYPES = (np.float32, np.float64, np.float16)
 INT_DTYPES = (np.uint8, np.int8, np.int32, np.int64)
@@ -49,9 +50,9 @@ MAX_BATCH = 8
 MAX_DIM = 4
 
 # Hypothesis budgets: the whole file runs in well under a minute on 2 cores.
-FAST = settings(max_examples=200, deadline=None,
+FAST = settings(max_examples=examples(200), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-SLOW = settings(max_examples=150, deadline=None,
+SLOW = settings(max_examples=examples(150), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

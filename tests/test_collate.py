@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from gluonbatch import Collate, default_collate
-from helpers import (SHARED, assert_same_batch, assert_unchanged, ndarrays, overwrite_all,
-                     snapshot)
+from helpers import (SHARED, assert_same_batch, assert_unchanged, examples, ndarrays,
+                     overwrite_all, snapshot)
 
 DTYPES = tuple(np.dtype(t) for t in (
     'float16', 'float32', 'float64', 'uint8', 'int8', 'int32', 'int64', 'bool'))
 MAX_BATCH = 6
 
-EXAMPLES = settings(max_examples=80, deadline=None,
+EXAMPLES = settings(max_examples=examples(80), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 Point = collections.namedtuple('Point', ['x', 'y'])

@@ -39,7 +39,8 @@ from hypothesis.extra import numpy as hnp
 
 import gluonbatch.batchify as gbb
 import gluonbatch.dataloader as gb
-from helpers import SHARED, assert_same_batch, assert_unchanged, overwrite_all, snapshot
+from helpers import (SHARED, assert_same_batch, assert_unchanged, examples, overwrite_all,
+                     snapshot)
 
 DTYPES = tuple(np.dtype(t) for t in (
     'float16', 'float32', 'float64', 'uint8', 'int8', 'int32', 'int64', 'bool'))
@@ -48,7 +49,7 @@ LABEL_DTYPES = tuple(np.dtype(t) for t in ('float16', 'float32', 'float64', 'int
                                            'int64'))
 MAX_BATCH = 6
 
-EXAMPLES = settings(max_examples=35, deadline=None,
+EXAMPLES = settings(max_examples=examples(35), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 BATCHIFY_PAIRS = [

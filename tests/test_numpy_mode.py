@@ -20,7 +20,7 @@ from gluonbatch.dataloader import (DetectionDataLoader, ShardedLoader, default_b
                                    default_pad_batchify_fn, split_to_devices,
                                    tsn_mp_batchify_fn)
 from gluonbatch.rcnn import FasterRCNNTrainBatchify, FeatureShapes, MaskRCNNTrainBatchify
-from helpers import SHARED, batch_leaves, settled, shm_held, tiny_rcnn_net
+from helpers import SHARED, batch_leaves, examples, settled, shm_held, tiny_rcnn_net
 from tiers import each_value
 
 Sample = collections.namedtuple('Sample', ['image', 'label'])
@@ -131,7 +131,7 @@ def test_every_combinator_returns_the_modes_arrays(mode, case, inputs):
     _assert_same_values(_values(batch), _values(want))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.lists(st.integers(0, 3), min_size=1, max_size=6), st.integers(0, 3),
        st.sampled_from(['uint8', 'int32', 'float32', 'float64']))
 def test_numpy_mode_values_equal_legacy_values(rows, cols, dtype):

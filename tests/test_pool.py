@@ -20,7 +20,7 @@ from hypothesis import given, settings, strategies as st
 from gluonbatch.batchify import Stack
 from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
 from gluonbatch.memory import use_recycling
-from helpers import settled, shm_bytes
+from helpers import examples, settled, shm_bytes
 from tiers import each_value
 
 
@@ -188,7 +188,7 @@ def check_notes(error, fail_at, num_workers):
 
 
 @pytest.mark.parametrize('num_workers', [0, 1, 2])
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(kind=st.integers(0, len(ERRORS) - 1), fail_at=st.integers(0, 9))
 def test_errors_arrive_unchanged_with_notes(loaders, num_workers, kind, fail_at):
     error, arrived = first_error(loaders, num_workers, kind, fail_at)
@@ -268,28 +268,28 @@ def make_loader(which, **kwargs):
 
 # These were clamped (negative num_workers to 0, prefetch and interval up to 1) or
 # converted with int() before; now they are errors.
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(which=st.sampled_from(['detection', 'random']), value=NON_INTEGERS)
 def test_non_integer_num_workers_is_a_type_error(which, value):
     with pytest.raises(TypeError, match='num_workers must be an integer'):
         make_loader(which, num_workers=value)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(which=st.sampled_from(['detection', 'random']), value=st.integers(max_value=-1))
 def test_negative_num_workers_is_a_value_error(which, value):
     with pytest.raises(ValueError, match='num_workers must be an integer >= 0'):
         make_loader(which, num_workers=value)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(name=st.sampled_from(['prefetch', 'interval']), value=NON_INTEGERS)
 def test_non_integer_prefetch_or_interval_is_a_type_error(name, value):
     with pytest.raises(TypeError, match='%s must be an integer' % name):
         make_loader('random', **{name: value})
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(name=st.sampled_from(['prefetch', 'interval']), value=st.integers(max_value=0))
 def test_prefetch_or_interval_below_one_is_a_value_error(name, value):
     with pytest.raises(ValueError, match='%s must be an integer >= 1' % name):

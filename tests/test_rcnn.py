@@ -11,7 +11,6 @@ import pytest
 from gluoncv.data import batchify as gcv
 from gluoncv.data.transforms.presets.rcnn import (FasterRCNNDefaultTrainTransform,
                                                   MaskRCNNDefaultTrainTransform)
-from gluoncv.model_zoo import get_model
 
 import gluonbatch
 from gluonbatch.batchify import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
@@ -24,13 +23,10 @@ NETS = {'c4': ('faster_rcnn_resnet50_v1b_voc', False),
 
 
 @pytest.fixture(scope='module')
-def nets():
-    built = {}
-    for key, (name, _) in NETS.items():
-        net = get_model(name, pretrained=False, pretrained_base=False)
-        net.initialize()
-        built[key] = net
-    return built
+def nets(zoo_net):
+    """Only the anchor generators are initialized: the batchifiers and gluoncv's presets
+    read the anchors and the ``features`` graph, nothing else."""
+    return {key: zoo_net(name, anchors_only=True) for key, (name, _) in NETS.items()}
 
 
 @pytest.fixture(scope='module')

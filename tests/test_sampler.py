@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 import gluonbatch.dataloader
 import gluonbatch.sharding
 from gluonbatch.sampler import SplitSampler
+from helpers import examples
 
 
 def test_old_import_paths_name_the_same_class():
@@ -14,7 +15,7 @@ def test_old_import_paths_name_the_same_class():
     assert gluonbatch.dataloader.SplitSampler is SplitSampler
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(length=st.integers(0, 60), num_parts=st.integers(1, 9), shuffle=st.booleans(),
        seed=st.integers(0, 2 ** 31), epoch=st.integers(0, 5),
        last_part=st.sampled_from(['pad', 'drop']))
@@ -90,7 +91,7 @@ NON_INTEGERS = st.one_of(st.booleans(), st.floats(), st.text(max_size=3), st.non
                          st.lists(st.integers(), max_size=2))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(name=st.sampled_from(['length', 'num_parts', 'part_index', 'seed']), value=NON_INTEGERS)
 def test_any_non_integer_argument_is_a_type_error(name, value):
     kwargs = dict(length=4, num_parts=2, part_index=0, seed=0)
@@ -101,7 +102,7 @@ def test_any_non_integer_argument_is_a_type_error(name, value):
         SplitSampler(4).indices(value)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(name=st.sampled_from(['length', 'num_parts', 'part_index', 'seed']),
        below=st.integers(1, 2 ** 40), numpy_int=st.booleans())
 def test_any_integer_below_the_minimum_is_a_value_error(name, below, numpy_int):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from gluonbatch.batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
 from gluonbatch.dataloader import ShardedLoader, split_to_devices
 from gluonbatch.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
-from helpers import tiny_rcnn_net
+from helpers import examples, tiny_rcnn_net
 from tiers import each_value
 
 CTX = [mx.cpu(i) for i in range(4)]
@@ -487,7 +487,7 @@ def _assert_part(part, want, ctx, path='part'):
         assert part == want, path
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.data())
 def test_any_nesting_splits_like_slicing_the_batch(data):
     num_devices = data.draw(st.integers(1, 4), label='devices')

@@ -24,6 +24,8 @@ from gluonbatch.transforms import affine, jitter, pixels, scratch
 from gluonbatch.transforms.presets import center_net
 from gluonbatch.transforms.targets import center_net as targets
 
+from helpers import examples
+
 #: max |difference| of normalized train images (measured: under 2e-6)
 IMAGE_ATOL = 2e-5
 
@@ -631,7 +633,7 @@ def test_val_preset_is_gluoncvs_to_the_bit(width, height):
                 assert a.dtype == b.dtype == np.float32 and np.array_equal(a, b)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(1, 2000), st.integers(1, 2000), st.integers(1, 300), st.integers(1, 300))
 def test_post_transform_is_gluoncvs(orig_w, orig_h, out_w, out_h):
     ours = center_net.get_post_transform(orig_w, orig_h, out_w, out_h)

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gluonbatch.transforms.presets import center_net, rcnn, ssd, yolo
+from helpers import examples
 
 MEAN_STD = np.array([0.229, 0.224, 0.225])
 #: The issue's tolerance on images, after normalization: 2/255 of the pixel range anywhere,
@@ -79,7 +80,7 @@ def assert_equivalent(ours, theirs, image_index=0, exact=()):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
-SETTINGS = settings(max_examples=100, deadline=None,
+SETTINGS = settings(max_examples=examples(100), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 

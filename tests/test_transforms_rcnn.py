@@ -18,13 +18,14 @@ from gluoncv.data.transforms.image import resize_short_within
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from gluoncv.data.transforms.presets import rcnn as gcv
-from gluoncv.model_zoo import get_model
 from gluoncv.model_zoo.rcnn.rpn import rpn_target as gcv_rpn_target
 from gluoncv.nn import coder as gcv_coder
 
 from gluonbatch.transforms import polygons
 from gluonbatch.transforms.presets import rcnn
 from gluonbatch.transforms.targets import rpn
+
+from helpers import examples
 
 NETS = {'c4': ('faster_rcnn_resnet50_v1b_voc', False),
         'fpn': ('faster_rcnn_fpn_resnet50_v1b_coco', True),
@@ -33,15 +34,8 @@ NETS = {'c4': ('faster_rcnn_resnet50_v1b_voc', False),
 
 
 @pytest.fixture(scope='module')
-def nets():
-    built = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        for key, (name, _) in NETS.items():
-            net = get_model(name, pretrained=False, pretrained_base=False)
-            net.rpn.anchor_generator.initialize()
-            built[key] = net
-    return built
+def nets(zoo_net):
+    return {key: zoo_net(name, anchors_only=True) for key, (name, _) in NETS.items()}
 
 
 def quiet(fn, *args, **kwargs):
@@ -584,7 +578,7 @@ def test_polygon_helpers_follow_gluoncvs_dtype_rules():
                 assert mine.dtype == ref.dtype and np.array_equal(mine, ref)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.integers(1, 900), st.integers(1, 900), st.integers(1, 1000), st.integers(1, 1400))
 def test_resize_size_is_gluoncvs(height, width, short, max_size):
     size = rcnn.resize_short_within_size(height, width, short, max_size)

@@ -521,25 +521,13 @@ def test_val_preset_matches_gluoncv(module, gcv_module, name):
 
 
 @pytest.fixture(scope='module')
-def ssd_anchors():
-    from gluoncv.model_zoo import get_model
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        net = get_model('ssd_300_vgg16_atrous_voc', pretrained=False, pretrained_base=False)
-        net.initialize()
-        with mx.autograd.train_mode():
-            _, _, anchors = net(mx.nd.zeros((1, 3, 300, 300)))
-    return anchors
+def ssd_anchors(zoo_ssd_anchors):
+    return zoo_ssd_anchors('ssd_300_vgg16_atrous_voc', 300, 300)
 
 
 @pytest.fixture(scope='module')
-def yolo_net():
-    from gluoncv.model_zoo import get_model
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        net = get_model('yolo3_mobilenet1.0_voc', pretrained=False, pretrained_base=False)
-        net.initialize()
-    return net
+def yolo_net(zoo_net):
+    return zoo_net('yolo3_mobilenet1.0_voc')
 
 
 def test_ssd_train_preset_with_anchors_matches_gluoncv(ssd_anchors):

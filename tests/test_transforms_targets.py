@@ -23,10 +23,13 @@ from gluoncv.model_zoo.yolo.yolo_target import YOLOV3PrefetchTargetGenerator  # 
 from gluonbatch.transforms.targets.ssd import SSDTargets, box_iou, ssd_match  # noqa: E402
 from gluonbatch.transforms.targets.yolo import YOLO3Targets  # noqa: E402
 
+from helpers import build_zoo_net, examples  # noqa: E402
 
-def slow(examples):
-    """Settings of a test that runs gluoncv: no deadline, ``examples`` examples."""
-    return settings(max_examples=examples, deadline=None,
+
+def slow(full):
+    """Settings of a test that runs gluoncv: no deadline, ``full`` examples in the full tier
+    (fewer in the everyday one)."""
+    return settings(max_examples=examples(full), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -35,35 +38,28 @@ YOLO_SIZES = [(320, 320), (416, 416), (320, 416)]
 
 
 # ---------------------------------------------------------------------------------------
-# the networks, built once per module
+# the networks, built once per session (conftest.py)
 
 
 @pytest.fixture(scope='module')
-def ssd_anchors():
+def ssd_anchors(zoo_ssd_anchors):
     """Anchors of SSD300 (VGG16) and SSD512 (MobileNet), as their train-mode forwards return
     them: ``{size: (1, N, 4) NDArray}``."""
-    found = {}
-    for name, size in (('ssd_300_vgg16_atrous_voc', 300), ('ssd_512_mobilenet1.0_voc', 512)):
-        net = gcv_model_zoo.get_model(name, pretrained=False, pretrained_base=False)
-        net.initialize()
-        with autograd.train_mode():
-            _, _, anchors = net(mx.nd.zeros((1, 3, size, size)))
-        found[size] = anchors
-    return found
+    return {size: zoo_ssd_anchors(name, size, size)
+            for name, size in (('ssd_300_vgg16_atrous_voc', 300),
+                               ('ssd_512_mobilenet1.0_voc', 512))}
 
 
 @pytest.fixture(scope='module')
-def yolo_net():
-    net = gcv_model_zoo.get_model('yolo3_mobilenet1.0_voc', pretrained=False,
-                                  pretrained_base=False)
-    net.initialize()
-    return net
+def yolo_net(zoo_net):
+    return zoo_net('yolo3_mobilenet1.0_voc')
 
 
 @pytest.fixture(scope='module')
 def yolo_pairs(yolo_net):
     """Per size and mixup flag: (gluoncv's reference, gluonbatch's YOLO3Targets)."""
-    return {(size, mixup): (GluoncvYOLO(yolo_net, size[1], size[0], mixup),
+    grids = {size: gluoncv_yolo_grids(yolo_net, size[1], size[0]) for size in YOLO_SIZES}
+    return {(size, mixup): (GluoncvYOLO(grids[size], len(yolo_net.classes), mixup),
                             YOLO3Targets(yolo_net, size[1], size[0], mixup=mixup))
             for size in YOLO_SIZES for mixup in (False, True)}
 
@@ -82,18 +78,25 @@ def gluoncv_ssd(anchors, bbox, iou_thresh=0.5, box_norm=(0.1, 0.1, 0.2, 0.2)):
     return cls_targets[0].asnumpy(), box_targets[0].asnumpy()
 
 
-class GluoncvYOLO:
-    """YOLO3DefaultTrainTransform's setup and last lines."""
+def gluoncv_yolo_grids(net, width, height):
+    """YOLO3DefaultTrainTransform's setup: its fake input and the anchors, offsets and
+    feature maps of the network's train-mode forward (the same with and without mixup)."""
+    fake_x = mx.nd.zeros((1, 3, height, width))
+    old_ctx = list(net.collect_params().values())[0].list_ctx()
+    net.collect_params().reset_ctx(mx.cpu())
+    with autograd.train_mode():
+        _, anchors, offsets, feat_maps, _, _, _, _ = net(fake_x)
+    net.collect_params().reset_ctx(old_ctx)
+    return fake_x, anchors, offsets, feat_maps
 
-    def __init__(self, net, width, height, mixup):
+
+class GluoncvYOLO:
+    """YOLO3DefaultTrainTransform's last lines, on the grids of :func:`gluoncv_yolo_grids`."""
+
+    def __init__(self, grids, num_class, mixup):
         self._mixup = mixup
-        self._fake_x = mx.nd.zeros((1, 3, height, width))
-        old_ctx = list(net.collect_params().values())[0].list_ctx()
-        net.collect_params().reset_ctx(mx.cpu())
-        with autograd.train_mode():
-            _, self._anchors, self._offsets, self._feat_maps, _, _, _, _ = net(self._fake_x)
-        net.collect_params().reset_ctx(old_ctx)
-        self._generator = YOLOV3PrefetchTargetGenerator(num_class=len(net.classes))
+        self._fake_x, self._anchors, self._offsets, self._feat_maps = grids
+        self._generator = YOLOV3PrefetchTargetGenerator(num_class=num_class)
 
     def __call__(self, bbox):
         gt_bboxes = mx.nd.array(bbox[np.newaxis, :, :4])
@@ -408,7 +411,8 @@ def test_yolo_batch_equals_per_sample(yolo_pairs, data, mixup):
                 np.testing.assert_array_equal(result[field][i], sample[field])
 
 
-def test_yolo_restores_parameter_contexts(yolo_net, monkeypatch):
+def test_yolo_restores_parameter_contexts(monkeypatch):
+    yolo_net = build_zoo_net('yolo3_mobilenet1.0_voc')  # its own: the test moves its parameters
     params = yolo_net.collect_params()
     params.reset_ctx(mx.cpu(1))
     try:

@@ -15,6 +15,7 @@ from gluonbatch.webdataset.index import digit_columns, index_line, index_lines
 from gluonbatch.webdataset.tar import BLOCK, member_header
 from gluonbatch.webdataset.ustar import (NAME_BYTES, HeaderBlocks, name_fields,
                                          plain_headers_match, ranges_to_indices)
+from helpers import examples
 
 MTIME = 1700000000
 
@@ -142,7 +143,7 @@ def index_batches(draw):
             np.array(draw(st.lists(offsets, min_size=total, max_size=total)), np.int64))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(batch=index_batches())
 @example(batch=(['000', '001'], np.array([0, 1, 0, 1]), ['jpg', 'a%b'], np.array([2, 2]),
                 np.array([0, 2 ** 40, 9, 10]), np.array([10 ** 12, 0, 99, 100])))
@@ -158,7 +159,7 @@ def test_index_lines_equal_index_line_per_record(batch):
     assert index_lines(keys, codes, exts, counts, member_offsets, member_sizes) == want
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ranges=st.lists(st.tuples(st.integers(0, 10 ** 6), st.one_of(st.just(0),
                                                                     st.integers(0, 20)))))
 @example(ranges=[])
@@ -186,7 +187,7 @@ def digits_by_formatting(value, base, width, zero_padded):
     return text[-width:].rjust(width, '0' if zero_padded else '\0').encode('ascii')
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(values=st.lists(st.integers(0, 2 ** 62), max_size=20), base=st.integers(2, 10),
        width=st.none() | st.integers(1, 19), zero_padded=st.booleans())
 @example(values=[0, 9, 10, 9999, 10000, 99999999, 10 ** 8, 10 ** 12 + 7], base=10,

@@ -21,7 +21,7 @@ from gluonbatch.webdataset.reader import shard_records
 from gluonbatch.webdataset.tar import BLOCK, split_member_name
 from gluonbatch.webdataset.ustar import NAME_BYTES
 
-from helpers import ID, cut, record, tar_infos, visible, write_shard, write_tar
+from helpers import ID, cut, examples, record, tar_infos, visible, write_shard, write_tar
 
 # --------------------------------------------------------------------------- source datasets
 
@@ -210,7 +210,7 @@ def every_kind():
     return [records[:5], records[5:]], [True, False]
 
 
-@settings(max_examples=20, deadline=None,
+@settings(max_examples=examples(20), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=source_datasets(), samples_per_shard=st.integers(1, 5),

@@ -18,7 +18,7 @@ from gluonbatch.webdataset.records import (ShardRecords, header_starts, record_s
                                            vectorized_fields)
 from gluonbatch.webdataset.shards import Shard
 
-from helpers import write_tar
+from helpers import examples, write_tar
 
 ARRAYS = ('ids', 'members', 'starts', 'spans', 'slots', 'verified')
 #: Ids: digits and letters, a few characters beyond ASCII (UTF-8 in the tar and index).
@@ -100,7 +100,7 @@ def shards(draw):
                                                                      'pandas']))
 
 
-@settings(max_examples=35, deadline=None,
+@settings(max_examples=examples(35), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=shards())
 @example(spec=([('b.jpg', b'x'), ('a.txt', b''), ('b.txt', b'y'), ('a.json', b'{}'),
@@ -327,7 +327,7 @@ def test_bad_tars_raise_the_exact_error(tmp_path, name):
 
 # ------------------------------------------------------------------- the pieces
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(fields=st.lists(st.tuples(st.integers(1, 10 ** 10), st.integers(0, 10 ** 15),
                                  st.integers(0, 3)), min_size=1, max_size=20),
        bad=st.sampled_from([None, ' ', '+', '-', 'a', '/', '\u0661']))
@@ -346,7 +346,7 @@ def test_index_members_reads_numbers_of_any_width(fields, bad):
         assert index_members(broken.encode('utf-8'), 10 ** 18) is None
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=12), seed=st.integers(0, 99))
 def test_record_spans_match_a_record_by_record_reckoning(sizes, seed):
     """Records of equal member counts (reduced column by column) or not (``reduceat``)."""

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from gluonbatch.webdataset import ImageTextPairDataset, write_index
 from gluonbatch.webdataset.index import group_members, read_index
 
-from helpers import (ID, check_record, edit_index, files, make_dataset, members_of,
-                     read_everything, record, tar_infos, write_tar)
+from helpers import (ID, check_record, edit_index, examples, files, make_dataset,
+                     members_of, read_everything, record, tar_infos, write_tar)
 
 
 def test_index_and_scan_give_the_same_dataset(tmp_path):
@@ -51,7 +51,7 @@ def test_index_and_scan_give_the_same_dataset(tmp_path):
         open(idx, 'w').write(good)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(sizes=st.lists(st.integers(0, 4), min_size=1, max_size=4), seed=st.integers(0, 99))
 def test_any_shard_sizes_read_alike_with_and_without_index(tmp_path_factory, sizes, seed):
     path = str(tmp_path_factory.mktemp('sizes'))

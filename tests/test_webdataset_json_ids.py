@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from gluonbatch.webdataset.json_ids import JsonIds, with_json_ids
 from gluonbatch.webdataset.tar import BLOCK
+from helpers import examples
 
 ID = 'key'
 OLD = 'old_key'
@@ -166,7 +167,8 @@ def check_member(source, result, member_after, old_id, new_id, style, old_id_col
             old_id, ensure_ascii=False).encode('utf-8')))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.lists(members(), min_size=1, max_size=5),
        old_id_col=st.sampled_from([None, OLD]), seed=st.integers(0, 2 ** 16))
 @example(batch=[(b'{"key": "000000001", "w": 3}', '000000001', '000000042', 'utf8',

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset, write_index
 from gluonbatch.webdataset.reader import LOOKUPS_PER_SHARD, RecordReader
 
-from helpers import write_tar
+from helpers import examples, write_tar
 from test_webdataset_fast_records import (BAD_INDEXES, UNUSUAL_INDEXES, edit_index, error_of,
                                           plain_shard, shards, write_shard)
 
@@ -36,7 +36,7 @@ def in_id_order(members, ids):
     return runs == sorted(ids, key=str.encode)
 
 
-@settings(max_examples=30, deadline=None,
+@settings(max_examples=examples(30), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=shards(), sort=st.booleans())
 def test_lookups_read_what_the_table_reads(tmp_path_factory, spec, sort):

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from gluonbatch.cli import main as cli_main
 from gluonbatch.webdataset import ImageTextPairDataset, write_index
 
-from helpers import (ID, check_record, files, make_dataset, members_of, read_everything, record,
-                     write_shard, write_tar)
+from helpers import (ID, check_record, examples, files, make_dataset, members_of,
+                     read_everything, record, write_shard, write_tar)
 
 
 @pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])
@@ -157,7 +157,7 @@ def tar_names(path):
         return tar.getnames()
 
 
-@settings(max_examples=12, deadline=None,
+@settings(max_examples=examples(12), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(0, 3), min_size=2, max_size=5).filter(
     lambda sizes: any(sizes) and 0 in sizes), index=st.booleans())

@@ -16,8 +16,8 @@ from gluonbatch.cli import main as cli_main
 from gluonbatch.webdataset import ImageTextPairDataset, write_index
 from gluonbatch.webdataset.tar import check_headers, member_header, padded, scan_tar
 
-from helpers import (ID, check_record, cut, make_dataset, members_of, read_everything, record,
-                     tar_infos, write_tar)
+from helpers import (ID, check_record, cut, examples, make_dataset, members_of,
+                     read_everything, record, tar_infos, write_tar)
 
 
 @pytest.mark.skipif(shutil.which('tar') is None, reason='needs GNU tar')
@@ -302,7 +302,7 @@ plain_names = st.text(st.characters(blacklist_categories=('Cs', 'Cc', 'Zs', 'Zl'
                       min_size=1, max_size=120)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(key=plain_names, ext=plain_names, size=st.one_of(st.integers(0, 10 ** 6),
                                                       st.integers(8 ** 11 - 2, 2 ** 40)))
 def test_member_header_round_trip(key, ext, size):

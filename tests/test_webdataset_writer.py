@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from gluonbatch.webdataset.copier import BATCH_BYTES
 from gluonbatch.webdataset import ImageTextPairDataset
 
-from helpers import (ID, add_column, cut, files, make_dataset, members_of, record,
+from helpers import (ID, add_column, cut, examples, files, make_dataset, members_of, record,
                      tar_infos, visible, write_shard, write_tar)
 
 
@@ -66,7 +66,7 @@ def source(tmp_path_factory):
     return path, make_dataset(path, sizes=(4, 3, 5))
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=examples(25), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mask=st.lists(st.booleans(), min_size=12, max_size=12).filter(any),
        samples_per_shard=st.integers(1, 13), max_shards=st.integers(2, 3),

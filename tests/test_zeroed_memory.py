@@ -6,11 +6,12 @@ from hypothesis import given, settings, strategies as st
 from gluonbatch import memory
 from gluonbatch._core.alloc import allocate
 from gluonbatch._core.native import fill_zero
+from helpers import examples
 
 DTYPES = ['float32', 'float64', 'uint8', 'int32']
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(size=st.integers(0, 5000), dtype=st.sampled_from(DTYPES), strided=st.booleans())
 def test_every_element_and_nothing_around_it(size, dtype, strided):
     base = np.full(size + 2, 7, dtype)  # a guard element on each side
