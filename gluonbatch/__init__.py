@@ -10,7 +10,7 @@ from .batchify import (Append, CenterNetTrainBatchify, Dict, List, NamedTuple, N
                        Pad, SSDTrainBatchify, Stack, Tuple, YOLO3TrainBatchify)
 from .collate import Collate, default_collate
 from .memory import SharedMemoryError, get_memory, set_memory, use_memory
-from .rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
+from .batchify.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 from ._core.pickling import install as _install_reducer
 
 __version__ = '0.1.0'

@@ -134,7 +134,9 @@ PUBLIC = {
 }
 
 #: Old import path -> the module it moved to.
-MOVED = {}
+MOVED = {
+    'gluonbatch.rcnn': 'gluonbatch.batchify.rcnn',
+}
 
 
 def _import_quietly(module):
@@ -157,3 +159,44 @@ def test_a_moved_path_gives_the_objects_of_its_new_home(old):
     names = PUBLIC[old] or [name for name in vars(new) if not name.startswith('_')]
     assert names
     assert all(getattr(module, name) is getattr(new, name) for name in names), old
+
+
+# In a fresh interpreter (an imported module is not imported again): the current paths
+# import without a deprecation warning and without loading an old path; then each old path,
+# imported afresh, warns once, naming its new home.
+DEPRECATIONS = textwrap.dedent('''
+    import importlib, json, sys, warnings
+    moved, current = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+
+    def deprecations(caught):
+        return [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)
+                and 'gluonbatch' in str(w.message)]
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        for module in current:
+            importlib.import_module(module)
+        import gluonbatch
+        gluonbatch.FasterRCNNTrainBatchify, gluonbatch.batchify.FasterRCNNTrainBatchify
+    report = {'current': deprecations(caught), 'loaded': sorted(set(moved) & set(sys.modules))}
+    for old in moved:
+        for name in moved:
+            sys.modules.pop(name, None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            importlib.import_module(old)
+        report[old] = deprecations(caught)
+    print(json.dumps(report))
+''')
+
+
+def test_old_paths_warn_naming_their_new_home_and_current_ones_do_not():
+    current = sorted(set(PUBLIC) - set(MOVED))
+    result = subprocess.run([sys.executable, '-c', DEPRECATIONS, json.dumps(MOVED),
+                             json.dumps(current)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report.pop('current') == [] and report.pop('loaded') == []
+    for old, new in MOVED.items():
+        assert len(report[old]) == 1, (old, report[old])
+        assert old in report[old][0] and 'moved to %s,' % new in report[old][0], report[old]

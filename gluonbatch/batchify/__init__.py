@@ -21,7 +21,7 @@ Examples
 array([[ 1,  2,  3],
        [ 4, -1, -1]])
 """
-from ..rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
+from .rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 from .arrays import Append, Pad, Stack
 from .detection import CenterNetTrainBatchify, SSDTrainBatchify, YOLO3TrainBatchify
 from .fields import Dict, List, NamedTuple, Tuple
