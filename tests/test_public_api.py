@@ -136,6 +136,10 @@ PUBLIC = {
 #: Old import path -> the module it moved to.
 MOVED = {
     'gluonbatch.rcnn': 'gluonbatch.batchify.rcnn',
+    'gluonbatch.transforms.targets': 'gluonbatch.targets',
+    **{'gluonbatch.transforms.targets.' + name: 'gluonbatch.targets.' + name
+       for name in ('center_net', 'errors', 'iou', 'labels', 'rpn', 'rpn_anchors', 'ssd',
+                    'yolo')},
 }
 
 
@@ -199,4 +203,9 @@ def test_old_paths_warn_naming_their_new_home_and_current_ones_do_not():
     assert report.pop('current') == [] and report.pop('loaded') == []
     for old, new in MOVED.items():
         assert len(report[old]) == 1, (old, report[old])
-        assert old in report[old][0] and 'moved to %s,' % new in report[old][0], report[old]
+        # the warning names the module or its package, if the whole package moved
+        warned = report[old][0]
+        package = warned.split(' is deprecated: ')[0]
+        assert old == package or old.startswith(package + '.'), (old, warned)
+        assert 'moved to %s,' % MOVED[package] in warned, (old, warned)
+        assert new == MOVED[package] + old[len(package):]

@@ -22,7 +22,7 @@ from gluoncv.model_zoo.center_net import target_generator as gcv_targets
 
 from gluonbatch.transforms import affine, jitter, pixels, scratch
 from gluonbatch.transforms.presets import center_net
-from gluonbatch.transforms.targets import center_net as targets
+from gluonbatch.targets import center_net as targets
 
 #: max |difference| of normalized train images (measured: under 2e-6)
 IMAGE_ATOL = 2e-5

@@ -24,7 +24,7 @@ from gluoncv.nn import coder as gcv_coder
 
 from gluonbatch.transforms import polygons
 from gluonbatch.transforms.presets import rcnn
-from gluonbatch.transforms.targets import rpn
+from gluonbatch.targets import rpn
 
 NETS = {'c4': ('faster_rcnn_resnet50_v1b_voc', False),
         'fpn': ('faster_rcnn_fpn_resnet50_v1b_coco', True),

@@ -15,7 +15,7 @@ Python's ``random`` for the order of the colour steps; the instance's own
 3. jitter the colours (:mod:`gluonbatch.transforms.jitter`) and normalize: here one 3x4
    matrix per sample, applied to the warped pixels by
    :func:`~gluonbatch.transforms.pixels.affine_chw` (the SSD presets' pass);
-4. compute the five training targets (:mod:`gluonbatch.transforms.targets.center_net`).
+4. compute the five training targets (:mod:`gluonbatch.targets.center_net`).
 
 Outputs equal gluoncv's: the warped pixels, the boxes and all five targets to the bit; the
 image within float32 rounding of gluoncv's step-by-step float32 arithmetic (about 1e-6).
@@ -46,7 +46,7 @@ from ..affine import get_affine_transform, get_border, warp_boxes, warp_image
 from ..draws import draw_flip
 from ..inputs import channel_values, image_array, label_array
 from ..pixels import affine_chw, affine_hwc, lut_chw, normalize_lut
-from ..targets.center_net import CenterNetTargetGenerator, output_grid
+from ...targets.center_net import CenterNetTargetGenerator, output_grid
 
 __all__ = ['CenterNetDraw', 'CenterNetDefaultTrainTransform', 'CenterNetDefaultValTransform',
            'get_post_transform']
@@ -106,7 +106,7 @@ class CenterNetDefaultTrainTransform:
         Compute the targets; with ``False`` a call returns ``(image, boxes)``, the boxes
         ``(N, 5+)`` on the output grid in the label's dtype, exactly what the target
         generator would get (for batchify functions that compute a whole batch's targets,
-        see :func:`gluonbatch.transforms.targets.center_net.center_net_targets`).
+        see :func:`gluonbatch.targets.center_net.center_net_targets`).
     normalize : bool, default True
         With ``False`` the image comes back HWC float32 after the colour jitter, in the
         pixel range (gluoncv's image there times 255), so that ``to_tensor`` then

@@ -37,7 +37,7 @@ from .. import boxes as tbox
 from .. import color, draws, pixels
 from ..._core.checks import check_int
 from ..inputs import channel_values, image_array, label_array
-from ..targets.ssd import SSDTargets
+from ...targets.ssd import SSDTargets
 
 __all__ = ['SSDAugmentation', 'SSDDefaultTrainTransform', 'SSDDefaultValTransform']
 

@@ -6,7 +6,7 @@ constructor, on a zero image of ``ashape x ashape``, and per sample cut the resu
 to the feature-map sizes of the image and ignore the anchors that cross its border.
 :class:`RPNAnchors` does the constructor's part; :class:`AnchorLayout` is the per-size part,
 computed once per image size (training sees the same sizes again and again) and kept in an
-LRU cache. :class:`gluonbatch.transforms.targets.rpn.RPNTargetGenerator` labels the anchors
+LRU cache. :class:`gluonbatch.targets.rpn.RPNTargetGenerator` labels the anchors
 of a layout.
 
 Examples
@@ -24,7 +24,7 @@ import threading
 import mxnet as mx
 import numpy as np
 
-from ..._core.alloc import legacy_mode
+from .._core.alloc import legacy_mode
 from .iou import AnchorSet
 
 __all__ = ['AnchorLayout', 'RPNAnchors']
@@ -159,7 +159,7 @@ class RPNAnchors:
     """
 
     def __init__(self, net, ashape=128, multi_stage=False, cache_bytes=64 << 20):
-        from ...batchify.rcnn import FeatureShapes
+        from ..batchify.rcnn import FeatureShapes
         with legacy_mode():
             generator = copy.deepcopy(net.rpn.anchor_generator)
             generator.collect_params().reset_ctx(mx.cpu())
