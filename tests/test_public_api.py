@@ -140,6 +140,8 @@ MOVED = {
     **{'gluonbatch.transforms.targets.' + name: 'gluonbatch.targets.' + name
        for name in ('center_net', 'errors', 'iou', 'labels', 'rpn', 'rpn_anchors', 'ssd',
                     'yolo')},
+    'gluonbatch.transforms.inputs': 'gluonbatch._core.inputs',
+    'gluonbatch.transforms.scratch': 'gluonbatch._core.scratch',
 }
 
 
@@ -209,3 +211,24 @@ def test_old_paths_warn_naming_their_new_home_and_current_ones_do_not():
         assert old == package or old.startswith(package + '.'), (old, warned)
         assert 'moved to %s,' % MOVED[package] in warned, (old, warned)
         assert new == MOVED[package] + old[len(package):]
+
+
+NO_OPENCV = textwrap.dedent('''
+    import sys
+    sys.modules['cv2'] = None  # import cv2 fails, as without OpenCV
+    import gluonbatch, gluonbatch.batchify, gluonbatch.dataloader, gluonbatch.targets
+    import gluonbatch.memory, gluonbatch.collate, gluonbatch.sharding
+    print(gluonbatch.SSDTrainBatchify.__name__)
+    try:
+        import gluonbatch.transforms
+    except ImportError as err:
+        print('transforms:', err)
+''')
+
+
+def test_the_batchify_functions_and_targets_need_no_opencv():
+    """Only the presets (``gluonbatch.transforms``) need OpenCV, an optional extra."""
+    result = subprocess.run([sys.executable, '-c', NO_OPENCV], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[-2:] == [
+        'SSDTrainBatchify', "transforms: import of cv2 halted; None in sys.modules"]

@@ -45,7 +45,7 @@ import numbers
 import numpy as np
 
 from .._core.native import fill_zero
-from ..transforms.inputs import as_numpy
+from .._core.inputs import as_numpy
 from .errors import BoxOutsideGrid, ClassOutOfRange
 
 __all__ = ['CenterNetTargetGenerator', 'center_net_targets', 'target_shapes', 'output_grid',

@@ -43,7 +43,7 @@ import numpy as np
 
 from .._core.alloc import legacy_mode
 from .._core.native import fill_zero
-from ..transforms.inputs import as_numpy, label_array
+from .._core.inputs import as_numpy, label_array
 from .iou import AnchorSet
 from .labels import label_batch
 

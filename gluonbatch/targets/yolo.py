@@ -39,7 +39,7 @@ from .._core.alloc import legacy_mode
 from .._core.inference import SymbolShapes
 from .._core.native import fill_zero
 from .._core.process import shared_by_key
-from ..transforms.inputs import label_array
+from .._core.inputs import label_array
 from .iou import AnchorSet
 from .errors import CellOutOfRange, ClassOutOfRange
 from .labels import label_batch

@@ -40,11 +40,12 @@ import cv2
 import numpy as np
 
 from .. import boxes as box_ops
-from .. import jitter, scratch
+from .. import jitter
+from ..._core import scratch
 from ..._core.checks import check_int
+from ..._core.inputs import channel_values, image_array, label_array
 from ..affine import get_affine_transform, get_border, warp_boxes, warp_image
 from ..draws import draw_flip
-from ..inputs import channel_values, image_array, label_array
 from ..pixels import affine_chw, affine_hwc, lut_chw, normalize_lut
 from ...targets.center_net import CenterNetTargetGenerator, output_grid
 
@@ -96,8 +97,8 @@ class CenterNetDefaultTrainTransform:
         ``height // scale_factor`` (gluoncv's train script passes the network's ``scale``,
         a float).
     mean, std : float or array-like of 3
-        Normalization, as gluoncv's (float32; see
-        :func:`~gluonbatch.transforms.inputs.channel_values`).
+        Normalization, as gluoncv's (float32; one number for all three channels, or
+        three).
     data_rng : numpy.random.RandomState, optional
         The colour jitter's generator; ``None`` (gluoncv's only choice) is a fresh
         ``RandomState(123)`` of this instance, so every new instance (and every DataLoader
@@ -172,7 +173,7 @@ class CenterNetDefaultTrainTransform:
         trans_output = get_affine_transform(c, params.scale, (out_w, out_h))
         boxes = warp_boxes(label, trans_output, (out_w, out_h))
         # intermediate pixels in this thread's kept arrays: fresh pages cost more than the
-        # pixel work (see gluonbatch.transforms.scratch)
+        # pixel work (see gluonbatch._core.scratch)
         shape = (self._height, self._width, 3)
         with scratch.empty('center_net.warped', shape, np.uint8) as warped:
             warp_image(pixels, trans_input, (self._width, self._height), out=warped)
@@ -218,8 +219,8 @@ class CenterNetDefaultValTransform:
     width, height : int
         The network's input size.
     mean, std : float or array-like of 3
-        Normalization, as gluoncv's (float32; see
-        :func:`~gluonbatch.transforms.inputs.channel_values`).
+        Normalization, as gluoncv's (float32; one number for all three channels, or
+        three).
     """
 
     def __init__(self, width, height, mean=MEAN, std=STD):

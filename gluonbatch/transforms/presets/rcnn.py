@@ -48,9 +48,9 @@ import cv2
 import numpy as np
 
 from ..._core.checks import describe, is_int
+from ..._core.inputs import channel_values, image_array, label_array
 from .. import boxes as tbox
 from .. import draws, pixels, polygons
-from ..inputs import channel_values, image_array, label_array
 from ...targets.rpn import RPNAnchors, RPNTargetGenerator
 
 __all__ = ['RCNNDraw', 'resize_short_within_size', 'FasterRCNNDefaultTrainTransform',
