@@ -1,8 +1,9 @@
 """The ``gluonbatch`` command: ``demo``, ``bench``, ``show`` and ``wds``.
 
-One module per command, each with ``add_parser(commands)`` and ``run``; the argparse value
+One module per command, each with ``add_parser(commands)`` and ``run``: ``demo``,
+``bench``, ``show`` and ``wds`` (with ``curate``, its curation steps); the argparse value
 types they share with the example loaders and the benchmark are in
-``gluonbatch._core.argtypes``.
+``gluonbatch._core.argtypes``. ``__main__`` runs the command (``python -m gluonbatch.cli``).
 
 >>> main(['--help'])  # doctest: +ELLIPSIS
 Traceback (most recent call last):
