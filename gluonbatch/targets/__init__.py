@@ -1,6 +1,6 @@
 """Training targets computed in numpy from the boxes of a sample (or a batch of samples),
 for the presets (:mod:`gluonbatch.transforms`) and the batch-target batchifiers
-(:mod:`gluonbatch.batchify.detection`) alike.
+(``gluonbatch.batchify.detection``) alike.
 
 - ``ssd``: SSD's targets, equal to gluoncv's ``SSDTargetGenerator``;
 - ``yolo``: YOLOv3's targets and their layout on the network's outputs;
