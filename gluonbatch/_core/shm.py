@@ -67,7 +67,7 @@ def reserve(array):
             raise
         stats = os.statvfs(SHM_MOUNT)
         raise SharedMemoryError(_explain(size, stats.f_bavail * stats.f_frsize,
-                                                stats.f_blocks * stats.f_frsize)) from None
+                                         stats.f_blocks * stats.f_frsize)) from None
 
 
 def fresh_shared(shape, dtype):
