@@ -38,7 +38,7 @@ __all__ = ['case_transforms_ssd', 'case_transforms_yolo', 'case_transforms_cente
            'preset_pair', 'untargeted_preset', 'target_batchify', 'seed_all', 'check_alike',
            'Floor', 'BATCH_TARGETS', 'LOADER_GOALS']
 
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+MEAN, STD = gb.images.IMAGENET_MEAN, gb.images.IMAGENET_STD
 #: Largest |difference| of normalized images the cases accept between the two presets
 #: (2/255 of the pixel range, divided by the smallest std).
 IMAGE_TOLERANCE = 2 / 255 / min(STD)

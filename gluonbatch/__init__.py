@@ -1,5 +1,20 @@
 """gluonbatch: fast, shared-memory mini-batches for MXNet Gluon computer-vision training.
 
+The names most users need are importable from here. The package holds
+
+- ``batchify``: the batchify functions, the detection and R-CNN batchifiers among them;
+- ``collate``: ``default_collate``, for samples of any nesting;
+- ``dataloader``: drop-in for ``gluoncv.data.dataloader``: loaders and their worker pool;
+- ``sharding``: batches split onto devices; ``sampler``: the dataset split onto ranks;
+- ``memory``: where batches live, and shared-memory recycling;
+- ``targets``: detection training targets in numpy (SSD, YOLOv3, CenterNet, RPN);
+- ``transforms``: the detection presets (they need OpenCV);
+- ``webdataset``: sharded image-text datasets, read at random, resharded and curated;
+- ``examples``: the example detection loaders; ``cli``: the ``gluonbatch`` command (which
+  ``__main__`` runs: ``python -m gluonbatch``);
+- ``rcnn``: the earlier path of ``batchify.rcnn`` (deprecated);
+- ``_core``: the machinery under them all.
+
 >>> import gluonbatch
 >>> gluonbatch.Stack()([[1, 2], [3, 4]]).shape
 (2, 2)
@@ -10,7 +25,7 @@ from .batchify import (Append, CenterNetTrainBatchify, Dict, List, NamedTuple, N
                        Pad, SSDTrainBatchify, Stack, Tuple, YOLO3TrainBatchify)
 from .collate import Collate, default_collate
 from .memory import SharedMemoryError, get_memory, set_memory, use_memory
-from .rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
+from .batchify.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 from ._core.pickling import install_reducer, restore_mxnet_reducer
 
 __version__ = '0.1.0'

@@ -949,7 +949,7 @@ def test_yolo_bad_class_id_is_a_value_error(small_yolo):
 def test_yolo_targets_per_size_are_never_served_for_another_size(yolo_net):
     """The per-process cache of targets per image size: sizes alternating, through copies
     of the batchify function too, each batch equal to targets made for its own size."""
-    from gluonbatch.transforms.targets.yolo import YOLO3Targets
+    from gluonbatch.targets.yolo import YOLO3Targets
 
     batchify = YOLO3TrainBatchify(yolo_net)
     labels = [np.array([[10., 12., 40., 50., 1.], [3., 4., 60., 62., 2.]], 'float32')]

@@ -19,7 +19,8 @@ from gluonbatch.collate import default_collate
 from gluonbatch.dataloader import (DetectionDataLoader, ShardedLoader, default_batchify_fn,
                                    default_pad_batchify_fn, split_to_devices,
                                    tsn_mp_batchify_fn)
-from gluonbatch.rcnn import FasterRCNNTrainBatchify, FeatureShapes, MaskRCNNTrainBatchify
+from gluonbatch.batchify.rcnn import (FasterRCNNTrainBatchify, FeatureShapes,
+                                      MaskRCNNTrainBatchify)
 from helpers import SHARED, batch_leaves, examples, settled, shm_held, tiny_rcnn_net
 from tiers import each_value
 

@@ -1,5 +1,5 @@
-"""The worker pool of DetectionDataLoader and RandomTransformDataLoader (gluonbatch._pool),
-exercised through those public loaders."""
+"""The worker pool of DetectionDataLoader and RandomTransformDataLoader
+(gluonbatch.dataloader.pool), exercised through those public loaders."""
 import copyreg
 import errno
 import gc

@@ -14,7 +14,7 @@ from gluoncv.data.transforms.presets.rcnn import (FasterRCNNDefaultTrainTransfor
 
 import gluonbatch
 from gluonbatch.batchify import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
-from gluonbatch.rcnn import FeatureShapes
+from gluonbatch.batchify.rcnn import FeatureShapes
 from helpers import assert_same_batch
 
 NETS = {'c4': ('faster_rcnn_resnet50_v1b_voc', False),

@@ -500,6 +500,36 @@ def test_a_build_whose_counts_differ_turns_recycling_off():
     assert 'warned: shared-memory recycling is unavailable: ' + why in result.stdout
 
 
+def test_the_check_runs_when_first_needed_not_at_import():
+    """Importing gluonbatch exports no shared memory (the check's first step), nor does a
+    batch of the main process beyond its own array (reserving its pages); asking whether
+    recycling is available runs the check, once, with the answer a check at import gave."""
+    code = '''
+        import json
+        import mxnet as mx
+        export = mx.nd.NDArray._to_shared_mem
+        exports = []
+
+        def recording_export(self):
+            exports.append(list(self.shape))
+            return export(self)
+
+        mx.nd.NDArray._to_shared_mem = recording_export
+        import gluonbatch, gluonbatch.batchify, gluonbatch.dataloader
+        from gluonbatch import memory
+        report = {'import': list(exports)}
+        gluonbatch.Stack()([[1, 2], [3, 4]])
+        report['batch'] = exports[len(report['import']):]
+        report['unavailable'] = memory.recycling_unavailable()
+        report['recycling'] = memory.get_recycling()
+        report['check'] = exports[len(report['import']) + len(report['batch']):]
+        print(json.dumps(report))
+    '''
+    report = _report(_run_python(code))
+    assert report == {'import': [], 'batch': [[2, 2]], 'unavailable': None,
+                      'recycling': True, 'check': [[4096]]}
+
+
 @pytest.mark.parametrize('value,recycling', [('0', False), ('1', True)])
 def test_the_environment_variable_sets_recycling(value, recycling):
     enabled, unavailable, allocated = _report(_run_python(AFTER_IMPORT,

@@ -20,9 +20,10 @@ from gluoncv.data.transforms import experimental as gcv_experimental
 from gluoncv.data.transforms.presets import center_net as gcv_center_net
 from gluoncv.model_zoo.center_net import target_generator as gcv_targets
 
-from gluonbatch.transforms import affine, jitter, pixels, scratch
+from gluonbatch._core import scratch
+from gluonbatch.targets import center_net as targets
+from gluonbatch.transforms import affine, jitter, pixels
 from gluonbatch.transforms.presets import center_net
-from gluonbatch.transforms.targets import center_net as targets
 
 from helpers import examples
 

@@ -23,7 +23,7 @@ from gluoncv.nn import coder as gcv_coder
 
 from gluonbatch.transforms import polygons
 from gluonbatch.transforms.presets import rcnn
-from gluonbatch.transforms.targets import rpn
+from gluonbatch.targets import rpn
 
 from helpers import examples
 

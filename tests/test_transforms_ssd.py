@@ -19,7 +19,8 @@ from gluoncv.data.transforms import experimental as gcv_experimental
 from gluoncv.data.transforms.presets import ssd as gcv_ssd
 from gluoncv.data.transforms.presets import yolo as gcv_yolo
 
-from gluonbatch.transforms import boxes, color, draws, pixels, scratch
+from gluonbatch._core import scratch
+from gluonbatch.transforms import boxes, color, draws, pixels
 from gluonbatch.transforms.presets import center_net, rcnn, ssd, yolo
 
 #: max |difference| of normalized train images (float32 resizes by two OpenCV versions)

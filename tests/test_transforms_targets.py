@@ -20,8 +20,8 @@ gcv_model_zoo = pytest.importorskip('gluoncv.model_zoo')
 from gluoncv.model_zoo.ssd.target import SSDTargetGenerator  # noqa: E402
 from gluoncv.model_zoo.yolo.yolo_target import YOLOV3PrefetchTargetGenerator  # noqa: E402
 
-from gluonbatch.transforms.targets.ssd import SSDTargets, box_iou, ssd_match  # noqa: E402
-from gluonbatch.transforms.targets.yolo import YOLO3Targets  # noqa: E402
+from gluonbatch.targets.ssd import SSDTargets, box_iou, ssd_match  # noqa: E402
+from gluonbatch.targets.yolo import YOLO3Targets  # noqa: E402
 
 from helpers import build_zoo_net, examples  # noqa: E402
 

@@ -1,9 +1,24 @@
-"""gluonbatch's internal machinery, one mechanism per module.
+"""gluonbatch's internal machinery, one mechanism per module. Nothing here is public API, and
+nothing here imports a gluonbatch module outside ``_core`` (the layers point one way).
 
-``checks`` (the one input-check policy), ``layout`` (shape and shard arithmetic), ``native``
-(the only ctypes code: views of NDArray memory), ``imagenet`` (the ImageNet channel
-statistics), ``alloc`` (the one allocator), ``samples`` (raw samples as host arrays),
-``write`` (slot writing), ``tree`` (walking nested batches), ``pickling`` (the worker
-reducer, installed explicitly) and ``process`` (per-process state, one at-fork mechanism)
-and ``argtypes`` (the check policy for command-line numbers). Nothing here is public API.
+- ``alloc``: the one allocator (fresh shared, recycled or plain memory, per the setting);
+- ``argtypes``: the check policy for command-line numbers (argparse value types);
+- ``assemble``: what every batchify function builds on: stack, pad per shard, per field;
+- ``checks``: the one input-check policy;
+- ``deprecation``: old import paths kept as aliases that warn;
+- ``imagenet``: the ImageNet channel statistics, the presets' and batchifiers' defaults;
+- ``inference``: output shapes of a traced network per input size, inferred once;
+- ``inputs``: the checks of a detection sample's image and label and of mean / std;
+- ``layout``: shape and shard arithmetic;
+- ``memory_settings``: the memory and recycling settings (behind ``gluonbatch.memory``);
+- ``native``: the only ctypes code: views of NDArray memory and its counts;
+- ``pickling``: the worker reducer, installed on import and reversible;
+- ``process``: per-process state, one at-fork mechanism, objects shipped to forks by token;
+- ``recycle``: recycled shared-memory segments, and the check that MXNet allows them;
+- ``samples``: raw samples as host arrays;
+- ``scratch``: per-thread scratch arrays, reused from sample to sample;
+- ``shard_layout``: how each field of a batch splits across devices;
+- ``shm``: fresh shared memory that fails safely (``SharedMemoryError``);
+- ``tree``: walking nested batches;
+- ``write``: writing samples into their slots of a batch.
 """

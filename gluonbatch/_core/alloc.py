@@ -30,12 +30,11 @@ import contextlib
 import mxnet as mx
 import numpy as np
 
-from .. import memory
-from . import recycle
+from . import memory_settings, recycle
 from .checks import check_dtype
 from .native import SHARED_CONTEXT, fill_zero, numpy_view
 from .process import in_worker_process
-from .shm import fresh_shared
+from .shm import SharedMemoryError, fresh_shared
 
 __all__ = ['SHARED_CONTEXT', 'allocate', 'to_shared', 'in_numpy_mode', 'legacy_mode']
 
@@ -50,7 +49,7 @@ def _recycled(pool, shape, dtype):
         return out, False
     try:
         segment = fresh_shared((recycle.capacity_for(int(np.prod(shape))),), dtype)
-    except memory.SharedMemoryError:
+    except SharedMemoryError:
         # Idle segments give their pages back; then exactly the bytes needed, not pooled.
         if pool.release_idle():
             mx.nd.waitall()  # MXNet frees them on its engine
@@ -106,11 +105,11 @@ def allocate(shape, dtype, zeroed=False):
     shape = tuple(int(d) for d in shape)
     pool = recycle.pool()
     fresh = False
-    if not memory.use_shared_memory():
+    if not memory_settings.use_shared_memory():
         out = mx.nd.empty(shape, ctx=_PLAIN_CONTEXT, dtype=dtype)
     elif (pool.sends and in_worker_process()
           and int(np.prod(shape)) * dtype.itemsize >= recycle.MIN_BYTES
-          and memory.get_recycling()):
+          and memory_settings.get_recycling()):
         out, fresh = _recycled(pool, shape, dtype)
     else:
         out, fresh = fresh_shared(shape, dtype), True

@@ -28,8 +28,9 @@ Only worker processes (started by ``multiprocessing``) that send arrays to anoth
 (once they have pickled one through gluonbatch's reducer) recycle: DataLoader workers from
 their second batch on. A process whose batches stay at home (the training process, with
 ``num_workers=0`` or ``thread_pool=True`` too, however it was started) allocates fresh
-memory as before. :func:`self_check` runs once, at import, and recycling
-stays off if MXNet's counts do not behave as described (another MXNet build).
+memory as before. :func:`self_check` runs once, when first needed
+(:func:`unavailable`), and recycling stays off if MXNet's counts do not behave as described
+(another MXNet build).
 
 Examples
 --------
@@ -54,7 +55,7 @@ from .native import SHARED_CONTEXT, holders, numpy_view, shared_count
 from .process import ProcessLocal
 
 __all__ = ['MIN_BYTES', 'MAX_SEGMENTS', 'SegmentPool', 'capacity_for',
-           'pool', 'self_check', 'SELF_CHECK']
+           'pool', 'self_check', 'unavailable']
 
 #: Outputs smaller than this are allocated fresh: their page faults cost little.
 MIN_BYTES = 64 << 10
@@ -229,7 +230,22 @@ def self_check():
     return None
 
 
-#: Why recycling is off for this MXNet build, or None: :func:`self_check` at import.
-SELF_CHECK = self_check()
-if SELF_CHECK is not None:
-    _LOG.debug('gluonbatch: shared-memory recycling is off: %s', SELF_CHECK)
+_UNCHECKED = object()
+_unavailable = _UNCHECKED  # self_check's answer once asked; forked workers inherit it
+
+
+def unavailable():
+    """Why recycling is off for this MXNet build, or None: :func:`self_check`, run the
+    first time it is asked for (the reason is logged as a debug message).
+
+    >>> unavailable() is None
+    True
+    """
+    global _unavailable
+    if _unavailable is _UNCHECKED:
+        # two threads asking at once both check, harmlessly: the answer is the same
+        reason = self_check()
+        if reason is not None:
+            _LOG.debug('gluonbatch: shared-memory recycling is off: %s', reason)
+        _unavailable = reason
+    return _unavailable

@@ -17,14 +17,17 @@ import os
 import mxnet as mx
 import numpy as np
 
-from .. import memory
 from .native import SHARED_CONTEXT
 
-__all__ = ['SHM_MOUNT', 'check_room', 'reserve', 'fresh_shared']
+__all__ = ['SharedMemoryError', 'SHM_MOUNT', 'check_room', 'reserve', 'fresh_shared']
 
 #: The tmpfs MXNet creates shared arrays in.
 SHM_MOUNT = '/dev/shm'
 _MiB = 1 << 20
+
+
+class SharedMemoryError(MemoryError):
+    """A batch does not fit in the free shared memory (``/dev/shm``)."""
 
 
 def _explain(nbytes, free, total):
@@ -46,7 +49,7 @@ def check_room(nbytes):
     stats = os.statvfs(SHM_MOUNT)
     free, total = stats.f_bavail * stats.f_frsize, stats.f_blocks * stats.f_frsize
     if nbytes + max(_MiB, total // 100) > free:
-        raise memory.SharedMemoryError(_explain(nbytes, free, total))
+        raise SharedMemoryError(_explain(nbytes, free, total))
 
 
 def reserve(array):
@@ -63,8 +66,8 @@ def reserve(array):
         if err.errno != errno.ENOSPC:
             raise
         stats = os.statvfs(SHM_MOUNT)
-        raise memory.SharedMemoryError(_explain(size, stats.f_bavail * stats.f_frsize,
-                                                stats.f_blocks * stats.f_frsize)) from None
+        raise SharedMemoryError(_explain(size, stats.f_bavail * stats.f_frsize,
+                                         stats.f_blocks * stats.f_frsize)) from None
 
 
 def fresh_shared(shape, dtype):

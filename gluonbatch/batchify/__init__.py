@@ -5,9 +5,15 @@ what gluoncv returns for every input gluoncv handles, and ``List``, ``Dict`` and
 ``NamedTuple`` combine fields the way GluonNLP users know. Every NDArray returned lives in
 ``cpu_shared(0)`` (with the default memory setting) and is written once, so DataLoader
 worker processes pass batches to the main process by file descriptor without another copy.
-``arrays`` holds the array functions, ``fields`` the field combinators, ``images`` the
-image stack that normalizes as it writes (:class:`NormalizedStack`) and ``detection`` the
-SSD, YOLOv3 and CenterNet training batchifiers, which compute the batch's targets.
+The modules:
+
+- ``arrays``: the array functions, ``Stack``, ``Pad`` and ``Append``;
+- ``fields``: the field combinators, ``Tuple``, ``List``, ``Dict`` and ``NamedTuple``;
+- ``images``: the image stack that normalizes as it writes (:class:`NormalizedStack`);
+- ``gluoncv_fns``: gluoncv's ``ms_batchify_fn`` and ``dict_batchify_fn``;
+- ``detection``: the SSD, YOLOv3 and CenterNet training batchifiers, which compute the
+  batch's targets;
+- ``rcnn``: the Faster R-CNN and Mask R-CNN training batchifiers.
 
 Examples
 --------
@@ -21,7 +27,7 @@ Examples
 array([[ 1,  2,  3],
        [ 4, -1, -1]])
 """
-from ..rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
+from .rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 from .arrays import Append, Pad, Stack
 from .detection import CenterNetTrainBatchify, SSDTrainBatchify, YOLO3TrainBatchify
 from .fields import Dict, List, NamedTuple, Tuple

@@ -41,11 +41,11 @@ from .._core.alloc import allocate, to_shared
 from .._core.checks import check_batch, check_fields, check_int
 from .._core.process import SharedByToken
 from .._core.shard_layout import ROWS
-from ..transforms.targets.center_net import (center_net_targets, check_scale_factor,
-                                             output_grid, target_shapes)
-from ..transforms.targets.labels import label_batch
-from ..transforms.targets.ssd import SSDTargets
-from ..transforms.targets.yolo import YOLO3Layout
+from ..targets.center_net import (center_net_targets, check_scale_factor,
+                                output_grid, target_shapes)
+from ..targets.labels import label_batch
+from ..targets.ssd import SSDTargets
+from ..targets.yolo import YOLO3Layout
 from .arrays import Stack
 from .images import IMAGENET_MEAN, IMAGENET_STD, NormalizedStack
 
@@ -114,7 +114,7 @@ class SSDTrainBatchify(SharedByToken, _TargetBatchify):
     Samples are ``(image, label)`` as gluoncv's or gluonbatch's ``SSDDefaultTrainTransform``
     returns them when made without ``anchors``: a ``(3, H, W)`` image (HWC with
     ``normalize=True``) and an ``(M, 5+)`` label, every row a box. The targets are those
-    of the preset made with ``anchors`` (see :mod:`gluonbatch.transforms.targets.ssd`).
+    of the preset made with ``anchors`` (see :mod:`gluonbatch.targets.ssd`).
 
     Parameters
     ----------
@@ -176,7 +176,7 @@ class YOLO3TrainBatchify(_TargetBatchify):
     those of the preset made with ``net`` for the batch's image size, so one batchify
     function serves every size of a ``RandomTransformDataLoader``: the network's output
     grids for a size are inferred once per process from its traced graph
-    (:class:`~gluonbatch.transforms.targets.yolo.YOLO3Layout`), and the function pickles
+    (:class:`~gluonbatch.targets.yolo.YOLO3Layout`), and the function pickles
     without the network's weights.
 
     Parameters

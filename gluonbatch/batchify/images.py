@@ -20,14 +20,14 @@ Examples
 """
 import numpy as np
 
+from .._core import scratch
 from .._core.alloc import allocate
 from .._core.checks import check_batch, describe
 from .._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
+from .._core.inputs import channel_values
 from .._core.layout import check_same_shape
 from .._core.samples import as_host_array
 from .._core.shard_layout import ROWS
-from ..transforms import scratch
-from ..transforms.inputs import channel_values
 
 __all__ = ['NormalizedStack', 'IMAGENET_MEAN', 'IMAGENET_STD']
 

@@ -1,9 +1,11 @@
 """The ``gluonbatch`` command: ``demo``, ``show`` and ``wds``.
 
-One module per command, each with ``add_parser(commands)`` and ``run``; the argparse value
-types they share with the example loaders and the benchmarks are in
-``gluonbatch._core.argtypes``. The benchmarks are not a command: they live in the source
-tree's ``benchmarks`` package (``make bench``), outside the installed package.
+One module per command, each with ``add_parser(commands)`` and ``run``: ``demo``, ``show``
+and ``wds`` (with ``curate``, its curation steps); the argparse value types they share with
+the example loaders and the benchmarks are in ``gluonbatch._core.argtypes``. ``__main__``
+runs the command (``python -m gluonbatch.cli``). The benchmarks are not a command: they
+live in the source tree's ``benchmarks`` package (``make bench``), outside the installed
+package.
 
 >>> main(['--help'])  # doctest: +ELLIPSIS
 Traceback (most recent call last):

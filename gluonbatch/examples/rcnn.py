@@ -1,8 +1,8 @@
 """Faster R-CNN and Mask R-CNN loaders the way gluoncv's train scripts build them.
 
-Train batches come from :class:`gluonbatch.rcnn.FasterRCNNTrainBatchify` /
-:class:`gluonbatch.rcnn.MaskRCNNTrainBatchify` with ``num_shards`` shards, fed by a batch
-sampler that groups images of similar aspect ratio (so little of each batch is padding);
+Train batches come from :class:`gluonbatch.batchify.rcnn.FasterRCNNTrainBatchify` /
+:class:`gluonbatch.batchify.rcnn.MaskRCNNTrainBatchify` with ``num_shards`` shards, fed by a
+batch sampler that groups images of similar aspect ratio (so little of each batch is padding);
 validation batches are ``Append()`` per field (image, boxes and scale; for Mask R-CNN
 image and image info).
 ``--train-steps K`` runs K iterations of the RPN and R-CNN losses (and the mask loss),
@@ -16,7 +16,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from ..batchify import Append, Tuple
-from ..rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
+from ..batchify.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 from .runner import detection_dataset, loader_parser, run_example, shard_list
 
 TRAIN_FIELDS = {'faster': ('image', 'boxes', 'rpn_cls_targets', 'rpn_box_targets',

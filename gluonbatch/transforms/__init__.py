@@ -15,17 +15,26 @@ What differs, on purpose:
 - Every train preset takes ``normalize=False`` to return its image HWC before gluoncv's
   ``to_tensor`` / ``normalize``, for batchify functions that normalize as they write.
 
-Inputs are an ``mx.nd.NDArray`` or numpy HWC uint8 image and a numpy ``(N, 5+)`` label
-(see :mod:`gluonbatch.transforms.inputs`); neither is modified.
-"""
-import importlib
+Inputs are an ``mx.nd.NDArray`` or numpy HWC uint8 image and a numpy ``(N, 5+)`` label,
+one row per box ``(xmin, ymin, xmax, ymax, class, ...)``; neither is modified.
 
+The modules: ``presets`` (one module per detector) and the pieces they are made of, one
+job each:
+
+- ``draws``: the random draws of the SSD-family presets, in gluoncv's order;
+- ``boxes``: box arithmetic, following gluoncv's dtype rules;
+- ``color``: colour operations as affine matrices;
+- ``pixels``: the OpenCV pixel kernels;
+- ``jitter``: CenterNet's colour jitter;
+- ``affine``: CenterNet's affine warp of pixels and boxes;
+- ``polygons``: Mask R-CNN's instance polygons;
+- ``targets``, ``inputs``, ``scratch``: earlier paths (deprecated) of
+  :mod:`gluonbatch.targets` and of two modules of gluonbatch's machinery.
+
+The presets need OpenCV (``pip install gluonbatch[transforms]``); what the batchify functions
+share with them (their targets, :mod:`gluonbatch.targets`, and the input checks) lives
+outside this package, so ``gluonbatch.batchify`` never imports OpenCV.
+"""
+from . import presets
 
 __all__ = ['presets']
-
-
-def __getattr__(name):
-    # the presets need OpenCV; the targets and helpers (used by gluonbatch.batchify) do not
-    if name == 'presets':
-        return importlib.import_module('.presets', __name__)
-    raise AttributeError('module %r has no attribute %r' % (__name__, name))

@@ -31,7 +31,8 @@ import contextlib
 import cv2
 import numpy as np
 
-from . import color, scratch
+from .._core import scratch
+from . import color
 
 __all__ = ['INTERPOLATIONS', 'BILINEAR', 'val_interp', 'window_overlap', 'canvas_window',
            'fill_shift', 'resize', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw']
@@ -85,8 +86,8 @@ def canvas_window(src, window, offset=(0, 0), shift=None):
     image is, ``0`` elsewhere. The canvas itself is never built.
 
     ``shift`` (3 floats, default zeros) is subtracted from the image's pixels only. The
-    window lives in a per-thread scratch array (:mod:`.scratch`): read it only inside the
-    ``with`` block, and never write to it.
+    window lives in a per-thread scratch array (``gluonbatch._core.scratch``): read it only
+    inside the ``with`` block, and never write to it.
     """
     width, height = window[2], window[3]
     overlap = window_overlap(window, offset, src.shape)

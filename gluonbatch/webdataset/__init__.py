@@ -15,6 +15,23 @@ its shard's tar headers, scanned once when the shard is first used) and returns
 per shard. :meth:`ImageTextPairDataset.to_webdataset` writes a
 filtered, renumbered copy; :func:`write_index` writes ``.idx`` files.
 
+The modules, one job each:
+
+- ``dataset``: :class:`ImageTextPairDataset`;
+- ``shards``: finding the shards and splitting them into parts;
+- ``tar`` and ``ustar``: tar members and their headers, one by one and in bulk;
+- ``index``: the ``.idx`` index;
+- ``parquet``: a shard's parquet, read with checks;
+- ``records``, ``record_arrays`` and ``record_lookup``: where each record's members are;
+- ``reader``: random access to the records;
+- ``decode``: a record's image, caption and metadata;
+- ``metadata``: the metadata as a lazy Dask DataFrame;
+- ``stages``: the curation stages (image embedders and classifiers);
+- ``writer``, ``copier``, ``json_ids`` and ``commit``: writing shards and metadata, all at
+  once or not at all;
+- ``reshard``: the writer behind ``to_webdataset``;
+- ``example``: a small synthetic dataset.
+
 Examples
 --------
 >>> import tempfile

@@ -1,1 +1,10 @@
-"""The presets, one module per detector as in ``gluoncv.data.transforms.presets``."""
+"""The presets, one module per detector as in ``gluoncv.data.transforms.presets``.
+
+- ``ssd``: SSD's train and validation transforms and its augmentation;
+- ``yolo``: YOLOv3's, on SSD's augmentation;
+- ``rcnn``: Faster R-CNN's and Mask R-CNN's;
+- ``center_net``: CenterNet's.
+"""
+from . import center_net, rcnn, ssd, yolo
+
+__all__ = ['ssd', 'yolo', 'rcnn', 'center_net']

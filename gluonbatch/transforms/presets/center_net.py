@@ -15,7 +15,7 @@ Python's ``random`` for the order of the colour steps; the instance's own
 3. jitter the colours (:mod:`gluonbatch.transforms.jitter`) and normalize: here one 3x4
    matrix per sample, applied to the warped pixels by
    :func:`~gluonbatch.transforms.pixels.affine_chw` (the SSD presets' pass);
-4. compute the five training targets (:mod:`gluonbatch.transforms.targets.center_net`).
+4. compute the five training targets (:mod:`gluonbatch.targets.center_net`).
 
 Outputs equal gluoncv's: the warped pixels, the boxes and all five targets to the bit; the
 image within float32 rounding of gluoncv's step-by-step float32 arithmetic (about 1e-6).
@@ -40,14 +40,15 @@ import cv2
 import numpy as np
 
 from .. import boxes as box_ops
-from .. import jitter, scratch
+from .. import jitter
+from ..._core import scratch
 from ..._core.checks import check_int
 from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
+from ..._core.inputs import channel_values, image_array, label_array
 from ..affine import get_affine_transform, get_border, warp_boxes, warp_image
 from ..draws import draw_flip
-from ..inputs import channel_values, image_array, label_array
 from ..pixels import affine_chw, affine_hwc, lut_chw, normalize_lut
-from ..targets.center_net import CenterNetTargetGenerator, output_grid
+from ...targets.center_net import CenterNetTargetGenerator, output_grid
 
 __all__ = ['CenterNetDraw', 'CenterNetDefaultTrainTransform', 'CenterNetDefaultValTransform',
            'get_post_transform']
@@ -98,8 +99,8 @@ class CenterNetDefaultTrainTransform:
         ``height // scale_factor`` (gluoncv's train script passes the network's ``scale``,
         a float).
     mean, std : float or array-like of 3
-        Normalization, as gluoncv's (float32; see
-        :func:`~gluonbatch.transforms.inputs.channel_values`).
+        Normalization, as gluoncv's (float32; one number for all three channels, or
+        three).
     data_rng : numpy.random.RandomState, optional
         The colour jitter's generator; ``None`` (gluoncv's only choice) is a fresh
         ``RandomState(123)`` of this instance, so every new instance (and every DataLoader
@@ -108,7 +109,7 @@ class CenterNetDefaultTrainTransform:
         Compute the targets; with ``False`` a call returns ``(image, boxes)``, the boxes
         ``(N, 5+)`` on the output grid in the label's dtype, exactly what the target
         generator would get (for batchify functions that compute a whole batch's targets,
-        see :func:`gluonbatch.transforms.targets.center_net.center_net_targets`).
+        see :func:`gluonbatch.targets.center_net.center_net_targets`).
     normalize : bool, default True
         With ``False`` the image comes back HWC float32 after the colour jitter, in the
         pixel range (gluoncv's image there times 255), so that ``to_tensor`` then
@@ -174,7 +175,7 @@ class CenterNetDefaultTrainTransform:
         trans_output = get_affine_transform(c, params.scale, (out_w, out_h))
         boxes = warp_boxes(label, trans_output, (out_w, out_h))
         # intermediate pixels in this thread's kept arrays: fresh pages cost more than the
-        # pixel work (see gluonbatch.transforms.scratch)
+        # pixel work (see gluonbatch._core.scratch)
         shape = (self._height, self._width, 3)
         with scratch.empty('center_net.warped', shape, np.uint8) as warped:
             warp_image(pixels, trans_input, (self._width, self._height), out=warped)
@@ -220,8 +221,8 @@ class CenterNetDefaultValTransform:
     width, height : int
         The network's input size.
     mean, std : float or array-like of 3
-        Normalization, as gluoncv's (float32; see
-        :func:`~gluonbatch.transforms.inputs.channel_values`).
+        Normalization, as gluoncv's (float32; one number for all three channels, or
+        three).
     """
 
     def __init__(self, width, height, mean=MEAN, std=STD):

@@ -5,7 +5,7 @@ Python's ``random.randint`` when ``short`` is a range) within ``max_size``, bili
 horizontal flip with probability ``flip_p`` (0.5 for Mask R-CNN), ``to_tensor`` and
 ``normalize``; Mask R-CNN's polygons are resized and flipped with the boxes and rasterised.
 Given the network, the RPN training targets of every anchor are made per sample, with the
-same ``np.random.choice`` draws (:mod:`gluonbatch.transforms.targets.rpn`).
+same ``np.random.choice`` draws (:mod:`gluonbatch.targets.rpn`).
 
 Images and targets are bit for bit gluoncv's: the uint8 bilinear resize is OpenCV's, as
 MXNet's own, and ``to_tensor`` with ``normalize`` is one per-channel float32 table MXNet's
@@ -49,10 +49,10 @@ import numpy as np
 
 from ..._core.checks import describe, is_int
 from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
+from ..._core.inputs import channel_values, image_array, label_array
 from .. import boxes as tbox
 from .. import draws, pixels, polygons
-from ..inputs import channel_values, image_array, label_array
-from ..targets.rpn import RPNAnchors, RPNTargetGenerator
+from ...targets.rpn import RPNAnchors, RPNTargetGenerator
 
 __all__ = ['RCNNDraw', 'resize_short_within_size', 'FasterRCNNDefaultTrainTransform',
            'FasterRCNNDefaultValTransform', 'MaskRCNNDefaultTrainTransform',
@@ -232,7 +232,7 @@ class FasterRCNNDefaultTrainTransform(_RCNNTrain):
     box_norm : sequence of 4 floats, default (1, 1, 1, 1)
         Divide the encoded RPN box offsets.
     num_sample, pos_iou_thresh, neg_iou_thresh, pos_ratio
-        The RPN sampler's (see :class:`~gluonbatch.transforms.targets.rpn.RPNTargetGenerator`).
+        The RPN sampler's (see :class:`~gluonbatch.targets.rpn.RPNTargetGenerator`).
     flip_p : float, default 0.5
         Probability of the horizontal flip.
     ashape : int, default 128

@@ -37,8 +37,8 @@ from .. import boxes as tbox
 from .. import color, draws, pixels
 from ..._core.checks import check_int
 from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
-from ..inputs import channel_values, image_array, label_array
-from ..targets.ssd import SSDTargets
+from ..._core.inputs import channel_values, image_array, label_array
+from ...targets.ssd import SSDTargets
 
 __all__ = ['SSDAugmentation', 'SSDDefaultTrainTransform', 'SSDDefaultValTransform']
 
@@ -60,7 +60,7 @@ class SSDAugmentation:
     width, height : int
         Output size.
     mean, std : float or sequence of 3 floats
-        ``normalize``'s parameters (see :func:`~gluonbatch.transforms.inputs.channel_values`);
+        ``normalize``'s parameters (one number for all three channels, or three);
         ``mean * 255`` also fills the expanded canvas.
     normalize : bool
         ``True`` (gluoncv): CHW float32 after ``to_tensor`` and ``normalize``. ``False``:

@@ -20,7 +20,7 @@ Examples
 """
 import numpy as np
 
-from ..targets.yolo import YOLO3Targets
+from ...targets.yolo import YOLO3Targets
 from .ssd import MEAN, STD, SSDAugmentation, SSDDefaultValTransform
 
 __all__ = ['YOLO3DefaultTrainTransform', 'YOLO3DefaultValTransform']

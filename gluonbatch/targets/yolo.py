@@ -34,11 +34,11 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd
 
-from ..._core.alloc import legacy_mode
-from ..._core.inference import SymbolShapes
-from ..._core.native import fill_zero
-from ..._core.process import SharedByToken
-from ..inputs import label_array
+from .._core.alloc import legacy_mode
+from .._core.inference import SymbolShapes
+from .._core.inputs import label_array
+from .._core.native import fill_zero
+from .._core.process import SharedByToken
 from .iou import AnchorSet
 from .errors import CellOutOfRange, ClassOutOfRange
 from .labels import label_batch

@@ -44,8 +44,8 @@ import numbers
 
 import numpy as np
 
-from ..._core.native import fill_zero
-from ..inputs import as_numpy
+from .._core.native import fill_zero
+from .._core.inputs import as_numpy
 from .errors import BoxOutsideGrid, ClassOutOfRange
 
 __all__ = ['CenterNetTargetGenerator', 'center_net_targets', 'target_shapes', 'output_grid',

@@ -1,5 +1,5 @@
-"""What runs in the worker processes of :class:`~gluonbatch._pool.PooledLoader`, and what
-they share with the main process.
+"""What runs in the worker processes of :class:`~gluonbatch.dataloader.pool.PooledLoader`,
+and what they share with the main process.
 
 Workers are forked (an explicit ``fork`` context, whatever the platform's default): each
 receives the dataset, the candidate transforms, the batchify function and the task claims
@@ -26,7 +26,7 @@ import pickle
 import traceback
 from multiprocessing.reduction import ForkingPickler
 
-from ._core.process import ProcessLocal
+from .._core.process import ProcessLocal
 
 __all__ = ['CONTEXT', 'Claims', 'set_worker_state', 'load_batch', 'load_batch_in_worker',
            'pick', 'add_note', 'indices_note', 'raise_worker_error']

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..inputs import as_numpy, label_array
+from .._core.inputs import as_numpy, label_array
 
 __all__ = ['LabelBatch', 'label_batch']
 

@@ -41,9 +41,9 @@ array([[0., 0., 0., 0.],
 import mxnet as mx
 import numpy as np
 
-from ..._core.alloc import legacy_mode
-from ..._core.native import fill_zero
-from ..inputs import as_numpy, label_array
+from .._core.alloc import legacy_mode
+from .._core.native import fill_zero
+from .._core.inputs import as_numpy, label_array
 from .iou import AnchorSet
 from .labels import label_batch
 
@@ -71,7 +71,7 @@ def _mxnet_log(values):
 def box_iou(anchors, boxes):
     """IoU of corner boxes, float32, exactly as ``mx.nd.contrib.box_iou(anchors, boxes)``
     but laid out boxes first: ``(B, M, N)``, anchors along the contiguous axis (see
-    :class:`gluonbatch.transforms.targets.iou.AnchorSet`).
+    :class:`gluonbatch.targets.iou.AnchorSet`).
 
     Parameters
     ----------

@@ -6,7 +6,7 @@ constructor, on a zero image of ``ashape x ashape``, and per sample cut the resu
 to the feature-map sizes of the image and ignore the anchors that cross its border.
 :class:`RPNAnchors` does the constructor's part; :class:`AnchorLayout` is the per-size part,
 computed once per image size (training sees the same sizes again and again) and kept in an
-LRU cache. :class:`gluonbatch.transforms.targets.rpn.RPNTargetGenerator` labels the anchors
+LRU cache. :class:`gluonbatch.targets.rpn.RPNTargetGenerator` labels the anchors
 of a layout.
 
 Examples
@@ -24,7 +24,7 @@ import threading
 import mxnet as mx
 import numpy as np
 
-from ..._core.alloc import legacy_mode
+from .._core.alloc import legacy_mode
 from .iou import AnchorSet
 
 __all__ = ['AnchorLayout', 'RPNAnchors']
@@ -138,9 +138,9 @@ class RPNAnchors:
     ``ashape x ashape`` (halved per level with ``multi_stage``, never below 16) and its
     output kept as an ``(ashape, ashape, 4 * anchors)`` grid. The network is not touched (a
     copy of the generators is moved to the CPU). Per image size, the feature-map sizes of
-    ``net.features`` cut the grids (:class:`gluonbatch.rcnn.FeatureShapes`, inferred once
-    per size) and the anchors inside the image are found; layouts are kept in an LRU cache
-    of at most ``cache_bytes``, as training sees the same sizes again and again (a C4
+    ``net.features`` cut the grids (:class:`gluonbatch.batchify.rcnn.FeatureShapes`, inferred
+    once per size) and the anchors inside the image are found; layouts are kept in an LRU
+    cache of at most ``cache_bytes``, as training sees the same sizes again and again (a C4
     layout of a 600x1000 image takes about 0.5 MB, an FPN one of 800x1333 about 6 MB).
 
     Parameters
@@ -159,7 +159,7 @@ class RPNAnchors:
     """
 
     def __init__(self, net, ashape=128, multi_stage=False, cache_bytes=64 << 20):
-        from ...rcnn import FeatureShapes
+        from ..batchify.rcnn import FeatureShapes
         with legacy_mode():
             generator = copy.deepcopy(net.rpn.anchor_generator)
             generator.collect_params().reset_ctx(mx.cpu())

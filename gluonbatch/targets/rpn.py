@@ -11,9 +11,9 @@ order: a run seeded the gluoncv way samples the same anchors. The draws come aft
 sample's flip and before the next sample's, so targets are made per sample.
 
 The parts live in their own modules: the float32 IoU in
-:mod:`gluonbatch.transforms.targets.iou` (a float64 IoU differs in a few percent of the
+:mod:`gluonbatch.targets.iou` (a float64 IoU differs in a few percent of the
 entries, which moves anchors across the thresholds and desyncs the draws), the anchors of
-a network and their per-size layouts in :mod:`gluonbatch.transforms.targets.rpn_anchors`.
+a network and their per-size layouts in :mod:`gluonbatch.targets.rpn_anchors`.
 They are importable from here too (``box_iou``, ``AnchorLayout``, ``RPNAnchors``). This
 module holds :class:`RPNTargetGenerator`, which labels, subsamples and encodes; the IoU is
 computed for the anchors inside the image only (the others are ignored whatever their IoU).
@@ -21,7 +21,7 @@ computed for the anchors inside the image only (the others are ignored whatever 
 """
 import numpy as np
 
-from ..._core.checks import describe
+from .._core.checks import describe
 # box_iou and the anchor classes are re-exported: the presets and users import them from here
 from .iou import box_iou  # noqa: F401
 from .rpn_anchors import AnchorLayout, RPNAnchors  # noqa: F401

@@ -1,6 +1,6 @@
 """The worker pool behind ``DetectionDataLoader`` and ``RandomTransformDataLoader``.
 
-The workers (:mod:`gluonbatch._pool_worker`) are forked once, with the dataset, the
+The workers (:mod:`gluonbatch.dataloader.worker`) are forked once, with the dataset, the
 transforms and the batchify function, and send batches back as pickled bytes whose
 NDArrays travel as shared-memory file descriptors. An error while loading a batch is
 raised as the original exception (same type, arguments and message), with notes
@@ -9,7 +9,7 @@ the worker's traceback.
 
 A worker that dies is a ``RuntimeError`` naming its pid and the batch's dataset indices.
 Every task carries a sequence number, and the worker that starts it records its pid in a
-small array shared with the main process (:class:`~gluonbatch._pool_worker.Claims`); the
+small array shared with the main process (:class:`~gluonbatch.dataloader.worker.Claims`); the
 main process waits for a batch in short slices and, between them, asks whether the
 worker loading it still lives. A batch whose worker died after sending it cannot be
 unpickled (its file descriptors left with the worker): that too is a ``RuntimeError``.
@@ -40,10 +40,10 @@ import time
 
 import mxnet as mx
 
-from ._core.checks import check_int, describe
-from ._core.tree import map_arrays
-from ._pool_worker import (CONTEXT, Claims, add_note, indices_note, load_batch,
-                           load_batch_in_worker, pick, raise_worker_error, set_worker_state)
+from .._core.checks import check_int, describe
+from .._core.tree import map_arrays
+from .worker import (CONTEXT, Claims, add_note, indices_note, load_batch, load_batch_in_worker,
+                     pick, raise_worker_error, set_worker_state)
 
 __all__ = ['PooledLoader', 'load_batch']
 

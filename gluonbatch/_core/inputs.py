@@ -1,0 +1,195 @@
+"""The checks every preset applies to the ``(image, label)`` a dataset hands it, and to
+its per-channel ``mean`` / ``std`` arguments (:func:`channel_values`).
+
+An image is an ``mx.nd.NDArray`` or a numpy array, HWC with 3 channels, ``uint8`` (what
+gluoncv's detection datasets decode to). A label is a numpy array of shape ``(N, K)``, one
+row per box ``(xmin, ymin, xmax, ymax, class, ...)``; ``N`` may be 0. Its dtype is kept,
+because gluoncv's box arithmetic follows it (float64 VOC/COCO labels, float32 ones).
+A wrong type raises ``TypeError``, a bad shape or value ``ValueError``, naming what was
+seen and what was expected. Neither input is ever written to.
+
+Examples
+--------
+>>> import numpy as np
+>>> image = image_array(np.zeros((4, 6, 3), 'uint8'))
+>>> image.shape, image.dtype
+((4, 6, 3), dtype('uint8'))
+>>> label_array(np.array([[1., 1., 3., 3., 0.]])).shape
+(1, 5)
+>>> image_array(np.zeros((4, 6), 'uint8'))
+Traceback (most recent call last):
+...
+ValueError: image must be HWC with 3 channels, got numpy.ndarray of shape (4, 6) and dtype uint8
+"""
+import warnings
+
+import mxnet as mx
+import numpy as np
+
+from .checks import describe
+
+__all__ = ['as_numpy', 'image_array', 'label_array', 'channel_values']
+
+
+def as_numpy(value, name):
+    """``value`` as a numpy array: an ``mx.nd.NDArray`` or ``mx.np.ndarray`` is read (once),
+    a numpy array passes as it is; anything else is a ``TypeError`` naming ``name``.
+
+    >>> import mxnet as mx
+    >>> as_numpy(mx.nd.ones((1, 4)), 'anchors').dtype
+    dtype('float32')
+    >>> as_numpy([1, 2], 'anchors')
+    Traceback (most recent call last):
+    ...
+    TypeError: anchors must be an mx.nd.NDArray or a numpy array, got list
+    """
+    if isinstance(value, mx.nd.NDArray) or isinstance(value, mx.np.ndarray):
+        return value.asnumpy()
+    if not isinstance(value, np.ndarray):
+        raise TypeError('%s must be an mx.nd.NDArray or a numpy array, got %s'
+                        % (name, describe(value)))
+    return value
+
+
+def image_array(src, name='image'):
+    """``src`` as a numpy HWC uint8 array (an NDArray is read once; numpy is not copied).
+
+    Parameters
+    ----------
+    src : mx.nd.NDArray, mx.np.ndarray or numpy.ndarray
+        The decoded image, HWC, 3 channels, uint8.
+    name : str
+        What to call it in an error.
+
+    Returns
+    -------
+    numpy.ndarray
+        The pixels; callers never write to it.
+
+    Examples
+    --------
+    >>> import mxnet as mx
+    >>> image_array(mx.nd.zeros((2, 3, 3), dtype='uint8')).shape
+    (2, 3, 3)
+    >>> image_array(np.zeros((2, 3, 3), 'float32'))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: image must have dtype uint8 (HWC, 3 channels), got numpy.ndarray of ...
+    """
+    pixels = as_numpy(src, name)
+    if pixels.dtype != np.uint8:
+        raise TypeError('%s must have dtype uint8 (HWC, 3 channels), got %s'
+                        % (name, describe(src)))
+    if pixels.ndim != 3 or pixels.shape[2] != 3 or pixels.shape[0] < 1 or pixels.shape[1] < 1:
+        raise ValueError('%s must be HWC with 3 channels, got %s' % (name, describe(src)))
+    return pixels
+
+
+def label_array(label, min_columns=5, name='label'):
+    """``label`` as a 2-D numpy array of at least ``min_columns`` columns, dtype kept.
+
+    Parameters
+    ----------
+    label : numpy.ndarray or mx.nd.NDArray
+        One row per box: ``xmin, ymin, xmax, ymax, class`` and optional extra columns
+        (YOLOv3's mixup weight). Zero rows is allowed.
+    min_columns : int
+        How many columns the preset reads.
+    name : str
+        What to call it in an error.
+
+    Returns
+    -------
+    numpy.ndarray
+        The label itself (not a copy) if it is a numpy array; callers never write to it.
+
+    Examples
+    --------
+    >>> label_array(np.zeros((0, 5))).shape
+    (0, 5)
+    >>> label_array(np.zeros((2, 4)))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: label must have shape (N, 5 or more): xmin, ymin, xmax, ymax, class per ...
+    >>> label_array([[0, 0, 1, 1, 0]])
+    Traceback (most recent call last):
+    ...
+    TypeError: label must be an mx.nd.NDArray or a numpy array, got list
+    """
+    label = as_numpy(label, name)
+    if label.dtype.kind not in 'fiu':
+        raise TypeError('%s must hold numbers, got %s' % (name, describe(label)))
+    if label.ndim != 2 or label.shape[1] < min_columns:
+        raise ValueError('%s must have shape (N, %d or more): xmin, ymin, xmax, ymax, class per '
+                         'box; got %s' % (name, min_columns, describe(label)))
+    return label
+
+
+def channel_values(values, name, nonzero=False):
+    """A preset's per-channel ``mean`` or ``std`` as a tuple of 3 floats.
+
+    One number stands for all three channels (as MXNet's ``normalize`` takes it). The
+    floats are the values themselves (a float32 value stays exact), so a preset computing
+    with them in float32 or float64 gets what it got from the raw argument.
+
+    Parameters
+    ----------
+    values : number, sequence, numpy array or NDArray
+        1 or 3 real numbers (an array of any shape holding 1 or 3).
+    name : str
+        The argument's name, for errors.
+    nonzero : bool
+        Reject a 0 (a ``std`` divides).
+
+    Returns
+    -------
+    tuple of 3 float
+
+    Raises
+    ------
+    TypeError
+        ``values`` is not numbers (a string, booleans, ``None``, ...).
+    ValueError
+        Not 1 or 3 of them, one is not finite, or (``nonzero``) one is 0.
+
+    Examples
+    --------
+    >>> channel_values((0.485, 0.456, 0.406), 'mean')
+    (0.485, 0.456, 0.406)
+    >>> channel_values(np.float32(0.25), 'std')
+    (0.25, 0.25, 0.25)
+    >>> channel_values('x', 'std')
+    Traceback (most recent call last):
+    ...
+    TypeError: std must be a number or 3 numbers (one per channel), got 'x' (str)
+    >>> channel_values((0.1, 0.2), 'mean')
+    Traceback (most recent call last):
+    ...
+    ValueError: mean must be a number or 3 numbers (one per channel), got 2 numbers: (0.1, 0.2)
+    >>> channel_values((0.2, 0.0, 0.2), 'std', nonzero=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: std must not be 0 (it divides), got (0.2, 0.0, 0.2)
+    """
+    expected = '%s must be a number or 3 numbers (one per channel)' % name
+    array = None
+    # numpy would read '0.5' as a number: strings are refused before it sees them
+    if isinstance(values, (mx.nd.NDArray, mx.np.ndarray)):
+        array = values.asnumpy()
+    elif not isinstance(values, (str, bytes)):
+        with warnings.catch_warnings():  # (ragged sequences: numpy warns or raises)
+            warnings.simplefilter('ignore')
+            try:
+                array = np.asarray(values)
+            except (TypeError, ValueError):
+                pass
+    if array is None or array.dtype.kind not in 'fiu':
+        raise TypeError('%s, got %r (%s)' % (expected, values, describe(values)))
+    flat = array.reshape(-1).astype(np.float64)
+    if flat.size not in (1, 3):
+        raise ValueError('%s, got %d numbers: %r' % (expected, flat.size, values))
+    if not np.isfinite(flat).all():
+        raise ValueError('%s must hold finite numbers, got %r' % (name, values))
+    if nonzero and not flat.all():
+        raise ValueError('%s must not be 0 (it divides), got %r' % (name, values))
+    return tuple(flat.tolist() * (3 if flat.size == 1 else 1))
