@@ -678,13 +678,17 @@ def _settled_counts(workers):
 
 
 def test_blocks_of_other_programs_are_not_counted():
-    # A block named like another process's (as another MXNet program would make) is not ours.
-    stranger = '/dev/shm/mx_%d_12345' % (os.getpid() + 1)
+    # A block named like another process's (as another MXNet program would make) is not
+    # ours. Its pid is one no process can have (above pid_max), so no other run's blocks,
+    # nor this block for them, are miscounted.
+    with open('/proc/sys/kernel/pid_max') as pid_max:
+        other = int(pid_max.read()) + 1
+    stranger = '/dev/shm/mx_%d_%d' % (other, os.getpid())
     before = _own_shm_blocks([os.getpid()])
     with open(stranger, 'wb'):
         try:
             assert _own_shm_blocks([os.getpid()]) == before
-            assert _own_shm_blocks([os.getpid() + 1]) >= 1
+            assert _own_shm_blocks([other]) >= 1
         finally:
             os.unlink(stranger)
 
