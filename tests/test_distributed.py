@@ -12,9 +12,10 @@ import re
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
+
+from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCH = os.path.join(ROOT, 'scripts', 'launch_local.py')
@@ -36,16 +37,14 @@ pytestmark = pytest.mark.skipif(not _loopback_ok(),
                                 reason='this machine forbids binding TCP ports on 127.0.0.1')
 
 
-def _launch(train_args, timeout=50, launcher_args=()):
+def _launch(train_args, timeout=300, launcher_args=()):
+    """Run the training script on the local cluster; ``timeout`` only bounds a hang."""
     command = [sys.executable, LAUNCH, '--num-workers', str(NUM_WORKERS),
                '--timeout', str(timeout - 5), *launcher_args,
                '--', sys.executable, TRAIN, *train_args]
     env = dict(os.environ, PYTHONPATH=ROOT)
-    started = time.monotonic()
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 15,
-                            env=env, cwd=ROOT)
-    result.seconds = time.monotonic() - started
-    return result
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout + 15,
+                          env=env, cwd=ROOT)
 
 
 def _reports(directory):
@@ -79,7 +78,6 @@ def test_two_workers_split_the_data_and_agree(tmp_path, samples, last_part):
                       str(batch_size), '--last-part', last_part, '--report-dir',
                       str(tmp_path)])
     assert result.returncode == 0, _explain(result)
-    assert result.seconds < 45
     reports = _reports(tmp_path)
     _check_sync(reports, steps)
     seen = [r['seen']['0'] for r in reports]
@@ -96,13 +94,7 @@ def test_two_workers_split_the_data_and_agree(tmp_path, samples, last_part):
 
 
 def test_webdataset_shards_by_rank(tmp_path):
-    webdataset = pytest.importorskip('gluonbatch.webdataset')
-    if not hasattr(webdataset, 'make_example_dataset') or not hasattr(
-            webdataset.ImageTextPairDataset, 'from_webdataset'):
-        pytest.skip('gluonbatch.webdataset has no from_webdataset / make_example_dataset')
-    pytest.importorskip('PIL')
-    data = webdataset.make_example_dataset(str(tmp_path / 'wds'), num_shards=4,
-                                           samples_per_shard=3)
+    data = make_example_dataset(str(tmp_path / 'wds'), num_shards=4, samples_per_shard=3)
     reports_dir = tmp_path / 'reports'
     result = _launch(['--steps', '2', '--batch-size', '3', '--webdataset', data,
                       '--report-dir', str(reports_dir)])
@@ -110,15 +102,14 @@ def test_webdataset_shards_by_rank(tmp_path):
     reports = _reports(reports_dir)
     _check_sync(reports, 2)
     seen = [set(r['seen']['0']) for r in reports]
-    everything = set(webdataset.ImageTextPairDataset.from_webdataset(data, 'key')
-                     .metadata['key'])
+    everything = set(ImageTextPairDataset.from_webdataset(data, 'key').metadata['key'])
     assert not seen[0] & seen[1] and seen[0] | seen[1] == everything
 
 
 def test_a_failing_worker_stops_everything(tmp_path):
-    result = _launch(['--steps', '50', '--fail-rank', '1'], timeout=40)
+    result = _launch(['--steps', '50', '--fail-rank', '1'], timeout=120)
+    # stopped, not timed out (the launcher's timeout ends a run with 124)
     assert result.returncode == 3, _explain(result)
-    assert result.seconds < 30, _explain(result)
     assert 'exited with status 3; stopping the others' in result.stderr
     pids = [int(pid) for pid in re.findall(r'started \w+ pid (\d+)', result.stderr)]
     assert len(pids) == 2 + NUM_WORKERS
@@ -128,12 +119,12 @@ def test_a_failing_worker_stops_everything(tmp_path):
 
 
 def test_the_launcher_times_out():
+    """A command that never ends is stopped by the launcher's timeout (the test's own
+    timeout only bounds a launcher that never stops it)."""
     command = [sys.executable, LAUNCH, '--num-workers', '1', '--timeout', '1', '--',
-               sys.executable, '-c', 'import time; time.sleep(60)']
-    started = time.monotonic()
-    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+               sys.executable, '-c', 'import threading; threading.Event().wait()']
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 124, result.stderr
-    assert time.monotonic() - started < 15
     assert 'timed out' in result.stderr
 
 

@@ -23,7 +23,8 @@ import pytest
 from gluonbatch import dataloader as gbdl
 from gluonbatch import memory
 from gluonbatch.batchify import Pad, Stack, Tuple
-from helpers import open_fds, settled, shm_held
+from handles import left_behind, loader_handles
+from helpers import open_fds
 from tiers import each_value
 
 TIMEOUT = 60
@@ -414,9 +415,9 @@ def test_segments_of_sizes_not_seen_again_are_dropped():
 
 @pytest.mark.parametrize('kind', ['mxnet', 'pooled'])
 def test_twenty_epochs_leave_nothing_behind(kind):
-    """Once the loader is gone, this process holds no more /dev/shm segments or
-    descriptors than before (its workers, which held the pools, are gone)."""
-    before = settled(lambda: (open_fds(), shm_held()))
+    """Once the loader is gone, this process holds none of the pipes, sockets and /dev/shm
+    segments that appeared in its life (its workers, which held the pools, are gone)."""
+    before = loader_handles()
     children = set(multiprocessing.active_children())
     loader = make_loader(kind, ManySizes(42), 2, batch_size=1, batchify_fn=ONE_PER_FIELD)
     workers = [p.pid for p in multiprocessing.active_children() if p not in children]
@@ -432,8 +433,9 @@ def test_twenty_epochs_leave_nothing_behind(kind):
     # A worker's descriptors: one per segment of its pool, and a few in flight.
     assert all(open_fds(worker) <= start + seen[0]['limit'] + 4
                for worker, start in zip(workers, worker_fds))
+    assert loader_handles() - before  # the loader's own pipes, at least, while it lives
     del loader, ids, values  # and the last batch
-    assert settled(lambda: (open_fds(), shm_held())) == before
+    assert left_behind(before) == set()
 
 
 # --------------------------------------------------------------------- c. the self-check

@@ -6,7 +6,6 @@ import pathlib
 import subprocess
 import sys
 import threading
-import time
 
 import dask
 import numpy as np
@@ -136,6 +135,7 @@ def test_reordered_or_changed_ids_are_refused(data, tmp_path):
 
 
 COMPUTING = threading.Event()  # set once the slow rank is inside its run
+OTHER_SAVED = threading.Event()  # set once the other rank's save has returned
 
 
 def _double(frame):
@@ -144,7 +144,8 @@ def _double(frame):
 
 def _slow_double(frame):
     COMPUTING.set()  # this rank's run has made its hidden directory
-    time.sleep(0.5)
+    # the run stays open until the other rank has saved (the timeout only bounds a hang)
+    assert OTHER_SAVED.wait(60), 'the other rank did not save while this one computed'
     return _double(frame)
 
 
@@ -153,6 +154,7 @@ def test_ranks_saving_their_parts_at_once_do_not_remove_each_others_work(tmp_pat
     not take the other's hidden directory for a killed run's leftovers."""
     make_dataset(str(tmp_path), sizes=(2, 3, 2, 1))
     COMPUTING.clear()
+    OTHER_SAVED.clear()
     errors = []
 
     def save(part, copy):
@@ -168,7 +170,10 @@ def test_ranks_saving_their_parts_at_once_do_not_remove_each_others_work(tmp_pat
     first = threading.Thread(target=save, args=(0, _slow_double))
     first.start()
     assert COMPUTING.wait(60), errors
-    save(1, _double)  # while rank 0 is still computing
+    try:
+        save(1, _double)  # while rank 0 is still computing
+    finally:
+        OTHER_SAVED.set()
     first.join()
     assert errors == []
     frame = ImageTextPairDataset.from_webdataset(tmp_path, ID).metadata.compute()

@@ -3,7 +3,6 @@ classifier's the head run on the embeddings, both lazy, both stored as parquet."
 import gc
 import os
 import threading
-import time
 
 import mxnet as mx
 import numpy as np
@@ -79,29 +78,59 @@ def test_the_embedding_column_is_the_net_on_each_image_in_record_order(source, n
 
 
 class OverlapNet(mx.gluon.nn.Block):
-    """A net that records how many threads were inside its forward at once."""
+    """A net that records how many threads were inside its forward at once. Its first call
+    from a shard's task stays inside until another shard's task is on its way into the net
+    (the stage's ``run``, where the calls take turns), so the turns are really tested."""
 
     def __init__(self):
         super().__init__()
         self.inside, self.most = 0, 0
-        self.guard = threading.Lock()
+        self.running = set()  # the threads inside a stage's run, the net's call ahead of them
+        self.overlapped = False  # a second thread reached run while one was inside the net
+        self.changed = threading.Condition()
 
     def forward(self, x):
-        with self.guard:
+        with self.changed:
             self.inside += 1
             self.most = max(self.most, self.inside)
-        time.sleep(0.05)  # long enough for a second shard's thread to arrive
-        with self.guard:
+            if not self.overlapped and threading.get_ident() in self.running:
+                # the timeout only bounds a hang: another shard's thread always comes
+                self.overlapped = self.changed.wait_for(lambda: len(self.running) > 1, 60)
+                # a second call not made to wait its turn would be inside now, or soon: a
+                # moment's grace lets it show (calls that take turns pass whatever its length)
+                self.changed.wait_for(lambda: self.inside > 1, 0.2)
             self.inside -= 1
+            self.changed.notify_all()
         return x.reshape((0, -1)).sum(axis=1, keepdims=True)
+
+    def entering(self):
+        with self.changed:
+            self.running.add(threading.get_ident())
+            self.changed.notify_all()
+
+    def leaving(self):
+        with self.changed:
+            self.running.discard(threading.get_ident())
+
+
+class WatchedEmbedder(GluonImageEmbedder):
+    """An embedder whose net is told when a thread enters and leaves the stage's run."""
+
+    def run(self, batch):
+        self.net.entering()
+        try:
+            return super().run(batch)
+        finally:
+            self.net.leaving()
 
 
 def test_shards_computed_in_parallel_never_call_the_net_at_once(source):
     ds = ImageTextPairDataset.from_webdataset(source, ID)
     net = OverlapNet()
-    ds = GluonImageEmbedder(net, image_size=SIZE, batch_size=1)(ds)
+    ds = WatchedEmbedder(net, image_size=SIZE, batch_size=1)(ds)
     ds = EmbeddingClassifier(net, 'score', embedding_column='image_embedding', batch_size=1)(ds)
     frame = ds.metadata.compute(scheduler='threads', num_workers=3)
+    assert net.overlapped  # two shards' threads wanted the net at once
     assert net.most == 1 and len(frame) == len(ds)
 
 
@@ -144,13 +173,15 @@ def test_dropping_a_stages_copy_leaves_the_datasets_files_open(source):
     """The copy a stage returns reads through the same file handles; collecting it while
     the dataset reads must not close them under the reader."""
     ds = ImageTextPairDataset.from_webdataset(source, ID)
+    tar = ds.tar_files[0]
+    others = set(_descriptors_of(tar))  # earlier tests' datasets, which may close meanwhile
     ds.read_raw(0)
-    held = _descriptors_of(ds.tar_files[0])
+    held = set(_descriptors_of(tar)) - others
     copy = GluonImageEmbedder(_net(), image_size=SIZE)(ds)
     assert copy.read_raw(1) == ds.read_raw(1)
     del copy
     gc.collect()
-    assert _descriptors_of(ds.tar_files[0]) == held and len(held) == 1
+    assert set(_descriptors_of(tar)) - others == held and len(held) == 1
 
 
 def test_embeddings_unnormalised_and_in_another_column(source):

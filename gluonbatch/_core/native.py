@@ -40,11 +40,14 @@ def _data_pointer(array):
 def numpy_view(array, readonly):
     """A numpy array over the memory of a dense host NDArray, keeping the NDArray alive.
 
-    The caller makes sure no engine operation is writing ``array`` while the view is read,
-    and none is reading it while the view is written.
+    The view bypasses MXNet's engine, so the caller makes sure no engine operation is
+    writing ``array`` while the view is read, and none is reading or writing it while the
+    view is written: an array just made by an operation (``mx.nd.zeros`` fills it on the
+    engine, asynchronously) is waited for first, with ``array.wait_to_read()``.
 
     >>> import mxnet as mx
     >>> out = mx.nd.zeros((2,))
+    >>> out.wait_to_read()  # the engine's zero fill is done: it cannot land after the 5s
     >>> numpy_view(out, readonly=False)[:] = 5
     >>> out.asnumpy()
     array([5., 5.], dtype=float32)
