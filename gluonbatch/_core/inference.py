@@ -1,7 +1,7 @@
 """Output shapes of a traced network per input image size, inferred once and cached.
 
-The R-CNN batchifiers need the feature-map sizes of ``net.features`` and the YOLOv3
-batchifier the grids of the network's output layers, for every image size a batch has.
+The R-CNN batchifiers and RPN targets need the feature-map sizes of ``net.features``
+(:class:`FeatureShapes`) and the YOLOv3 batchifier the grids of the network's output layers, for every image size a batch has.
 Both trace the network once into a symbol and infer its output shapes per distinct
 ``(height, width)`` from that symbol (a few milliseconds, no forward pass).
 
@@ -30,7 +30,7 @@ from .alloc import legacy_mode
 from .checks import check_int, describe
 from .process import shared_by_key
 
-__all__ = ['SymbolShapes']
+__all__ = ['SymbolShapes', 'FeatureShapes']
 
 
 class SymbolShapes:
@@ -107,3 +107,58 @@ def _restore(token, symbol_json, maxsize, what):
     restored = SymbolShapes.__new__(SymbolShapes)
     restored._setup(lambda: mx.sym.load_json(symbol_json), maxsize, what, token)
     return restored
+
+
+class FeatureShapes:
+    """Feature-map sizes of every output of ``net.features`` for an input image size.
+
+    The symbolic graph ``net.features(mx.sym.var('data'))`` is built once; its shapes are
+    inferred once per distinct ``(height, width)`` for all outputs (levels) together and
+    kept in a bounded LRU cache.
+
+    Parameters
+    ----------
+    net : mxnet.gluon.HybridBlock
+        A network with a ``features`` block (gluoncv's R-CNN networks have one).
+    maxsize : int, default 1024
+        Most image sizes remembered; training with random resizing sees a few hundred.
+
+    Examples
+    --------
+    >>> import mxnet as mx
+    >>> net = mx.gluon.nn.HybridSequential()
+    >>> net.features = mx.gluon.nn.Conv2D(8, 3, strides=2, padding=1)
+    >>> shapes = FeatureShapes(net)
+    >>> shapes(64, 96), shapes(64, 96)
+    (((32, 48),), ((32, 48),))
+    >>> shapes.cache_info().hits, shapes.cache_info().misses
+    (1, 1)
+    """
+
+    def __init__(self, net, maxsize=1024):
+        features = getattr(net, 'features', None)
+        if not callable(features):
+            raise ValueError('%s has no callable `features` block; R-CNN batchifiers need the '
+                             'Faster/Mask R-CNN network whose feature maps the RPN targets '
+                             'are laid out on' % type(net).__name__)
+        try:
+            with legacy_mode():  # gluoncv's R-CNN networks trace as legacy symbols only
+                symbol = features(mx.sym.var(name='data'))
+        except Exception as err:  # any failure here means the graph cannot be traced
+            raise ValueError('net.features of %s cannot be traced symbolically (%s: %s); '
+                             'it must be a HybridBlock' % (type(net).__name__,
+                                                           type(err).__name__, err)) from err
+        self._shapes = SymbolShapes(symbol, maxsize, 'the feature-map shapes of net.features')
+        self.num_levels = self._shapes.num_outputs
+
+    def __call__(self, height, width):
+        """Tuple of ``(feature_height, feature_width)``, one per level, for an input size."""
+        shapes = self._shapes(height, width)
+        if any(len(shape) != 4 for shape in shapes):
+            raise ValueError('net.features does not give 4-d (N, C, H, W) feature maps for an '
+                             'image of %dx%d (got %s)' % (height, width, list(shapes)))
+        return tuple(shape[2:] for shape in shapes)
+
+    def cache_info(self):
+        """Hits, misses, maxsize and current size of the cache (``functools`` style)."""
+        return self._shapes.cache_info()

@@ -12,7 +12,7 @@ import numpy as np
 from .._core.alloc import allocate, legacy_mode
 from .._core.assemble import pad_shards
 from .._core.checks import check_batch, check_fields, check_int, describe
-from .._core.inference import SymbolShapes
+from .._core.inference import FeatureShapes
 from .._core.layout import shard_bounds
 from .._core.samples import as_host_array, as_host_arrays
 from .._core.shard_layout import ROWS, SHARDS
@@ -21,61 +21,6 @@ from .._core.write import write_slots
 __all__ = ['FeatureShapes', 'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify']
 
 _FLOAT32 = np.dtype(np.float32)
-
-
-class FeatureShapes:
-    """Feature-map sizes of every output of ``net.features`` for an input image size.
-
-    The symbolic graph ``net.features(mx.sym.var('data'))`` is built once; its shapes are
-    inferred once per distinct ``(height, width)`` for all outputs (levels) together and
-    kept in a bounded LRU cache.
-
-    Parameters
-    ----------
-    net : mxnet.gluon.HybridBlock
-        A network with a ``features`` block (gluoncv's R-CNN networks have one).
-    maxsize : int, default 1024
-        Most image sizes remembered; training with random resizing sees a few hundred.
-
-    Examples
-    --------
-    >>> import mxnet as mx
-    >>> net = mx.gluon.nn.HybridSequential()
-    >>> net.features = mx.gluon.nn.Conv2D(8, 3, strides=2, padding=1)
-    >>> shapes = FeatureShapes(net)
-    >>> shapes(64, 96), shapes(64, 96)
-    (((32, 48),), ((32, 48),))
-    >>> shapes.cache_info().hits, shapes.cache_info().misses
-    (1, 1)
-    """
-
-    def __init__(self, net, maxsize=1024):
-        features = getattr(net, 'features', None)
-        if not callable(features):
-            raise ValueError('%s has no callable `features` block; R-CNN batchifiers need the '
-                             'Faster/Mask R-CNN network whose feature maps the RPN targets '
-                             'are laid out on' % type(net).__name__)
-        try:
-            with legacy_mode():  # gluoncv's R-CNN networks trace as legacy symbols only
-                symbol = features(mx.sym.var(name='data'))
-        except Exception as err:  # any failure here means the graph cannot be traced
-            raise ValueError('net.features of %s cannot be traced symbolically (%s: %s); '
-                             'it must be a HybridBlock' % (type(net).__name__,
-                                                           type(err).__name__, err)) from err
-        self._shapes = SymbolShapes(symbol, maxsize, 'the feature-map shapes of net.features')
-        self.num_levels = self._shapes.num_outputs
-
-    def __call__(self, height, width):
-        """Tuple of ``(feature_height, feature_width)``, one per level, for an input size."""
-        shapes = self._shapes(height, width)
-        if any(len(shape) != 4 for shape in shapes):
-            raise ValueError('net.features does not give 4-d (N, C, H, W) feature maps for an '
-                             'image of %dx%d (got %s)' % (height, width, list(shapes)))
-        return tuple(shape[2:] for shape in shapes)
-
-    def cache_info(self):
-        """Hits, misses, maxsize and current size of the cache (``functools`` style)."""
-        return self._shapes.cache_info()
 
 
 def _check_images(images):

@@ -25,6 +25,7 @@ import mxnet as mx
 import numpy as np
 
 from .._core.alloc import legacy_mode
+from .._core.inference import FeatureShapes
 from .iou import AnchorSet
 
 __all__ = ['AnchorLayout', 'RPNAnchors']
@@ -138,8 +139,7 @@ class RPNAnchors:
     ``ashape x ashape`` (halved per level with ``multi_stage``, never below 16) and its
     output kept as an ``(ashape, ashape, 4 * anchors)`` grid. The network is not touched (a
     copy of the generators is moved to the CPU). Per image size, the feature-map sizes of
-    ``net.features`` cut the grids (:class:`gluonbatch.batchify.rcnn.FeatureShapes`, inferred
-    once per size) and the anchors inside the image are found; layouts are kept in an LRU
+    ``net.features`` cut the grids (``FeatureShapes``, inferred once per size) and the anchors inside the image are found; layouts are kept in an LRU
     cache of at most ``cache_bytes``, as training sees the same sizes again and again (a C4
     layout of a 600x1000 image takes about 0.5 MB, an FPN one of 800x1333 about 6 MB).
 
@@ -159,7 +159,6 @@ class RPNAnchors:
     """
 
     def __init__(self, net, ashape=128, multi_stage=False, cache_bytes=64 << 20):
-        from ..batchify.rcnn import FeatureShapes
         with legacy_mode():
             generator = copy.deepcopy(net.rpn.anchor_generator)
             generator.collect_params().reset_ctx(mx.cpu())
