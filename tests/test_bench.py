@@ -192,8 +192,15 @@ def test_benchmarks_help_and_the_chart_need_no_gluoncv():
     assert code == 0 and 'usage: python -m benchmarks' in stdout, stderr[-3000:]
 
 
-def test_the_wheel_holds_no_benchmarks():
-    from setuptools._distutils.core import run_setup
+def test_the_benchmarks_are_the_source_trees():
+    # pyarrow installs a package of the same name; pytest.ini puts the source tree first
+    assert pathlib.Path(runner.__file__).resolve().parent == ROOT / 'benchmarks'
+
+
+def test_the_wheel_holds_no_benchmarks(monkeypatch):
+    from distutils.core import run_setup  # setuptools' own, as setup.py imports it
+
+    monkeypatch.chdir(ROOT)  # setup.py finds its packages from where it is run
 
     packages = run_setup(str(ROOT / 'setup.py'), stop_after='init').packages
     assert 'gluonbatch' in packages and 'gluonbatch.webdataset' in packages
