@@ -85,6 +85,12 @@ for enabled in (True, False):  # a program that merely imported gluonbatch forks
     report['forks'].append([gc_state(), in_child(gc_state)])
 gc.enable()
 report['modules'] = {module: in_child(imported_first(module)) for module in sys.argv[1:]}
+# once the program holds an array another process counts, its children leave it alone
+import pickle
+import mxnet as mx
+from multiprocessing.reduction import ForkingPickler
+received = pickle.loads(ForkingPickler.dumps(mx.nd.ones((4, 4), ctx=mx.Context('cpu_shared', 0))))
+report['received'] = [float(received.sum().asscalar()), gc_state(), in_child(gc_state)]
 print(json.dumps(report))
 """ % (HEAVY,)
 
@@ -126,6 +132,16 @@ def test_a_program_that_imported_gluonbatch_forks_children_with_their_collector_
     assert [parent[0] for parent, _ in fresh['forks']] == [True, False]
     for parent, child in fresh['forks']:
         assert _succeeded(child) == parent
+
+
+def test_once_the_program_received_a_shared_array_its_children_leave_inherited_objects_alone(
+        fresh):
+    """After receiving an NDArray through gluonbatch's reducer (in that same fresh program,
+    so no earlier test has done it first), the children it forks freeze what they inherit."""
+    total, parent, child = fresh['received']
+    assert total == 16
+    enabled, frozen = _succeeded(child)
+    assert enabled == parent[0] and frozen > parent[1]
 
 
 def _module_name(path, package=PACKAGE):

@@ -1,20 +1,14 @@
 """Per-process state: each process makes its own value; with ``keep_inherited`` a forked
 child never frees the value it inherited (an inherited shared-memory array, freed, would
 lower its parent's reference count)."""
-import gc
 import json
 import multiprocessing
 import os
-import pickle
 import subprocess
 import sys
 import weakref
-from multiprocessing.reduction import ForkingPickler
 
-import mxnet as mx
 import pytest
-
-import gluonbatch  # noqa: F401 (installs the reducer)
 
 from gluonbatch._core.process import (BoundedCache, ProcessLocal, file_identity,
                                      in_worker_process)
@@ -49,34 +43,6 @@ def test_a_forked_child_makes_its_own_value(keep_inherited):
     # kept: the child replaced the value without freeing its copy; else the copy is freed
     assert inherited_alive == keep_inherited
     assert local.get() is parent_value()  # the parent's is untouched
-
-
-def _gc_state_of_a_forked_child():
-    """``(gc.isenabled(), gc.get_freeze_count())`` in a child forked now, sent by pipe."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        os.write(write, json.dumps([gc.isenabled(), gc.get_freeze_count()]).encode())
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        state = json.loads(pipe.read())
-    os.waitpid(pid, 0)
-    return state
-
-
-def test_a_process_that_received_a_shared_array_forks_children_that_leave_it_alone():
-    """Once this process holds an array another process counts (received through
-    gluonbatch's reducer), its forked children's collector leaves inherited objects alone.
-    (That a program which merely imported gluonbatch forks children Python leaves as they
-    are is checked in a fresh interpreter, in test_imports.)"""
-    sent = mx.nd.ones((4, 4), ctx=mx.Context('cpu_shared', 0))
-    received = pickle.loads(ForkingPickler.dumps(sent))
-    assert (received.asnumpy() == 1).all()
-    enabled, frozen = _gc_state_of_a_forked_child()
-    assert enabled == gc.isenabled()
-    assert frozen > gc.get_freeze_count()  # the child froze what it inherited
 
 
 def test_bounded_cache_keeps_the_newest_within_its_bytes_and_drops_the_oldest():
