@@ -109,7 +109,8 @@ Usage, from the repository's root (``make bench`` runs the same)::
 The package: :mod:`~benchmarks.harness` (timing), :mod:`~benchmarks.rows` (a case's row:
 contenders, floor, ratios, goals), the ``cases_*`` modules (the only ones that import
 gluoncv), :mod:`~benchmarks.report` (tables, JSON), :mod:`~benchmarks.plot` (the chart) and
-:mod:`~benchmarks.runner` (options and the run). Beside them,
+:mod:`~benchmarks.runner` (options and the run; ``__main__`` runs it), ``voc_like`` (the
+VOC-like detection samples the cases time). Beside them,
 :mod:`~benchmarks.script_losses` runs gluoncv's detection training scripts before and after
 the swap to gluonbatch's batch-target batchify functions and compares their losses.
 """

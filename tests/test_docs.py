@@ -18,9 +18,8 @@ PNG = b'\x89PNG\r\n\x1a\n'
 
 sphinx_build = pytest.importorskip('sphinx.cmd.build')
 
-pytestmark = pytest.mark.slow  # the whole Sphinx build, as `make docs` runs it
 
-
+# the whole Sphinx build, as `make docs` runs it: the tests that read it are in the slow tier
 @pytest.fixture(scope='module')
 def html_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp('docs_html')
@@ -36,6 +35,7 @@ def _read(path):
         return handle.read()
 
 
+@pytest.mark.slow
 def test_docs_build_without_warnings(html_dir):
     index = _read(html_dir / 'index.html')
     assert 'gluonbatch' in index
@@ -49,6 +49,7 @@ def test_docs_build_without_warnings(html_dir):
     assert 'usage: gluonbatch' in _read(html_dir / 'cli.html')
 
 
+@pytest.mark.slow
 def test_detection_page_names_every_field(html_dir):
     from gluonbatch.examples import center_net, rcnn, ssd, yolo
 
@@ -72,6 +73,7 @@ class _Links(html.parser.HTMLParser):
         self.links.extend(value for name, value in attrs if name in ('href', 'src') and value)
 
 
+@pytest.mark.slow
 def test_internal_links_resolve(html_dir):
     broken, checked = [], 0
     for folder, _, files in os.walk(html_dir):
@@ -94,6 +96,7 @@ def test_internal_links_resolve(html_dir):
     assert not broken, 'broken links:\n' + '\n'.join(broken)
 
 
+@pytest.mark.slow
 def test_every_picture_is_in_the_build(html_dir):
     images = os.listdir(html_dir / '_images')
     import sys
@@ -104,6 +107,7 @@ def test_every_picture_is_in_the_build(html_dir):
         assert name + '.png' in images, name
 
 
+@pytest.mark.slow
 def test_benchmark_table_shows_case_names_as_code(html_dir):
     page = _read(html_dir / 'performance.html')
     for name in ('pad_labels', 'rcnn_fpn', 'webdataset'):

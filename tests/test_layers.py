@@ -48,9 +48,7 @@ def test_the_check_sees_every_kind_of_import():
 
 
 def _packages(root=CORE.parent):
-    # gluonbatch.bench (and gluonbatch.benchmark) are leaving the package
-    return [path.parent for path in sorted(root.rglob('__init__.py'))
-            if 'bench' not in path.relative_to(root).parts]
+    return [path.parent for path in sorted(root.rglob('__init__.py'))]
 
 
 @pytest.mark.parametrize('package', _packages(), ids=lambda path: path.name)
@@ -58,6 +56,5 @@ def test_each_package_docstring_names_each_of_its_modules(package):
     doc = ast.get_docstring(ast.parse((package / '__init__.py').read_text())) or ''
     modules = [path.stem for path in package.glob('*.py') if path.stem != '__init__']
     modules += [path.parent.name for path in package.glob('*/__init__.py')]
-    missing = sorted(name for name in modules if '``%s``' % name not in doc
-                     and name not in ('bench', 'benchmark'))
+    missing = sorted(name for name in modules if '``%s``' % name not in doc)
     assert not missing, '%s/__init__.py does not name %s' % (package.name, missing)

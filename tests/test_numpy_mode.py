@@ -239,8 +239,8 @@ def test_loaders_deliver_the_modes_arrays(mode, num_workers, loader_kind):
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         if loader_kind == 'mxnet':
-            loader = mx.gluon.data.DataLoader(_loader_data(), batch_size=3, num_workers=num_workers,
-                                              batchify_fn=batchify)
+            loader = mx.gluon.data.DataLoader(_loader_data(), batch_size=3,
+                                              num_workers=num_workers, batchify_fn=batchify)
         else:
             loader = DetectionDataLoader(_loader_data(), batch_size=3, num_workers=num_workers,
                                          batchify_fn=batchify)

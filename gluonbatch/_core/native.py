@@ -4,7 +4,8 @@ counts that say who still uses a shared-memory segment, and a zero fill at memse
 MXNet copies whenever its own API hands memory to numpy (``asnumpy``); gluonbatch reads
 samples and writes outputs in place instead, through views built from the data pointer.
 The counts are read from MXNet 1.9's memory layout; :mod:`~gluonbatch._core.recycle`
-checks at import that they behave as described before relying on them.
+checks that they behave as described the first time recycling is asked for, before relying
+on them.
 
 Examples
 --------

@@ -231,7 +231,7 @@ def self_check():
 
 
 _UNCHECKED = object()
-_unavailable = _UNCHECKED  # self_check's answer once asked; forked workers inherit it
+_unavailable = _UNCHECKED  # self_check's answer once asked; children forked later inherit it
 
 
 def unavailable():
