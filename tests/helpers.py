@@ -9,6 +9,7 @@ gluonbatch's writer, so the reader is checked against independently written shar
 faults (truncation, corrupt headers, stale indexes, bad names) are injected into those
 files.
 """
+import ast
 import collections.abc
 import copy
 import gc
@@ -228,6 +229,30 @@ def examples(full, least=10, profile=None):
 
 ID = 'key'
 TIMEOUT = 60  # seconds a DataLoader waits for a worker
+
+
+def imported_names(source, module, is_package=False, anywhere=True):
+    r"""The absolute names the import statements of ``source`` (the text of module ``module``)
+    name: ``import a.b`` gives ``a.b``; ``from .m import f`` gives ``<package>.m`` and
+    ``<package>.m.f`` (``f`` may be a module or not). With ``anywhere=False`` only the
+    statements run while the module loads (its top level).
+
+    >>> sorted(imported_names('from ..memory import get\nimport numpy', 'pkg.sub.mod'))
+    ['numpy', 'pkg.memory', 'pkg.memory.get']
+    """
+    base = module.split('.') if is_package else module.split('.')[:-1]
+    tree = ast.parse(source)
+    found = set()
+    for node in ast.walk(tree) if anywhere else tree.body:
+        if isinstance(node, ast.ImportFrom):
+            anchor = base[:len(base) - node.level + 1] if node.level else []
+            target = '.'.join(anchor + ([node.module] if node.module else []))
+            found.update(target + '.' + alias.name for alias in node.names)
+            if node.module:
+                found.add(target)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
 
 
 def jpeg_bytes(seed, height, width):

@@ -6,7 +6,6 @@ installed package neither holds nor imports them.
 No wall-clock assertions: timings depend on the machine; only the shape of the results is
 checked.
 """
-import ast
 import json
 import math
 import os
@@ -19,6 +18,7 @@ import pytest
 from benchmarks import runner
 from benchmarks.cases_curation import quick_session, run_script
 from benchmarks.harness import host_steal
+from helpers import imported_names
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # `python -m benchmarks ARGS` in a fresh interpreter where `import gluoncv` raises
@@ -211,12 +211,11 @@ def test_the_wheel_holds_no_benchmarks(monkeypatch):
 def test_the_package_imports_no_benchmarks():
     importers = []
     for path in (ROOT / 'gluonbatch').rglob('*.py'):
-        for node in ast.walk(ast.parse(path.read_text(encoding='utf-8'))):
-            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ''] if isinstance(node, ast.ImportFrom)
-                     and not node.level else [])
-            if any(name.split('.')[0] == 'benchmarks' for name in names):
-                importers.append(str(path.relative_to(ROOT)))
+        module = '.'.join(path.relative_to(ROOT).with_suffix('').parts)
+        names = imported_names(path.read_text(encoding='utf-8'), module,
+                               path.name == '__init__.py')
+        if any(name.split('.')[0] == 'benchmarks' for name in names):
+            importers.append(str(path.relative_to(ROOT)))
     assert not importers
 
 

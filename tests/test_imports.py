@@ -7,7 +7,6 @@ One fresh interpreter serves the checks that need one: it imports ``gluonbatch``
 checks it, then imports each other public module first in a child forked from it. Importing
 ``gluonbatch.x`` always runs ``gluonbatch/__init__.py`` to its end before ``x``, so a child
 forked right after ``import gluonbatch`` is where a fresh ``import gluonbatch.x`` would be."""
-import ast
 import json
 import pathlib
 import subprocess
@@ -16,6 +15,7 @@ import sys
 import pytest
 
 import gluonbatch
+from helpers import imported_names
 
 PACKAGE = pathlib.Path(gluonbatch.__file__).resolve().parent
 
@@ -154,18 +154,7 @@ def _module_name(path, package=PACKAGE):
 def _imports_at_load(path, name, root='gluonbatch'):
     """Modules of package ``root`` that ``path`` imports while it is being loaded (module
     level); names that are not modules (``from .m import function``) included."""
-    is_package = path.name == '__init__.py'
-    base = name.split('.') if is_package else name.split('.')[:-1]
-    found = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.ImportFrom) and node.level:
-            anchor = base[:len(base) - node.level + 1]
-            target = '.'.join(anchor + ([node.module] if node.module else []))
-            found.update(target + '.' + alias.name for alias in node.names)
-            if node.module:
-                found.add(target)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+    found = imported_names(path.read_text(), name, path.name == '__init__.py', anywhere=False)
     return {module for module in found if (module + '.').startswith(root + '.')}
 
 

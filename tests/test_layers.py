@@ -6,29 +6,17 @@ import pathlib
 import pytest
 
 import gluonbatch
+from helpers import imported_names
 
 CORE = pathlib.Path(gluonbatch.__file__).resolve().parent / '_core'
 
 
 def outside_imports(source, package='gluonbatch._core'):
-    """The gluonbatch modules outside ``package`` that ``source`` (a module of ``package``)
-    imports, anywhere in it (at load time or in a function)."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom):
-            parts = package.split('.')
-            base = parts[:len(parts) - node.level + 1] if node.level else []
-            target = '.'.join(base + ([node.module] if node.module else []))
-            # ``from .. import memory`` imports the module gluonbatch.memory
-            modules = [target] if node.module else [target + '.' + alias.name
-                                                    for alias in node.names]
-        elif isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        else:
-            continue
-        found.extend(name for name in modules if (name + '.').startswith('gluonbatch.')
-                     and not (name + '.').startswith(package + '.'))
-    return found
+    """The gluonbatch modules (and names in them) outside ``package`` that ``source`` (a
+    module of ``package``) imports, anywhere in it (at load time or in a function)."""
+    return sorted(name for name in imported_names(source, package + '.module')
+                  if (name + '.').startswith('gluonbatch.')
+                  and not (name + '.').startswith(package + '.'))
 
 
 @pytest.mark.parametrize('path', sorted(CORE.glob('*.py')), ids=lambda path: path.name)
@@ -38,11 +26,12 @@ def test_core_imports_nothing_outside_core(path):
 
 def test_the_check_sees_every_kind_of_import():
     assert outside_imports('from .. import memory\n') == ['gluonbatch.memory']
-    assert outside_imports('from ..memory import get_memory\n') == ['gluonbatch.memory']
+    assert outside_imports('from ..memory import get_memory\n') == [
+        'gluonbatch.memory', 'gluonbatch.memory.get_memory']
     assert outside_imports('def f():\n    import gluonbatch.batchify\n') == [
         'gluonbatch.batchify']
     assert outside_imports('from gluonbatch.dataloader import pool\n') == [
-        'gluonbatch.dataloader']
+        'gluonbatch.dataloader', 'gluonbatch.dataloader.pool']
     assert outside_imports('from . import recycle\nfrom .checks import describe\n'
                            'from gluonbatch._core import native\nimport numpy\n') == []
 
