@@ -176,7 +176,8 @@ def run_without_gluoncv(args):
     return result.returncode, result.stdout, result.stderr
 
 
-@pytest.mark.parametrize('args', [[], ['--quick', '--only', 'pad_labels']])
+@pytest.mark.parametrize('args', [[], pytest.param(['--quick', '--only', 'pad_labels'],
+                                                 marks=pytest.mark.slow)])
 def test_benchmarks_without_gluoncv_exit_2_naming_the_extra(args):
     code, stdout, stderr = run_without_gluoncv(args)
     assert code == 2, stderr[-3000:]

@@ -113,6 +113,7 @@ def test_heap_for_large_arrays_keeps_large_arrays_on_the_heap_on_a_worker():
     assert (outside, inside, after) == ([1, 1 << 19], [0, 1 << 19], [1, 1 << 19])
 
 
+@pytest.mark.slow  # a fresh interpreter's allocator settings
 def test_heap_for_large_arrays_leaves_a_process_without_fixed_settings_alone():
     """Started without the malloc variables (glibc adapts its thresholds itself) or with
     one that is not a number: the block computes the same and changes nothing."""

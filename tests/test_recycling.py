@@ -413,7 +413,7 @@ def test_segments_of_sizes_not_seen_again_are_dropped():
     assert seen[-1]['evicted'] > 0
 
 
-@pytest.mark.parametrize('kind', ['mxnet', 'pooled'])
+@pytest.mark.parametrize('kind', [pytest.param('mxnet', marks=pytest.mark.slow), 'pooled'])
 def test_twenty_epochs_leave_nothing_behind(kind):
     """Once the loader is gone, this process holds none of the pipes, sockets and /dev/shm
     segments that appeared in its life (its workers, which held the pools, are gone)."""
@@ -532,7 +532,8 @@ def test_the_check_runs_when_first_needed_not_at_import():
                       'recycling': True, 'check': [[4096]]}
 
 
-@pytest.mark.parametrize('value,recycling', [('0', False), ('1', True)])
+@pytest.mark.parametrize('value,recycling', [('0', False),
+                                             pytest.param('1', True, marks=pytest.mark.slow)])
 def test_the_environment_variable_sets_recycling(value, recycling):
     enabled, unavailable, allocated = _report(_run_python(AFTER_IMPORT,
                                                           GLUONBATCH_RECYCLE=value))

@@ -20,7 +20,6 @@ c. **Errors reach the main process** with their original type and message (gluon
 d. **No leaks**: 20 epochs leave /dev/shm and the open file descriptors as they were.
 """
 import collections
-import gc
 import io
 import multiprocessing
 import os
@@ -76,21 +75,6 @@ def _watchdog():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-
-
-@pytest.fixture(autouse=True, scope='module')
-def _cheap_full_collections():
-    """Make DataLoader's ``gc.collect()`` (in its constructor) scan only this module's objects.
-
-    Each of the hundreds of loaders here runs a full collection, which over everything
-    pytest, MXNet and gluoncv have loaded costs more than the rest of the test (~0.1 s of
-    ~0.15 s). Garbage is collected first; objects made after the freeze, including every
-    loader and batch of these tests, are collected as usual.
-    """
-    gc.collect()
-    gc.freeze()
-    yield
-    gc.unfreeze()
 
 
 # --------------------------------------------------------------------------- batch walking
@@ -724,7 +708,9 @@ def test_blocks_of_other_programs_are_not_counted():
 
 
 @pytest.mark.parametrize('loader_type,num_workers,thread_pool', [
-    ('DataLoader', 0, False), ('DataLoader', 2, False), ('DataLoader', 2, True),
+    ('DataLoader', 0, False),
+    pytest.param('DataLoader', 2, False, marks=pytest.mark.slow),
+    ('DataLoader', 2, True),
     ('DetectionDataLoader', 2, False)], ids=['main', '2proc', '2threads', 'Detection-2proc'])
 def test_twenty_epochs_leave_no_shared_memory_or_descriptors_behind(loader_type, num_workers,
                                                                      thread_pool):

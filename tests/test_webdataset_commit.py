@@ -57,7 +57,7 @@ def _journals(path):
 
 # --------------------------------------------------------------------------- save_metadata
 
-# one way of stopping each command in the everyday tier, the other in the full one
+# save_metadata stopped one way in the everyday tier; every other stopped run in the full one
 @pytest.mark.parametrize('mode', ['kill', pytest.param('interrupt', marks=pytest.mark.slow)])
 def test_save_metadata_stopped_at_any_step_reads_old_or_new_and_reruns(source, tmp_path,
                                                                        mode):
@@ -100,7 +100,8 @@ def test_save_metadata_stopped_at_any_step_reads_old_or_new_and_reruns(source, t
 
 # --------------------------------------------------------------------------- to_webdataset
 
-@pytest.mark.parametrize('mode', [pytest.param('kill', marks=pytest.mark.slow), 'interrupt'])
+@pytest.mark.parametrize('mode', [pytest.param('kill', marks=pytest.mark.slow),
+                                  pytest.param('interrupt', marks=pytest.mark.slow)])
 def test_to_webdataset_stopped_at_any_step_leaves_nothing_and_reruns(source, tmp_path, mode):
     ds = ImageTextPairDataset.from_webdataset(source, ID)
     ds.metadata['keep'] = ds.metadata['score'] < 0.7

@@ -349,6 +349,7 @@ def _cluster_losing_a_worker():
                 child.kill()
 
 
+@pytest.mark.slow  # a cluster's worker killed mid-run: the full tier
 def test_a_worker_killed_while_resharding(source, tmp_path):
     """Dask runs the dead worker's task again elsewhere; the output is complete and no
     temporary file is left."""
