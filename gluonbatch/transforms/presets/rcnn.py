@@ -52,6 +52,7 @@ from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..._core.inputs import channel_values, image_array, label_array
 from .. import boxes as tbox
 from .. import draws, pixels, polygons
+from ..inference import resize_short_within_size
 from ...targets.rpn import RPNAnchors, RPNTargetGenerator
 
 __all__ = ['RCNNDraw', 'resize_short_within_size', 'FasterRCNNDefaultTrainTransform',
@@ -70,23 +71,6 @@ class RCNNDraw(NamedTuple):
     width: int
     height: int
     flip_x: bool
-
-
-def resize_short_within_size(height, width, short, max_size):
-    """``(new_width, new_height)`` of gluoncv's ``resize_short_within`` (``mult_base=1``):
-    the shorter side to ``short`` unless the longer one would pass ``max_size``, each side
-    rounded half to even (``np.round``).
-
-    >>> resize_short_within_size(375, 500, 600, 1000)
-    (800, 600)
-    >>> resize_short_within_size(100, 1000, 600, 1000)
-    (1000, 100)
-    """
-    shorter, longer = min(height, width), max(height, width)
-    scale = float(short) / float(shorter)
-    if np.round(scale * longer) > max_size:  # the longer side decides instead
-        scale = float(np.floor(max_size)) / float(longer)
-    return int(np.round(width * scale)), int(np.round(height * scale))
 
 
 def _check_short(short):
