@@ -4,6 +4,8 @@
 ``from gluoncv.data.transforms.presets.ssd import SSDDefaultTrainTransform`` (likewise
 ``.yolo``, ``.center_net`` and ``.rcnn``): same arguments, same random draws from the same
 generators in the same order, so a run seeded the gluoncv way sees the same augmentations.
+Their ``load_test`` and ``transform_test`` (test-time images for a detector) return
+gluoncv's NDArrays, equal to the bit.
 
 What differs, on purpose:
 
@@ -28,6 +30,7 @@ job each:
 - ``jitter``: CenterNet's colour jitter;
 - ``affine``: CenterNet's affine warp of pixels and boxes;
 - ``polygons``: Mask R-CNN's instance polygons;
+- ``inference``: the test-time images of the presets' ``load_test`` and ``transform_test``;
 - ``targets``, ``inputs``, ``scratch``: earlier paths (deprecated) of
   :mod:`gluonbatch.targets` and of two modules of gluonbatch's machinery.
 

@@ -4,6 +4,9 @@
 - ``yolo``: YOLOv3's, on SSD's augmentation;
 - ``rcnn``: Faster R-CNN's and Mask R-CNN's;
 - ``center_net``: CenterNet's.
+
+Each also has gluoncv's ``load_test`` and ``transform_test``, which make images (files, or
+decoded arrays) the network's test-time input, with that detector's defaults.
 """
 from . import center_net, rcnn, ssd, yolo
 

@@ -52,12 +52,13 @@ from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..._core.inputs import channel_values, image_array, label_array
 from .. import boxes as tbox
 from .. import draws, pixels, polygons
+from .. import inference
 from ..inference import resize_short_within_size
 from ...targets.rpn import RPNAnchors, RPNTargetGenerator
 
 __all__ = ['RCNNDraw', 'resize_short_within_size', 'FasterRCNNDefaultTrainTransform',
            'FasterRCNNDefaultValTransform', 'MaskRCNNDefaultTrainTransform',
-           'MaskRCNNDefaultValTransform']
+           'MaskRCNNDefaultValTransform', 'transform_test', 'load_test']
 
 #: The default ``mean`` and ``std``: the ImageNet statistics, as gluoncv's.
 MEAN, STD = IMAGENET_MEAN, IMAGENET_STD
@@ -353,3 +354,71 @@ class MaskRCNNDefaultValTransform(FasterRCNNDefaultValTransform):
         im_scale = float(img.shape[0]) / height
         img = self._normalizer(img)
         return img, np.array([img.shape[-2], img.shape[-1], im_scale], np.float32)
+
+
+def transform_test(imgs, short=600, max_size=1000, mean=MEAN, std=STD):
+    """gluoncv's ``rcnn.transform_test``: images resized (shorter side to ``short``,
+    longer side at most ``max_size``) and normalized as the network's test-time input
+    (:mod:`gluonbatch.transforms.inference`).
+
+    Parameters
+    ----------
+    imgs : mx.nd.NDArray, mx.np.ndarray, numpy.ndarray, or an iterable of them
+        HWC RGB images with 3 channels (uint8, float32 or float64); never modified.
+    short : int or float, default 600
+        The size the shorter side is resized to.
+    max_size : int or float, default 1000
+        The most the longer side may become.
+    mean, std : float or sequence of 3 floats
+        ``normalize``'s parameters (the ImageNet statistics by default).
+
+    Returns
+    -------
+    (mx.nd.NDArray, numpy.ndarray) or (list, list)
+        For one image (or a list of one): the ``(1, 3, H, W)`` float32 input (on
+        ``cpu(0)``; an ``mx.np.ndarray`` in numpy mode) and the resized image, HWC uint8
+        numpy, for drawing. For several: a list of each.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> image = np.zeros((60, 120, 3), np.uint8)
+    >>> x, img = transform_test(image, short=600)
+    >>> x.shape, img.shape
+    ((1, 3, 500, 1000), (500, 1000, 3))
+    """
+    return inference.transform_images(imgs, short, max_size, mean=mean, std=std)
+
+
+def load_test(filenames, short=600, max_size=1000, mean=MEAN, std=STD):
+    """gluoncv's ``rcnn.load_test``: image files decoded (``mx.image.imread``, RGB)
+    and made network inputs as :func:`transform_test` makes them.
+
+    Parameters
+    ----------
+    filenames : str, os.PathLike, or an iterable of them
+        The image files.
+    short, max_size, mean, std
+        As for :func:`transform_test`.
+
+    Returns
+    -------
+    (mx.nd.NDArray, numpy.ndarray) or (list, list)
+        As :func:`transform_test` returns: one pair for one file (or a list of one).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import cv2
+    >>> import numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), 'image.jpg')
+    >>> cv2.imwrite(path, np.zeros((60, 120, 3), np.uint8))
+    True
+    >>> x, img = load_test(path, short=600)
+    >>> x.shape, img.shape
+    ((1, 3, 500, 1000), (500, 1000, 3))
+    >>> xs, imgs = load_test([path, path], short=600)
+    >>> len(xs), len(imgs)
+    (2, 2)
+    """
+    return inference.load_images(filenames, short, max_size, mean=mean, std=std)

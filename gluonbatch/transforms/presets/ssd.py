@@ -39,8 +39,10 @@ from ..._core.checks import check_int
 from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..._core.inputs import channel_values, image_array, label_array
 from ...targets.ssd import SSDTargets
+from .. import inference
 
-__all__ = ['SSDAugmentation', 'SSDDefaultTrainTransform', 'SSDDefaultValTransform']
+__all__ = ['SSDAugmentation', 'SSDDefaultTrainTransform', 'SSDDefaultValTransform',
+           'transform_test', 'load_test']
 
 #: The default ``mean`` and ``std``: the ImageNet statistics, as gluoncv's.
 MEAN, STD = IMAGENET_MEAN, IMAGENET_STD
@@ -180,3 +182,71 @@ class SSDDefaultValTransform:
         img = pixels.resize(src, size, pixels.val_interp((w, h), size))
         bbox = tbox.resize(label, (w, h), size)
         return pixels.lut_chw(img, self._lut), bbox.astype(np.float32)
+
+
+def transform_test(imgs, short, max_size=1024, mean=MEAN, std=STD):
+    """gluoncv's ``ssd.transform_test``: images resized (shorter side to ``short``,
+    longer side at most ``max_size``) and normalized as the network's test-time input
+    (:mod:`gluonbatch.transforms.inference`).
+
+    Parameters
+    ----------
+    imgs : mx.nd.NDArray, mx.np.ndarray, numpy.ndarray, or an iterable of them
+        HWC RGB images with 3 channels (uint8, float32 or float64); never modified.
+    short : int or float
+        The size the shorter side is resized to.
+    max_size : int or float, default 1024
+        The most the longer side may become.
+    mean, std : float or sequence of 3 floats
+        ``normalize``'s parameters (the ImageNet statistics by default).
+
+    Returns
+    -------
+    (mx.nd.NDArray, numpy.ndarray) or (list, list)
+        For one image (or a list of one): the ``(1, 3, H, W)`` float32 input (on
+        ``cpu(0)``; an ``mx.np.ndarray`` in numpy mode) and the resized image, HWC uint8
+        numpy, for drawing. For several: a list of each.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> image = np.zeros((60, 80, 3), np.uint8)
+    >>> x, img = transform_test(image, short=120)
+    >>> x.shape, img.shape
+    ((1, 3, 120, 160), (120, 160, 3))
+    """
+    return inference.transform_images(imgs, short, max_size, mean=mean, std=std)
+
+
+def load_test(filenames, short, max_size=1024, mean=MEAN, std=STD):
+    """gluoncv's ``ssd.load_test``: image files decoded (``mx.image.imread``, RGB)
+    and made network inputs as :func:`transform_test` makes them.
+
+    Parameters
+    ----------
+    filenames : str, os.PathLike, or an iterable of them
+        The image files.
+    short, max_size, mean, std
+        As for :func:`transform_test`.
+
+    Returns
+    -------
+    (mx.nd.NDArray, numpy.ndarray) or (list, list)
+        As :func:`transform_test` returns: one pair for one file (or a list of one).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import cv2
+    >>> import numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), 'image.jpg')
+    >>> cv2.imwrite(path, np.zeros((60, 80, 3), np.uint8))
+    True
+    >>> x, img = load_test(path, short=120)
+    >>> x.shape, img.shape
+    ((1, 3, 120, 160), (120, 160, 3))
+    >>> xs, imgs = load_test([path, path], short=120)
+    >>> len(xs), len(imgs)
+    (2, 2)
+    """
+    return inference.load_images(filenames, short, max_size, mean=mean, std=std)

@@ -21,9 +21,11 @@ Examples
 import numpy as np
 
 from ...targets.yolo import YOLO3Targets
+from .. import inference
 from .ssd import MEAN, STD, SSDAugmentation, SSDDefaultValTransform
 
-__all__ = ['YOLO3DefaultTrainTransform', 'YOLO3DefaultValTransform']
+__all__ = ['YOLO3DefaultTrainTransform', 'YOLO3DefaultValTransform', 'transform_test',
+           'load_test']
 
 
 class YOLO3DefaultTrainTransform(SSDAugmentation):
@@ -66,3 +68,73 @@ class YOLO3DefaultTrainTransform(SSDAugmentation):
 class YOLO3DefaultValTransform(SSDDefaultValTransform):
     """gluoncv's ``YOLO3DefaultValTransform`` (the same as its SSD one): resize with
     MXNet's ``interp=9`` choice, ``to_tensor``, ``normalize``."""
+
+
+def transform_test(imgs, short=416, max_size=1024, stride=1, mean=MEAN, std=STD):
+    """gluoncv's ``yolo.transform_test``: images resized (shorter side to ``short``,
+    longer side at most ``max_size``, both sides multiples of ``stride``) and normalized
+    as the network's test-time input (:mod:`gluonbatch.transforms.inference`).
+
+    Parameters
+    ----------
+    imgs : mx.nd.NDArray, mx.np.ndarray, numpy.ndarray, or an iterable of them
+        HWC RGB images with 3 channels (uint8, float32 or float64); never modified.
+    short : int or float, default 416
+        The size the shorter side is resized to.
+    max_size : int or float, default 1024
+        The most the longer side may become.
+    stride : int, default 1
+        Both sides are rounded to multiples of it.
+    mean, std : float or sequence of 3 floats
+        ``normalize``'s parameters (the ImageNet statistics by default).
+
+    Returns
+    -------
+    (mx.nd.NDArray, numpy.ndarray) or (list, list)
+        For one image (or a list of one): the ``(1, 3, H, W)`` float32 input (on
+        ``cpu(0)``; an ``mx.np.ndarray`` in numpy mode) and the resized image, HWC uint8
+        numpy, for drawing. For several: a list of each.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> image = np.zeros((60, 80, 3), np.uint8)
+    >>> x, img = transform_test(image, stride=32)
+    >>> x.shape, img.shape
+    ((1, 3, 416, 544), (416, 544, 3))
+    """
+    return inference.transform_images(imgs, short, max_size, stride, mean=mean, std=std)
+
+
+def load_test(filenames, short=416, max_size=1024, stride=1, mean=MEAN, std=STD):
+    """gluoncv's ``yolo.load_test``: image files decoded (``mx.image.imread``, RGB)
+    and made network inputs as :func:`transform_test` makes them.
+
+    Parameters
+    ----------
+    filenames : str, os.PathLike, or an iterable of them
+        The image files.
+    short, max_size, stride, mean, std
+        As for :func:`transform_test`.
+
+    Returns
+    -------
+    (mx.nd.NDArray, numpy.ndarray) or (list, list)
+        As :func:`transform_test` returns: one pair for one file (or a list of one).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import cv2
+    >>> import numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), 'image.jpg')
+    >>> cv2.imwrite(path, np.zeros((60, 80, 3), np.uint8))
+    True
+    >>> x, img = load_test(path, stride=32)
+    >>> x.shape, img.shape
+    ((1, 3, 416, 544), (416, 544, 3))
+    >>> xs, imgs = load_test([path, path], stride=32)
+    >>> len(xs), len(imgs)
+    (2, 2)
+    """
+    return inference.load_images(filenames, short, max_size, stride, mean=mean, std=std)
