@@ -83,10 +83,10 @@ class SSDAugmentation:
         return draws.draw_ssd(shape, label, np_rng, py_rng)
 
     def apply(self, src, label, params, out=None):
-        """The augmentation ``params`` describes, applied to ``src`` (HWC uint8 or float32
-        numpy, as :func:`~gluonbatch._core.inputs.image_array` gives it) and
-        ``label``: ``(image, boxes)``. ``out`` (C-contiguous float32 of the output's shape)
-        receives the image if given."""
+        """The augmentation ``params`` describes, applied to ``src`` (HWC numpy, uint8 or
+        float32: a call reads any other dtype as float32) and ``label``: ``(image,
+        boxes)``. ``out`` (C-contiguous float32 of the output's shape) receives the image
+        if given."""
         expand, crop = params.expand, params.crop
         chain = color.compose(color.distort(params.color), self._after)
         offset = (0, 0)
