@@ -74,7 +74,7 @@ PUBLIC = {
         'draw_jitter', 'jitter_matrix', 'color_matrix', 'gray_mean'],
     'gluonbatch.transforms.pixels': ['INTERPOLATIONS', 'BILINEAR', 'val_interp',
         'window_overlap', 'canvas_window', 'fill_shift', 'resize', 'affine_chw', 'affine_hwc',
-        'normalize_lut', 'lut_chw'],
+        'normalize_lut', 'lut_chw', 'Normalizer'],
     'gluonbatch.transforms.polygons': ['check', 'resize', 'flip', 'to_masks'],
     'gluonbatch.transforms.presets': [],
     'gluonbatch.transforms.presets.center_net': ['CenterNetDraw',

@@ -486,7 +486,7 @@ def test_unknown_keywords_fail_with_a_network_only(nets):
 def test_bad_inputs():
     transform = rcnn.FasterRCNNDefaultTrainTransform(short=50, max_size=100)
     with pytest.raises(TypeError):
-        transform(np.zeros((10, 10, 3), np.float32), np.zeros((0, 5)))
+        transform(np.zeros((10, 10, 3), bool), np.zeros((0, 5)))
     with pytest.raises(ValueError):
         transform(np.zeros((10, 10, 3), np.uint8), np.zeros((1, 3)))
 

@@ -348,7 +348,7 @@ def test_inputs_are_not_modified_and_any_image_type_gives_the_same_sample():
         np.testing.assert_array_equal(other[0], outputs[0][0])
         np.testing.assert_array_equal(other[1], outputs[0][1])
     with pytest.raises(TypeError):
-        transform(image.astype(np.float32), label)
+        transform(image.astype(np.complex64), label)
     with pytest.raises(ValueError):
         transform(image, label[:, :4])
 

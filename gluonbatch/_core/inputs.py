@@ -1,10 +1,14 @@
 """The checks every preset applies to the ``(image, label)`` a dataset hands it, and to
 its per-channel ``mean`` / ``std`` arguments (:func:`channel_values`).
 
-An image is an ``mx.nd.NDArray`` or a numpy array, HWC with 3 channels, ``uint8`` (what
-gluoncv's detection datasets decode to). A label is a numpy array of shape ``(N, K)``, one
-row per box ``(xmin, ymin, xmax, ymax, class, ...)``; ``N`` may be 0. Its dtype is kept,
-because gluoncv's box arithmetic follows it (float64 VOC/COCO labels, float32 ones).
+An image is an ``mx.nd.NDArray`` or a numpy array, HWC with 3 channels, of real numbers
+(:func:`image_array`): ``uint8`` (what gluoncv's detection datasets decode to) is kept as
+it is, for the presets' fast uint8 paths; any other integer or floating dtype (a dataset
+that decodes to float, or normalizes already) is read as float32 values, as gluoncv's SSD
+and YOLOv3 presets read every image. Booleans, complex numbers and objects are refused. A
+label is a numpy array of shape ``(N, K)``, one row per box ``(xmin, ymin, xmax, ymax,
+class, ...)``; ``N`` may be 0. Its dtype is kept, because gluoncv's box arithmetic follows
+it (float64 VOC/COCO labels, float32 ones).
 A wrong type raises ``TypeError``, a bad shape or value ``ValueError``, naming what was
 seen and what was expected. Neither input is ever written to.
 
@@ -14,6 +18,8 @@ Examples
 >>> image = image_array(np.zeros((4, 6, 3), 'uint8'))
 >>> image.shape, image.dtype
 ((4, 6, 3), dtype('uint8'))
+>>> image_array(np.zeros((4, 6, 3), 'float64')).dtype
+dtype('float32')
 >>> label_array(np.array([[1., 1., 3., 3., 0.]])).shape
 (1, 5)
 >>> image_array(np.zeros((4, 6), 'uint8'))
@@ -29,6 +35,9 @@ import numpy as np
 from .checks import describe
 
 __all__ = ['as_numpy', 'image_array', 'label_array', 'channel_values']
+
+#: The dtype kinds an image may have besides uint8: signed and unsigned integers, floats.
+_IMAGE_KINDS = 'iuf'
 
 
 def as_numpy(value, name):
@@ -52,36 +61,54 @@ def as_numpy(value, name):
 
 
 def image_array(src, name='image'):
-    """``src`` as a numpy HWC uint8 array (an NDArray is read once; numpy is not copied).
+    """``src`` as a numpy HWC array the presets read: uint8 as it is, any other integer or
+    floating dtype as float32 values.
+
+    An NDArray is read once. A numpy uint8 or float32 array is not copied; another dtype
+    is converted (float64 and large integers rounded to float32, what gluoncv's SSD and
+    YOLOv3 presets do first with any image). Values are not clipped: a float image may hold
+    any range (pre-normalized data, negative values) and keeps it.
 
     Parameters
     ----------
     src : mx.nd.NDArray, mx.np.ndarray or numpy.ndarray
-        The decoded image, HWC, 3 channels, uint8.
+        The decoded image, HWC, 3 channels; uint8, another integer dtype or a float dtype.
     name : str
         What to call it in an error.
 
     Returns
     -------
     numpy.ndarray
-        The pixels; callers never write to it.
+        The pixels, uint8 or float32; callers never write to it.
+
+    Raises
+    ------
+    TypeError
+        ``src`` is not an array, or holds booleans, complex numbers, objects or strings.
+    ValueError
+        ``src`` is not HWC with 3 channels.
 
     Examples
     --------
     >>> import mxnet as mx
-    >>> image_array(mx.nd.zeros((2, 3, 3), dtype='uint8')).shape
-    (2, 3, 3)
-    >>> image_array(np.zeros((2, 3, 3), 'float32'))  # doctest: +ELLIPSIS
+    >>> image_array(mx.nd.zeros((2, 3, 3), dtype='uint8')).dtype
+    dtype('uint8')
+    >>> image_array(mx.nd.zeros((2, 3, 3), dtype='float16')).dtype
+    dtype('float32')
+    >>> image_array(np.zeros((2, 3, 3), 'bool'))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    TypeError: image must have dtype uint8 (HWC, 3 channels), got numpy.ndarray of ...
+    TypeError: image must hold real numbers (uint8, another integer or a float dtype; HWC, ...
     """
     pixels = as_numpy(src, name)
-    if pixels.dtype != np.uint8:
-        raise TypeError('%s must have dtype uint8 (HWC, 3 channels), got %s'
-                        % (name, describe(src)))
+    if pixels.dtype != np.uint8 and pixels.dtype.kind not in _IMAGE_KINDS:
+        raise TypeError('%s must hold real numbers (uint8, another integer or a float dtype; '
+                        'HWC, 3 channels), got %s; convert it with astype(\'float32\') if '
+                        'its values are pixels' % (name, describe(src)))
     if pixels.ndim != 3 or pixels.shape[2] != 3 or pixels.shape[0] < 1 or pixels.shape[1] < 1:
         raise ValueError('%s must be HWC with 3 channels, got %s' % (name, describe(src)))
+    if pixels.dtype != np.uint8:
+        pixels = pixels.astype(np.float32, copy=False)
     return pixels
 
 

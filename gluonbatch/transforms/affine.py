@@ -94,10 +94,11 @@ def get_affine_transform(center, side, size, inverse=False):
 
 
 def warp_image(pixels, matrix, size, out=None):
-    """``pixels`` (HWC uint8) warped by ``matrix`` onto a ``size = (width, height)`` image:
-    gluoncv's ``cv2.warpAffine(img, trans_input, size, flags=cv2.INTER_LINEAR)``, so the
-    same fixed-point bilinear sampling and a border of 0 (black, not the mean). Into
-    ``out`` (C-contiguous ``(height, width, 3)`` uint8) if given.
+    """``pixels`` (HWC uint8 or float32) warped by ``matrix`` onto a ``size = (width,
+    height)`` image: gluoncv's ``cv2.warpAffine(img, trans_input, size,
+    flags=cv2.INTER_LINEAR)``, so the same bilinear sampling (fixed-point on uint8) and a
+    border of 0 (black, not the mean). Into ``out`` (C-contiguous ``(height, width, 3)``,
+    the dtype of ``pixels``) if given.
 
     >>> warp_image(np.full((2, 2, 3), 9, np.uint8), np.array([[1., 0, 1], [0, 1, 0]]),
     ...            (3, 2))[..., 0]

@@ -35,7 +35,8 @@ from .._core import scratch
 from . import color
 
 __all__ = ['INTERPOLATIONS', 'BILINEAR', 'val_interp', 'window_overlap', 'canvas_window',
-           'fill_shift', 'resize', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw']
+           'fill_shift', 'resize', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw',
+           'Normalizer']
 
 #: gluoncv's interpolation codes, which OpenCV takes as they are.
 INTERPOLATIONS = {0: cv2.INTER_NEAREST, 1: cv2.INTER_LINEAR, 2: cv2.INTER_CUBIC,
@@ -82,7 +83,7 @@ def window_overlap(window, offset, shape):
 @contextlib.contextmanager
 def canvas_window(src, window, offset=(0, 0), shift=None):
     """A context giving the float32 HWC pixels of ``window = (x, y, width, height)`` of a
-    virtual canvas holding ``src`` (HWC uint8) at ``offset``: ``src - shift`` where the
+    virtual canvas holding ``src`` (HWC uint8 or float32) at ``offset``: ``src - shift`` where the
     image is, ``0`` elsewhere. The canvas itself is never built.
 
     ``shift`` (3 floats, default zeros) is subtracted from the image's pixels only. The
@@ -258,3 +259,38 @@ def lut_chw(img, lut, out=None):
         if not np.shares_memory(result, out[k]):
             np.copyto(out[k], result)
     return out
+
+
+class Normalizer:
+    """MXNet's ``to_tensor`` then ``normalize(mean, std)`` of an HWC image, written CHW
+    float32: ``(x / 255 - mean) / std`` per channel, nothing clipped.
+
+    A uint8 image goes through the per-channel table :func:`normalize_lut` (bit for bit
+    MXNet's float32 arithmetic, and the fastest pass); a float32 one, whose values no
+    table can hold, through the same map as a 3x4 matrix (:func:`affine_chw`), within
+    float32 rounding of MXNet's.
+
+    Parameters
+    ----------
+    mean, std : sequence of 3 floats
+        ``normalize``'s parameters.
+
+    Examples
+    --------
+    >>> half = Normalizer((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+    >>> half(np.full((1, 2, 3), 255, np.uint8))[:, 0, 0]
+    array([1., 1., 1.], dtype=float32)
+    >>> half(np.full((1, 2, 3), -255.0, np.float32))[:, 0, 0]
+    array([-3., -3., -3.], dtype=float32)
+    """
+
+    def __init__(self, mean, std):
+        self.lut = normalize_lut(mean, std)
+        self.matrix = color.normalize(mean, std)
+
+    def __call__(self, img, out=None):
+        """``img`` (HWC, uint8 or float32; not written to) normalized into ``out``
+        (``(3, H, W)`` float32, new if ``None``)."""
+        if img.dtype == np.uint8:
+            return lut_chw(img, self.lut, out)
+        return affine_chw(img, self.matrix, out=out)

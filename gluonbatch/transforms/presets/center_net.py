@@ -6,12 +6,12 @@ the same order (numpy's global generator for the flip, the crop centre and the s
 Python's ``random`` for the order of the colour steps; the instance's own
 ``RandomState(123)`` for the colour factors and the lighting):
 
-1. flip horizontally with probability 0.5 (the pixels in uint8, the boxes in their dtype);
+1. flip horizontally with probability 0.5 (the pixels in their dtype, the boxes in theirs);
 2. pick a centre at least ``get_border(128, size)`` from the edges and a side
    ``max(h, w) * clip(randn() * 0.4 + 1, 0.6, 1.4)``, and warp that square onto the
-   ``width x height`` input (uint8 ``cv2.warpAffine``, bilinear, border 0) and the boxes
-   onto the output grid ``width // scale_factor x height // scale_factor`` (with gluoncv's
-   clipping, see :mod:`gluonbatch.transforms.affine`);
+   ``width x height`` input (``cv2.warpAffine`` in the image's uint8 or float32, bilinear,
+   border 0) and the boxes onto the output grid ``width // scale_factor x height //
+   scale_factor`` (with gluoncv's clipping, see :mod:`gluonbatch.transforms.affine`);
 3. jitter the colours (:mod:`gluonbatch.transforms.jitter`) and normalize: here one 3x4
    matrix per sample, applied to the warped pixels by
    :func:`~gluonbatch.transforms.pixels.affine_chw` (the SSD presets' pass);
@@ -19,6 +19,7 @@ Python's ``random`` for the order of the colour steps; the instance's own
 
 Outputs equal gluoncv's: the warped pixels, the boxes and all five targets to the bit; the
 image within float32 rounding of gluoncv's step-by-step float32 arithmetic (about 1e-6).
+A float64 image is warped in float32 where gluoncv warps it in float64 (again about 1e-6).
 They are C-contiguous float32 numpy arrays where gluoncv returns NDArrays.
 
 Examples
@@ -47,7 +48,7 @@ from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..._core.inputs import channel_values, image_array, label_array
 from ..affine import get_affine_transform, get_border, warp_boxes, warp_image
 from ..draws import draw_flip
-from ..pixels import affine_chw, affine_hwc, lut_chw, normalize_lut
+from ..pixels import Normalizer, affine_chw, affine_hwc
 from ...targets.center_net import CenterNetTargetGenerator, output_grid
 from .. import inference
 
@@ -83,7 +84,8 @@ class CenterNetDefaultTrainTransform:
     """gluoncv's CenterNet train transform: flip, random crop-and-scale by one affine warp,
     colour jitter, normalize, and the training targets.
 
-    A call takes ``(src, label)``: an HWC uint8 image (``mx.nd.NDArray`` or numpy) and a
+    A call takes ``(src, label)``: an HWC image (``mx.nd.NDArray`` or numpy; uint8, or any
+    integer or float dtype, read as float32 values) and a
     numpy ``(N, 5+)`` label ``xmin, ymin, xmax, ymax, class, ...``; neither is modified.
     It returns ``(image, heatmap, wh_target, wh_mask, center_reg, center_reg_mask)``, numpy
     float32: the image ``(3, height, width)``, the heatmap ``(num_class, h, w)`` and the
@@ -178,7 +180,8 @@ class CenterNetDefaultTrainTransform:
         # intermediate pixels in this thread's kept arrays: fresh pages cost more than the
         # pixel work (see gluonbatch._core.scratch)
         shape = (self._height, self._width, 3)
-        with scratch.empty('center_net.warped', shape, np.uint8) as warped:
+        # warped in the image's dtype, as gluoncv warps (uint8: OpenCV's fixed point)
+        with scratch.empty('center_net.warped', shape, pixels.dtype) as warped:
             warp_image(pixels, trans_input, (self._width, self._height), out=warped)
             image = self._color(warped, params.jitter)
         if not self._targets:
@@ -186,19 +189,26 @@ class CenterNetDefaultTrainTransform:
         return (image,) + self._target_generator(boxes[:, :4], boxes[:, 4:5])
 
     def _color(self, warped, params):
-        """The jittered (and normalized, CHW) float32 image of the warped uint8 pixels."""
+        """The jittered (and normalized, CHW) float32 image of the warped pixels (uint8 or
+        float32; not written to)."""
+        if warped.dtype == np.float32:
+            return self._color_values(warped, params)
         with scratch.empty('center_net.values', warped.shape, np.float32) as values:
             np.copyto(values, warped)
-            gs_mean = jitter.gray_mean(values) / 255.
-            if self._normalize:
-                m = jitter.color_matrix(params, gs_mean, 1 / 255., self._mean, self._std,
-                                        self._eig_val, self._eig_vec)
-                return affine_chw(values, m)
-            # in the pixel range, as the other presets' unnormalized images, so that
-            # to_tensor (/255) then normalize gives the normalized image
-            m = jitter.color_matrix(params, gs_mean, 1 / 255., eig_val=self._eig_val,
-                                    eig_vec=self._eig_vec) * 255.
-            return affine_hwc(values, m)
+            return self._color_values(values, params)
+
+    def _color_values(self, values, params):
+        """:meth:`_color` of float32 pixel values."""
+        gs_mean = jitter.gray_mean(values) / 255.
+        if self._normalize:
+            m = jitter.color_matrix(params, gs_mean, 1 / 255., self._mean, self._std,
+                                    self._eig_val, self._eig_vec)
+            return affine_chw(values, m)
+        # in the pixel range, as the other presets' unnormalized images, so that
+        # to_tensor (/255) then normalize gives the normalized image
+        m = jitter.color_matrix(params, gs_mean, 1 / 255., eig_val=self._eig_val,
+                                eig_vec=self._eig_vec) * 255.
+        return affine_hwc(values, m)
 
     def __call__(self, src, label):
         """Apply the transform to a training image and its label."""
@@ -211,9 +221,10 @@ class CenterNetDefaultValTransform:
     """gluoncv's CenterNet validation transform: the whole image warped (centred, longer
     side fitted) onto ``width x height``, normalized, and its boxes moved alike.
 
-    A call takes ``(src, label)`` (HWC uint8 image, numpy ``(N, 4+)`` label) and returns
-    ``(image, boxes)``: the image ``(3, height, width)`` float32, equal to gluoncv's to the
-    bit (a lookup table per channel does gluoncv's float32 arithmetic on the 256 values),
+    A call takes ``(src, label)`` (HWC image as the train preset takes it, numpy ``(N, 4+)``
+    label) and returns ``(image, boxes)``: the image ``(3, height, width)`` float32, equal
+    to gluoncv's to the bit for a uint8 image (a lookup table per channel does gluoncv's
+    float32 arithmetic on the 256 values) and within float32 rounding for a float one,
     and the boxes float32, clipped as gluoncv clips them. Unlike gluoncv's, it does not
     write the moved boxes into ``label``.
 
@@ -230,8 +241,9 @@ class CenterNetDefaultValTransform:
         self._width = check_int(width, 'width', minimum=1)
         self._height = check_int(height, 'height', minimum=1)
         self._mean, self._std = _normalization(mean, std)
-        # gluoncv's (img.astype(np.float32) / 255. - mean) / std on each of the 256 values
-        self._lut = normalize_lut(self._mean, self._std)
+        # gluoncv's (img.astype(np.float32) / 255. - mean) / std: a table of the 256 uint8
+        # values, or the same map as a matrix on float pixels
+        self._normalizer = Normalizer(self._mean.ravel(), self._std.ravel())
 
     def __call__(self, src, label):
         """Apply the transform to a validation image and its label."""
@@ -242,9 +254,9 @@ class CenterNetDefaultValTransform:
         c = np.array([w / 2., h / 2.], dtype=np.float32)
         trans = get_affine_transform(c, s, (self._width, self._height))
         shape = (self._height, self._width, 3)
-        with scratch.empty('center_net.warped', shape, np.uint8) as warped:
+        with scratch.empty('center_net.warped', shape, pixels.dtype) as warped:
             warp_image(pixels, trans, (self._width, self._height), out=warped)
-            image = lut_chw(warped, self._lut)
+            image = self._normalizer(warped)
         # gluoncv's trans_output is the same call, hence the same matrix
         boxes = warp_boxes(label, trans, (self._width, self._height))
         return image, boxes.astype(np.float32)

@@ -85,9 +85,10 @@ class SSDAugmentation:
         return draws.draw_ssd(shape, label, np_rng, py_rng)
 
     def apply(self, src, label, params, out=None):
-        """The augmentation ``params`` describes, applied to ``src`` (HWC uint8 numpy) and
-        ``label``: ``(image, boxes)``. ``out`` (C-contiguous float32 of the output's shape)
-        receives the image if given."""
+        """The augmentation ``params`` describes, applied to ``src`` (HWC numpy, uint8 or
+        float32: a call reads any other dtype as float32) and ``label``: ``(image,
+        boxes)``. ``out`` (C-contiguous float32 of the output's shape) receives the image
+        if given."""
         expand, crop = params.expand, params.crop
         chain = color.compose(color.distort(params.color), self._after)
         offset = (0, 0)
@@ -165,14 +166,15 @@ class SSDDefaultTrainTransform(SSDAugmentation):
 
 
 class SSDDefaultValTransform:
-    """gluoncv's ``SSDDefaultValTransform``: resize (MXNet's ``interp=9`` choice, on uint8)
-    then ``to_tensor`` and ``normalize``; ``(image CHW float32, label float32)``."""
+    """gluoncv's ``SSDDefaultValTransform``: resize (MXNet's ``interp=9`` choice, in the
+    image's uint8 or float32) then ``to_tensor`` and ``normalize``; ``(image CHW float32,
+    label float32)``."""
 
     def __init__(self, width, height, mean=MEAN, std=STD):
         self._width = check_int(width, 'width', minimum=1)
         self._height = check_int(height, 'height', minimum=1)
-        self._lut = pixels.normalize_lut(channel_values(mean, 'mean'),
-                                         channel_values(std, 'std', nonzero=True))
+        self._normalizer = pixels.Normalizer(channel_values(mean, 'mean'),
+                                             channel_values(std, 'std', nonzero=True))
 
     def __call__(self, src, label):
         src = image_array(src)
@@ -181,7 +183,7 @@ class SSDDefaultValTransform:
         size = (self._width, self._height)
         img = pixels.resize(src, size, pixels.val_interp((w, h), size))
         bbox = tbox.resize(label, (w, h), size)
-        return pixels.lut_chw(img, self._lut), bbox.astype(np.float32)
+        return self._normalizer(img), bbox.astype(np.float32)
 
 
 def transform_test(imgs, short, max_size=1024, mean=MEAN, std=STD):
