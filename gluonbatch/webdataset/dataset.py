@@ -190,13 +190,41 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
                    if self.num_parts > 1 else ''))
 
     def close(self):
-        """Close this process's file handles (they reopen on the next read).
+        """Close this process's tar files. The dataset stays usable: a later read opens
+        the files it needs again.
 
-        They are shared with the dataset's copies (a curation stage returns one) and are
-        closed anyway when the last of them is garbage-collected: dropping a copy must not
-        close files that another copy may be reading at that moment.
+        Reading opens each shard's tar on first use and keeps it open (one descriptor per
+        shard and process). ``close`` gives them back now; without it they are closed
+        when the dataset (and every copy of it) is garbage-collected, or when the
+        interpreter exits, without a ``ResourceWarning``. The files are shared with the
+        dataset's copies (a curation stage returns one): closing one closes them for all,
+        so close when none of them is reading (in another thread, say). A DataLoader worker
+        process opens and closes its own. ``with`` closes them at the end of the block.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from gluonbatch.webdataset import make_example_dataset
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> path = make_example_dataset(tmp.name, num_shards=2)
+        >>> with ImageTextPairDataset.from_webdataset(path, 'key') as ds:
+        ...     caption = ds[0][1]
+        ...     print(len(ds.reader.open_files()))
+        1
+        >>> ds.reader.open_files()  # closed at the end of the block
+        []
+        >>> ds[0][1] == caption  # reading again opens the file again
+        True
+        >>> ds.close()
+        >>> tmp.cleanup()
         """
         self._reader.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
 
     # ---------------------------------------------------------------- reading
 
