@@ -3,6 +3,7 @@ what the Python stages give, on local threads and on a Dask scheduler's address.
 import dask
 import mxnet as mx
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from gluonbatch.cli import main
@@ -48,6 +49,8 @@ def _embed_and_score(path, tmp_path, *options):
 
 def test_embed_score_filter_give_what_the_stages_give(curated, capsys):
     path, tmp_path, want = curated
+    first = str(tmp_path / 'data' / '00000.parquet')
+    before = pq.read_table(first)
     _embed_and_score(path, tmp_path)
     out = capsys.readouterr().out
     assert '100% Completed' in out  # the progress bar
@@ -57,6 +60,9 @@ def test_embed_score_filter_give_what_the_stages_give(curated, capsys):
                                np.stack(want['image_embedding'].tolist()), rtol=1e-5)
     np.testing.assert_allclose(frame['aesthetic_score'], want['aesthetic_score'], rtol=1e-5)
     assert list(frame.columns[:2]) == [ID, 'caption']  # the columns it had are kept
+    after = pq.read_table(first)  # as they were, the new ones after them
+    assert after.column_names == before.column_names + ['image_embedding', 'aesthetic_score']
+    assert after.select(before.column_names).equals(before)
 
     threshold = float(np.median(want['aesthetic_score']))
     dst = str(tmp_path / 'kept')

@@ -1,8 +1,12 @@
 """ImageTextPairDataset: reading records, DataLoaders, worker processes, decoding errors."""
+import gc
 import io
 import json
 import os
 import pickle
+import subprocess
+import sys
+import warnings
 
 import dask.dataframe as dd
 import mxnet as mx
@@ -161,6 +165,103 @@ def test_pickled_dataset_reads_after_unpickling(data):
     check_record(copy, 5, expected[5])
     ds.close()
     check_record(ds, 4, expected[4])  # reopens
+
+
+def _resource_warnings(caught):
+    return [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+@pytest.mark.parametrize('index', [False, True], ids=['scanned', 'idx'])
+def test_a_collected_dataset_closes_its_tars_without_a_resource_warning(tmp_path, index):
+    path = str(tmp_path / 'data')
+    expected = make_dataset(path, index=index)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        ds = ImageTextPairDataset.from_webdataset(path, ID)
+        loader = mx.gluon.data.DataLoader(ds, batch_size=4,
+                                          batchify_fn=Tuple(List(), List(), List()))
+        assert sum(len(captions) for _, captions, _ in loader) == len(expected)
+        copy = ImageTextPairDataset.from_webdataset(path, ID)
+        check_record(copy, 8, expected[8])
+        assert copy.reader.open_files() == [copy.tar_files[2]]
+        del ds, loader, copy
+        gc.collect()
+    assert _resource_warnings(caught) == []
+
+
+def test_close_and_with_close_the_tars_and_reading_opens_them_again(data):
+    path, expected = data
+    with ImageTextPairDataset.from_webdataset(path, ID) as ds:
+        assert ds.reader.open_files() == []  # opened on first read
+        check_record(ds, 0, expected[0])
+        check_record(ds, 5, expected[5])
+        assert ds.reader.open_files() == sorted(ds.tar_files[::2])
+        tar = ds.tar_files[0]
+        if os.path.isdir('/proc/self/fd'):
+            assert descriptors_of(tar)
+    assert ds.reader.open_files() == []
+    if os.path.isdir('/proc/self/fd'):
+        assert descriptors_of(tar) == []  # closed, not only forgotten
+    check_record(ds, 1, expected[1])  # a closed dataset reads on: the file opens again
+    assert ds.reader.open_files() == [tar]
+    ds.close()
+    ds.close()  # closing twice is harmless
+    assert ds.reader.open_files() == []
+
+
+def test_a_forked_child_drops_its_inherited_tars_without_a_resource_warning(data):
+    path, expected = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds[0]  # the parent's file, inherited by the child
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: report the ResourceWarnings and the files it holds open
+        code = 1
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter('always')
+                ds[1]
+                gc.collect()
+                held = ds.reader.open_files()
+                ds.close()
+                gc.collect()
+            os.write(write, json.dumps([_resource_warnings(caught), held]).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    answer = os.read(read, 4096)
+    os.close(read)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert json.loads(answer) == [[], [ds.tar_files[0]]]
+    check_record(ds, 2, expected[2])  # the parent's file still reads
+
+
+WORKERS_READ = '''
+import gc, sys
+import mxnet as mx
+from gluonbatch.batchify import List, Tuple
+from gluonbatch.webdataset import ImageTextPairDataset
+
+for workers in (0, 1, 2):
+    ds = ImageTextPairDataset.from_webdataset(sys.argv[1], 'key')
+    ds[0]  # open in the parent before the workers fork
+    loader = mx.gluon.data.DataLoader(ds, batch_size=2, num_workers=workers,
+                                      batchify_fn=Tuple(List(), List(), List()))
+    print(sum(len(captions) for _, captions, _ in loader))
+    del ds, loader
+    gc.collect()
+'''
+
+
+@pytest.mark.slow  # a fresh interpreter; the tests above check collection and forking
+def test_no_resource_warning_under_w_always_with_worker_processes(data):
+    path, expected = data
+    run = subprocess.run([sys.executable, '-W', 'always', '-c', WORKERS_READ, path],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [str(len(expected))] * 3
+    assert 'ResourceWarning' not in run.stderr, run.stderr
 
 
 def test_tar_truncated_after_opening(data):

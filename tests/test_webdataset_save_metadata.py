@@ -10,6 +10,8 @@ import threading
 import dask
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from gluonbatch.webdataset import ImageTextPairDataset
@@ -60,6 +62,81 @@ def test_save_metadata_subset_and_other_path(data, tmp_path):
         ds.save_metadata(out, columns=['nope'])
 
 
+def _tables(path):
+    return {name: pq.read_table(os.path.join(path, name)) for name in files(path)
+            if name.endswith('.parquet')}
+
+
+def _add_embeddings(ds):
+    ds.metadata['image_embedding'] = ds.metadata.map_partitions(
+        lambda frame: pd.Series([np.full(4, float(i), np.float32) for i in frame.index],
+                                index=frame.index, dtype=object),
+        meta=('image_embedding', object))
+
+
+def test_a_subset_saved_into_its_own_directory_keeps_the_other_columns(tmp_path):
+    """Saving a few columns into the dataset's own files updates those and keeps every other
+    column (values, Arrow types and the files' row order) and an earlier saved column."""
+    path = str(tmp_path / 'data')
+    make_dataset(path, shuffle_seed=3)  # parquet rows not in id order
+    before = _tables(path)
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    _add_embeddings(ds)
+    ds.save_metadata(columns=['image_embedding'])
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds.metadata['aesthetic_score'] = ds.metadata['width'] * 0.5
+    ds.metadata['score'] = ds.metadata['score'] + 1  # a column the files have: in place
+    ds.save_metadata(columns=['aesthetic_score', 'score'])
+    after = _tables(path)
+    for name, table in after.items():
+        old = before[name]
+        assert table.column_names == [ID, 'caption', 'width', 'height', 'score', 'shard',
+                                      'image_embedding', 'aesthetic_score']
+        for column in (ID, 'caption', 'width', 'height', 'shard'):
+            assert table.column(column).equals(old.column(column)), (name, column)
+            assert table.schema.field(column) == old.schema.field(column)
+        assert table.column('score').to_pylist() == [
+            v + 1 for v in old.column('score').to_pylist()]
+        kind = table.schema.field('image_embedding').type  # the earlier save's column
+        assert pa.types.is_fixed_size_list(kind) and kind.list_size == 4
+        assert kind.value_type == pa.float32()
+    frame = ImageTextPairDataset.from_webdataset(path, ID).metadata.compute()
+    assert frame['width'].tolist() == ds.metadata['width'].compute().tolist()
+    np.testing.assert_array_equal(frame['aesthetic_score'], frame['width'] * 0.5)
+    np.testing.assert_array_equal(np.stack(frame['image_embedding']),
+                                  np.repeat(np.arange(9, dtype=np.float32)[:, None], 4, 1))
+    assert list(ds.metadata.columns) == list(frame.columns)  # reads the files it wrote
+
+
+def test_drop_other_columns_writes_only_the_subset(data):
+    path, _ = data
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    _add_embeddings(ds)
+    ds.save_metadata(columns=['image_embedding'])
+    ds.metadata['aesthetic_score'] = ds.metadata['width'] * 0.5
+    ds.save_metadata(columns=['aesthetic_score'], drop_other_columns=True)
+    for table in _tables(path).values():
+        assert table.column_names == [ID, 'aesthetic_score']
+    assert list(ds.metadata.columns) == [ID, 'aesthetic_score']
+    with pytest.raises(TypeError, match='drop_other_columns must be a bool, got str'):
+        ds.save_metadata(columns=[ID], drop_other_columns='yes')
+
+
+def test_a_subset_saved_elsewhere_is_only_the_subset(data, tmp_path):
+    """Another directory gets only the columns listed (NeMo Curator's meaning); the
+    dataset's own files are left as they were."""
+    path, _ = data
+    own = {name: (pathlib.Path(path) / name).read_bytes() for name in files(path)}
+    ds = ImageTextPairDataset.from_webdataset(path, ID)
+    ds.metadata['aesthetic_score'] = ds.metadata['width'] * 0.5
+    out = tmp_path / 'scores'
+    ds.save_metadata(out, columns=['aesthetic_score'])
+    for table in _tables(out).values():
+        assert table.column_names == [ID, 'aesthetic_score']
+    assert {name: (pathlib.Path(path) / name).read_bytes() for name in files(path)} == own
+    assert 'aesthetic_score' in ds.metadata.columns  # not reopened: its files did not change
+
+
 def test_metadata_rows_must_stay(data):
     """Columns may be added, rows not: the writers check each shard's rows when they compute
     them, the partitions (one per shard) and the metadata's type at the call."""
@@ -93,9 +170,10 @@ def test_metadata_rows_must_stay(data):
     assert len(ds.to_webdataset(out, None)) == 1  # unchanged rows and a column: written
 
 
-def test_a_failed_save_changes_no_parquet(data):
+@pytest.mark.parametrize('columns', [None, ['wide']])
+def test_a_failed_save_changes_no_parquet(data, columns):
     """Rows are checked per shard while the shards are written; one bad shard must leave
-    every file as it was."""
+    every file as it was, whether whole files or columns merged into them are written."""
     path, _ = data
     ds = ImageTextPairDataset.from_webdataset(path, ID)
     before = {name: (pathlib.Path(path) / name).read_bytes() for name in files(path)
@@ -103,7 +181,7 @@ def test_a_failed_save_changes_no_parquet(data):
     ds.metadata['wide'] = ds.metadata['width'] > 10
     ds.metadata = ds.metadata.map_partitions(lambda frame: frame[frame.index != 1])  # a row
     with pytest.raises(ValueError, match=r'00000\.parquet has 2 rows'):
-        ds.save_metadata()
+        ds.save_metadata(columns=columns)
     assert {name: (pathlib.Path(path) / name).read_bytes() for name in before} == before
     # a task still running when the error arrived may leave a hidden file: the next run
     # into the directory removes it

@@ -63,7 +63,7 @@ def _open(args):
 def _save_column(ds, args):
     """Compute the dataset's new column ``args.column`` and write it into its parquets."""
     with computing_on(args):
-        written = ds.save_metadata()
+        written = ds.save_metadata(columns=[args.column])  # the files keep their others
     print('%s: %s for %d records in %d parquet files' % (ds.path, args.column, len(ds),
                                                          len(written)))
     return 0

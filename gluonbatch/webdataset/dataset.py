@@ -190,13 +190,41 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
                    if self.num_parts > 1 else ''))
 
     def close(self):
-        """Close this process's file handles (they reopen on the next read).
+        """Close this process's tar files. The dataset stays usable: a later read opens
+        the files it needs again.
 
-        They are shared with the dataset's copies (a curation stage returns one) and are
-        closed anyway when the last of them is garbage-collected: dropping a copy must not
-        close files that another copy may be reading at that moment.
+        Reading opens each shard's tar on first use and keeps it open (one descriptor per
+        shard and process). ``close`` gives them back now; without it they are closed
+        when the dataset (and every copy of it) is garbage-collected, or when the
+        interpreter exits, without a ``ResourceWarning``. The files are shared with the
+        dataset's copies (a curation stage returns one): closing one closes them for all,
+        so close when none of them is reading (in another thread, say). A DataLoader worker
+        process opens and closes its own. ``with`` closes them at the end of the block.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from gluonbatch.webdataset import make_example_dataset
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> path = make_example_dataset(tmp.name, num_shards=2)
+        >>> with ImageTextPairDataset.from_webdataset(path, 'key') as ds:
+        ...     caption = ds[0][1]
+        ...     print(len(ds.reader.open_files()))
+        1
+        >>> ds.reader.open_files()  # closed at the end of the block
+        []
+        >>> ds[0][1] == caption  # reading again opens the file again
+        True
+        >>> ds.close()
+        >>> tmp.cleanup()
         """
         self._reader.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
 
     # ---------------------------------------------------------------- reading
 
@@ -269,7 +297,7 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
                              % (frame.npartitions, self.path, len(self._shards)))
         return frame
 
-    def save_metadata(self, path=None, columns=None):
+    def save_metadata(self, path=None, columns=None, *, drop_other_columns=False):
         """Write the metadata back as one parquet per shard, with the shards' file names.
 
         Parameters
@@ -281,7 +309,15 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
             failure (rows that no longer match a shard, say) changes no file, and a kill
             during the moves is finished by the next read or write of the directory.
         columns : list of str, optional
-            Save only these columns; the id column is always saved (first, if not listed).
+            Save only these columns (the id column is always saved). Into the dataset's own
+            directory they are put into its parquet files: a column the files have is
+            replaced where it stands, a new one added at the end, and the files' other
+            columns are kept as they are (values, types, row order). Into another directory
+            the files hold only these columns (NeMo Curator's "save a subset"), the id
+            first if not listed. By default every column of :attr:`metadata` is written.
+        drop_other_columns : bool, default False
+            With ``columns``, into the dataset's own directory: write only ``columns``, as
+            into another directory, and drop the files' other columns.
 
         Returns
         -------
@@ -290,6 +326,8 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
 
         Examples
         --------
+        Save a new column into the dataset's own files; the other columns stay:
+
         >>> import tempfile
         >>> from gluonbatch.webdataset import make_example_dataset
         >>> tmp = tempfile.TemporaryDirectory()
@@ -299,14 +337,29 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         >>> [p[-13:] for p in ds.save_metadata(columns=['long'])]
         ['00000.parquet', '00001.parquet']
         >>> list(ImageTextPairDataset.from_webdataset(path, 'key').metadata.columns)
-        ['key', 'long']
+        ['key', 'caption', 'width', 'height', 'url', 'long']
         >>> list(ds.metadata.columns)  # the dataset reads the files it wrote from now on
+        ['key', 'caption', 'width', 'height', 'url', 'long']
+
+        Elsewhere, or with ``drop_other_columns=True``, only the columns listed are written:
+
+        >>> import os
+        >>> _ = ds.save_metadata(os.path.join(tmp.name, 'scores'), columns=['long'])
+        >>> list(ImageTextPairDataset.from_webdataset(path, 'key').metadata.columns)
+        ['key', 'caption', 'width', 'height', 'url', 'long']
+        >>> _ = ds.save_metadata(columns=['long'], drop_other_columns=True)
+        >>> list(ds.metadata.columns)
         ['key', 'long']
         >>> tmp.cleanup()
         """
+        if not isinstance(drop_other_columns, bool):
+            raise TypeError('drop_other_columns must be a bool, got %s'
+                            % type(drop_other_columns).__name__)
+        own = path is None or os.path.realpath(path) == os.path.realpath(self.path)
         written = save_metadata(self._checked_metadata(), self._opened_ids, self.id_col,
-                                self._shards, self.path if path is None else path, columns)
-        if path is None or os.path.realpath(path) == os.path.realpath(self.path):
+                                self._shards, self.path if path is None else path, columns,
+                                merge=own and not drop_other_columns)
+        if own:
             self._open_metadata()  # the files just written are the metadata from now on
         return written
 

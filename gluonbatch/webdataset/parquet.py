@@ -1,5 +1,6 @@
-"""A shard's parquet: opened and read with the checks that name the file and the row, and
-its ids read in bulk (as numpy rows, or as a sorted Arrow array) where they are plain."""
+"""A shard's parquet: opened and read with the checks that name the file and the row, its
+ids read in bulk (as numpy rows, or as a sorted Arrow array) where they are plain, and new
+columns merged into it (:func:`merge_columns`)."""
 import json
 
 import numpy as np
@@ -11,7 +12,8 @@ import pyarrow.parquet as pq
 from .record_arrays import byte_matrix
 from .shards import examples
 
-__all__ = ['open_parquet', 'read_parquet', 'reads_as_str', 'parquet_id_rows', 'sorted_ids']
+__all__ = ['open_parquet', 'read_parquet', 'reads_as_str', 'parquet_id_rows', 'sorted_ids',
+           'merge_columns']
 
 
 def open_parquet(shard, id_col):
@@ -158,3 +160,85 @@ def sorted_ids(source, id_col):
 def _increasing(values):
     return len(values) < 2 or pc.all(pc.greater(values.slice(1),
                                                values.slice(0, len(values) - 1))).as_py()
+
+
+def merge_columns(path, new, id_col):
+    """The parquet at ``path`` as a ``pyarrow.Table``, with the columns of ``new`` put in.
+
+    Parameters
+    ----------
+    path : str
+        A shard's parquet file.
+    new : pyarrow.Table
+        The same records, rows sorted by id: ``id_col`` and the columns to put in. A column
+        the file has is replaced where it stands; the others are appended, in ``new``'s
+        order.
+
+    Returns
+    -------
+    pyarrow.Table
+        The file's rows in the file's order; its other columns (values, Arrow types) and
+        its pandas metadata as read, the entries of the new columns taken from ``new``.
+
+    Raises
+    ------
+    ValueError
+        The file cannot be read, or its ids are not ``new``'s.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = os.path.join(tmp, 'x.parquet')
+    ...     pq.write_table(pa.table({'key': ['b', 'a'], 'n': pa.array([1, 2], pa.int8())}),
+    ...                    path)
+    ...     merged = merge_columns(path, pa.table({'key': ['a', 'b'], 's': [0.5, 0.25]}),
+    ...                            'key')
+    >>> merged.to_pydict()
+    {'key': ['b', 'a'], 'n': [1, 2], 's': [0.25, 0.5]}
+    >>> str(merged.schema.field('n').type)
+    'int8'
+    """
+    try:
+        table = pq.read_table(path)
+    except Exception as err:  # pyarrow's own error types
+        raise ValueError('%s is not a readable parquet file: %s' % (path, err)) from None
+    if id_col not in table.column_names:
+        raise ValueError('%s has no id column %r; its columns are %s'
+                         % (path, id_col, table.column_names))
+    ids = table.column(id_col).combine_chunks()
+    by_id = pc.sort_indices(ids)  # the file row of each id, in id order
+    if not ids.take(by_id).cast(pa.large_string()).equals(
+            new.column(id_col).combine_chunks().cast(pa.large_string())):
+        raise ValueError('%s holds other ids than the metadata being saved into it: it '
+                         'changed after the dataset was opened; open the dataset again'
+                         % path)
+    in_file_order = pc.sort_indices(by_id)  # the inverse permutation
+    for name in new.column_names:
+        if name == id_col:
+            continue
+        column = new.column(name).take(in_file_order)
+        if name in table.column_names:
+            table = table.set_column(table.column_names.index(name), name, column)
+        else:
+            table = table.append_column(name, column)
+    return table.replace_schema_metadata(_merged_pandas(table, new))
+
+
+def _merged_pandas(table, new):
+    """``table``'s schema metadata with the pandas entries of ``new``'s columns in it (in
+    ``table``'s column order): pandas reads each column as the frame that wrote it had it."""
+    metadata = dict(table.schema.metadata or {})
+    if b'pandas' not in metadata:
+        return metadata or None  # a file pandas did not write: Arrow's types alone
+    try:
+        pandas = json.loads(metadata[b'pandas'])
+        entries = {entry['field_name']: entry for entry in pandas['columns']}
+        entries.update((entry['field_name'], entry)
+                       for entry in json.loads(new.schema.metadata[b'pandas'])['columns'])
+    except (ValueError, KeyError, TypeError):
+        del metadata[b'pandas']  # unreadable: pandas reads the Arrow types
+        return metadata or None
+    pandas['columns'] = [entries[name] for name in table.column_names if name in entries]
+    metadata[b'pandas'] = json.dumps(pandas).encode('utf-8')
+    return metadata

@@ -1,15 +1,18 @@
 """Random access to the records of a dataset's shards: :class:`RecordReader`."""
 import os
+import threading
+import weakref
 
 import numpy as np
 
-from .._core.process import BoundedCache, ProcessLocal, file_identity
+from .._core.process import BoundedCache, file_identity
 from .decode import decode_record
 from .record_lookup import IndexLookup
 from .records import ShardRecords
 from .tar import check_headers
 
-__all__ = ['RecordReader', 'shard_records', 'header_mismatch', 'LOOKUPS_PER_SHARD']
+__all__ = ['RecordReader', 'TarFiles', 'shard_records', 'header_mismatch',
+           'LOOKUPS_PER_SHARD']
 
 #: Reads of a shard served by lookup before its whole table is read: a table costs about
 #: as much as 150 lookups (13 ms against 90 µs for 10,000 records), and makes every later
@@ -46,6 +49,78 @@ def shard_records(shard, id_col):
     return _RECORDS.get(_identity(shard, id_col), lambda: ShardRecords(shard, id_col))
 
 
+def _close_all(descriptors):
+    """Close every descriptor of ``descriptors`` (``{path: fd}``), emptying it."""
+    while descriptors:
+        try:
+            _, fd = descriptors.popitem()
+        except KeyError:  # another thread emptied it meanwhile
+            break
+        os.close(fd)
+
+
+class TarFiles:
+    """Read-only descriptors of tar files, opened on first use, one set per process.
+
+    Raw descriptors (``os.open``), closed by :meth:`close`, or when the object is garbage
+    collected or the interpreter exits (a finalizer, so no ``ResourceWarning``). A forked
+    child does not read through its parent's descriptors: on its first use it closes its
+    copies of them and opens its own.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile() as tar:
+    ...     files = TarFiles()
+    ...     fd = files.fd(tar.name)
+    ...     print(files.fd(tar.name) == fd, files.open_paths() == [tar.name])
+    ...     files.close()
+    ...     print(files.open_paths())
+    True True
+    []
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._renew()
+
+    def _renew(self):
+        self._pid = os.getpid()
+        self._descriptors = {}
+        self._finalizer = weakref.finalize(self, _close_all, self._descriptors)
+
+    def _current(self):
+        """This process's ``{path: fd}``."""
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._finalizer()  # the copies this child inherited
+                    self._renew()
+        return self._descriptors
+
+    def fd(self, path):
+        """The descriptor of ``path`` in this process, opened now if it is not open."""
+        descriptors = self._current()
+        fd = descriptors.get(path)
+        if fd is None:
+            opened = os.open(path, os.O_RDONLY)
+            with self._lock:
+                fd = descriptors.setdefault(path, opened)
+            if fd != opened:  # another thread opened it first
+                os.close(opened)
+        return fd
+
+    def open_paths(self):
+        """The paths open in this process, sorted."""
+        return sorted(self._current())
+
+    def close(self):
+        """Close every descriptor this process opened; the next :meth:`fd` opens again."""
+        descriptors = self._current()
+        with self._lock:
+            _close_all(descriptors)
+
+
 class RecordReader:
     """Reads record ``i`` of a list of shards: its members' bytes, checked on the way.
 
@@ -78,7 +153,7 @@ class RecordReader:
         self._numbers = {shard.stem: number for number, shard in enumerate(shards)}
         self._records = {}  # shard number -> ShardRecords
         self._lookups = {}  # shard number -> IndexLookup, or False where one cannot serve
-        self._handles = ProcessLocal(dict)
+        self._files = TarFiles()
 
     def __len__(self):
         return self.shards[-1].stop if self.shards else 0
@@ -88,33 +163,29 @@ class RecordReader:
     def fd(self, shard):
         """This process's read-only descriptor of ``shard``'s tar, opened on first use.
 
-        The handles are per process: a forked DataLoader worker opens its own rather than
-        sharing its parent's.
+        The descriptors are per process: a forked DataLoader worker opens its own rather
+        than sharing its parent's.
         """
-        handles = self._handles.get()
-        handle = handles.get(shard.tar)
-        if handle is None:
-            opened = open(shard.tar, 'rb', buffering=0)
-            handle = handles.setdefault(shard.tar, opened)
-            if handle is not opened:  # another thread opened it first
-                opened.close()
-        return handle.fileno()
+        return self._files.fd(shard.tar)
+
+    def open_files(self):
+        """The tar files this reader holds open in this process, sorted."""
+        return self._files.open_paths()
 
     def close(self):
-        """Close this process's file handles (they reopen on the next read)."""
-        handles = self._handles.get()
-        while handles:
-            handles.popitem()[1].close()
+        """Close this process's tar files (they reopen on the next read). Close when no
+        read of this reader is under way (in another thread, say)."""
+        self._files.close()
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        del state['_handles']  # open files: the copy opens its own
+        del state['_files']  # open files: the copy opens its own
         state['_records'], state['_lookups'] = {}, {}  # read again where the copy is used
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._handles = ProcessLocal(dict)
+        self._files = TarFiles()
 
     # ---------------------------------------------------------------- reading
 

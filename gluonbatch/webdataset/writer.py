@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from .commit import FORWARD, staging
 from .index import index_line, index_text
 from .metadata import pandas_dtypes
+from .parquet import merge_columns
 from .shards import remove_quietly, temporary_name
 from .tar import BLOCK, member_header, padded
 
@@ -338,15 +339,17 @@ def _rows_checked(frame, opened_ids, shards, id_col, partition_info=None):
     return frame
 
 
-def save_metadata(frame, opened_ids, id_col, shards, directory, columns=None):
+def save_metadata(frame, opened_ids, id_col, shards, directory, columns=None, merge=False):
     """Write ``frame`` (the dataset's Dask metadata) as one parquet per shard, one task per
     shard; the work of :meth:`ImageTextPairDataset.save_metadata` (which documents the
     arguments). ``opened_ids`` is the id column of the metadata as opened: each
     partition's ids must still be those (a frame built from the opened one reads each
-    parquet once for both). The files are written into a hidden directory and, once every
-    shard is written, renamed over the old ones in one journaled commit: a failure changes no
-    file, and a kill during the renames is finished by the next read or write of the
-    directory (:mod:`~gluonbatch.webdataset.commit`).
+    parquet once for both). With ``merge`` (and ``columns``), each task puts ``columns``
+    into its shard's own parquet (:func:`~gluonbatch.webdataset.parquet.merge_columns`)
+    and keeps the file's other columns as they are. The files are written into a hidden
+    directory and, once every shard is written, renamed over the old ones in one journaled
+    commit: a failure changes no file, and a kill during the renames is finished by the
+    next read or write of the directory (:mod:`~gluonbatch.webdataset.commit`).
     """
     if columns is not None:
         columns = [columns] if isinstance(columns, str) else list(columns)
@@ -362,9 +365,19 @@ def save_metadata(frame, opened_ids, id_col, shards, directory, columns=None):
     directory = os.path.abspath(os.fspath(directory))
     os.makedirs(directory, exist_ok=True)
     names = [shard.stem + '.parquet' for shard in shards]
+    write = _write_merged if merge and columns is not None else _write_whole
     with staging(directory) as stage:
-        compute(partition_tasks(frame, lambda part, number: dask.delayed(write_parquet)(
-            part, stage.file(names[number]))))
+        compute(partition_tasks(frame, lambda part, number: dask.delayed(write)(
+            part, shards[number], id_col, stage.file(names[number]))))
         # every shard is written: they replace the old files together
         stage.commit([(name, name) for name in names], FORWARD)
     return [os.path.join(directory, name) for name in names]
+
+
+def _write_whole(part, shard, id_col, path):
+    write_parquet(part, path)
+
+
+def _write_merged(part, shard, id_col, path):
+    """``part``'s columns put into ``shard``'s own parquet, written to ``path``."""
+    write_parquet(merge_columns(shard.parquet, arrow_table(part), id_col), path)
