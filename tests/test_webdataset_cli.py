@@ -105,7 +105,7 @@ def _assert_the_gluonbatch_command(result, argv, code):
     if argv == ['--help']:
         assert stdout.startswith('usage: gluonbatch [-h] COMMAND')
     elif code == 0:
-        assert '1 shards (0 with .idx), 2 records' in stdout
+        assert '1 shard (0 with .idx), 2 records' in stdout
     else:
         assert 'gluonbatch' in stderr and ': error:' in stderr
         assert 'Traceback' not in stderr

@@ -20,5 +20,6 @@ nothing here imports a gluonbatch module outside ``_core`` (the layers point one
 - ``shard_layout``: how each field of a batch splits across devices;
 - ``shm``: fresh shared memory that fails safely (``SharedMemoryError``);
 - ``tree``: walking nested batches;
+- ``wording``: counts and type names in messages (``1 record``, ``an int``);
 - ``write``: writing samples into their slots of a batch.
 """

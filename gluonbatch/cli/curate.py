@@ -7,6 +7,7 @@ once every shard is computed); ``filter`` writes the records an expression keeps
 import contextlib
 
 from .._core.argtypes import non_negative_int, positive_int
+from .._core.wording import plural
 
 __all__ = ['add_actions', 'dask_options', 'computing_on', 'write_kept']
 
@@ -64,8 +65,8 @@ def _save_column(ds, args):
     """Compute the dataset's new column ``args.column`` and write it into its parquets."""
     with computing_on(args):
         written = ds.save_metadata()
-    print('%s: %s for %d records in %d parquet files' % (ds.path, args.column, len(ds),
-                                                         len(written)))
+    print('%s: %s for %s in %s' % (ds.path, args.column, plural(len(ds), 'record'),
+                                   plural(len(written), 'parquet file')))
     return 0
 
 
@@ -106,8 +107,8 @@ def write_kept(ds, args, filter_column, why=None):
         print('no record of %s is kept (%s); nothing written' % (ds.path, why or filter_column))
         return 0
     kept = len(ImageTextPairDataset.from_webdataset(args.dst, args.id_col))
-    print('%s: %d of %d records%s in %d shards' % (args.dst, kept, len(ds),
-                                                   ' (%s)' % why if why else '', len(tars)))
+    print('%s: %d of %s%s in %s' % (args.dst, kept, plural(len(ds), 'record'),
+                                    ' (%s)' % why if why else '', plural(len(tars), 'shard')))
     return 0
 
 

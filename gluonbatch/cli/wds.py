@@ -9,6 +9,7 @@ import os
 import sys
 
 from .._core.argtypes import non_negative_int, positive_int
+from .._core.wording import plural
 from .curate import add_actions, dask_options, write_kept
 
 __all__ = ['add_parser', 'run']
@@ -24,7 +25,7 @@ def _index(args):
         path = write_index(tar, args.output)
         with open(path, encoding='utf-8') as handle:
             samples = int(handle.readline().split()[1])
-        print('%s: %d samples' % (path, samples))
+        print('%s: %s' % (path, plural(samples, 'sample')))
     return 0
 
 
@@ -44,14 +45,15 @@ def _inspect(args):
     ds = ImageTextPairDataset.from_webdataset(args.dir, args.id_col)
     indexed = sum(os.path.exists(tar[:-len('.tar')] + '.idx') for tar in ds.tar_files)
     tar_bytes = sum(os.path.getsize(tar) for tar in ds.tar_files)
-    print('%s: %d shards (%d with .idx), %d records, %.1f MB of tar'
-          % (ds.path, len(ds.tar_files), indexed, len(ds), tar_bytes / 1e6))
+    print('%s: %s (%d with .idx), %s, %.1f MB of tar'
+          % (ds.path, plural(len(ds.tar_files), 'shard'), indexed, plural(len(ds), 'record'),
+             tar_bytes / 1e6))
     print('columns: %s' % ', '.join('%s (%s)' % (name, dtype)
                                     for name, dtype in ds.metadata.dtypes.items()))
     failed = 0
     shown = min(args.records, len(ds))
     if shown:
-        print('first %d records:' % shown)
+        print('first %s:' % plural(shown, 'record'))
     for i in range(shown):
         key = 'record %d' % i
         try:

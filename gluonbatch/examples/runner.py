@@ -11,6 +11,7 @@ import numpy as np
 from .._core.tree import array_leaves
 from ..batchify import Pad, Stack, Tuple
 from .._core.argtypes import non_negative_int, positive_float, positive_int
+from .._core.wording import plural
 from .synthetic import SyntheticDetection
 
 __all__ = ['loader_parser', 'detection_dataset', 'time_loader', 'describe_batch',
@@ -164,9 +165,9 @@ def describe_batch(batch, names):
 def print_summary(title, counts, names):
     """Print batches/s, samples/s and the layout of the first batch."""
     batches, samples, seconds, first, _ = counts
-    print('%s: %d batches, %d samples in %.2f s: %.1f batches/s, %.1f samples/s'
-          % (title, batches, samples, seconds, batches / seconds if seconds else 0.0,
-             samples / seconds if seconds else 0.0))
+    print('%s: %s, %s in %.2f s: %.1f batches/s, %.1f samples/s'
+          % (title, plural(batches, 'batch', 'batches'), plural(samples, 'sample'), seconds,
+             batches / seconds if seconds else 0.0, samples / seconds if seconds else 0.0))
     if first is not None:
         print('\n'.join(describe_batch(first, names)))
 
@@ -178,8 +179,9 @@ def compare_with_gluoncv(ours, theirs, batches, progress):
         _, _, seconds, _, _ = time_loader(loader, batches, 'compare ' + name, progress)
         timings[name] = seconds
     ratio = timings['gluoncv'] / timings['gluonbatch']
-    print('gluonbatch %.3f s vs gluoncv %.3f s for %d batches: %.2fx'
-          % (timings['gluonbatch'], timings['gluoncv'], batches, ratio))
+    print('gluonbatch %.3f s vs gluoncv %.3f s for %s: %.2fx'
+          % (timings['gluonbatch'], timings['gluoncv'], plural(batches, 'batch', 'batches'),
+             ratio))
     return ratio
 
 
@@ -226,8 +228,9 @@ def run_example(title, parser, argv, build, fields, train_steps):
         # each example's own learning rate unless --learning-rate overrides it
         options = {} if args.learning_rate is None else {'learning_rate': args.learning_rate}
         losses = train_steps(parts['net'], counts[4], args.train_steps, **options)
-        print('%s training: %d steps, loss %s'
-              % (title, len(losses), ' -> '.join('%.3f' % loss for loss in losses)))
+        print('%s training: %s, loss %s'
+              % (title, plural(len(losses), 'step'), ' -> '.join('%.3f' % loss
+                                                                 for loss in losses)))
         if not check_losses(title, losses):
             return 1
     return 0
