@@ -3,6 +3,8 @@
 log file."""
 import os
 
+import pytest
+
 from gluonbatch import cli
 from gluonbatch.webdataset import make_example_dataset
 
@@ -14,3 +16,82 @@ def test_counts_of_one_are_singular(tmp_path, capsys):
     assert cli.main(['wds', 'inspect', data]) == 0
     out = capsys.readouterr().out
     assert '1 shard (1 with .idx), 1 record,' in out and '\nfirst 1 record:\n' in out
+
+
+@pytest.fixture(scope='module')
+def dataset(tmp_path_factory):
+    """A dataset of 2 shards, 3 records each (columns key, caption, width, height, url)."""
+    return make_example_dataset(str(tmp_path_factory.mktemp('cli') / 'data'), num_shards=2,
+                                samples_per_shard=3)
+
+
+def _run(argv):
+    """``cli.main(argv)``'s exit code, also when argparse exits."""
+    try:
+        return cli.main(argv)
+    except SystemExit as exit:
+        return exit.code
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['wds', 'filter', '{data}', '{tmp}/out', '--where', 'width'],
+     "gluonbatch wds filter: error: --where 'width' is not a condition: it gives int64 "
+     "values, not True or False; write a condition such as 'width >= 256'"),
+    (['wds', 'filter', '{data}', '{tmp}/out', '--where', 'caption'],
+     "--where 'caption' is not a condition: it gives object values, not True or False; "
+     "write a condition such as 'width >= 256'"),
+    (['wds', 'filter', '{data}', '{tmp}/out', '--where', 'nope > 1'],
+     "gluonbatch wds filter: error: --where 'nope > 1' is not an expression of the columns"),
+    (['wds', 'index', '{data}/00000.tar', '{data}/00001.tar', '-o', '{tmp}/x.idx'],
+     'gluonbatch wds index: error: --output names one index file; 2 tar files were given'),
+])
+def test_a_wrong_command_line_found_by_the_action_is_one_line_and_exit_code_2(
+        dataset, tmp_path, capsys, argv, message):
+    argv = [arg.format(data=dataset, tmp=tmp_path) for arg in argv]
+    assert _run(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count('\n') == 1 and message in captured.err
+    assert 'keep' not in captured.err  # the column the command makes is no business of the user
+    assert not os.path.exists(tmp_path / 'out')
+
+
+@pytest.mark.parametrize('argv, prog, extras', [
+    (['wds', 'inspect', 'data', '--bogus'], 'gluonbatch wds inspect', '--bogus'),
+    (['wds', 'inspect', '--bogus', 'data'], 'gluonbatch wds inspect', '--bogus'),
+    (['show', '--loader', 'ssd', '--nope'], 'gluonbatch show', '--nope'),
+    (['wds', 'filter', 'a', 'b', '--where', 'x', '--nope', '1'], 'gluonbatch wds filter',
+     '--nope 1'),
+])
+def test_an_unknown_option_shows_the_usage_of_its_subcommand(capsys, argv, prog, extras):
+    assert _run(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('usage: %s [-h]' % prog)
+    assert err.endswith('\n%s: error: unrecognized arguments: %s\n' % (prog, extras))
+
+
+@pytest.mark.parametrize('command', [['show', '--loader', 'ssd'], ['demo']])
+@pytest.mark.parametrize('output, problem', [
+    ('{tmp}/batch.txt', 'does not end in .png; the picture is a PNG file'),
+    ('{tmp}', 'is a directory; name a file in it, e.g. {tmp}/batch.png'),
+    ('{tmp}/nope/batch.png', 'is in {tmp}/nope, which is not an existing directory'),
+    ('{tmp}/file/batch.png', 'is in {tmp}/file, which is not an existing directory'),
+])
+def test_a_bad_output_path_stops_the_picture_commands_before_any_work(
+        tmp_path, capsys, command, output, problem):
+    (tmp_path / 'file').write_text('')
+    output = output.format(tmp=tmp_path)
+    assert _run(command + ['-o', output]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ''  # no loader ran
+    assert captured.err.endswith("gluonbatch %s: error: argument -o/--output: %r %s\n"
+                                 % (command[0], output, problem.format(tmp=tmp_path)))
+
+
+def test_an_output_path_without_write_permission_is_named(tmp_path, capsys, monkeypatch):
+    # the test may run as root, who may write anywhere: the permission is what is asked
+    monkeypatch.setattr(os, 'access', lambda path, mode: False)
+    output = str(tmp_path / 'batch.png')
+    assert _run(['demo', '-o', output]) == 2
+    assert capsys.readouterr().err.endswith(
+        'gluonbatch demo: error: argument -o/--output: %r cannot be written (no write '
+        'permission); choose another path\n' % output)

@@ -49,8 +49,6 @@ def test_cli_index_inspect_reshard(data, tmp_path, capsys):
     (['wds', 'reshard', '{data}', '{tmp}/o', '--filter-column', 'x'], "no filter column 'x'"),
     (['wds', 'index', '{tmp}/nope.tar'], 'gluonbatch wds index: error: no tar file'),
     (['wds', 'index', '{data}/00000.parquet'], 'is not a readable uncompressed tar'),
-    (['wds', 'index', '{data}/00000.tar', '{data}/00001.tar', '-o', '{tmp}/x.idx'],
-     '--output names one index file'),
 ])
 def test_cli_errors_exit_non_zero_without_traceback(data, tmp_path, capsys, argv, message):
     argv = [arg.format(tmp=tmp_path, data=data[0]) for arg in argv]

@@ -91,7 +91,7 @@ def test_the_steps_on_a_scheduler_address(curated, cluster, capsys):
      'gluonbatch wds embed: error: no exported network at {tmp}/none'),
     (['score', '{path}', '--model', '{tmp}/head', '--column', 's'], 1,
      "EmbeddingClassifier needs the column 'image_embedding'"),
-    (['filter', '{path}', '{tmp}/out', '--where', 'nope > 1'], 1,
+    (['filter', '{path}', '{tmp}/out', '--where', 'nope > 1'], 2,
      "--where 'nope > 1' is not an expression of the columns"),
 ])
 def test_bad_curation_commands_say_why(curated, capsys, args, code, message):

@@ -8,6 +8,7 @@ import contextlib
 
 from .._core.argtypes import non_negative_int, positive_int
 from .._core.wording import plural
+from .usage import UsageError
 
 __all__ = ['add_actions', 'dask_options', 'computing_on', 'write_kept']
 
@@ -87,11 +88,35 @@ def _filter(args):
 
     ds = ImageTextPairDataset.from_webdataset(args.src, args.id_col)
     try:
-        ds.metadata[args.keep_column] = ds.metadata.eval(args.where)
+        kept = ds.metadata.eval(args.where)
     except (NameError, SyntaxError, KeyError, TypeError, ValueError) as err:
-        raise ValueError('--where %r is not an expression of the columns %s: %s'
+        raise UsageError('--where %r is not an expression of the columns %s: %s'
                          % (args.where, list(map(str, ds.metadata.columns)), err)) from None
+    _check_condition(args.where, kept)
+    ds.metadata[args.keep_column] = kept
     return write_kept(ds, args, args.keep_column, args.where)
+
+
+def _check_condition(where, kept):
+    """``kept``, what ``--where`` gave, must be True or False per record.
+
+    >>> import pandas as pd
+    >>> _check_condition('width', pd.Series([3, 4]))
+    Traceback (most recent call last):
+    ...
+    gluonbatch.cli.usage.UsageError: --where 'width' is not a condition: it gives int64 values, \
+not True or False; write a condition such as 'width >= 256'
+    """
+    import numpy as np
+    import pandas as pd
+
+    dtype = kept.dtype if hasattr(kept, 'dtype') else np.asarray(kept).dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return
+    number = pd.api.types.is_numeric_dtype(dtype)
+    example = (where if where.isidentifier() else '(%s)' % where) if number else 'width'
+    raise UsageError('--where %r is not a condition: it gives %s values, not True or False; '
+                     'write a condition such as %r' % (where, dtype, example + ' >= 256'))
 
 
 def write_kept(ds, args, filter_column, why=None):

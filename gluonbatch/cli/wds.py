@@ -3,7 +3,8 @@ datasets (the curation steps are in :mod:`gluonbatch.cli.curate`).
 
 The datasets are directories of ``NNNNN.tar`` + ``.parquet`` + ``.idx`` files
 (:mod:`gluonbatch.webdataset`). Bad datasets are reported on one line, not as tracebacks:
-:func:`run` turns the errors of an action into exit code 1.
+:func:`run` turns the errors of an action into exit code 1, and an option value the action
+finds wrong (:class:`~gluonbatch.cli.usage.UsageError`) into exit code 2.
 """
 import os
 import sys
@@ -11,6 +12,7 @@ import sys
 from .._core.argtypes import non_negative_int, positive_int
 from .._core.wording import plural
 from .curate import add_actions, dask_options, write_kept
+from .usage import EXIT_USAGE, UsageError
 
 __all__ = ['add_parser', 'run']
 
@@ -19,7 +21,7 @@ def _index(args):
     from ..webdataset import write_index
 
     if args.output is not None and len(args.tar) > 1:
-        raise ValueError('--output names one index file; %d tar files were given'
+        raise UsageError('--output names one index file; %d tar files were given'
                          % len(args.tar))
     for tar in args.tar:
         path = write_index(tar, args.output)
@@ -127,9 +129,10 @@ def _reshard_options(parser):
 
 
 def run(args):
-    """Run the chosen action; its errors are printed on one line and give exit code 1."""
+    """Run the chosen action; its errors are printed on one line and give exit code 1 (2 for
+    a :class:`~gluonbatch.cli.usage.UsageError`)."""
     try:
         return args.action(args)
     except (ValueError, TypeError, OSError, ImportError) as err:
         print('gluonbatch wds %s: error: %s' % (args.wds_command, err), file=sys.stderr)
-        return 1
+        return EXIT_USAGE if isinstance(err, UsageError) else 1
