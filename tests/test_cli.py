@@ -1,11 +1,15 @@
 """The ``gluonbatch`` command's messages: counts in words, errors on one line with exit code
 2 for a wrong command line, each command's usage and ``--help``, and progress that suits a
 log file."""
+import argparse
 import os
 
 import pytest
 
 from gluonbatch import cli
+from gluonbatch.cli.usage import parsers
+from gluonbatch.examples import ssd
+from gluonbatch.examples.runner import loader_parser
 from gluonbatch.webdataset import make_example_dataset
 
 
@@ -95,3 +99,73 @@ def test_an_output_path_without_write_permission_is_named(tmp_path, capsys, monk
     assert capsys.readouterr().err.endswith(
         'gluonbatch demo: error: argument -o/--output: %r cannot be written (no write '
         'permission); choose another path\n' % output)
+
+
+def _help_parsers():
+    """Every parser whose ``--help`` users read: the command's, each subcommand's, the
+    example loaders' and the benchmarks'."""
+    import benchmarks.script_losses
+    from benchmarks import runner
+
+    found = list(parsers(cli.build_parser()))
+    found.append(loader_parser('ssd_loader', ssd.__doc__.split('\n')[0], 8, 'data-shape',
+                               'ssd_300_vgg16_atrous_voc'))
+    found.append(loader_parser('rcnn_loader', 'R-CNN', 2, 'short', 'faster_rcnn_resnet50_v1b_voc'))
+    for main in (runner.parse_args, benchmarks.script_losses.main):
+        with pytest.raises(_Parsed) as parsed, \
+                pytest.MonkeyPatch.context() as patch:
+            patch.setattr(argparse.ArgumentParser, 'parse_args', _capture)
+            main([])
+        found.append(parsed.value.parser)
+    return found
+
+
+class _Parsed(Exception):
+    def __init__(self, parser):
+        super().__init__(parser.prog)
+        self.parser = parser
+
+
+def _capture(parser, *args, **kwargs):
+    raise _Parsed(parser)
+
+
+def test_every_help_shows_the_defaults_in_plain_text(monkeypatch):
+    monkeypatch.setenv('COLUMNS', '80')
+    checked = 0
+    for parser in _help_parsers():
+        text = parser.format_help()
+        assert '``' not in text and ':class:' not in text, parser.prog
+        flat = ' '.join(text.split())
+        for action in parser._actions:  # argparse lists no options publicly
+            default = action.default
+            if (action.option_strings and default not in (None, argparse.SUPPRESS)
+                    and not isinstance(default, bool)):
+                assert action.help, (parser.prog, action.dest)  # what the option is for
+                if 'default' not in action.help:  # unless its help says it in words
+                    assert '(default: %s)' % default in flat, (parser.prog, action.dest)
+                    checked += 1
+    assert checked > 30
+    assert len(_help_parsers()) >= 14
+
+
+@pytest.mark.parametrize('argv, line', [
+    (['wds', 'reshard', '--help'], '--samples-per-shard N records per new shard (default: 10000)'),
+    (['wds', 'embed', '--help'], '--image-size S images are resized to S x S (default: 224)'),
+    (['wds', 'embed', '--help'], '--batch-size N images per forward pass (default: 64)'),
+    (['demo', '--help'], '--num-workers N DataLoader worker processes (default: 2)'),
+])
+def test_the_help_of_a_subcommand_shows_its_defaults(capsys, argv, line):
+    assert _run(argv) == 0
+    assert line in ' '.join(capsys.readouterr().out.split())
+
+
+def test_the_benchmarks_help_is_plain_text(capsys):
+    from benchmarks import runner
+
+    with pytest.raises(SystemExit):
+        runner.parse_args(['--help'])
+    out = capsys.readouterr().out
+    assert 'Benchmark gluonbatch against gluoncv and against "the floor"; make bench.' in \
+        ' '.join(out.split())
+    assert '``' not in out

@@ -138,7 +138,7 @@ def write_kept(ds, args, filter_column, why=None):
 
 
 def dask_options(parser):
-    parser.add_argument('--id-col', default='key', help='id column (default: key)')
+    parser.add_argument('--id-col', default='key', help='id column')
     parser.add_argument('--scheduler', metavar='ADDRESS',
                         help='compute on this Dask scheduler (e.g. tcp://host:8786); '
                              'default: local threads')
@@ -162,11 +162,13 @@ def add_actions(actions, run, reshard_options):
                              "features); weights from --params, else random")
     embed.add_argument('--params', metavar='FILE', help='parameters for --network')
     embed.add_argument('--epoch', type=non_negative_int, default=0,
-                       help='epoch number of the --model files (default 0)')
-    embed.add_argument('--image-size', type=positive_int, default=224, metavar='S')
-    embed.add_argument('--batch-size', type=positive_int, default=64, metavar='N')
+                       help='epoch number of the --model files')
+    embed.add_argument('--image-size', type=positive_int, default=224, metavar='S',
+                       help='images are resized to S x S')
+    embed.add_argument('--batch-size', type=positive_int, default=64, metavar='N',
+                       help='images per forward pass')
     embed.add_argument('--num-workers', type=non_negative_int, default=0, metavar='N',
-                       help='DataLoader worker threads per shard (default 0)')
+                       help='DataLoader worker threads per shard')
     embed.add_argument('--column', default='image_embedding', help='column to write')
     embed.add_argument('--no-normalize', dest='normalize', action='store_false',
                        help='keep the embeddings unnormalised (default: unit L2 norm)')
@@ -178,11 +180,14 @@ def add_actions(actions, run, reshard_options):
     score.add_argument('dir', help='dataset directory (its parquet files gain the column)')
     score.add_argument('--model', metavar='PREFIX', required=True,
                        help='the head, exported with HybridBlock.export(PREFIX)')
-    score.add_argument('--epoch', type=non_negative_int, default=0)
+    score.add_argument('--epoch', type=non_negative_int, default=0,
+                       help='epoch number of the --model files')
     score.add_argument('--column', required=True, help='column to write, e.g. '
                                                        'aesthetic_score')
-    score.add_argument('--embedding-column', default='image_embedding')
-    score.add_argument('--batch-size', type=positive_int, default=4096, metavar='N')
+    score.add_argument('--embedding-column', default='image_embedding',
+                       help='column of the image embeddings the head reads')
+    score.add_argument('--batch-size', type=positive_int, default=4096, metavar='N',
+                       help='embeddings per forward pass')
     dask_options(score)
     score.set_defaults(run=run, action=_score)
 
@@ -194,7 +199,7 @@ def add_actions(actions, run, reshard_options):
                           help="a DataFrame.eval expression of the metadata columns, e.g. "
                                "'aesthetic_score > 5 and width >= 256'")
     filtered.add_argument('--keep-column', default='keep',
-                          help='the column the expression is written to (default keep)')
+                          help='the column the expression is written to')
     reshard_options(filtered)
     dask_options(filtered)
     filtered.set_defaults(run=run, action=_filter)

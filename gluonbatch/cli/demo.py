@@ -21,9 +21,10 @@ def add_parser(commands):
                                             'data and draw a batch')
     demo.add_argument('-o', '--output', type=png_path, default='demo_batch.png',
                       help='PNG file to write (checked before any work)')
-    demo.add_argument('--batches', type=positive_int, default=4)
+    demo.add_argument('--batches', type=positive_int, default=4,
+                      help='batches each loader loads')
     demo.add_argument('--num-workers', type=int, choices=range(0, 65), default=2,
-                      metavar='N', help='DataLoader worker processes (default 2)')
+                      metavar='N', help='DataLoader worker processes')
     demo.set_defaults(run=run)
     return demo
 

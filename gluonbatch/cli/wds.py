@@ -101,9 +101,9 @@ def add_parser(commands):
     inspect = actions.add_parser('inspect', help='shards, records, columns and the first '
                                                  'records of a dataset directory')
     inspect.add_argument('dir', help='dataset directory')
-    inspect.add_argument('--id-col', default='key', help='id column (default: key)')
+    inspect.add_argument('--id-col', default='key', help='id column')
     inspect.add_argument('--records', type=non_negative_int, default=3, metavar='N',
-                         help='decode and show the first N records (default 3)')
+                         help='decode and show the first N records')
     inspect.set_defaults(run=run, action=_inspect)
 
     reshard = actions.add_parser('reshard', help='write the records whose filter column is '
@@ -121,9 +121,10 @@ def add_parser(commands):
 
 
 def _reshard_options(parser):
-    parser.add_argument('--samples-per-shard', type=positive_int, default=10000, metavar='N')
+    parser.add_argument('--samples-per-shard', type=positive_int, default=10000, metavar='N',
+                        help='records per new shard')
     parser.add_argument('--max-shards', type=positive_int, default=5, metavar='N',
-                        help='digits of the shard number (default 5)')
+                        help='digits of the shard number')
     parser.add_argument('--old-id-col', metavar='NAME',
                         help='keep the previous ids in this new column')
 

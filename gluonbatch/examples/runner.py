@@ -10,7 +10,7 @@ import numpy as np
 
 from .._core.tree import array_leaves
 from ..batchify import Pad, Stack, Tuple
-from .._core.argtypes import non_negative_int, positive_float, positive_int
+from .._core.argtypes import HelpFormatter, non_negative_int, positive_float, positive_int
 from .._core.wording import plural
 from .synthetic import SyntheticDetection
 
@@ -32,20 +32,22 @@ def loader_parser(prog, description, batch_size, image_options, network):
     >>> args.batches, args.data_shape, args.batch_size, args.num_workers
     (2, 256, 8, 0)
     """
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     formatter_class=HelpFormatter)
     parser.add_argument('--network', default=network,
-                        help='gluoncv model-zoo network, built without weights '
-                             '(default %(default)s)')
-    parser.add_argument('--batch-size', type=positive_int, default=batch_size)
+                        help='gluoncv model-zoo network, built without weights')
+    parser.add_argument('--batch-size', type=positive_int, default=batch_size,
+                        help='samples per batch')
     parser.add_argument('--num-workers', type=non_negative_int, default=0,
-                        help='DataLoader worker processes (default 0)')
+                        help='DataLoader worker processes')
     parser.add_argument('--num-shards', type=positive_int, default=1,
                         help='devices the batch is split for (padding per shard)')
     parser.add_argument('--batches', type=positive_int, default=4,
-                        help='train batches to load (default 4)')
+                        help='train batches to load')
     parser.add_argument('--samples', type=positive_int, default=64,
-                        help='size of the embedded synthetic dataset (default 64)')
-    parser.add_argument('--seed', type=int, default=0)
+                        help='size of the embedded synthetic dataset')
+    parser.add_argument('--seed', type=int, default=0,
+                        help='seed of the embedded synthetic dataset and the sampler')
     if image_options == 'data-shape':
         parser.add_argument('--data-shape', type=positive_int, default=None,
                             help='network input size (square)')
