@@ -2,14 +2,18 @@
 2 for a wrong command line, each command's usage and ``--help``, and progress that suits a
 log file."""
 import argparse
+import io
 import os
+import re
+import sys
 
+import mxnet as mx
 import pytest
 
 from gluonbatch import cli
 from gluonbatch.cli.usage import parsers
 from gluonbatch.examples import ssd
-from gluonbatch.examples.runner import loader_parser
+from gluonbatch.examples.runner import loader_parser, time_loader
 from gluonbatch.webdataset import make_example_dataset
 
 
@@ -169,3 +173,52 @@ def test_the_benchmarks_help_is_plain_text(capsys):
     assert 'Benchmark gluonbatch against gluoncv and against "the floor"; make bench.' in \
         ' '.join(out.split())
     assert '``' not in out
+
+
+class _Terminal(io.StringIO):
+    """Output that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+_STAGE = r'^reshard: (\d+)/\1 tasks? done in \d+\.\d s$'
+
+
+def test_progress_where_the_output_is_no_terminal_is_a_line_per_stage(dataset, tmp_path,
+                                                                      capsys):
+    dst = tmp_path / 'out'
+    assert cli.main(['wds', 'reshard', dataset, str(dst), '--samples-per-shard', '2']) == 0
+    out = capsys.readouterr().out
+    assert '\r' not in out
+    # a pass over the source shards, then one task per new shard; then the summary
+    lines = out.splitlines()
+    assert len(lines) == 3 and all(re.match(_STAGE, line) for line in lines[:2])
+    assert lines[1].startswith('reshard: 3/3 tasks')
+    assert lines[2] == '%s: 6 of 6 records in 3 shards' % dst
+
+
+def test_progress_on_a_terminal_is_a_bar(dataset, tmp_path, monkeypatch):
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, 'stdout', terminal)
+    assert cli.main(['wds', 'reshard', dataset, str(tmp_path / 'out')]) == 0
+    out = terminal.getvalue()
+    assert out.count('100% Completed') == 2 and not re.search(_STAGE, out, re.M)
+
+
+def test_no_progress_prints_only_the_summary(dataset, tmp_path, capsys):
+    assert cli.main(['wds', 'reshard', dataset, str(tmp_path / 'out'), '--no-progress']) == 0
+    assert capsys.readouterr().out.count('\n') == 1
+
+
+@pytest.mark.parametrize('stderr, bar', [(None, False), (_Terminal(), True)])
+def test_the_example_loaders_draw_their_bar_only_on_a_terminal(monkeypatch, capsys, stderr,
+                                                                bar):
+    if stderr is not None:
+        monkeypatch.setattr(sys, 'stderr', stderr)
+    batches = [mx.nd.zeros((2, 3))] * 3
+    assert time_loader(batches, 3, 'SSD train')[:2] == (3, 6)
+    err = capsys.readouterr().err if stderr is None else stderr.getvalue()
+    assert ('SSD train' in err and '\r' in err) is bar
+    if not bar:
+        assert err == ''

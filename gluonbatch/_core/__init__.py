@@ -5,6 +5,7 @@ nothing here imports a gluonbatch module outside ``_core`` (the layers point one
 - ``argtypes``: the check policy for command-line numbers (argparse value types);
 - ``assemble``: what every batchify function builds on: stack, pad per shard, per field;
 - ``checks``: the one input-check policy;
+- ``console``: whether output is a terminal, and the line a stage prints where it is not;
 - ``deprecation``: old import paths kept as aliases that warn;
 - ``imagenet``: the ImageNet channel statistics, the presets' and batchifiers' defaults;
 - ``inference``: output shapes of a traced network per input size, inferred once;

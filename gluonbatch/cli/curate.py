@@ -1,5 +1,6 @@
 """``gluonbatch wds embed / score / filter``: curation steps on a dataset directory, computed
-by Dask (local threads with a progress bar, or the scheduler at ``--scheduler ADDRESS``).
+by Dask (local threads, or the scheduler at ``--scheduler ADDRESS``), with a progress bar on
+a terminal and a line per computation elsewhere.
 
 ``embed`` and ``score`` add a column to the dataset's parquet files (written back in place,
 once every shard is computed); ``filter`` writes the records an expression keeps as a new dataset.
@@ -16,19 +17,21 @@ __all__ = ['add_actions', 'dask_options', 'computing_on', 'write_kept']
 @contextlib.contextmanager
 def computing_on(args):
     """Dask computes on ``args.scheduler`` (a ``distributed`` scheduler address) if given,
-    else on local threads; with a progress bar unless ``--no-progress``."""
+    else on local threads; with progress unless ``--no-progress``: a bar on a terminal, else
+    a line per computation labelled with the action."""
     if args.scheduler:
         from distributed import Client
         from ..webdataset.writer import cluster_progress
 
         with Client(args.scheduler) as client:
             print('computing on %s (dashboard: %s)' % (args.scheduler, client.dashboard_link))
-            with cluster_progress() if args.progress else contextlib.nullcontext():
+            with cluster_progress(args.wds_command) if args.progress else \
+                    contextlib.nullcontext():
                 yield
     elif args.progress:
-        from dask.diagnostics import ProgressBar
+        from ..webdataset.progress import local_progress
 
-        with ProgressBar():
+        with local_progress(args.wds_command):
             yield
     else:
         yield
@@ -143,7 +146,7 @@ def dask_options(parser):
                         help='compute on this Dask scheduler (e.g. tcp://host:8786); '
                              'default: local threads')
     parser.add_argument('--no-progress', dest='progress', action='store_false',
-                        help='no progress bar')
+                        help='no progress (a bar on a terminal, else a line per stage)')
 
 
 def add_actions(actions, run, reshard_options):

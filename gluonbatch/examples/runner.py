@@ -11,6 +11,7 @@ import numpy as np
 from .._core.tree import array_leaves
 from ..batchify import Pad, Stack, Tuple
 from .._core.argtypes import HelpFormatter, non_negative_int, positive_float, positive_int
+from .._core.console import is_terminal
 from .._core.wording import plural
 from .synthetic import SyntheticDetection
 
@@ -119,13 +120,14 @@ def time_loader(loader, batches, description, progress=True):
     """Iterate up to ``batches`` batches; returns (batches, samples, seconds, first, kept).
 
     ``kept`` holds the batches themselves (for training steps); the clock includes waiting
-    for every NDArray, since MXNet is asynchronous.
+    for every NDArray, since MXNet is asynchronous. The bar (``progress``) is drawn only
+    on a terminal: elsewhere the summary line each stage prints is the progress.
     """
     from tqdm import tqdm
 
     kept, samples = [], 0
-    bar = tqdm(total=batches, desc=description, unit='batch', disable=not progress,
-               leave=False)
+    bar = tqdm(total=batches, desc=description, unit='batch', leave=False, file=sys.stderr,
+               disable=not (progress and is_terminal(sys.stderr)))
     start = time.perf_counter()
     for batch in loader:
         for leaf in array_leaves(batch):
