@@ -2,7 +2,7 @@
 
 :func:`local_progress` watches the computations of Dask's local schedulers (threads,
 synchronous); :func:`wait_with_progress` waits for the futures of a ``distributed``
-client. Both choose by :func:`gluonbatch._core.console.is_terminal` of ``sys.stdout``.
+client. Both choose by whether ``sys.stdout`` is a terminal.
 """
 import contextlib
 import sys
