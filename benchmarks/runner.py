@@ -12,7 +12,7 @@ import importlib
 import sys
 
 import numpy as np
-from gluonbatch._core.argtypes import positive_int
+from gluonbatch._core.argtypes import HelpFormatter, positive_int
 
 from .plot import plot_ratios
 from .report import format_report, json_ready, machine_facts, write_json
@@ -71,7 +71,8 @@ def parse_args(argv):
     >>> parse_args(['--quick', '--only', 'loader']).only
     ['loader']
     """
-    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION)
+    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION,
+                                     formatter_class=HelpFormatter)
     parser.add_argument('--repeats', type=positive_int, default=None, metavar='N',
                         help='interleaved rounds per case (default: %d for the small case, '
                              '%d for the large ones, %d with --quick)'

@@ -51,6 +51,8 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
+from gluonbatch._core.argtypes import HelpFormatter
+
 __all__ = ['EDITS', 'CASES', 'apply_edits', 'write_voc', 'main']
 
 # --------------------------------------------------------------------------- the changes
@@ -406,15 +408,16 @@ def _digest(path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
+                                     formatter_class=HelpFormatter)
     parser.add_argument('scripts', help="folder of gluoncv's train_ssd.py, train_yolo3.py, "
                                         "train_center_net.py")
     parser.add_argument('--cases', default=','.join(CASES),
                         help='comma-separated cases (default: all): %s' % ', '.join(CASES))
     parser.add_argument('--images', type=int, default=24,
-                        help='training images (half VOC2007, half VOC2012); default 24')
+                        help='training images (half VOC2007, half VOC2012)')
     parser.add_argument('--val-images', type=int, default=4, help='VOC2007 test images')
-    parser.add_argument('--batch-size', type=int, default=4)
+    parser.add_argument('--batch-size', type=int, default=4, help='images per batch')
     parser.add_argument('--script-args', default='',
                         help="more arguments for every run of the scripts, e.g. '--lr 0' "
                              "(weights stay fixed: the losses then compare the batches alone)")

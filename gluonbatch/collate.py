@@ -23,7 +23,7 @@ import mxnet as mx
 import numpy as np
 
 from ._core.assemble import apply_to_field, stack_arrays
-from ._core.checks import BatchifyUsageError, check_batch, describe
+from ._core.checks import BatchifyUsageError, check_batch, describe, described
 from ._core.layout import common_dtype
 from ._core.samples import as_host_arrays
 
@@ -40,8 +40,8 @@ def collate_numbers(samples, collate):
     """Python numbers: a 1-d array (bool -> bool, int -> int64, float -> float64)."""
     for index, sample in enumerate(samples):
         if not isinstance(sample, (numbers.Real, np.bool_)):
-            raise TypeError('sample %d is a %s; the batch started with a number'
-                            % (index, describe(sample)))
+            raise TypeError('sample %d is %s; the batch started with a number'
+                            % (index, described(sample)))
     return collate_arrays(samples, collate)
 
 
@@ -56,8 +56,8 @@ def collate_mapping(samples, collate):
     keys = set(first)
     for index, sample in enumerate(samples):
         if not isinstance(sample, Mapping):
-            raise BatchifyUsageError('sample %d is a %s; the batch started with a %s'
-                                     % (index, describe(sample), describe(first)))
+            raise BatchifyUsageError('sample %d is %s; the batch started with %s'
+                                     % (index, described(sample), described(first)))
         if set(sample) != keys:
             raise BatchifyUsageError('sample %d has keys %s; sample 0 has %s'
                                      % (index, sorted(map(str, sample)), sorted(map(str, keys))))
@@ -75,8 +75,8 @@ def collate_sequence(samples, collate):
     width = len(first)
     for index, sample in enumerate(samples):
         if isinstance(sample, (str, bytes)) or not isinstance(sample, Sequence):
-            raise BatchifyUsageError('sample %d is a %s; the batch started with a %s'
-                                     % (index, describe(sample), describe(first)))
+            raise BatchifyUsageError('sample %d is %s; the batch started with %s'
+                                     % (index, described(sample), described(first)))
         if len(sample) != width:
             raise BatchifyUsageError('each element in the batch should be of equal size: sample '
                                      '%d has %d items, sample 0 has %d'

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 import mxnet as mx
 import numpy as np
 
-from ._core.checks import check_int, describe
+from ._core.checks import check_int, described
 from ._core.layout import split_bounds
 from ._core.shard_layout import FIELDS, ROWS, SHARDS, WHOLE, layout_of, resolve_layout
 from ._core.tree import map_arrays
@@ -63,7 +63,7 @@ def _container(value, layout, name):
     if isinstance(layout, tuple):
         if not isinstance(value, tuple):
             raise TypeError('%s is %s; its shard layout %r expects a tuple of %d fields'
-                            % (name, describe(value), layout, len(layout)))
+                            % (name, described(value), layout, len(layout)))
         if len(value) != len(layout):
             raise ValueError('%s has %d fields; its shard layout %r expects %d'
                              % (name, len(value), layout, len(layout)))
@@ -71,7 +71,7 @@ def _container(value, layout, name):
                               for index, (item, sub) in enumerate(zip(value, layout))])
     if not isinstance(value, Mapping):
         raise TypeError('%s is %s; its shard layout expects a dict with keys %s'
-                        % (name, describe(value), sorted(map(str, layout))))
+                        % (name, described(value), sorted(map(str, layout))))
     if set(value) != set(layout):
         raise ValueError('%s has keys %s; its shard layout expects %s (missing %s, extra %s)'
                          % (name, sorted(map(str, value)), sorted(map(str, layout)),
@@ -96,7 +96,7 @@ def _parse(value, layout, name):
     if layout == SHARDS:
         if not (isinstance(value, (list, tuple)) and value and all(map(_is_array, value))):
             raise TypeError('%s is %s; its shard layout says one NDArray per shard'
-                            % (name, describe(value)))
+                            % (name, described(value)))
         for index, array in enumerate(value):
             if array.ndim == 0:
                 raise ValueError('%s: shard %d is a 0-d NDArray; per-shard arrays need a '

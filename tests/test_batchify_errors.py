@@ -20,10 +20,10 @@ def test_empty_batch_is_a_value_error(fn):
 
 
 @pytest.mark.parametrize('fn', [Stack(), Pad(), Append()], ids=repr)
-@pytest.mark.parametrize('bad, name', [('text', 'str'), ({'a': 1}, 'dict'), (None, 'NoneType'),
-                                       (object(), 'object')])
+@pytest.mark.parametrize('bad, name', [('text', 'a str'), ({'a': 1}, 'a dict'),
+                                       (None, 'a NoneType'), (object(), 'an object')])
 def test_unsupported_sample_type_names_index_and_type(fn, bad, name):
-    with pytest.raises(TypeError, match=r'sample 1 is a %s; expected' % name):
+    with pytest.raises(TypeError, match=r'sample 1 is %s; expected' % name):
         fn([np.zeros(2), bad])
 
 
@@ -125,7 +125,7 @@ def test_tuple_arguments():
 def test_tuple_field_count_mismatch_names_sample():
     with pytest.raises(ValueError, match='sample 1 has 3 fields; Tuple expects 2'):
         Tuple(Stack(), Stack())([(1, 2), (1, 2, 3)])
-    with pytest.raises(TypeError, match='sample 0 is a int; Tuple expects'):
+    with pytest.raises(TypeError, match='sample 0 is an int; Tuple expects'):
         Tuple(Stack(), Stack())([1, 2])
 
 

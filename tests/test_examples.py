@@ -140,7 +140,7 @@ def test_learning_rate_must_be_a_positive_number(value, message, capsys):
 def test_compare_gluoncv_prints_the_ratio(loader, capsys):
     assert MAINS[loader](['--batches', '1', '--batch-size', '2', '--samples', '4',
                           '--compare-gluoncv', '--no-progress', '--data-shape', '128']) == 0
-    assert re.search(r'gluonbatch [\d.]+ s vs gluoncv [\d.]+ s for 1 batches: [\d.]+x',
+    assert re.search(r'gluonbatch [\d.]+ s vs gluoncv [\d.]+ s for 1 batch: [\d.]+x',
                      capsys.readouterr().out)
 
 

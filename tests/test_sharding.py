@@ -348,13 +348,13 @@ def test_errors():
     with pytest.raises(ValueError, match='4 shards; num_shards=2'):
         split_to_devices(shards, CTX, num_shards=2, layout='shards')
     # the batch must have the structure its layout declares
-    with pytest.raises(TypeError, match=r'the batch\[0\] is mxnet.NDArray of shape \(2,\)'
+    with pytest.raises(TypeError, match=r'the batch\[0\] is a mxnet.NDArray of shape \(2,\)'
                                         r'.*one NDArray per shard'):
         split_to_devices((mx.nd.ones(2), mx.nd.ones(2)), CTX, layout=('shards', 'rows'))
     with pytest.raises(ValueError, match=r"the batch has 2 fields; its shard layout "
                                          r"\('rows', 'rows', 'rows'\) expects 3"):
         split_to_devices((mx.nd.ones(2), mx.nd.ones(2)), CTX, layout=('rows',) * 3)
-    with pytest.raises(TypeError, match=r"the batch is list; its shard layout \('rows',\) "
+    with pytest.raises(TypeError, match=r"the batch is a list; its shard layout \('rows',\) "
                                         r"expects a tuple of 1 fields"):
         split_to_devices([mx.nd.ones(2)], CTX, layout=('rows',))
     with pytest.raises(ValueError, match=r"the batch has keys \['y'\]; its shard layout "
@@ -366,7 +366,7 @@ def test_errors():
         split_to_devices(shards, CTX, layout=Pad)
     with pytest.raises(ValueError, match="layout\\[1\\] is 'row'"):
         split_to_devices((mx.nd.ones(2), mx.nd.ones(2)), CTX, layout=('rows', 'row'))
-    with pytest.raises(TypeError, match='layout is list; a shard layout is'):
+    with pytest.raises(TypeError, match='layout is a list; a shard layout is'):
         split_to_devices(shards, CTX, layout=['shards'])
     with pytest.raises(ValueError, match='shard 0 is a 0-d NDArray'):
         split_to_devices([mx.nd.array(1)], CTX, layout='shards')

@@ -208,7 +208,7 @@ def test_rewritten_json_is_the_source_updated_with_the_ids(batch, old_id_col, se
 @pytest.mark.parametrize('data, error', [
     (b'[1, 2]', 'holds a list, not an object'),
     (b'"000000001"', 'holds a str, not an object'),
-    (b'12', 'holds a int, not an object'),
+    (b'12', 'holds an int, not an object'),
     (b'null', 'holds a NoneType, not an object'),
     (b'{"key": "000000001"', 'is not valid JSON'),
     (b'{"key": "000000001", [}', 'is not valid JSON'),

@@ -5,6 +5,7 @@ nothing here imports a gluonbatch module outside ``_core`` (the layers point one
 - ``argtypes``: the check policy for command-line numbers (argparse value types);
 - ``assemble``: what every batchify function builds on: stack, pad per shard, per field;
 - ``checks``: the one input-check policy;
+- ``console``: whether output is a terminal, and the line a stage prints where it is not;
 - ``deprecation``: old import paths kept as aliases that warn;
 - ``imagenet``: the ImageNet channel statistics, the presets' and batchifiers' defaults;
 - ``inference``: output shapes of a traced network per input size, inferred once;
@@ -20,5 +21,6 @@ nothing here imports a gluonbatch module outside ``_core`` (the layers point one
 - ``shard_layout``: how each field of a batch splits across devices;
 - ``shm``: fresh shared memory that fails safely (``SharedMemoryError``);
 - ``tree``: walking nested batches;
+- ``wording``: counts and type names in messages (``1 record``, ``an int``);
 - ``write``: writing samples into their slots of a batch.
 """

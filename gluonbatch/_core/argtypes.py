@@ -1,8 +1,12 @@
-"""argparse value types: the check policy for numbers given on the command line (the
-``gluonbatch`` command, the example loaders and the benchmark)."""
+"""argparse value types and help format: the check policy for values given on the command
+line, and what ``--help`` shows (the ``gluonbatch`` command, the example loaders and the
+benchmark)."""
 import argparse
+import os
+import re
 
-__all__ = ['positive_int', 'non_negative_int', 'positive_float']
+__all__ = ['positive_int', 'non_negative_int', 'positive_float', 'png_path', 'HelpFormatter',
+           'plain_text']
 
 
 def _whole_number(text, minimum, wrong):
@@ -46,3 +50,75 @@ def positive_float(text):
     if not 0 < value < float('inf'):
         raise argparse.ArgumentTypeError('%s is not a positive finite number' % text)
     return value
+
+
+def png_path(text):
+    """A PNG file that can be written: ends in ``.png``, in an existing, writable directory,
+    and not a directory itself; for argparse ``type=``, so a bad ``-o`` stops the command
+    before it does any work.
+
+    >>> png_path('batch.png')
+    'batch.png'
+    >>> png_path('batch.txt')
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 'batch.txt' does not end in .png; the picture is a PNG file
+    """
+    folder = os.path.dirname(os.path.abspath(text))
+    if os.path.isdir(text):
+        problem = 'is a directory; name a file in it, e.g. %s' % os.path.join(text, 'batch.png')
+    elif os.path.splitext(text)[1].lower() != '.png':
+        problem = 'does not end in .png; the picture is a PNG file'
+    elif not os.path.isdir(folder):
+        problem = 'is in %s, which is not an existing directory' % folder
+    elif not os.access(folder, os.W_OK) or (os.path.exists(text)
+                                            and not os.access(text, os.W_OK)):
+        problem = 'cannot be written (no write permission); choose another path'
+    else:
+        return text
+    raise argparse.ArgumentTypeError('%r %s' % (text, problem))
+
+
+# reStructuredText in docstrings: ``literal`` and :role:`target` (``~`` keeps the last name)
+_LITERAL = re.compile(r'``(.+?)``')
+_ROLE = re.compile(r':[a-z]+(?::[a-z]+)?:`(~?)([^`]+)`')
+
+
+def plain_text(text):
+    """``text`` without reStructuredText markup, as a terminal shows help.
+
+    >>> plain_text("run ``make bench``; see :class:`~gluonbatch.batchify.Pad`")
+    'run make bench; see Pad'
+    """
+    text = _ROLE.sub(lambda m: m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2),
+                     text)
+    return _LITERAL.sub(r'\1', text)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """``--help`` with each option's default after its help (where the help does not say it
+    already), and plain text for the reStructuredText of docstrings.
+
+    Flags (``True``/``False`` defaults) and options without a default show none.
+
+    >>> parser = argparse.ArgumentParser(prog='p', description='a ``literal``',
+    ...                                  formatter_class=HelpFormatter)
+    >>> _ = parser.add_argument('--size', type=int, default=8, help='batch size')
+    >>> print(parser.format_help())  # doctest: +NORMALIZE_WHITESPACE
+    usage: p [-h] [--size SIZE]
+    a literal
+    options:
+      -h, --help   show this help message and exit
+      --size SIZE  batch size (default: 8)
+    """
+
+    def _get_help_string(self, action):
+        text = plain_text(action.help or '')
+        default = action.default
+        if (action.option_strings and default is not None and default is not argparse.SUPPRESS
+                and not isinstance(default, bool) and 'default' not in text):
+            text += ' (default: %(default)s)'
+        return text
+
+    def _format_text(self, text):
+        return super()._format_text(plain_text(text))

@@ -26,9 +26,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ['BatchifyUsageError', 'describe', 'check_int', 'check_choice', 'check_str',
-           'check_callable', 'check_batch', 'check_fields', 'check_part', 'check_dtype',
-           'SUPPORTED_DTYPES']
+from .wording import with_article
+
+__all__ = ['BatchifyUsageError', 'describe', 'described', 'check_int', 'check_choice',
+           'check_str', 'check_callable', 'check_batch', 'check_fields', 'check_part',
+           'check_dtype', 'SUPPORTED_DTYPES']
 
 #: dtypes a legacy ``mx.nd.NDArray`` can hold.
 SUPPORTED_DTYPES = tuple(np.dtype(t) for t in (
@@ -60,6 +62,15 @@ def describe(value):
     if hasattr(value, 'shape') and hasattr(value, 'dtype'):
         return '%s of shape %s and dtype %s' % (name, tuple(value.shape), np.dtype(value.dtype))
     return name
+
+
+def described(value):
+    """:func:`describe` after its article, as messages write it.
+
+    >>> described(3), described([1])
+    ('an int', 'a list')
+    """
+    return with_article(describe(value))
 
 
 def is_int(value):
@@ -175,8 +186,8 @@ def check_fields(data, width, owner, unit='fields'):
     """
     for index, sample in enumerate(data):
         if isinstance(sample, (str, bytes, Mapping)) or not isinstance(sample, Sequence):
-            raise BatchifyUsageError('sample %d is a %s; %s expects a tuple or list of %d %s'
-                                     % (index, describe(sample), owner, width, unit))
+            raise BatchifyUsageError('sample %d is %s; %s expects a tuple or list of %d %s'
+                                     % (index, described(sample), owner, width, unit))
         if len(sample) != width:
             raise BatchifyUsageError('sample %d has %d %s; %s expects %d'
                                      % (index, len(sample), unit, owner, width))

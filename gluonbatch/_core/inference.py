@@ -69,7 +69,9 @@ class SymbolShapes:
         return self._inference.lookup(int(height), int(width))
 
     def cache_info(self):
-        """Hits, misses, maxsize and current size of the cache (``functools`` style)."""
+        """Hits, misses, maxsize and current size of this process's cache (``functools``
+        style); per process, so DataLoader workers count in their own
+        (:meth:`FeatureShapes.cache_info` shows how to read them)."""
         return self._inference.lookup.cache_info()
 
 
@@ -160,5 +162,34 @@ class FeatureShapes:
         return tuple(shape[2:] for shape in shapes)
 
     def cache_info(self):
-        """Hits, misses, maxsize and current size of the cache (``functools`` style)."""
+        """Hits, misses, maxsize and current size of this process's cache (``functools``
+        style).
+
+        The counts are per process. With DataLoader worker processes (``num_workers > 0``)
+        the workers batchify, each with its own cache, so in the main process the counts
+        stay at zero. A worker's counts are read in the worker: for instance a batchify
+        function (a module-level one, which DataLoader can pickle) that calls the
+        batchifier and then logs ``batchifier.feature_shapes.cache_info()``; or load with
+        ``num_workers=0`` to count in the main process.
+
+        Examples
+        --------
+        A forked process, as a DataLoader worker is, counts in its own cache:
+
+        >>> import multiprocessing
+        >>> import mxnet as mx
+        >>> net = mx.gluon.nn.HybridSequential()
+        >>> net.features = mx.gluon.nn.Conv2D(8, 3, strides=2, padding=1)
+        >>> shapes = FeatureShapes(net)
+        >>> fork = multiprocessing.get_context('fork')
+        >>> counts = fork.SimpleQueue()
+        >>> def work():  # in the forked process
+        ...     shapes(64, 96), shapes(64, 96)
+        ...     counts.put(shapes.cache_info()[:2])
+        >>> worker = fork.Process(target=work)
+        >>> worker.start(); counts.get()  # the worker's hits and misses
+        (1, 1)
+        >>> worker.join(); shapes.cache_info()[:2]  # the main process's
+        (0, 0)
+        """
         return self._shapes.cache_info()

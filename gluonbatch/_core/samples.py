@@ -5,7 +5,7 @@ import warnings
 import mxnet as mx
 import numpy as np
 
-from .checks import check_batch, describe
+from .checks import check_batch, described
 from .native import host_view
 
 __all__ = ['as_host_array', 'as_host_arrays']
@@ -42,10 +42,10 @@ def as_host_array(sample, index):
                 raise ValueError('sample %d is a ragged or mixed nested %s that cannot form an '
                                  'array (%s)' % (index, type(sample).__name__, err)) from None
     else:
-        raise TypeError('sample %d is a %s; expected %s' % (index, describe(sample), _SUPPORTED))
+        raise TypeError('sample %d is %s; expected %s' % (index, described(sample), _SUPPORTED))
     if array.dtype.kind not in _NUMERIC_KINDS:
-        raise TypeError('sample %d is a %s; expected numbers (%s)'
-                        % (index, describe(array), _SUPPORTED))
+        raise TypeError('sample %d is %s; expected numbers (%s)'
+                        % (index, described(array), _SUPPORTED))
     return array
 
 

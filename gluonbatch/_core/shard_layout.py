@@ -30,7 +30,7 @@ Examples
 """
 from collections.abc import Mapping
 
-from .checks import describe
+from .checks import described
 
 __all__ = ['ROWS', 'SHARDS', 'FIELDS', 'WHOLE', 'layout_of', 'resolve_layout']
 
@@ -57,7 +57,7 @@ def _checked(layout, where):
     if isinstance(layout, Mapping):
         return {key: _checked(item, '%s[%r]' % (where, key)) for key, item in layout.items()}
     raise TypeError('%s is %s; a shard layout is %s, or a tuple or dict of them'
-                    % (where, describe(layout), ', '.join(map(repr, _KINDS))))
+                    % (where, described(layout), ', '.join(map(repr, _KINDS))))
 
 
 def resolve_layout(layout):

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from .._core.assemble import apply_to_field
 from .._core.checks import (BatchifyUsageError, check_batch, check_callable, check_choice,
-                            check_fields, describe)
+                            check_fields, describe, described)
 from .._core.shard_layout import ROWS, layout_of
 
 __all__ = ['Tuple', 'List', 'Dict', 'NamedTuple']
@@ -135,8 +135,8 @@ class Dict:
         keys = set(self._fn_dict)
         for index, sample in enumerate(data):
             if not isinstance(sample, Mapping):
-                raise BatchifyUsageError('sample %d is a %s; Dict expects a dict with keys %s'
-                                         % (index, describe(sample), sorted(map(str, keys))))
+                raise BatchifyUsageError('sample %d is %s; Dict expects a dict with keys %s'
+                                         % (index, described(sample), sorted(map(str, keys))))
             missing, extra = keys - set(sample), set(sample) - keys
             if missing and not self._strict:
                 raise BatchifyUsageError('sample %d lacks key(s) %s; Dict batchifies %s'
@@ -208,8 +208,8 @@ class NamedTuple:
         check_batch(data)
         for index, sample in enumerate(data):
             if not isinstance(sample, self._container):
-                raise BatchifyUsageError('sample %d is a %s; expected %s'
-                                         % (index, describe(sample), self._container.__name__))
+                raise BatchifyUsageError('sample %d is %s; expected %s'
+                                         % (index, described(sample), self._container.__name__))
         fields = self._container._fields
         return self._container(*(apply_to_field(fn, [sample[i] for sample in data], fields[i])
                                  for i, fn in enumerate(self._fns)))

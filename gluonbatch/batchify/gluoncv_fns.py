@@ -2,7 +2,7 @@
 image sizes) and ``dict_batchify_fn`` (dicts of NDArrays)."""
 import mxnet as mx
 
-from .._core.checks import check_batch, check_fields, describe
+from .._core.checks import check_batch, check_fields, described
 from .arrays import Append, Stack
 from .fields import Dict
 
@@ -30,8 +30,8 @@ def ms_batchify_fn(data):
     if isinstance(first, tuple):
         check_fields(data, len(first), 'ms_batchify_fn (like sample 0)')
         return [ms_batchify_fn(list(field)) for field in zip(*data)]
-    raise TypeError('ms_batchify_fn takes NDArrays, strings or tuples of them; sample 0 is a '
-                    '%s' % describe(first))
+    raise TypeError('ms_batchify_fn takes NDArrays, strings or tuples of them; sample 0 is '
+                    '%s' % described(first))
 
 
 def dict_batchify_fn(data):
@@ -49,8 +49,8 @@ def dict_batchify_fn(data):
         return _STACK_AS_IS(data)
     if isinstance(first, dict):
         return Dict({key: dict_batchify_fn for key in first})(data)
-    raise TypeError('dict_batchify_fn takes NDArrays or dicts of them; sample 0 is a %s'
-                    % describe(first))
+    raise TypeError('dict_batchify_fn takes NDArrays or dicts of them; sample 0 is %s'
+                    % described(first))
 
 
 _APPEND_AS_IS = Append(expand=False)

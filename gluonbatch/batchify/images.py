@@ -22,7 +22,7 @@ import numpy as np
 
 from .._core import scratch
 from .._core.alloc import allocate
-from .._core.checks import check_batch, describe
+from .._core.checks import check_batch, described
 from .._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from .._core.inputs import channel_values
 from .._core.layout import check_same_shape
@@ -93,8 +93,8 @@ class NormalizedStack:
     def _checked(self, image, index):
         array = as_host_array(image, index)
         if array.dtype not in _PIXEL_TYPES:
-            raise TypeError('sample %d is a %s; expected uint8 or float32 pixels (HWC)'
-                            % (index, describe(image)))
+            raise TypeError('sample %d is %s; expected uint8 or float32 pixels (HWC)'
+                            % (index, described(image)))
         if array.ndim != 3 or array.shape[2] != 3:
             raise ValueError('sample %d has shape %s; expected an HWC image (height, width, 3)'
                              % (index, array.shape))

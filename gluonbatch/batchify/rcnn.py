@@ -11,7 +11,7 @@ import numpy as np
 
 from .._core.alloc import allocate, legacy_mode
 from .._core.assemble import pad_shards
-from .._core.checks import check_batch, check_fields, check_int, describe
+from .._core.checks import check_batch, check_fields, check_int, described
 from .._core.inference import FeatureShapes
 from .._core.layout import shard_bounds
 from .._core.samples import as_host_array, as_host_arrays
@@ -40,9 +40,9 @@ class _TargetField:
         """The per-level targets of one sample as 3-d host arrays, checked."""
         if isinstance(sample_levels, (mx.nd.NDArray, np.ndarray)) or not isinstance(
                 sample_levels, (list, tuple)):
-            raise TypeError('sample %d: %s targets are a %s; expected a list with one (height, '
+            raise TypeError('sample %d: %s targets are %s; expected a list with one (height, '
                             'width, channels) array per feature level'
-                            % (index, self.name, describe(sample_levels)))
+                            % (index, self.name, described(sample_levels)))
         if len(sample_levels) != num_levels:
             raise ValueError('sample %d has %s targets for %d feature level(s); net.features '
                              'has %d' % (index, self.name, len(sample_levels), num_levels))

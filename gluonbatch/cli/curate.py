@@ -1,5 +1,6 @@
 """``gluonbatch wds embed / score / filter``: curation steps on a dataset directory, computed
-by Dask (local threads with a progress bar, or the scheduler at ``--scheduler ADDRESS``).
+by Dask (local threads, or the scheduler at ``--scheduler ADDRESS``), with a progress bar on
+a terminal and a line per computation elsewhere.
 
 ``embed`` and ``score`` add a column to the dataset's parquet files (written back in place,
 once every shard is computed); ``filter`` writes the records an expression keeps as a new dataset.
@@ -7,6 +8,8 @@ once every shard is computed); ``filter`` writes the records an expression keeps
 import contextlib
 
 from .._core.argtypes import non_negative_int, positive_int
+from .._core.wording import plural
+from .usage import UsageError
 
 __all__ = ['add_actions', 'dask_options', 'computing_on', 'write_kept']
 
@@ -14,19 +17,21 @@ __all__ = ['add_actions', 'dask_options', 'computing_on', 'write_kept']
 @contextlib.contextmanager
 def computing_on(args):
     """Dask computes on ``args.scheduler`` (a ``distributed`` scheduler address) if given,
-    else on local threads; with a progress bar unless ``--no-progress``."""
+    else on local threads; with progress unless ``--no-progress``: a bar on a terminal, else
+    a line per computation labelled with the action."""
     if args.scheduler:
         from distributed import Client
         from ..webdataset.writer import cluster_progress
 
         with Client(args.scheduler) as client:
             print('computing on %s (dashboard: %s)' % (args.scheduler, client.dashboard_link))
-            with cluster_progress() if args.progress else contextlib.nullcontext():
+            with cluster_progress(args.wds_command) if args.progress else \
+                    contextlib.nullcontext():
                 yield
     elif args.progress:
-        from dask.diagnostics import ProgressBar
+        from ..webdataset.progress import local_progress
 
-        with ProgressBar():
+        with local_progress(args.wds_command):
             yield
     else:
         yield
@@ -64,8 +69,8 @@ def _save_column(ds, args):
     """Compute the dataset's new column ``args.column`` and write it into its parquets."""
     with computing_on(args):
         written = ds.save_metadata(columns=[args.column])  # the files keep their others
-    print('%s: %s for %d records in %d parquet files' % (ds.path, args.column, len(ds),
-                                                         len(written)))
+    print('%s: %s for %s in %s' % (ds.path, args.column, plural(len(ds), 'record'),
+                                   plural(len(written), 'parquet file')))
     return 0
 
 
@@ -86,11 +91,35 @@ def _filter(args):
 
     ds = ImageTextPairDataset.from_webdataset(args.src, args.id_col)
     try:
-        ds.metadata[args.keep_column] = ds.metadata.eval(args.where)
+        kept = ds.metadata.eval(args.where)
     except (NameError, SyntaxError, KeyError, TypeError, ValueError) as err:
-        raise ValueError('--where %r is not an expression of the columns %s: %s'
+        raise UsageError('--where %r is not an expression of the columns %s: %s'
                          % (args.where, list(map(str, ds.metadata.columns)), err)) from None
+    _check_condition(args.where, kept)
+    ds.metadata[args.keep_column] = kept
     return write_kept(ds, args, args.keep_column, args.where)
+
+
+def _check_condition(where, kept):
+    """``kept``, what ``--where`` gave, must be True or False per record.
+
+    >>> import pandas as pd
+    >>> _check_condition('width', pd.Series([3, 4]))
+    Traceback (most recent call last):
+    ...
+    gluonbatch.cli.usage.UsageError: --where 'width' is not a condition: it gives int64 values, \
+not True or False; write a condition such as 'width >= 256'
+    """
+    import numpy as np
+    import pandas as pd
+
+    dtype = kept.dtype if hasattr(kept, 'dtype') else np.asarray(kept).dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return
+    number = pd.api.types.is_numeric_dtype(dtype)
+    example = (where if where.isidentifier() else '(%s)' % where) if number else 'width'
+    raise UsageError('--where %r is not a condition: it gives %s values, not True or False; '
+                     'write a condition such as %r' % (where, dtype, example + ' >= 256'))
 
 
 def write_kept(ds, args, filter_column, why=None):
@@ -106,18 +135,18 @@ def write_kept(ds, args, filter_column, why=None):
         print('no record of %s is kept (%s); nothing written' % (ds.path, why or filter_column))
         return 0
     kept = len(ImageTextPairDataset.from_webdataset(args.dst, args.id_col))
-    print('%s: %d of %d records%s in %d shards' % (args.dst, kept, len(ds),
-                                                   ' (%s)' % why if why else '', len(tars)))
+    print('%s: %d of %s%s in %s' % (args.dst, kept, plural(len(ds), 'record'),
+                                    ' (%s)' % why if why else '', plural(len(tars), 'shard')))
     return 0
 
 
 def dask_options(parser):
-    parser.add_argument('--id-col', default='key', help='id column (default: key)')
+    parser.add_argument('--id-col', default='key', help='id column')
     parser.add_argument('--scheduler', metavar='ADDRESS',
                         help='compute on this Dask scheduler (e.g. tcp://host:8786); '
                              'default: local threads')
     parser.add_argument('--no-progress', dest='progress', action='store_false',
-                        help='no progress bar')
+                        help='no progress (a bar on a terminal, else a line per stage)')
 
 
 def add_actions(actions, run, reshard_options):
@@ -136,11 +165,13 @@ def add_actions(actions, run, reshard_options):
                              "features); weights from --params, else random")
     embed.add_argument('--params', metavar='FILE', help='parameters for --network')
     embed.add_argument('--epoch', type=non_negative_int, default=0,
-                       help='epoch number of the --model files (default 0)')
-    embed.add_argument('--image-size', type=positive_int, default=224, metavar='S')
-    embed.add_argument('--batch-size', type=positive_int, default=64, metavar='N')
+                       help='epoch number of the --model files')
+    embed.add_argument('--image-size', type=positive_int, default=224, metavar='S',
+                       help='images are resized to S x S')
+    embed.add_argument('--batch-size', type=positive_int, default=64, metavar='N',
+                       help='images per forward pass')
     embed.add_argument('--num-workers', type=non_negative_int, default=0, metavar='N',
-                       help='DataLoader worker threads per shard (default 0)')
+                       help='DataLoader worker threads per shard')
     embed.add_argument('--column', default='image_embedding', help='column to write')
     embed.add_argument('--no-normalize', dest='normalize', action='store_false',
                        help='keep the embeddings unnormalised (default: unit L2 norm)')
@@ -152,11 +183,14 @@ def add_actions(actions, run, reshard_options):
     score.add_argument('dir', help='dataset directory (its parquet files gain the column)')
     score.add_argument('--model', metavar='PREFIX', required=True,
                        help='the head, exported with HybridBlock.export(PREFIX)')
-    score.add_argument('--epoch', type=non_negative_int, default=0)
+    score.add_argument('--epoch', type=non_negative_int, default=0,
+                       help='epoch number of the --model files')
     score.add_argument('--column', required=True, help='column to write, e.g. '
                                                        'aesthetic_score')
-    score.add_argument('--embedding-column', default='image_embedding')
-    score.add_argument('--batch-size', type=positive_int, default=4096, metavar='N')
+    score.add_argument('--embedding-column', default='image_embedding',
+                       help='column of the image embeddings the head reads')
+    score.add_argument('--batch-size', type=positive_int, default=4096, metavar='N',
+                       help='embeddings per forward pass')
     dask_options(score)
     score.set_defaults(run=run, action=_score)
 
@@ -168,7 +202,7 @@ def add_actions(actions, run, reshard_options):
                           help="a DataFrame.eval expression of the metadata columns, e.g. "
                                "'aesthetic_score > 5 and width >= 256'")
     filtered.add_argument('--keep-column', default='keep',
-                          help='the column the expression is written to (default keep)')
+                          help='the column the expression is written to')
     reshard_options(filtered)
     dask_options(filtered)
     filtered.set_defaults(run=run, action=_filter)

@@ -4,7 +4,7 @@ What ``make demo`` runs.
 """
 import os
 
-from .._core.argtypes import positive_int
+from .._core.argtypes import png_path, positive_int
 
 __all__ = ['add_parser', 'run']
 
@@ -19,10 +19,12 @@ def add_parser(commands):
     """
     demo = commands.add_parser('demo', help='run the Faster R-CNN and SSD loaders on embedded '
                                             'data and draw a batch')
-    demo.add_argument('-o', '--output', default='demo_batch.png', help='PNG to write')
-    demo.add_argument('--batches', type=positive_int, default=4)
+    demo.add_argument('-o', '--output', type=png_path, default='demo_batch.png',
+                      help='PNG file to write (checked before any work)')
+    demo.add_argument('--batches', type=positive_int, default=4,
+                      help='batches each loader loads')
     demo.add_argument('--num-workers', type=int, choices=range(0, 65), default=2,
-                      metavar='N', help='DataLoader worker processes (default 2)')
+                      metavar='N', help='DataLoader worker processes')
     demo.set_defaults(run=run)
     return demo
 

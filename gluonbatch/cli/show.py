@@ -1,7 +1,7 @@
 """``gluonbatch show``: draw the first batch of an example loader."""
 import os
 
-from .._core.argtypes import positive_int
+from .._core.argtypes import png_path, positive_int
 
 __all__ = ['add_parser', 'run']
 
@@ -16,10 +16,13 @@ def add_parser(commands):
     """
     show = commands.add_parser('show', help='draw the first batch of an example loader')
     show.add_argument('--loader', required=True,
-                      choices=('ssd', 'yolo', 'faster_rcnn', 'center_net'))
-    show.add_argument('-o', '--output', default='batch.png', help='PNG to write')
-    show.add_argument('--batch-size', type=positive_int, default=4)
-    show.add_argument('--num-shards', type=positive_int, default=2)
+                      choices=('ssd', 'yolo', 'faster_rcnn', 'center_net'),
+                      help='the example loader')
+    show.add_argument('-o', '--output', type=png_path, default='batch.png',
+                      help='PNG file to write (checked before any work)')
+    show.add_argument('--batch-size', type=positive_int, default=4, help='images in the batch')
+    show.add_argument('--num-shards', type=positive_int, default=2,
+                      help='devices the batch is split for (padding per shard)')
     show.set_defaults(run=run)
     return show
 

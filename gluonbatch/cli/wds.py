@@ -3,13 +3,16 @@ datasets (the curation steps are in :mod:`gluonbatch.cli.curate`).
 
 The datasets are directories of ``NNNNN.tar`` + ``.parquet`` + ``.idx`` files
 (:mod:`gluonbatch.webdataset`). Bad datasets are reported on one line, not as tracebacks:
-:func:`run` turns the errors of an action into exit code 1.
+:func:`run` turns the errors of an action into exit code 1, and an option value the action
+finds wrong (:class:`~gluonbatch.cli.usage.UsageError`) into exit code 2.
 """
 import os
 import sys
 
 from .._core.argtypes import non_negative_int, positive_int
+from .._core.wording import plural
 from .curate import add_actions, dask_options, write_kept
+from .usage import EXIT_USAGE, UsageError
 
 __all__ = ['add_parser', 'run']
 
@@ -18,13 +21,13 @@ def _index(args):
     from ..webdataset import write_index
 
     if args.output is not None and len(args.tar) > 1:
-        raise ValueError('--output names one index file; %d tar files were given'
+        raise UsageError('--output names one index file; %d tar files were given'
                          % len(args.tar))
     for tar in args.tar:
         path = write_index(tar, args.output)
         with open(path, encoding='utf-8') as handle:
             samples = int(handle.readline().split()[1])
-        print('%s: %d samples' % (path, samples))
+        print('%s: %s' % (path, plural(samples, 'sample')))
     return 0
 
 
@@ -44,14 +47,15 @@ def _inspect(args):
     ds = ImageTextPairDataset.from_webdataset(args.dir, args.id_col)
     indexed = sum(os.path.exists(tar[:-len('.tar')] + '.idx') for tar in ds.tar_files)
     tar_bytes = sum(os.path.getsize(tar) for tar in ds.tar_files)
-    print('%s: %d shards (%d with .idx), %d records, %.1f MB of tar'
-          % (ds.path, len(ds.tar_files), indexed, len(ds), tar_bytes / 1e6))
+    print('%s: %s (%d with .idx), %s, %.1f MB of tar'
+          % (ds.path, plural(len(ds.tar_files), 'shard'), indexed, plural(len(ds), 'record'),
+             tar_bytes / 1e6))
     print('columns: %s' % ', '.join('%s (%s)' % (name, dtype)
                                     for name, dtype in ds.metadata.dtypes.items()))
     failed = 0
     shown = min(args.records, len(ds))
     if shown:
-        print('first %d records:' % shown)
+        print('first %s:' % plural(shown, 'record'))
     for i in range(shown):
         key = 'record %d' % i
         try:
@@ -97,9 +101,9 @@ def add_parser(commands):
     inspect = actions.add_parser('inspect', help='shards, records, columns and the first '
                                                  'records of a dataset directory')
     inspect.add_argument('dir', help='dataset directory')
-    inspect.add_argument('--id-col', default='key', help='id column (default: key)')
+    inspect.add_argument('--id-col', default='key', help='id column')
     inspect.add_argument('--records', type=non_negative_int, default=3, metavar='N',
-                         help='decode and show the first N records (default 3)')
+                         help='decode and show the first N records')
     inspect.set_defaults(run=run, action=_inspect)
 
     reshard = actions.add_parser('reshard', help='write the records whose filter column is '
@@ -117,17 +121,19 @@ def add_parser(commands):
 
 
 def _reshard_options(parser):
-    parser.add_argument('--samples-per-shard', type=positive_int, default=10000, metavar='N')
+    parser.add_argument('--samples-per-shard', type=positive_int, default=10000, metavar='N',
+                        help='records per new shard')
     parser.add_argument('--max-shards', type=positive_int, default=5, metavar='N',
-                        help='digits of the shard number (default 5)')
+                        help='digits of the shard number')
     parser.add_argument('--old-id-col', metavar='NAME',
                         help='keep the previous ids in this new column')
 
 
 def run(args):
-    """Run the chosen action; its errors are printed on one line and give exit code 1."""
+    """Run the chosen action; its errors are printed on one line and give exit code 1 (2 for
+    a :class:`~gluonbatch.cli.usage.UsageError`)."""
     try:
         return args.action(args)
     except (ValueError, TypeError, OSError, ImportError) as err:
         print('gluonbatch wds %s: error: %s' % (args.wds_command, err), file=sys.stderr)
-        return 1
+        return EXIT_USAGE if isinstance(err, UsageError) else 1

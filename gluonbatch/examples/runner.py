@@ -10,7 +10,9 @@ import numpy as np
 
 from .._core.tree import array_leaves
 from ..batchify import Pad, Stack, Tuple
-from .._core.argtypes import non_negative_int, positive_float, positive_int
+from .._core.argtypes import HelpFormatter, non_negative_int, positive_float, positive_int
+from .._core.console import is_terminal
+from .._core.wording import plural
 from .synthetic import SyntheticDetection
 
 __all__ = ['loader_parser', 'detection_dataset', 'time_loader', 'describe_batch',
@@ -31,20 +33,22 @@ def loader_parser(prog, description, batch_size, image_options, network):
     >>> args.batches, args.data_shape, args.batch_size, args.num_workers
     (2, 256, 8, 0)
     """
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     formatter_class=HelpFormatter)
     parser.add_argument('--network', default=network,
-                        help='gluoncv model-zoo network, built without weights '
-                             '(default %(default)s)')
-    parser.add_argument('--batch-size', type=positive_int, default=batch_size)
+                        help='gluoncv model-zoo network, built without weights')
+    parser.add_argument('--batch-size', type=positive_int, default=batch_size,
+                        help='samples per batch')
     parser.add_argument('--num-workers', type=non_negative_int, default=0,
-                        help='DataLoader worker processes (default 0)')
+                        help='DataLoader worker processes')
     parser.add_argument('--num-shards', type=positive_int, default=1,
                         help='devices the batch is split for (padding per shard)')
     parser.add_argument('--batches', type=positive_int, default=4,
-                        help='train batches to load (default 4)')
+                        help='train batches to load')
     parser.add_argument('--samples', type=positive_int, default=64,
-                        help='size of the embedded synthetic dataset (default 64)')
-    parser.add_argument('--seed', type=int, default=0)
+                        help='size of the embedded synthetic dataset')
+    parser.add_argument('--seed', type=int, default=0,
+                        help='seed of the embedded synthetic dataset and the sampler')
     if image_options == 'data-shape':
         parser.add_argument('--data-shape', type=positive_int, default=None,
                             help='network input size (square)')
@@ -116,13 +120,14 @@ def time_loader(loader, batches, description, progress=True):
     """Iterate up to ``batches`` batches; returns (batches, samples, seconds, first, kept).
 
     ``kept`` holds the batches themselves (for training steps); the clock includes waiting
-    for every NDArray, since MXNet is asynchronous.
+    for every NDArray, since MXNet is asynchronous. The bar (``progress``) is drawn only
+    on a terminal: elsewhere the summary line each stage prints is the progress.
     """
     from tqdm import tqdm
 
     kept, samples = [], 0
-    bar = tqdm(total=batches, desc=description, unit='batch', disable=not progress,
-               leave=False)
+    bar = tqdm(total=batches, desc=description, unit='batch', leave=False, file=sys.stderr,
+               disable=not (progress and is_terminal(sys.stderr)))
     start = time.perf_counter()
     for batch in loader:
         for leaf in array_leaves(batch):
@@ -164,9 +169,9 @@ def describe_batch(batch, names):
 def print_summary(title, counts, names):
     """Print batches/s, samples/s and the layout of the first batch."""
     batches, samples, seconds, first, _ = counts
-    print('%s: %d batches, %d samples in %.2f s: %.1f batches/s, %.1f samples/s'
-          % (title, batches, samples, seconds, batches / seconds if seconds else 0.0,
-             samples / seconds if seconds else 0.0))
+    print('%s: %s, %s in %.2f s: %.1f batches/s, %.1f samples/s'
+          % (title, plural(batches, 'batch', 'batches'), plural(samples, 'sample'), seconds,
+             batches / seconds if seconds else 0.0, samples / seconds if seconds else 0.0))
     if first is not None:
         print('\n'.join(describe_batch(first, names)))
 
@@ -178,8 +183,9 @@ def compare_with_gluoncv(ours, theirs, batches, progress):
         _, _, seconds, _, _ = time_loader(loader, batches, 'compare ' + name, progress)
         timings[name] = seconds
     ratio = timings['gluoncv'] / timings['gluonbatch']
-    print('gluonbatch %.3f s vs gluoncv %.3f s for %d batches: %.2fx'
-          % (timings['gluonbatch'], timings['gluoncv'], batches, ratio))
+    print('gluonbatch %.3f s vs gluoncv %.3f s for %s: %.2fx'
+          % (timings['gluonbatch'], timings['gluoncv'], plural(batches, 'batch', 'batches'),
+             ratio))
     return ratio
 
 
@@ -226,8 +232,9 @@ def run_example(title, parser, argv, build, fields, train_steps):
         # each example's own learning rate unless --learning-rate overrides it
         options = {} if args.learning_rate is None else {'learning_rate': args.learning_rate}
         losses = train_steps(parts['net'], counts[4], args.train_steps, **options)
-        print('%s training: %d steps, loss %s'
-              % (title, len(losses), ' -> '.join('%.3f' % loss for loss in losses)))
+        print('%s training: %s, loss %s'
+              % (title, plural(len(losses), 'step'), ' -> '.join('%.3f' % loss
+                                                                 for loss in losses)))
         if not check_losses(title, losses):
             return 1
     return 0

@@ -3,6 +3,7 @@ import mxnet as mx
 import numpy as np
 
 from .._core.layout import shard_bounds
+from .._core.wording import plural
 from .picture import draw_detection_batch
 from .runner import shard_list
 
@@ -32,8 +33,8 @@ def show_batch(loader, args, path):
         samples = [parts['train_data'][i] for i in indices]
         batch = parts['train_batchify'](samples)
         images, labels = shard_list(batch[0]), shard_list(batch[1])
-        title = 'Faster R-CNN train batch: %d images in %d shard(s), each padded to its own ' \
-                'largest image' % (len(samples), len(images))
+        title = 'Faster R-CNN train batch: %s in %s, each padded to its own largest ' \
+                'image' % (plural(len(samples), 'image'), plural(len(images), 'shard'))
     elif loader in ('ssd', 'yolo'):
         if loader == 'ssd':
             from .ssd import build
@@ -46,8 +47,8 @@ def show_batch(loader, args, path):
         samples = _first_samples(data, args)
         batch = batchify(samples)
         images, labels = shard_list(batch[0]), shard_list(batch[box_field])
-        title = '%s batch: %d images, boxes padded with -1 to the longest list' % (
-            loader.upper(), len(samples))
+        title = '%s batch: %s, boxes padded with -1 to the longest list' % (
+            loader.upper(), plural(len(samples), 'image'))
     elif loader == 'center_net':
         from .center_net import build, target_boxes
         parts = build(args)
@@ -55,8 +56,8 @@ def show_batch(loader, args, path):
         batch = [field.asnumpy() for field in parts['train_batchify'](samples)]
         images, labels = [batch[0]], [target_boxes(*batch[1:5], scale=parts['net'].scale)]
         heatmaps = [heatmap.max(axis=0) for heatmap in batch[1]]  # all classes in one map
-        title = 'CenterNet train batch: %d images, their heatmap targets and the boxes ' \
-                'the targets encode' % len(samples)
+        title = 'CenterNet train batch: %s, their heatmap targets and the boxes the ' \
+                'targets encode' % plural(len(samples), 'image')
     else:
         raise ValueError('unknown loader %r; choose from %s' % (loader, ', '.join(LOADERS)))
     # SSD and YOLO shard only their labels; R-CNN shards images and labels alike

@@ -30,6 +30,7 @@ The modules, one job each:
 - ``writer``, ``copier``, ``json_ids`` and ``commit``: writing shards and metadata, all at
   once or not at all;
 - ``reshard``: the writer behind ``to_webdataset``;
+- ``progress``: the progress of Dask computations, a bar on a terminal or a line each;
 - ``example``: a small synthetic dataset.
 
 Examples

@@ -18,6 +18,7 @@ import mxnet as mx
 import numpy as np
 
 from .._core.alloc import in_numpy_mode
+from .._core.wording import with_article
 
 __all__ = ['decode_image', 'decode_record']
 
@@ -66,6 +67,6 @@ def decode_record(members, slots, record_id, describe):
         raise ValueError('the .json member of %s is not valid JSON: %s'
                          % (describe(), err)) from None
     if not isinstance(metadata, dict):
-        raise ValueError('the .json member of %s holds a %s, not an object'
-                         % (describe(), type(metadata).__name__))
+        raise ValueError('the .json member of %s holds %s, not an object'
+                         % (describe(), with_article(type(metadata).__name__)))
     return image, caption, metadata

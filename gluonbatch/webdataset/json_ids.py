@@ -18,6 +18,7 @@ import json
 
 import numpy as np
 
+from .._core.wording import with_article
 from .record_arrays import bytes_rows
 from .tar import BLOCK
 
@@ -52,8 +53,8 @@ def with_json_ids(data, ids, source):
         raise ValueError('the .json member of %s is not valid JSON: %s'
                          % (source, err)) from None
     if not isinstance(meta, dict):
-        raise ValueError('the .json member of %s holds a %s, not an object'
-                         % (source, type(meta).__name__))
+        raise ValueError('the .json member of %s holds %s, not an object'
+                         % (source, with_article(type(meta).__name__)))
     meta.update(ids)
     return json.dumps(meta, ensure_ascii=False).encode('utf-8')
 

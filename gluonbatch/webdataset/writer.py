@@ -26,6 +26,7 @@ from .commit import FORWARD, staging
 from .index import index_line, index_text
 from .metadata import pandas_dtypes
 from .parquet import merge_columns
+from .progress import wait_with_progress
 from .shards import remove_quietly, temporary_name
 from .tar import BLOCK, member_header, padded
 
@@ -246,15 +247,17 @@ def check_rows(frame, shard, id_col, ids=None):
                          'the rows' % (shard.parquet, problem))
 
 
-# Whether the writers' computations on a distributed client show a progress bar
-_CLUSTER_PROGRESS = contextvars.ContextVar('gluonbatch_cluster_progress', default=False)
+# The label of the writers' progress on a distributed client (None: no progress shown)
+_CLUSTER_PROGRESS = contextvars.ContextVar('gluonbatch_cluster_progress', default=None)
 
 
 @contextlib.contextmanager
-def cluster_progress():
-    """Within this context, the writers' computations on a ``distributed`` client print
-    ``distributed``'s progress bar of their tasks (one per shard)."""
-    token = _CLUSTER_PROGRESS.set(True)
+def cluster_progress(label='computing'):
+    """Within this context, the writers' computations on a ``distributed`` client show
+    the progress of their tasks (one per shard): ``distributed``'s bar on a terminal, else
+    one line per computation labelled ``label``
+    (:func:`~gluonbatch.webdataset.progress.wait_with_progress`)."""
+    token = _CLUSTER_PROGRESS.set(label)
     try:
         yield
     finally:
@@ -272,11 +275,10 @@ def compute(tasks, holds_the_gil=False):
     """
     scheduler = dask.base.get_scheduler()
     client = getattr(scheduler, '__self__', None)
-    if _CLUSTER_PROGRESS.get() and hasattr(client, 'gather'):  # a distributed client
-        from distributed import progress
-
+    label = _CLUSTER_PROGRESS.get()
+    if label is not None and hasattr(client, 'gather'):  # a distributed client
         futures = client.compute(list(tasks))
-        progress(futures)
+        wait_with_progress(futures, label)
         return tuple(client.gather(futures))
     # None: no scheduler configured, and Delayed objects then compute on local threads
     if holds_the_gil and scheduler in (None, dask.threaded.get):

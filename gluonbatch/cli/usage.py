@@ -1,0 +1,65 @@
+"""The ``gluonbatch`` command line: parsing, the help format, and the exit code of a command
+line the command cannot run.
+
+Exit code 2 is a wrong command line: what argparse reports (with the usage of the command
+or action whose arguments are wrong), and :class:`UsageError`, which an action raises for
+an option value it can only check once the data is open (one line, no usage). Exit code 1
+is a failure of the data or the files.
+"""
+import argparse
+
+from .._core.argtypes import HelpFormatter
+
+__all__ = ['EXIT_USAGE', 'UsageError', 'parsers', 'finish', 'parse']
+
+#: The exit code of a wrong command line, argparse's.
+EXIT_USAGE = 2
+
+
+class UsageError(ValueError):
+    """An option value the command cannot run with, found after parsing: exit code 2."""
+
+
+def _subcommands(parser):
+    """The ``add_subparsers`` actions of ``parser``."""
+    return [action for action in parser._actions
+            if isinstance(action, argparse._SubParsersAction)]
+
+
+def parsers(parser):
+    """``parser`` and the parsers of all its subcommands, depth first.
+
+    >>> from gluonbatch.cli import build_parser
+    >>> [p.prog for p in parsers(build_parser())][:3]
+    ['gluonbatch', 'gluonbatch demo', 'gluonbatch show']
+    """
+    yield parser
+    for action in _subcommands(parser):
+        for sub in dict.fromkeys(action.choices.values()):  # aliases share one parser
+            yield from parsers(sub)
+
+
+def finish(parser):
+    """Give ``parser`` and every subcommand's parser the help format
+    (:class:`~gluonbatch._core.argtypes.HelpFormatter`); returns ``parser``."""
+    for each in parsers(parser):
+        each.formatter_class = HelpFormatter
+    return parser
+
+
+def _chosen(parser, args):
+    """The parser of the deepest subcommand ``args`` chose."""
+    for action in _subcommands(parser):
+        sub = action.choices.get(getattr(args, action.dest, None))
+        if sub is not None:
+            return _chosen(sub, args)
+    return parser
+
+
+def parse(parser, argv):
+    """``parser.parse_args(argv)``, except that unrecognized arguments are reported with the
+    usage of the subcommand they were given to, not the top-level usage."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _chosen(parser, args).error('unrecognized arguments: %s' % ' '.join(extras))
+    return args

@@ -1,0 +1,224 @@
+"""The ``gluonbatch`` command's messages: counts in words, errors on one line with exit code
+2 for a wrong command line, each command's usage and ``--help``, and progress that suits a
+log file."""
+import argparse
+import io
+import os
+import re
+import sys
+
+import mxnet as mx
+import pytest
+
+from gluonbatch import cli
+from gluonbatch.cli.usage import parsers
+from gluonbatch.examples import ssd
+from gluonbatch.examples.runner import loader_parser, time_loader
+from gluonbatch.webdataset import make_example_dataset
+
+
+def test_counts_of_one_are_singular(tmp_path, capsys):
+    data = make_example_dataset(str(tmp_path / 'data'), num_shards=1, samples_per_shard=1)
+    assert cli.main(['wds', 'index', os.path.join(data, '00000.tar')]) == 0
+    assert capsys.readouterr().out.endswith('00000.idx: 1 sample\n')
+    assert cli.main(['wds', 'inspect', data]) == 0
+    out = capsys.readouterr().out
+    assert '1 shard (1 with .idx), 1 record,' in out and '\nfirst 1 record:\n' in out
+
+
+@pytest.fixture(scope='module')
+def dataset(tmp_path_factory):
+    """A dataset of 2 shards, 3 records each (columns key, caption, width, height, url)."""
+    return make_example_dataset(str(tmp_path_factory.mktemp('cli') / 'data'), num_shards=2,
+                                samples_per_shard=3)
+
+
+def _run(argv):
+    """``cli.main(argv)``'s exit code, also when argparse exits."""
+    try:
+        return cli.main(argv)
+    except SystemExit as exit:
+        return exit.code
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['wds', 'filter', '{data}', '{tmp}/out', '--where', 'width'],
+     "gluonbatch wds filter: error: --where 'width' is not a condition: it gives int64 "
+     "values, not True or False; write a condition such as 'width >= 256'"),
+    (['wds', 'filter', '{data}', '{tmp}/out', '--where', 'caption'],
+     "--where 'caption' is not a condition: it gives object values, not True or False; "
+     "write a condition such as 'width >= 256'"),
+    (['wds', 'filter', '{data}', '{tmp}/out', '--where', 'nope > 1'],
+     "gluonbatch wds filter: error: --where 'nope > 1' is not an expression of the columns"),
+    (['wds', 'index', '{data}/00000.tar', '{data}/00001.tar', '-o', '{tmp}/x.idx'],
+     'gluonbatch wds index: error: --output names one index file; 2 tar files were given'),
+])
+def test_a_wrong_command_line_found_by_the_action_is_one_line_and_exit_code_2(
+        dataset, tmp_path, capsys, argv, message):
+    argv = [arg.format(data=dataset, tmp=tmp_path) for arg in argv]
+    assert _run(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count('\n') == 1 and message in captured.err
+    assert 'keep' not in captured.err  # the column the command makes is no business of the user
+    assert not os.path.exists(tmp_path / 'out')
+
+
+@pytest.mark.parametrize('argv, prog, extras', [
+    (['wds', 'inspect', 'data', '--bogus'], 'gluonbatch wds inspect', '--bogus'),
+    (['wds', 'inspect', '--bogus', 'data'], 'gluonbatch wds inspect', '--bogus'),
+    (['show', '--loader', 'ssd', '--nope'], 'gluonbatch show', '--nope'),
+    (['wds', 'filter', 'a', 'b', '--where', 'x', '--nope', '1'], 'gluonbatch wds filter',
+     '--nope 1'),
+])
+def test_an_unknown_option_shows_the_usage_of_its_subcommand(capsys, argv, prog, extras):
+    assert _run(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('usage: %s [-h]' % prog)
+    assert err.endswith('\n%s: error: unrecognized arguments: %s\n' % (prog, extras))
+
+
+@pytest.mark.parametrize('command', [['show', '--loader', 'ssd'], ['demo']])
+@pytest.mark.parametrize('output, problem', [
+    ('{tmp}/batch.txt', 'does not end in .png; the picture is a PNG file'),
+    ('{tmp}', 'is a directory; name a file in it, e.g. {tmp}/batch.png'),
+    ('{tmp}/nope/batch.png', 'is in {tmp}/nope, which is not an existing directory'),
+    ('{tmp}/file/batch.png', 'is in {tmp}/file, which is not an existing directory'),
+])
+def test_a_bad_output_path_stops_the_picture_commands_before_any_work(
+        tmp_path, capsys, command, output, problem):
+    (tmp_path / 'file').write_text('')
+    output = output.format(tmp=tmp_path)
+    assert _run(command + ['-o', output]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ''  # no loader ran
+    assert captured.err.endswith("gluonbatch %s: error: argument -o/--output: %r %s\n"
+                                 % (command[0], output, problem.format(tmp=tmp_path)))
+
+
+def test_an_output_path_without_write_permission_is_named(tmp_path, capsys, monkeypatch):
+    # the test may run as root, who may write anywhere: the permission is what is asked
+    monkeypatch.setattr(os, 'access', lambda path, mode: False)
+    output = str(tmp_path / 'batch.png')
+    assert _run(['demo', '-o', output]) == 2
+    assert capsys.readouterr().err.endswith(
+        'gluonbatch demo: error: argument -o/--output: %r cannot be written (no write '
+        'permission); choose another path\n' % output)
+
+
+def _help_parsers():
+    """Every parser whose ``--help`` users read: the command's, each subcommand's, the
+    example loaders' and the benchmarks'."""
+    import benchmarks.script_losses
+    from benchmarks import runner
+
+    found = list(parsers(cli.build_parser()))
+    found.append(loader_parser('ssd_loader', ssd.__doc__.split('\n')[0], 8, 'data-shape',
+                               'ssd_300_vgg16_atrous_voc'))
+    found.append(loader_parser('rcnn_loader', 'R-CNN', 2, 'short', 'faster_rcnn_resnet50_v1b_voc'))
+    for main in (runner.parse_args, benchmarks.script_losses.main):
+        with pytest.raises(_Parsed) as parsed, \
+                pytest.MonkeyPatch.context() as patch:
+            patch.setattr(argparse.ArgumentParser, 'parse_args', _capture)
+            main([])
+        found.append(parsed.value.parser)
+    return found
+
+
+class _Parsed(Exception):
+    def __init__(self, parser):
+        super().__init__(parser.prog)
+        self.parser = parser
+
+
+def _capture(parser, *args, **kwargs):
+    raise _Parsed(parser)
+
+
+def test_every_help_shows_the_defaults_in_plain_text(monkeypatch):
+    monkeypatch.setenv('COLUMNS', '80')
+    checked, found = 0, _help_parsers()
+    assert len(found) >= 14
+    for parser in found:
+        text = parser.format_help()
+        assert '``' not in text and ':class:' not in text, parser.prog
+        flat = ' '.join(text.split())
+        for action in parser._actions:  # argparse lists no options publicly
+            default = action.default
+            if (action.option_strings and default not in (None, argparse.SUPPRESS)
+                    and not isinstance(default, bool)):
+                assert action.help, (parser.prog, action.dest)  # what the option is for
+                if 'default' not in action.help:  # unless its help says it in words
+                    assert '(default: %s)' % default in flat, (parser.prog, action.dest)
+                    checked += 1
+    assert checked > 30  # the options with a default, in 14 parsers or more
+
+
+@pytest.mark.parametrize('argv, line', [
+    (['wds', 'reshard', '--help'], '--samples-per-shard N records per new shard (default: 10000)'),
+    (['wds', 'embed', '--help'], '--image-size S images are resized to S x S (default: 224)'),
+    (['wds', 'embed', '--help'], '--batch-size N images per forward pass (default: 64)'),
+    (['demo', '--help'], '--num-workers N DataLoader worker processes (default: 2)'),
+])
+def test_the_help_of_a_subcommand_shows_its_defaults(capsys, argv, line):
+    assert _run(argv) == 0
+    assert line in ' '.join(capsys.readouterr().out.split())
+
+
+def test_the_benchmarks_help_is_plain_text(capsys):
+    from benchmarks import runner
+
+    with pytest.raises(SystemExit):
+        runner.parse_args(['--help'])
+    out = capsys.readouterr().out
+    assert 'Benchmark gluonbatch against gluoncv and against "the floor"; make bench.' in \
+        ' '.join(out.split())
+    assert '``' not in out
+
+
+class _Terminal(io.StringIO):
+    """Output that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+_STAGE = r'^reshard: (\d+)/\1 tasks? done in \d+\.\d s$'
+
+
+def test_progress_where_the_output_is_no_terminal_is_a_line_per_stage(dataset, tmp_path,
+                                                                      capsys):
+    dst = tmp_path / 'out'
+    assert cli.main(['wds', 'reshard', dataset, str(dst), '--samples-per-shard', '2']) == 0
+    out = capsys.readouterr().out
+    assert '\r' not in out
+    # a pass over the source shards, then one task per new shard; then the summary
+    lines = out.splitlines()
+    assert len(lines) == 3 and all(re.match(_STAGE, line) for line in lines[:2])
+    assert lines[1].startswith('reshard: 3/3 tasks')
+    assert lines[2] == '%s: 6 of 6 records in 3 shards' % dst
+
+
+def test_progress_on_a_terminal_is_a_bar(dataset, tmp_path, monkeypatch):
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, 'stdout', terminal)
+    assert cli.main(['wds', 'reshard', dataset, str(tmp_path / 'out')]) == 0
+    out = terminal.getvalue()
+    assert out.count('100% Completed') == 2 and not re.search(_STAGE, out, re.M)
+
+
+def test_no_progress_prints_only_the_summary(dataset, tmp_path, capsys):
+    assert cli.main(['wds', 'reshard', dataset, str(tmp_path / 'out'), '--no-progress']) == 0
+    assert capsys.readouterr().out.count('\n') == 1
+
+
+@pytest.mark.parametrize('stderr, bar', [(None, False), (_Terminal(), True)])
+def test_the_example_loaders_draw_their_bar_only_on_a_terminal(monkeypatch, capsys, stderr,
+                                                                bar):
+    if stderr is not None:
+        monkeypatch.setattr(sys, 'stderr', stderr)
+    batches = [mx.nd.zeros((2, 3))] * 3
+    assert time_loader(batches, 3, 'SSD train')[:2] == (3, 6)
+    err = capsys.readouterr().err if stderr is None else stderr.getvalue()
+    assert ('SSD train' in err and '\r' in err) is bar
+    if not bar:
+        assert err == ''
