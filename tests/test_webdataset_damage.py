@@ -75,7 +75,7 @@ def test_an_overwritten_member_header_names_the_member_and_offset(dataset, capsy
         ds[RECORDS + 1]
     expected = (r'^%s is corrupt: no tar header at byte %d, where its index .*00001\.idx '
                 r'puts the headers of member %r \(data at byte %d\); the tar was overwritten '
-                r'or damaged: restore or re-copy it' % (re.escape(tar), member.offset,
+                r'or damaged; restore or re-copy it' % (re.escape(tar), member.offset,
                                                         member.name, member.offset_data))
     assert re.match(expected, str(raised.value)), str(raised.value)
     lines = inspect_errors(dataset, capsys)

@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from .shards import replacing
-from .tar import BLOCK, DamagedTar, scan_tar, split_member_name
+from .tar import BLOCK, RESTORE, DamagedTar, scan_tar, split_member_name
 
 __all__ = ['INDEX_VERSION', 'write_index', 'read_index', 'parse_index_line', 'group_members',
            'format_index', 'index_disagreement', 'REBUILD']
@@ -378,16 +378,17 @@ def index_disagreement(idx_path, tar_path, problem, otherwise=None):
 def _damage(idx_path, tar_path, listed, err):
     """What is wrong with a tar that does not read to its end (``err``, a
     :class:`~gluonbatch.webdataset.tar.DamagedTar`), told with what its index lists."""
-    fix = 'restore or re-copy it (its index %s is not at fault)' % idx_path
+    fix = ' (its index %s is not at fault)' % idx_path
     tar_size = os.path.getsize(tar_path)
     listed_end = max([offset + size for _, offset, size in listed or ()], default=0)
     if listed_end > tar_size:
         return ('%s is truncated: it has %d bytes but its index %s lists members up to byte '
-                '%d; %s' % (tar_path, tar_size, idx_path, listed_end, fix))
+                '%d%s%s' % (tar_path, tar_size, idx_path, listed_end, RESTORE, fix))
     after = [(offset, name) for name, offset, _ in listed or () if offset > err.at]
     if err.truncated or not after:
-        return '%s; %s' % (err, fix)
+        text = str(err)
+        return text + ('' if text.endswith(RESTORE) else RESTORE) + fix
     offset, name = min(after)
     return ('%s is corrupt: no tar header at byte %d, where its index %s puts the headers of '
-            'member %r (data at byte %d); the tar was overwritten or damaged: %s'
-            % (tar_path, err.at, idx_path, name, offset, fix))
+            'member %r (data at byte %d); the tar was overwritten or damaged%s%s'
+            % (tar_path, err.at, idx_path, name, offset, RESTORE, fix))

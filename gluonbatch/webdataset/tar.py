@@ -12,8 +12,8 @@ import os
 import re
 import tarfile
 
-__all__ = ['BLOCK', 'DamagedTar', 'padded', 'split_member_name', 'scan_tar', 'check_tail',
-           'check_headers', 'member_header']
+__all__ = ['BLOCK', 'RESTORE', 'DamagedTar', 'padded', 'split_member_name', 'scan_tar',
+           'check_tail', 'check_headers', 'member_header']
 
 #: Tar headers and member data come in blocks of this many bytes.
 BLOCK = tarfile.BLOCKSIZE
@@ -23,6 +23,8 @@ BLOCK = tarfile.BLOCKSIZE
 NAME_FIELD, SIZE_FIELD, CHECKSUM_FIELD = slice(0, 100), slice(124, 136), slice(148, 156)
 TYPE_AT, PREFIX_AT, REGULAR_TYPES = 156, 345, b'0\0'
 _BAD_NAME = re.compile(r'[/\\\s\x00]')
+#: What to do about a damaged tar, at the end of the messages that say how it is damaged.
+RESTORE = '; restore or re-copy it'
 #: How member names are decoded, whatever the locale: UTF-8, other bytes kept as surrogate
 #: escapes (and refused by :func:`split_member_name`).
 _NAMES = {'encoding': 'utf-8', 'errors': 'surrogateescape'}
@@ -98,7 +100,7 @@ def check_tail(tar_path, tar_size, end):
     """
     if tar_size - end < BLOCK:
         raise DamagedTar('%s is truncated: it ends at byte %d without the end-of-archive '
-                         'blocks' % (tar_path, tar_size), end, True)
+                         'blocks%s' % (tar_path, tar_size, RESTORE), end, True)
     with open(tar_path, 'rb') as handle:
         handle.seek(end)
         position = end
@@ -110,8 +112,9 @@ def check_tail(tar_path, tar_size, end):
             if stripped:
                 bad = position + len(chunk) - len(stripped)
                 raise DamagedTar('%s is corrupt: unreadable tar header at byte %d (after the '
-                                 'last readable member, which ends at byte %d)'
-                                 % (tar_path, bad - bad % BLOCK, end), bad - bad % BLOCK, False)
+                                 'last readable member, which ends at byte %d)%s'
+                                 % (tar_path, bad - bad % BLOCK, end, RESTORE),
+                                 bad - bad % BLOCK, False)
             position += len(chunk)
 
 
@@ -150,9 +153,9 @@ def scan_tar(tar_path):
                 split_member_name(info.name, tar_path)
                 if info.offset_data + info.size > tar_size:
                     raise DamagedTar('%s is truncated: member %r needs bytes %d..%d but the '
-                                     'file has %d' % (tar_path, info.name, info.offset_data,
-                                                      info.offset_data + info.size, tar_size),
-                                     info.offset, True)
+                                     'file has %d%s' % (tar_path, info.name, info.offset_data,
+                                                        info.offset_data + info.size, tar_size,
+                                                        RESTORE), info.offset, True)
                 members.append((info.name, info.offset_data, info.size))
     except (tarfile.TarError, EOFError) as err:
         raise DamagedTar('%s is not a readable uncompressed tar (truncated or corrupt?): %s'

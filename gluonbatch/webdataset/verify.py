@@ -31,7 +31,7 @@ from .index import index_disagreement
 from .reader import header_mismatch
 from .records import IMAGE_EXTENSIONS, ShardRecords
 from .shards import Shard, examples, shard_files, stem_order
-from .tar import BLOCK, DamagedTar, check_headers, check_tail
+from .tar import BLOCK, RESTORE, DamagedTar, check_headers, check_tail
 from .ustar import checksums_match, name_fields, plain_headers_match
 
 __all__ = ['Problem', 'Report', 'verify']
@@ -205,9 +205,9 @@ class _TarPass:
                     ahead = reader.submit(os.pread, fd, CHUNK, end)
                     if not chunk:
                         self._add(None, '%s ends at byte %d, before member %r (bytes %d..%d): '
-                                        'the tar is truncated; restore or re-copy it' % (
-                                            self.shard.tar, end, self.name(i),
-                                            self.offsets[i], self.offsets[i] + self.sizes[i]))
+                                        'the tar is truncated%s' % (
+                                            self.shard.tar, end, self.name(i), self.offsets[i],
+                                            self.offsets[i] + self.sizes[i], RESTORE))
                         return self.problems
                     window = window + chunk if window else chunk
                     done = int(np.searchsorted(self.reach, end, side='right'))
@@ -307,9 +307,11 @@ def _unconfirmed_objects(datas):
     parse, space = _JSON.raw_decode, _JSON_SPACE.match
     for k, data in enumerate(datas):
         end = start + len(data)
-        try:
-            value, stop = parse(text, space(text, start, end).end())
-            if type(value) is not dict or stop > end or space(text, stop, end).end() != end:
+        try:  # whitespace around the object is rare: looked for only where it is
+            value, stop = parse(text, start if text[start:start + 1] == '{' else
+                                space(text, start, end).end())
+            if type(value) is not dict or stop > end or (
+                    stop < end and space(text, stop, end).end() != end):
                 unconfirmed.append(k)
         except ValueError:
             unconfirmed.append(k)
