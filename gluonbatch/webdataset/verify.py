@@ -36,8 +36,9 @@ from .ustar import checksums_match, name_fields, plain_headers_match
 
 __all__ = ['Problem', 'Report', 'verify']
 
-#: Bytes of a tar read at a time (more where one member is larger).
-CHUNK = 8 << 20
+#: Bytes of a tar read at a time, and kept in front of them from the chunk before (the
+#: member that spans both; a larger one is joined in a buffer of its own).
+CHUNK, KEEP = 4 << 20, 1 << 20
 #: What a member is, by its extension: checked as a caption, metadata, an image or not.
 _OTHER, _CAPTION, _METADATA, _IMAGE = range(4)
 _JSON, _JSON_SPACE = json.JSONDecoder(), re.compile(r'[ \t\n\r]*')  # json.loads' whitespace
@@ -120,12 +121,12 @@ def verify(path, id_col='key', decode=False, progress=False):
 
     report = Report(_lone_files(path, found))
     stems = sorted(found['tar'] & found['parquet'], key=stem_order)
-    shard_ids = []
+    shard_ids, buffers = [], [bytearray(KEEP + CHUNK) for _ in range(2)]
     with tqdm(total=len(stems), desc='verify', unit='shard', file=sys.stderr,
               disable=not progress) as bar, ThreadPoolExecutor(1) as reader:
         for stem in stems:
             shard = Shard(path, stem, stem in found['idx'])
-            problems, ids = _check_shard(shard, id_col, bool(decode), reader)
+            problems, ids = _check_shard(shard, id_col, bool(decode), reader, buffers)
             report.extend(problems)
             if ids is not None:
                 shard_ids.append((stem, ids))
@@ -155,7 +156,7 @@ def _lone_files(path, found):
     return problems
 
 
-def _check_shard(shard, id_col, decode, reader):
+def _check_shard(shard, id_col, decode, reader, buffers):
     """``(problems, ids)`` of one shard; ``ids`` None where its records cannot be read."""
     try:
         records = ShardRecords(shard, id_col)
@@ -164,7 +165,7 @@ def _check_shard(shard, id_col, decode, reader):
     except OSError as err:
         return [Problem(shard.stem, None, 'cannot read shard %s: %s' % (shard.stem, err))], None
     try:
-        return _TarPass(shard, records, decode).run(reader), records.ids
+        return _TarPass(shard, records, decode).run(reader, buffers), records.ids
     except OSError as err:
         return [Problem(shard.stem, None, 'cannot read %s: %s' % (shard.tar, err))], records.ids
 
@@ -189,27 +190,37 @@ class _TarPass:
         self.reach = np.maximum.accumulate(self.offsets + self.sizes)
         self.problems = []
 
-    def run(self, reader):
-        """The shard's problems, the tar read once, a chunk ahead by the thread pool
-        ``reader`` while the main thread checks the chunk before (reading releases the
-        GIL)."""
+    def run(self, reader, buffers):
+        """The shard's problems, the tar read once: a chunk ahead by the thread pool
+        ``reader`` (reading releases the GIL) into one of the two ``buffers`` while the
+        main thread checks the chunk before, in the other."""
         count, i = len(self.offsets), 0
         with open(self.shard.tar, 'rb', buffering=0) as handle:
             fd = handle.fileno()
-            ahead = reader.submit(os.pread, fd, CHUNK, 0)
+            if hasattr(os, 'posix_fadvise'):  # a larger read-ahead from disk
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            chunks = [memoryview(buffer)[KEEP:] for buffer in buffers]
+            ahead = reader.submit(os.preadv, fd, [chunks[0]], 0)
+            # window: the tar from byte pos on, up to byte end (read so far)
+            turn, window, pos, end = 0, memoryview(b''), 0, 0
             try:
-                window, pos = b'', 0  # the tar from byte pos on, up to the last chunk read
                 while i < count:
-                    chunk = ahead.result()
-                    end = pos + len(window) + len(chunk)
-                    ahead = reader.submit(os.pread, fd, CHUNK, end)
-                    if not chunk:
+                    got, keep = ahead.result(), len(window)
+                    if keep <= KEEP:  # the bytes kept go in front of the chunk
+                        buffers[turn][KEEP - keep:KEEP] = window
+                        window = memoryview(buffers[turn])[KEEP - keep:KEEP + got]
+                    else:  # a member larger than that: the bytes kept and the chunk joined
+                        joined = bytearray(keep + got)
+                        joined[:keep], joined[keep:] = window, chunks[turn][:got]
+                        window = memoryview(joined)
+                    end, turn = end + got, 1 - turn
+                    ahead = reader.submit(os.preadv, fd, [chunks[turn]], end)
+                    if not got:
                         self._add(None, '%s ends at byte %d, before member %r (bytes %d..%d): '
                                         'the tar is truncated%s' % (
                                             self.shard.tar, end, self.name(i), self.offsets[i],
                                             self.offsets[i] + self.sizes[i], RESTORE))
                         return self.problems
-                    window = window + chunk if window else chunk
                     done = int(np.searchsorted(self.reach, end, side='right'))
                     if done > i:
                         if not self._check(window, pos, i, done):
