@@ -1,6 +1,7 @@
 """``gluonbatch.webdataset.verify`` and ``gluonbatch wds verify``: a healthy dataset has no
 problems, and each kind of damage is one problem naming the shard, the member and what
 is wrong."""
+import importlib
 import os
 import re
 import shutil
@@ -243,3 +244,25 @@ def test_bad_arguments(tmp_path, capsys):
         verify(str(tmp_path / 'nothing'))
     assert main(['wds', 'verify', str(tmp_path / 'nothing')]) == 1
     assert 'gluonbatch wds verify: error: no dataset directory' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('chunk,keep', [(1536, 512), (4096, 2048), (65536, 1024)])
+def test_small_chunks_find_the_same(tmp_path, monkeypatch, chunk, keep):
+    """Read in chunks smaller than a member (joined with what was kept), or holding a few:
+    a healthy dataset stays healthy, and damage in a later chunk is found alike."""
+    module = importlib.import_module('gluonbatch.webdataset.verify')
+    path = make_example_dataset(str(tmp_path / 'data'), num_shards=2, samples_per_shard=12,
+                                min_size=48, max_size=96, index=True)
+    monkeypatch.setattr(module, 'CHUNK', chunk)
+    monkeypatch.setattr(module, 'KEEP', keep)
+    assert verify(path, decode=True) == []
+    metadata, caption = member(path, '00001', 3 * 9 + 2), member(path, '00001', 3 * 10 + 1)
+    assert metadata.name.endswith('.json') and caption.name.endswith('.txt')
+    overwrite(path, '00001', metadata.offset_data, b'{' * metadata.size)
+    overwrite(path, '00001', caption.offset, b'\xff' * 512)
+    problems = verify(path)
+    assert [(problem.shard, problem.member) for problem in problems] == [
+        ('00001', metadata.name), ('00001', caption.name)], problems
+    assert 'is not valid JSON' in problems[0].message
+    assert re.search(r"is corrupt: no tar header at byte %d, where its index .* puts the headers "
+                     r"of member '%s'" % (caption.offset, caption.name), problems[1].message)

@@ -121,12 +121,17 @@ def verify(path, id_col='key', decode=False, progress=False):
 
     report = Report(_lone_files(path, found))
     stems = sorted(found['tar'] & found['parquet'], key=stem_order)
-    shard_ids, buffers = [], [bytearray(KEEP + CHUNK) for _ in range(2)]
+    # no larger than the largest tar: a small dataset's check is not paid in fresh pages
+    largest = max([os.path.getsize(os.path.join(path, stem + '.tar')) for stem in stems],
+                  default=0)
+    chunk = min(CHUNK, largest + BLOCK)
+    room = min(KEEP, chunk)
+    shard_ids, buffers = [], [bytearray(room + chunk) for _ in range(2)]
     with tqdm(total=len(stems), desc='verify', unit='shard', file=sys.stderr,
               disable=not progress) as bar, ThreadPoolExecutor(1) as reader:
         for stem in stems:
             shard = Shard(path, stem, stem in found['idx'])
-            problems, ids = _check_shard(shard, id_col, bool(decode), reader, buffers)
+            problems, ids = _check_shard(shard, id_col, bool(decode), reader, buffers, room)
             report.extend(problems)
             if ids is not None:
                 shard_ids.append((stem, ids))
@@ -156,7 +161,7 @@ def _lone_files(path, found):
     return problems
 
 
-def _check_shard(shard, id_col, decode, reader, buffers):
+def _check_shard(shard, id_col, decode, reader, buffers, room):
     """``(problems, ids)`` of one shard; ``ids`` None where its records cannot be read."""
     try:
         records = ShardRecords(shard, id_col)
@@ -165,7 +170,7 @@ def _check_shard(shard, id_col, decode, reader, buffers):
     except OSError as err:
         return [Problem(shard.stem, None, 'cannot read shard %s: %s' % (shard.stem, err))], None
     try:
-        return _TarPass(shard, records, decode).run(reader, buffers), records.ids
+        return _TarPass(shard, records, decode).run(reader, buffers, room), records.ids
     except OSError as err:
         return [Problem(shard.stem, None, 'cannot read %s: %s' % (shard.tar, err))], records.ids
 
@@ -190,25 +195,25 @@ class _TarPass:
         self.reach = np.maximum.accumulate(self.offsets + self.sizes)
         self.problems = []
 
-    def run(self, reader, buffers):
+    def run(self, reader, buffers, room):
         """The shard's problems, the tar read once: a chunk ahead by the thread pool
-        ``reader`` (reading releases the GIL) into one of the two ``buffers`` while the
-        main thread checks the chunk before, in the other."""
+        ``reader`` (reading releases the GIL) into one of the two ``buffers``, after its
+        first ``room`` bytes, while the main thread checks the chunk before in the other."""
         count, i = len(self.offsets), 0
         with open(self.shard.tar, 'rb', buffering=0) as handle:
             fd = handle.fileno()
             if hasattr(os, 'posix_fadvise'):  # a larger read-ahead from disk
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-            chunks = [memoryview(buffer)[KEEP:] for buffer in buffers]
+            chunks = [memoryview(buffer)[room:] for buffer in buffers]
             ahead = reader.submit(os.preadv, fd, [chunks[0]], 0)
             # window: the tar from byte pos on, up to byte end (read so far)
             turn, window, pos, end = 0, memoryview(b''), 0, 0
             try:
                 while i < count:
                     got, keep = ahead.result(), len(window)
-                    if keep <= KEEP:  # the bytes kept go in front of the chunk
-                        buffers[turn][KEEP - keep:KEEP] = window
-                        window = memoryview(buffers[turn])[KEEP - keep:KEEP + got]
+                    if keep <= room:  # the bytes kept go in front of the chunk
+                        buffers[turn][room - keep:room] = window
+                        window = memoryview(buffers[turn])[room - keep:room + got]
                     else:  # a member larger than that: the bytes kept and the chunk joined
                         joined = bytearray(keep + got)
                         joined[:keep], joined[keep:] = window, chunks[turn][:got]
@@ -263,7 +268,8 @@ class _TarPass:
                                   int(self.sizes[member]))
             found = check_headers(bytes(view[max(head, pos) - pos:offset + size - pos]),
                                   max(head, pos), [(self.name(member), offset, size)])
-            if found:
+            if found:  # the members before it are still checked, in byte order
+                self._contents(view, pos, i, member)
                 self._add(self.name(member), str(header_mismatch(self.shard, found)))
                 return False
         self._contents(view, pos, i, done)
