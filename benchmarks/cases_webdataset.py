@@ -16,7 +16,7 @@ import gluoncv.data.batchify as gcv
 import mxnet as mx
 
 from gluonbatch import batchify as gb
-from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
+from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset, verify
 
 from .harness import interleave, time_call, time_epoch
 from .rows import check_same, layout_fields, ratio_check, timing_fields
@@ -39,6 +39,13 @@ def _stream_tars(paths):
         with tarfile.open(path, 'r:') as tar:
             for info in tar:
                 tar.extractfile(info).read()
+
+
+def _verified(path):
+    """Check the whole dataset at ``path`` (no decode); it must have no problems."""
+    problems = verify(path)
+    if problems:
+        raise RuntimeError('the benchmark dataset has problems: %s' % problems[0])
 
 
 def _raw_reads(ds, indices):
@@ -70,8 +77,8 @@ def case_webdataset(rng, rounds, quick):
 
     2,000 records (200 with ``--quick``) of 64..128 px JPEGs, a caption and JSON metadata in
     4 shards with ``.idx`` files; batch size 32, shuffled, ``Tuple(Pad(axis=(0, 1)), List(),
-    List())``. Also raw random reads vs sequential reads per record, and resharding MB/s vs
-    a file copy.
+    List())``. Also raw random reads vs sequential reads per record, ``verify`` of the whole
+    dataset, and resharding MB/s vs a file copy.
     """
     count, shards, batch_size, workers = (200, 4, 32, 2) if quick else (2000, 4, 32, 2)
     root = tempfile.mkdtemp(prefix='gluonbatch-bench-wds-')
@@ -114,6 +121,7 @@ def case_webdataset(rng, rounds, quick):
         follow = {'random': lambda: _raw_reads(ds, rng.permutation(count).tolist()),
                   'in_order': lambda: _raw_reads(ds, order),
                   'tarfile_stream': lambda: time_call(lambda: _stream_tars(tars)),
+                  'verify': lambda: time_call(lambda: _verified(source)),
                   'reshard': reshard, 'copyfile': copy}
         medians, times = interleave(contenders, rounds, follow)
         del loaders, contenders
@@ -123,7 +131,7 @@ def case_webdataset(rng, rounds, quick):
     extra = {name: medians.pop(name) for name in follow}
     times = {name: values for name, values in times.items() if name in medians}
     raw_us = {name: extra[name] / count * 1e6
-              for name in ('random', 'in_order', 'tarfile_stream')}
+              for name in ('random', 'in_order', 'tarfile_stream', 'verify')}
     raw_us['sequential'] = medians['floor'] * 1e6
     reshard_mb_s = tar_bytes / extra['reshard'] / 1e6
     copy_mb_s = tar_bytes / extra['copyfile'] / 1e6
@@ -147,5 +155,6 @@ def case_webdataset(rng, rounds, quick):
         ratio_check('random / in-order raw read', raw_us['random'] / raw_us['in_order']),
         ratio_check('random raw / tarfile stream', raw_us['random'] / raw_us['tarfile_stream']),
         ratio_check('reshard MB/s / copyfile MB/s', reshard_mb_s / copy_mb_s),
+        ratio_check('verify / raw sequential read', raw_us['verify'] / raw_us['sequential']),
     ]
     return row

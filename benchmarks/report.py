@@ -99,11 +99,11 @@ def _preamble(facts, rows, quick):
             lines.append('webdataset: ms per record over shuffled epochs of a 2-worker DataLoader '
                          '(read + decode + batchify); its floor reads the tar bytes front to back')
             lines.append('webdataset: %.0f records/s; raw reads per record: random %.1f us, in '
-                         'order %.1f us, sequential bytes %.2f us, tarfile stream %.1f us; '
-                         'reshard %.0f MB/s, copyfile %.0f MB/s'
+                         'order %.1f us, sequential bytes %.2f us, tarfile stream %.1f us, '
+                         'verify %.1f us; reshard %.0f MB/s, copyfile %.0f MB/s'
                          % (row['records_per_s']['gluonbatch'], raw['random'], raw['in_order'],
-                            raw['sequential'], raw['tarfile_stream'], row['reshard_mb_per_s'],
-                            row['copyfile_mb_per_s']))
+                            raw['sequential'], raw['tarfile_stream'], raw['verify'],
+                            row['reshard_mb_per_s'], row['copyfile_mb_per_s']))
         if row['case'].startswith('curation'):
             lines += _curation_lines(row)
         if 'decode_ms' in row:

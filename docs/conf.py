@@ -82,8 +82,8 @@ def _help_text(argv):
 def cli_help():
     """``_generated/cli_help.txt``: literal blocks of every command's ``--help``."""
     commands = [[], ['demo'], ['show'], ['wds'], ['wds', 'index'],
-                ['wds', 'inspect'], ['wds', 'reshard'], ['wds', 'embed'], ['wds', 'score'],
-                ['wds', 'filter']]
+                ['wds', 'inspect'], ['wds', 'verify'], ['wds', 'reshard'], ['wds', 'embed'],
+                ['wds', 'score'], ['wds', 'filter']]
     parts = []
     for argv in commands:
         command = ' '.join(['gluonbatch'] + argv)

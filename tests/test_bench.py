@@ -164,7 +164,7 @@ def check_case(case):
     if case['case'] == 'webdataset':  # per record; one goal: random vs sequential reads
         assert set(case['records_per_s']) == CONTENDERS
         assert set(case['raw_read_us_per_record']) == {'random', 'in_order', 'sequential',
-                                                       'tarfile_stream'}
+                                                       'tarfile_stream', 'verify'}
         assert case['reshard_mb_per_s'] > 0 and case['copyfile_mb_per_s'] > 0
         goals = [check for check in case['checks'] if check['goal'] is not None]
         assert [check['goal'] for check in goals] == [{'op': '<=', 'bound': 2}]

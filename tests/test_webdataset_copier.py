@@ -421,8 +421,9 @@ def test_a_tar_truncated_after_reads_by_lookup_is_refused(tmp_path):
     assert ds.reader.tables_read() == []
     tar = os.path.join(path, '00001.tar')
     cut(tar, tar_infos(tar)[7].offset)
-    assert_refused(ds, tmp_path / 'out', r'00001\.idx does not match .*00001\.tar: member .* '
-                                         r'is past the end of the tar')
+    assert_refused(ds, tmp_path / 'out', r'00001\.tar is truncated: it has \d+ bytes but its '
+                                         r'index .*00001\.idx lists members up to byte \d+; '
+                                         r'restore or re-copy it')
 
 
 # --------------------------------------------------------------------------- the record cache

@@ -355,8 +355,11 @@ def test_a_header_changed_after_open_is_refused(tmp_path, damage, index):
     edit, fix_checksum = HEADER_DAMAGE[damage]
     _rewrite_header(os.path.join(path, '00000.tar'), '%s.txt' % records[1]['key'], edit,
                     fix_checksum)
-    with pytest.raises(ValueError, match=r"00000.tar: expected member %s\.txt at byte"
-                                         % records[1]['key']):
+    expected = r"00000.tar: expected member %s\.txt at byte" % records[1]['key']
+    if index and damage == 'checksum':  # the tar stops reading there: the tar is at fault
+        expected = (r"00000.tar is corrupt: no tar header at byte \d+, where its index "
+                    r".*00000.idx puts the headers of member '%s\.txt'" % records[1]['key'])
+    with pytest.raises(ValueError, match=expected):
         ds.read_raw(1)
     check_record(ds, 0, records[0])
     check_record(ds, 2, records[2])

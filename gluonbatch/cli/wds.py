@@ -71,6 +71,23 @@ def _inspect(args):
     return 1 if failed else 0
 
 
+def _verify(args):
+    from ..webdataset import verify
+
+    report = verify(args.dir, args.id_col, decode=args.decode,
+                    progress=not args.no_progress and sys.stderr.isatty())
+    checked = '%d shards, %d records, %.1f MB of tar' % (report.shards, report.records,
+                                                          report.tar_bytes / 1e6)
+    for problem in report:
+        print(problem)
+    if report:
+        print('%s: %d problem(s) in %s' % (args.dir, len(report), checked))
+        return 1
+    print('%s: %s: no problems%s' % (args.dir, checked, ' (images decoded)' if args.decode
+                                      else ''))
+    return 0
+
+
 def _reshard(args):
     from ..webdataset import ImageTextPairDataset
 
@@ -105,6 +122,16 @@ def add_parser(commands):
     inspect.add_argument('--records', type=non_negative_int, default=3, metavar='N',
                          help='decode and show the first N records')
     inspect.set_defaults(run=run, action=_inspect)
+
+    check = actions.add_parser('verify', help='check every shard: tar, index, parquet, '
+                                              'members and ids (exit 1 on any problem)')
+    check.add_argument('dir', help='dataset directory')
+    check.add_argument('--id-col', default='key', help='id column (default: key)')
+    check.add_argument('--decode', action='store_true',
+                       help='also decode every image (much slower)')
+    check.add_argument('--no-progress', action='store_true',
+                       help='no progress bar (there is none when stderr is not a terminal)')
+    check.set_defaults(run=run, action=_verify)
 
     reshard = actions.add_parser('reshard', help='write the records whose filter column is '
                                                  'True as a new, renumbered dataset')

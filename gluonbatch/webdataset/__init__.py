@@ -13,7 +13,8 @@ one row per record with the same id in its id column.
 its shard's tar headers, scanned once when the shard is first used) and returns
 ``(image, caption, metadata)``; ``ds.metadata`` is a lazy Dask DataFrame, one partition
 per shard. :meth:`ImageTextPairDataset.to_webdataset` writes a
-filtered, renumbered copy; :func:`write_index` writes ``.idx`` files.
+filtered, renumbered copy; :func:`write_index` writes ``.idx`` files; :func:`verify` checks
+every shard and lists what is wrong.
 
 The modules, one job each:
 
@@ -31,6 +32,7 @@ The modules, one job each:
   once or not at all;
 - ``reshard``: the writer behind ``to_webdataset``;
 - ``progress``: the progress of Dask computations, a bar on a terminal or a line each;
+- ``verify``: checking a whole dataset (:func:`verify`);
 - ``example``: a small synthetic dataset.
 
 Examples
@@ -59,8 +61,9 @@ from .index import INDEX_VERSION, write_index
 from .records import IMAGE_EXTENSIONS
 from .stages import (EmbeddingClassifier, ExportedEmbeddingClassifier, ExportedImageEmbedder,
                      GluonImageEmbedder, ImageClassifier, ImageEmbedder)
+from .verify import Problem, Report, verify
 
 __all__ = ['ImageTextPairDataset', 'write_index', 'make_example_dataset',
            'IMAGE_EXTENSIONS', 'INDEX_VERSION', 'ImageEmbedder', 'GluonImageEmbedder',
            'ExportedImageEmbedder', 'ImageClassifier', 'EmbeddingClassifier',
-           'ExportedEmbeddingClassifier']
+           'ExportedEmbeddingClassifier', 'verify', 'Problem', 'Report']

@@ -20,7 +20,7 @@ import numpy as np
 from .._core.alloc import in_numpy_mode
 from .._core.wording import with_article
 
-__all__ = ['decode_image', 'decode_record']
+__all__ = ['decode_image', 'decode_record', 'caption_text', 'metadata_object']
 
 
 def decode_image(ext, data):
@@ -34,6 +34,41 @@ def decode_image(ext, data):
         image = mx.nd.array(np.asarray(picture.convert('RGB')), dtype=np.uint8)
     # like mx.image.imdecode, an mx.np.ndarray in MXNet's numpy mode
     return image.as_np_ndarray() if in_numpy_mode() else image
+
+
+def caption_text(data):
+    """A ``.txt`` member's caption; ValueError ``'... is not UTF-8 text: ...'``.
+
+    >>> caption_text(b'a cat')
+    'a cat'
+    """
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError as err:
+        raise ValueError('is not UTF-8 text: %s' % err) from None
+
+
+def metadata_object(data):
+    """A ``.json`` member's metadata (a dict); ValueError saying what it is instead.
+
+    >>> metadata_object(b'{"key": "0"}')
+    {'key': '0'}
+    >>> metadata_object(b'[1]')
+    Traceback (most recent call last):
+    ...
+    ValueError: holds a list, not an object
+    >>> metadata_object(b'1')
+    Traceback (most recent call last):
+    ...
+    ValueError: holds an int, not an object
+    """
+    try:
+        metadata = json.loads(data)
+    except ValueError as err:
+        raise ValueError('is not valid JSON: %s' % err) from None
+    if not isinstance(metadata, dict):
+        raise ValueError('holds %s, not an object' % with_article(type(metadata).__name__))
+    return metadata
 
 
 def decode_record(members, slots, record_id, describe):
@@ -58,15 +93,11 @@ def decode_record(members, slots, record_id, describe):
         raise ValueError('cannot decode the image of %s: %s'
                          % (describe('%s.%s' % (record_id, image_ext)), reason)) from None
     try:
-        caption = members[text_slot][1].decode('utf-8')
-    except UnicodeDecodeError as err:
-        raise ValueError('the caption of %s is not UTF-8 text: %s' % (describe(), err)) from None
-    try:
-        metadata = json.loads(members[json_slot][1])
+        caption = caption_text(members[text_slot][1])
     except ValueError as err:
-        raise ValueError('the .json member of %s is not valid JSON: %s'
-                         % (describe(), err)) from None
-    if not isinstance(metadata, dict):
-        raise ValueError('the .json member of %s holds %s, not an object'
-                         % (describe(), with_article(type(metadata).__name__)))
+        raise ValueError('the caption of %s %s' % (describe(), err)) from None
+    try:
+        metadata = metadata_object(members[json_slot][1])
+    except ValueError as err:
+        raise ValueError('the .json member of %s %s' % (describe(), err)) from None
     return image, caption, metadata

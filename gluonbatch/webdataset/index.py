@@ -11,10 +11,13 @@ import os
 import numpy as np
 
 from .shards import replacing
-from .tar import BLOCK, scan_tar, split_member_name
+from .tar import BLOCK, RESTORE, DamagedTar, scan_tar, split_member_name
 
 __all__ = ['INDEX_VERSION', 'write_index', 'read_index', 'parse_index_line', 'group_members',
-           'format_index']
+           'format_index', 'index_disagreement', 'REBUILD']
+
+#: What to do about an index that is stale or damaged (``%s``: its tar).
+REBUILD = 'rebuild it with `gluonbatch wds index %s` (or gluonbatch.webdataset.write_index)'
 
 #: The first token of an ``.idx`` file this module reads and writes.
 INDEX_VERSION = 'v1.2'
@@ -264,12 +267,15 @@ def read_index(idx_path, tar_path, tar_size):
                          % (idx_path, INDEX_VERSION, lines[0] if lines else ''))
     body = [line for line in lines[1:] if line.strip()]
     if len(body) != int(head[1]):
-        raise ValueError('%s does not match itself: its first line says %s samples but it '
-                         'lists %d' % (idx_path, head[1], len(body)))
+        raise ValueError('%s is damaged: its first line says %s samples but it lists %d; %s'
+                         % (idx_path, head[1], len(body), REBUILD % tar_path))
     samples, seen = [], set()
     for number, line in enumerate(body, start=2):
-        key, files = parse_index_line(line, '%s line %d' % (idx_path, number), idx_path,
-                                      tar_path, tar_size)
+        try:
+            key, files = parse_index_line(line, '%s line %d' % (idx_path, number), idx_path,
+                                          tar_path, tar_size)
+        except ValueError as err:
+            raise index_disagreement(idx_path, tar_path, str(err)) from None
         if key in seen:
             raise ValueError('%s line %d: record %r is listed twice' % (idx_path, number, key))
         seen.add(key)
@@ -316,3 +322,73 @@ def parse_index_line(line, where, idx_path, tar_path, tar_size):
     return key, files
 
 
+
+
+def _listed_members(idx_path):
+    """``[(name, data offset, size), ...]`` as an index lists them, read leniently (its
+    first line and anything that is not four tokens a member skipped); None where it
+    cannot be read at all."""
+    try:
+        with open(idx_path, 'rb') as handle:
+            lines = handle.read().decode('utf-8').splitlines()[1:]
+        return [(name, int(offset), int(size)) for tokens in map(str.split, lines)
+                for _, offset, size, name in zip(*[iter(tokens)] * 4)]
+    except (OSError, ValueError):
+        return None
+
+
+def index_disagreement(idx_path, tar_path, problem, otherwise=None):
+    """The ValueError for an index that disagrees with its tar (``problem`` says how),
+    saying which of the two is at fault and what to do about it.
+
+    The tar is read on its own (:func:`~gluonbatch.webdataset.tar.scan_tar`). If it does
+    not read to its end, the tar is damaged (truncated, or corrupt where the index puts a
+    member's headers): restore it, the index is not at fault. If it reads whole and holds
+    other members than the index lists, the index is stale: rebuild it. If the two agree,
+    the fault is elsewhere (the parquet, say): ``otherwise``, by default ``problem``.
+
+    Examples
+    --------
+    >>> import io, os, tarfile, tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> tar_path = os.path.join(tmp.name, '00000.tar')
+    >>> with tarfile.open(tar_path, 'w') as tar:
+    ...     for name in ('0001.txt', '0002.txt'):
+    ...         tar.addfile(tarfile.TarInfo(name), io.BytesIO())
+    >>> idx_path = write_index(tar_path)
+    >>> os.truncate(tar_path, 512)
+    >>> print(index_disagreement(idx_path, tar_path, 'a problem'))  # doctest: +ELLIPSIS
+    /.../00000.tar is truncated: ...; restore or re-copy it (its index ... is not at fault)
+    >>> tmp.cleanup()
+    """
+    listed = _listed_members(idx_path)
+    try:
+        scanned = scan_tar(tar_path)
+    except DamagedTar as err:
+        return ValueError(_damage(idx_path, tar_path, listed, err))
+    except (ValueError, OSError):  # not damage (a name records refuse, say): as it was
+        return ValueError(problem)
+    if listed is not None and sorted(listed) == sorted(scanned):
+        return ValueError(problem if otherwise is None else otherwise)
+    return ValueError('%s; %s reads to its end as a tar on its own (%d members) and they are '
+                      'not what the index lists: the index %s is stale, %s'
+                      % (problem, tar_path, len(scanned), idx_path, REBUILD % tar_path))
+
+
+def _damage(idx_path, tar_path, listed, err):
+    """What is wrong with a tar that does not read to its end (``err``, a
+    :class:`~gluonbatch.webdataset.tar.DamagedTar`), told with what its index lists."""
+    fix = ' (its index %s is not at fault)' % idx_path
+    tar_size = os.path.getsize(tar_path)
+    listed_end = max([offset + size for _, offset, size in listed or ()], default=0)
+    if listed_end > tar_size:
+        return ('%s is truncated: it has %d bytes but its index %s lists members up to byte '
+                '%d%s%s' % (tar_path, tar_size, idx_path, listed_end, RESTORE, fix))
+    after = [(offset, name) for name, offset, _ in listed or () if offset > err.at]
+    if err.truncated or not after:
+        text = str(err)
+        return text + ('' if text.endswith(RESTORE) else RESTORE) + fix
+    offset, name = min(after)
+    return ('%s is corrupt: no tar header at byte %d, where its index %s puts the headers of '
+            'member %r (data at byte %d); the tar was overwritten or damaged%s%s'
+            % (tar_path, err.at, idx_path, name, offset, RESTORE, fix))

@@ -7,6 +7,7 @@ import numpy as np
 
 from .._core.process import BoundedCache, file_identity
 from .decode import decode_record
+from .index import index_disagreement
 from .record_lookup import IndexLookup
 from .records import ShardRecords
 from .tar import check_headers
@@ -33,8 +34,11 @@ def header_mismatch(shard, found):
     ``(name, data offset, size, problem)``."""
     source = ('its index %s does not match it' % shard.idx if shard.idx
               else 'it changed after the dataset was opened')
-    return ValueError('%s: expected member %s at byte %d (%d bytes) but %s; %s'
-                      % ((shard.tar,) + tuple(found) + (source,)))
+    problem = ('%s: expected member %s at byte %d (%d bytes) but %s; %s'
+               % ((shard.tar,) + tuple(found) + (source,)))
+    # with an index: the tar damaged, or the index stale?
+    return index_disagreement(shard.idx, shard.tar, problem) if shard.idx else \
+        ValueError(problem)
 
 
 def _identity(shard, id_col):

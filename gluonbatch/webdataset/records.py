@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from .index import group_members, read_index
+from .index import group_members, index_disagreement, read_index
 from .parquet import open_parquet, parquet_id_rows, read_parquet
 from .record_arrays import as_strings, index_members, scanned_members, unicode_rows
 from .shards import examples
@@ -19,6 +19,16 @@ from .tar import BLOCK, padded, scan_tar
 #: case-insensitively like every extension. Each one decodes: WebP by Pillow (MXNet 1.9.1's
 #: ``mx.image.imdecode`` cannot), the others by ``mx.image.imdecode``.
 IMAGE_EXTENSIONS = ('jpg', 'jpeg', 'png', 'webp')
+
+
+def _ids_disagree(shard, problem):
+    """The ValueError for a shard whose parquet and tar (or index) list other records:
+    with an index, which of the three files is at fault."""
+    if not shard.idx:
+        return ValueError(problem)
+    return index_disagreement(shard.idx, shard.tar, problem, otherwise=(
+        '%s; %s and its index agree, so the parquet is not the one written with them: '
+        'restore it' % (problem, shard.tar)))
 
 
 class RecordTable:
@@ -45,12 +55,12 @@ class RecordTable:
         by_key = dict(samples)
         missing = [key for key in ids if key not in by_key]
         if missing:
-            raise ValueError('%s lists ids that %s does not hold: %s'
-                             % (shard.parquet, where, examples(missing)))
+            raise _ids_disagree(shard, '%s lists ids that %s does not hold: %s'
+                                % (shard.parquet, where, examples(missing)))
         if len(by_key) != len(ids):
             extra = set(by_key) - set(ids)
-            raise ValueError('%s holds records missing from %s: %s'
-                             % (where, shard.parquet, examples(extra)))
+            raise _ids_disagree(shard, '%s holds records missing from %s: %s'
+                                % (where, shard.parquet, examples(extra)))
         for key in ids:
             files = by_key[key]
             exts = [ext for ext, _, _ in files]
@@ -146,9 +156,8 @@ def exact_fields(shard, id_col, scanned=None):
     if shard.idx:
         samples = read_index(shard.idx, shard.tar, shard.tar_size)
         if len(samples) != len(ids):
-            raise ValueError('%s does not match %s: it lists %d samples, the parquet '
-                             '%d rows (rebuild it with `gluonbatch wds index %s`)'
-                             % (shard.idx, shard.tar, len(samples), len(ids), shard.tar))
+            raise _ids_disagree(shard, '%s does not match %s: it lists %d samples, the parquet '
+                                '%d rows' % (shard.idx, shard.tar, len(samples), len(ids)))
     else:
         samples = group_members(scan_tar(shard.tar) if scanned is None else scanned,
                                 shard.tar)

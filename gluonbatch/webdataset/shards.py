@@ -69,8 +69,9 @@ class Shard:
         self.start = self.stop = 0
 
 
-def find_shards(directory):
-    """The shard stems of ``directory`` in numeric order; FileNotFoundError for lone files."""
+def shard_files(directory):
+    """``{'tar': stems, 'parquet': stems, 'idx': stems}``: the shard files of ``directory``
+    by kind (sets of stems); FileNotFoundError if it is not a directory."""
     if not os.path.isdir(directory):
         raise FileNotFoundError('no dataset directory %s' % directory)
     found = {'tar': set(), 'parquet': set(), 'idx': set()}
@@ -78,6 +79,17 @@ def find_shards(directory):
         match = SHARD_FILE.match(name)
         if match and os.path.isfile(os.path.join(directory, name)):
             found[match.group(2)].add(match.group(1))
+    return found
+
+
+def stem_order(stem):
+    """The sort key of shard stems: numeric order."""
+    return int(stem), stem
+
+
+def find_shards(directory):
+    """The shard stems of ``directory`` in numeric order; FileNotFoundError for lone files."""
+    found = shard_files(directory)
     tars, parquets = found['tar'], found['parquet']
     if not tars and not parquets:
         raise FileNotFoundError('%s holds no shards (NNNNN.tar with NNNNN.parquet)'
@@ -86,13 +98,13 @@ def find_shards(directory):
                               (parquets - tars, 'parquet', 'tar'),
                               (found['idx'] - tars, 'idx', 'tar')):
         if stems:
-            stem = min(stems, key=lambda s: (int(s), s))
+            stem = min(stems, key=stem_order)
             raise FileNotFoundError('%s has no %s beside it (%s: %d shard file(s) without '
                                     'their .%s)' % (os.path.join(directory, stem + '.' + ext),
                                                     stem + '.' + other,
                                                     os.path.join(directory, '*.' + ext),
                                                     len(stems), other))
-    return sorted(tars, key=lambda s: (int(s), s)), found['idx']
+    return sorted(tars, key=stem_order), found['idx']
 
 
 def part_arguments(num_parts, part_index, rank=None, world_size=None, stacklevel=2):

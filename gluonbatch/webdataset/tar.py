@@ -12,8 +12,8 @@ import os
 import re
 import tarfile
 
-__all__ = ['BLOCK', 'padded', 'split_member_name', 'scan_tar', 'check_headers',
-           'member_header']
+__all__ = ['BLOCK', 'RESTORE', 'DamagedTar', 'padded', 'split_member_name', 'scan_tar',
+           'check_tail', 'check_headers', 'member_header']
 
 #: Tar headers and member data come in blocks of this many bytes.
 BLOCK = tarfile.BLOCKSIZE
@@ -23,9 +23,25 @@ BLOCK = tarfile.BLOCKSIZE
 NAME_FIELD, SIZE_FIELD, CHECKSUM_FIELD = slice(0, 100), slice(124, 136), slice(148, 156)
 TYPE_AT, PREFIX_AT, REGULAR_TYPES = 156, 345, b'0\0'
 _BAD_NAME = re.compile(r'[/\\\s\x00]')
+#: What to do about a damaged tar, at the end of the messages that say how it is damaged.
+RESTORE = '; restore or re-copy it'
 #: How member names are decoded, whatever the locale: UTF-8, other bytes kept as surrogate
 #: escapes (and refused by :func:`split_member_name`).
 _NAMES = {'encoding': 'utf-8', 'errors': 'surrogateescape'}
+
+
+class DamagedTar(ValueError):
+    """A tar that does not read to its end on its own: cut short (``truncated``) or corrupt
+    at byte ``at`` (where its readable part ends).
+
+    >>> err = DamagedTar('x.tar is truncated', at=1024, truncated=True)
+    >>> isinstance(err, ValueError), err.at, err.truncated
+    (True, 1024, True)
+    """
+
+    def __init__(self, message, at, truncated):
+        super().__init__(message)
+        self.at, self.truncated = at, truncated
 
 
 def padded(size):
@@ -74,16 +90,17 @@ def split_member_name(name, where):
     return key, ext
 
 
-def _check_tail(tar_path, tar_size, end):
-    """After the last member (at byte ``end``), a tar must hold only zero blocks.
+def check_tail(tar_path, tar_size, end):
+    """After the last member (at byte ``end``), a tar must hold only zero blocks; else
+    :class:`DamagedTar`.
 
     tarfile stops silently at an unreadable header; whatever is not zeros there is a corrupt
     header (or a second archive appended), and a missing end-of-archive block means the
     file was cut short.
     """
     if tar_size - end < BLOCK:
-        raise ValueError('%s is truncated: it ends at byte %d without the end-of-archive '
-                         'blocks' % (tar_path, tar_size))
+        raise DamagedTar('%s is truncated: it ends at byte %d without the end-of-archive '
+                         'blocks%s' % (tar_path, tar_size, RESTORE), end, True)
     with open(tar_path, 'rb') as handle:
         handle.seek(end)
         position = end
@@ -94,9 +111,10 @@ def _check_tail(tar_path, tar_size, end):
             stripped = chunk.lstrip(b'\0')
             if stripped:
                 bad = position + len(chunk) - len(stripped)
-                raise ValueError('%s is corrupt: unreadable tar header at byte %d (after the '
-                                 'last readable member, which ends at byte %d)'
-                                 % (tar_path, bad - bad % BLOCK, end))
+                raise DamagedTar('%s is corrupt: unreadable tar header at byte %d (after the '
+                                 'last readable member, which ends at byte %d)%s'
+                                 % (tar_path, bad - bad % BLOCK, end, RESTORE),
+                                 bad - bad % BLOCK, False)
             position += len(chunk)
 
 
@@ -105,7 +123,8 @@ def scan_tar(tar_path):
 
     Reads the headers only (tarfile seeks over the data) and skips directory entries.
     Raises ValueError naming the file and member for anything else that is not a
-    well-formed tar of plain, regular files.
+    well-formed tar of plain, regular files (:class:`DamagedTar` where it does not read to
+    its end).
 
     Examples
     --------
@@ -133,14 +152,15 @@ def scan_tar(tar_path):
                                      % (tar_path, info.name, info.type))
                 split_member_name(info.name, tar_path)
                 if info.offset_data + info.size > tar_size:
-                    raise ValueError('%s is truncated: member %r needs bytes %d..%d but the '
-                                     'file has %d' % (tar_path, info.name, info.offset_data,
-                                                      info.offset_data + info.size, tar_size))
+                    raise DamagedTar('%s is truncated: member %r needs bytes %d..%d but the '
+                                     'file has %d%s' % (tar_path, info.name, info.offset_data,
+                                                        info.offset_data + info.size, tar_size,
+                                                        RESTORE), info.offset, True)
                 members.append((info.name, info.offset_data, info.size))
     except (tarfile.TarError, EOFError) as err:
-        raise ValueError('%s is not a readable uncompressed tar (truncated or corrupt?): %s'
-                         % (tar_path, err)) from None
-    _check_tail(tar_path, tar_size, end)
+        raise DamagedTar('%s is not a readable uncompressed tar (truncated or corrupt?): %s'
+                         % (tar_path, err), end, isinstance(err, EOFError)) from None
+    check_tail(tar_path, tar_size, end)
     return members
 
 
