@@ -83,7 +83,7 @@ def test_a_truncated_tar(dataset, index, capsys):
                         problem.message), problem
     code, lines = cli(capsys, dataset)
     assert code == 1 and lines[0] == problem.message
-    assert re.match(r'.*data: 1 problem\(s\) in 2 shards', lines[1]), lines
+    assert re.match(r'.*data: 1 problem in 2 shards', lines[1]), lines
 
 
 def test_a_tar_without_its_end_blocks_is_truncated(dataset, index, capsys):

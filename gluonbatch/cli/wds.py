@@ -10,6 +10,7 @@ import os
 import sys
 
 from .._core.argtypes import non_negative_int, positive_int
+from .._core.console import is_terminal
 from .._core.wording import plural
 from .curate import add_actions, dask_options, write_kept
 from .usage import EXIT_USAGE, UsageError
@@ -75,13 +76,14 @@ def _verify(args):
     from ..webdataset import verify
 
     report = verify(args.dir, args.id_col, decode=args.decode,
-                    progress=not args.no_progress and sys.stderr.isatty())
-    checked = '%d shards, %d records, %.1f MB of tar' % (report.shards, report.records,
-                                                          report.tar_bytes / 1e6)
+                    progress=not args.no_progress and is_terminal(sys.stderr))
+    checked = '%s, %s, %.1f MB of tar' % (plural(report.shards, 'shard'),
+                                          plural(report.records, 'record'),
+                                          report.tar_bytes / 1e6)
     for problem in report:
         print(problem)
     if report:
-        print('%s: %d problem(s) in %s' % (args.dir, len(report), checked))
+        print('%s: %s in %s' % (args.dir, plural(len(report), 'problem'), checked))
         return 1
     print('%s: %s: no problems%s' % (args.dir, checked, ' (images decoded)' if args.decode
                                       else ''))
@@ -126,7 +128,7 @@ def add_parser(commands):
     check = actions.add_parser('verify', help='check every shard: tar, index, parquet, '
                                               'members and ids (exit 1 on any problem)')
     check.add_argument('dir', help='dataset directory')
-    check.add_argument('--id-col', default='key', help='id column (default: key)')
+    check.add_argument('--id-col', default='key', help='id column')
     check.add_argument('--decode', action='store_true',
                        help='also decode every image (much slower)')
     check.add_argument('--no-progress', action='store_true',
