@@ -73,7 +73,7 @@ def assert_loader_output(out):
 
 def printed_losses(loader, steps, out):
     """The losses of the ``<title> training: <steps> steps, loss a -> b`` line."""
-    line = re.search(r'^%s training: %d steps, loss (.*)$' % (TITLES[loader], steps), out,
+    line = re.search(r'^%s training: %d steps?, loss (.*)$' % (TITLES[loader], steps), out,
                      re.M)
     assert line, out
     return [float(value) for value in line.group(1).split(' -> ')]
