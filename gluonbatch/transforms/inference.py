@@ -91,7 +91,7 @@ class _Resizer:
         std = channel_values(std, 'std', nonzero=True)
         self.mean = np.asarray(mean, np.float32)
         self.std = np.asarray(std, np.float32)
-        self.lut = pixels.normalize_lut(mean, std)
+        self.normalizer = pixels.Normalizer(mean, std)
 
     def __call__(self, image, index):
         """``(tensor, original)`` of one legacy HWC NDArray."""
@@ -108,7 +108,7 @@ class _Resizer:
         chw = numpy_view(tensor, readonly=False)[0]
         if resized.dtype == np.uint8:
             original = resized
-            pixels.lut_chw(resized, self.lut, out=chw)
+            self.normalizer(resized, out=chw)
         else:
             original = resized.astype(np.uint8)
             # MXNet's to_tensor divides in the image's dtype, then normalize runs in float32
