@@ -31,8 +31,9 @@ DTYPES = ('float32', 'float64', 'float16', 'int8', 'int16', 'uint16', 'int32', '
 NDARRAY_DTYPES = ('float32', 'float64', 'float16', 'int8', 'int32', 'int64')
 #: value ranges of float images: pixels, pre-normalized data, values past both ends
 RANGES = {'pixels': (0, 255), 'normalized': (-2.2, 2.7), 'wide': (-300, 600)}
-#: max |difference| of normalized images: the SSD family's (float32 resizes by MXNet's
-#: OpenCV and cv2), and the others' (measured 5e-5 on the wide range)
+#: max |difference| of normalized images, as documented: the SSD family's training presets
+#: (float32 resizes by MXNet's OpenCV and cv2), and the others' (5e-5 measured on the wide
+#: range)
 SSD_ATOL, ATOL = 1e-3, 2e-4
 
 

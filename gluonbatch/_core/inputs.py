@@ -34,7 +34,7 @@ import numpy as np
 
 from .checks import describe
 
-__all__ = ['as_numpy', 'image_array', 'label_array', 'channel_values']
+__all__ = ['as_numpy', 'check_image', 'image_array', 'label_array', 'channel_values']
 
 #: The dtype kinds an image may have besides uint8: signed and unsigned integers, floats.
 _IMAGE_KINDS = 'iuf'
@@ -58,6 +58,26 @@ def as_numpy(value, name):
         raise TypeError('%s must be an mx.nd.NDArray or a numpy array, got %s'
                         % (name, describe(value)))
     return value
+
+
+def check_image(dtype, shape, src, name='image'):
+    """Raise unless ``dtype`` and ``shape`` (of the image ``src``) are an image's: real
+    numbers (uint8, another integer or a float dtype; ``TypeError`` otherwise), HWC with 3
+    channels (``ValueError`` otherwise). The one rule for every image gluonbatch takes.
+
+    >>> check_image(np.dtype('float16'), (2, 3, 3), None)
+    >>> check_image(np.dtype('complex64'), (2, 3, 3), None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: image must hold real numbers (uint8, another integer or a float dtype; ...
+    """
+    dtype = np.dtype(dtype)
+    if dtype != np.uint8 and dtype.kind not in _IMAGE_KINDS:
+        raise TypeError('%s must hold real numbers (uint8, another integer or a float dtype; '
+                        'HWC, 3 channels), got %s; convert it with astype(\'float32\') if '
+                        'its values are pixels' % (name, describe(src)))
+    if len(shape) != 3 or shape[2] != 3 or shape[0] < 1 or shape[1] < 1:
+        raise ValueError('%s must be HWC with 3 channels, got %s' % (name, describe(src)))
 
 
 def image_array(src, name='image'):
@@ -101,12 +121,7 @@ def image_array(src, name='image'):
     TypeError: image must hold real numbers (uint8, another integer or a float dtype; HWC, ...
     """
     pixels = as_numpy(src, name)
-    if pixels.dtype != np.uint8 and pixels.dtype.kind not in _IMAGE_KINDS:
-        raise TypeError('%s must hold real numbers (uint8, another integer or a float dtype; '
-                        'HWC, 3 channels), got %s; convert it with astype(\'float32\') if '
-                        'its values are pixels' % (name, describe(src)))
-    if pixels.ndim != 3 or pixels.shape[2] != 3 or pixels.shape[0] < 1 or pixels.shape[1] < 1:
-        raise ValueError('%s must be HWC with 3 channels, got %s' % (name, describe(src)))
+    check_image(pixels.dtype, pixels.shape, src, name)
     if pixels.dtype != np.uint8:
         pixels = pixels.astype(np.float32, copy=False)
     return pixels

@@ -35,17 +35,18 @@ import numpy as np
 from .._core.alloc import in_numpy_mode, legacy_mode
 from .._core.checks import check_int, describe
 from .._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
-from .._core.inputs import channel_values
+from .._core.inputs import channel_values, check_image
 from .._core.native import numpy_view
 from . import pixels
 
-__all__ = ['BICUBIC', 'IMAGE_DTYPES', 'resize_short_within_size', 'transform_images',
+__all__ = ['BICUBIC', 'MXNET_DTYPES', 'resize_short_within_size', 'transform_images',
            'load_images']
 
 #: The interpolation code of gluoncv's test-time resize (OpenCV's bicubic).
 BICUBIC = 2
-#: The image dtypes taken (those MXNet's resize and ``to_tensor`` both take).
-IMAGE_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float64))
+#: The image dtypes run as they are, as gluoncv runs them (those MXNet's resize and
+#: ``to_tensor`` both take); any other integer or float dtype is read as float32 first.
+MXNET_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float64))
 
 _OUTPUT_CONTEXT = mx.cpu(0)
 
@@ -120,23 +121,20 @@ class _Resizer:
 
 
 def _legacy_image(img, index):
-    """``img`` checked, as a legacy ``mx.nd.NDArray`` on the CPU (numpy is copied)."""
-    if isinstance(img, mx.nd.NDArray):  # mx.np.ndarray too
-        dtype, shape = np.dtype(img.dtype), img.shape
-    elif isinstance(img, np.ndarray):
-        dtype, shape = img.dtype, img.shape
-    else:
+    """``img`` checked, as a legacy ``mx.nd.NDArray`` on the CPU (numpy is copied); a
+    dtype outside :data:`MXNET_DTYPES` is read as float32."""
+    if not isinstance(img, (mx.nd.NDArray, np.ndarray)):  # mx.np.ndarray is an NDArray
         raise TypeError('image %d must be an mx.nd.NDArray, an mx.np.ndarray or a numpy '
                         'array (HWC, 3 channels), got %s' % (index, describe(img)))
-    if dtype not in IMAGE_DTYPES:
-        raise TypeError('image %d must have dtype uint8, float32 or float64 (HWC, 3 channels), '
-                        'got %s' % (index, describe(img)))
-    if len(shape) != 3 or shape[2] != 3 or shape[0] < 1 or shape[1] < 1:
-        raise ValueError('image %d must be HWC with 3 channels, got %s'
-                         % (index, describe(img)))
+    dtype = np.dtype(img.dtype)
+    check_image(dtype, img.shape, img, 'image %d' % index)
+    if dtype not in MXNET_DTYPES:
+        dtype = np.dtype(np.float32)
     if isinstance(img, np.ndarray):
         return mx.nd.array(img, ctx=_OUTPUT_CONTEXT, dtype=dtype)
-    return img.as_nd_ndarray() if isinstance(img, mx.np.ndarray) else img
+    if isinstance(img, mx.np.ndarray):
+        img = img.as_nd_ndarray()
+    return img if img.dtype == dtype else img.astype(dtype)
 
 
 def _single_or_lists(pairs):
@@ -163,7 +161,9 @@ def transform_images(imgs, short, max_size, mult_base=1, mean=IMAGENET_MEAN,
     Parameters
     ----------
     imgs : mx.nd.NDArray, mx.np.ndarray, numpy.ndarray, or an iterable of them
-        HWC images with 3 channels (RGB), uint8, float32 or float64; never modified.
+        HWC images with 3 channels (RGB); uint8, float32 and float64 are taken as
+        gluoncv takes them, any other integer or float dtype is read as float32; never
+        modified.
     short : int or float
         The size the shorter side is resized to.
     max_size : int or float
@@ -184,7 +184,7 @@ def transform_images(imgs, short, max_size, mult_base=1, mean=IMAGENET_MEAN,
     Raises
     ------
     TypeError
-        An image that is not an array of a supported dtype, or ``imgs`` not iterable.
+        An image that is not an array of real numbers, or ``imgs`` not iterable.
     ValueError
         An image that is not HWC with 3 channels, bad ``short``, ``max_size``, ``mean`` or
         ``std``, or an image that would resize to nothing.
