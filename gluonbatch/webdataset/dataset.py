@@ -7,6 +7,7 @@ import dask.dataframe as dd
 import mxnet as mx
 
 from .._core.checks import check_int, check_str
+from .._core.wording import plural
 from .commit import reading
 from .metadata import count_records, lazy_metadata
 from .reader import RecordReader
@@ -234,7 +235,7 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         if i < 0:
             i += n
         if not 0 <= i < n:
-            raise IndexError('record index %d out of range for %d records' % (idx, n))
+            raise IndexError('record index %d out of range for %s' % (idx, plural(n, 'record')))
         return i
 
     def record_id(self, idx):

@@ -23,6 +23,7 @@ import pyarrow.feather as feather
 
 from .._core.checks import check_int, check_str
 from .._core.process import heap_for_large_arrays
+from .._core.wording import plural
 from .commit import BACK, recover, staging
 from .copier import RecordCopier
 from .shards import SHARD_FILE, examples
@@ -206,6 +207,7 @@ def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_
         _LOG.info('to_webdataset: no record of %s has %r True; nothing written',
                   source, filter_column)
         return []
-    _LOG.info('to_webdataset: wrote %d of %d records of %s into %d shard(s) in %s',
-              total, shards[-1].stop, source, num_shards, destination)
+    _LOG.info('to_webdataset: wrote %d of %s of %s into %s in %s', total,
+              plural(shards[-1].stop, 'record'), source, plural(num_shards, 'shard'),
+              destination)
     return written
