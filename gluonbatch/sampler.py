@@ -93,6 +93,21 @@ class SplitSampler(mx.gluon.data.Sampler):
         self._last_part = last_part
         self.epoch = 0
 
+    @property
+    def num_parts(self):
+        """The number of parts (ranks)."""
+        return self._num_parts
+
+    @property
+    def part_index(self):
+        """The part (rank) this sampler yields."""
+        return self._part_index
+
+    @property
+    def shuffle(self):
+        """Whether each epoch is permuted."""
+        return self._shuffle
+
     def set_epoch(self, epoch):
         """Use ``epoch`` for the next pass (then it advances by one per pass as usual)."""
         self.epoch = check_int(epoch, 'epoch', minimum=0)

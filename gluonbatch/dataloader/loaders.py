@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 
 from .._core.checks import check_int, describe
+from ..seeded.keys import batch_choice
 from .batchify_fns import default_batchify_fn, default_pad_batchify_fn
 from .pool import PooledLoader
 
@@ -32,12 +33,18 @@ class DetectionDataLoader(PooledLoader):
     timeout : float or None, default 120
         Seconds to wait for a worker's batch before raising (a stuck worker); None waits
         without limit. A worker that died raises at once.
+    seed : int or None, default None
+        Seeded loading: every epoch's order and every sample's augmentation a function of
+        ``(seed, epoch, position)``, the same batches for any ``num_workers``, resumable
+        with :meth:`state_dict` / :meth:`load_state_dict` (see
+        :class:`~gluonbatch.dataloader.pool.PooledLoader`). None: gluoncv's behaviour.
 
     Raises
     ------
     TypeError, ValueError
         ``num_workers`` is not an integer, or is negative; ``timeout`` is not a number (or
-        None), or not above 0.
+        None), or not above 0; a bad ``seed``, or a sampler that is not a SplitSampler
+        with one.
 
     Notes
     -----
@@ -67,6 +74,21 @@ class DetectionDataLoader(PooledLoader):
     >>> [labels.shape for _, labels in loader]
     [(2, 2, 5), (2, 4, 5), (1, 5, 5)]
 
+    Seeded, a run saves where it is and another continues from there:
+
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter('ignore')
+    ...     seeded = DetectionDataLoader(data, batch_size=2, shuffle=True, seed=7)
+    >>> batches = iter(seeded)
+    >>> first = next(batches)
+    >>> state = seeded.state_dict()
+    >>> state
+    {'format': 'gluonbatch.loader/1', 'seed': 7, 'epoch': 0, 'batch': 1}
+    >>> rest = [labels.shape for _, labels in batches]
+    >>> seeded.load_state_dict(state)
+    >>> [labels.shape for _, labels in seeded] == rest
+    True
+
     A sample that fails to load raises its own exception, the indices in a note:
 
     >>> class Missing(mx.gluon.data.SimpleDataset):
@@ -83,11 +105,12 @@ class DetectionDataLoader(PooledLoader):
     """
 
     def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
-                 batch_sampler=None, batchify_fn=None, num_workers=0, timeout=120):
+                 batch_sampler=None, batchify_fn=None, num_workers=0, timeout=120, seed=None):
         warnings.warn('DetectionDataLoader is deprecated; use mxnet.gluon.data.DataLoader '
                       'with gluonbatch batchify functions', stacklevel=2)
         super().__init__(dataset, batch_size, shuffle, sampler, last_batch, batch_sampler,
-                         batchify_fn or default_pad_batchify_fn, num_workers, timeout=timeout)
+                         batchify_fn or default_pad_batchify_fn, num_workers, timeout=timeout,
+                         seed=seed)
 
 
 class RandomTransformDataLoader(PooledLoader):
@@ -103,7 +126,8 @@ class RandomTransformDataLoader(PooledLoader):
     dataset : mxnet.gluon.data.Dataset
         The untransformed dataset.
     interval : int, default 1
-        A new transform is drawn (``numpy.random``) every ``interval`` batches.
+        A new transform is drawn every ``interval`` batches: from ``numpy.random``, or,
+        with a ``seed``, from ``(seed, epoch, batch number // interval)``.
     batch_size, shuffle, sampler, last_batch, batch_sampler :
         As for ``mx.gluon.data.DataLoader``.
     batchify_fn, pin_memory, pin_device_id :
@@ -116,15 +140,19 @@ class RandomTransformDataLoader(PooledLoader):
     timeout : float or None, default 120
         Seconds to wait for a worker's batch before raising (a stuck worker); None waits
         without limit. A worker that died raises at once.
+    seed : int or None, default None
+        Seeded loading, as for :class:`DetectionDataLoader`; the transform of every batch
+        (YOLOv3's input size) is then a function of ``(seed, epoch, batch number)`` too.
 
     Raises
     ------
     TypeError
-        ``interval``, ``num_workers`` or ``prefetch`` is not an integer (``prefetch`` may
-        be None), ``timeout`` is not a number or None, or a transform is not callable.
+        ``interval``, ``num_workers``, ``prefetch`` or ``seed`` is not an integer
+        (``prefetch`` and ``seed`` may be None), ``timeout`` is not a number or None, or a
+        transform is not callable.
     ValueError
         ``interval`` or ``prefetch`` is below 1, ``num_workers`` is negative, ``timeout``
-        is not above 0, or there is no transform.
+        is not above 0, there is no transform, or a bad ``seed``.
 
     Notes
     -----
@@ -146,7 +174,8 @@ class RandomTransformDataLoader(PooledLoader):
 
     def __init__(self, transform_fns, dataset, interval=1, batch_size=None, shuffle=False,
                  sampler=None, last_batch=None, batch_sampler=None, batchify_fn=None,
-                 num_workers=0, pin_memory=False, pin_device_id=0, prefetch=None, timeout=120):
+                 num_workers=0, pin_memory=False, pin_device_id=0, prefetch=None, timeout=120,
+                 seed=None):
         transform_fns = list(transform_fns)
         if not transform_fns:
             raise ValueError('RandomTransformDataLoader needs at least one transform')
@@ -157,14 +186,18 @@ class RandomTransformDataLoader(PooledLoader):
         self._current = None
         super().__init__(dataset, batch_size, shuffle, sampler, last_batch, batch_sampler,
                          batchify_fn or default_batchify_fn, num_workers, pin_memory,
-                         pin_device_id, prefetch, timeout, transforms=transform_fns)
+                         pin_device_id, prefetch, timeout, transforms=transform_fns, seed=seed)
 
     def _start_epoch(self):
         # gluoncv draws once as a pass begins and again for its first batch; drawing the
-        # same way keeps seeded runs choosing the same transforms after migrating.
-        self._current = np.random.randint(len(self._transforms))
+        # same way keeps runs seeded the gluoncv way choosing the same transforms.
+        if self._seed is None:
+            self._current = np.random.randint(len(self._transforms))
 
-    def _transform_for(self, batch_index):
+    def _transform_for(self, batch_index, epoch=None):
+        if self._seed is not None:
+            return batch_choice(self._seed, epoch, batch_index // self._interval,
+                                len(self._transforms))
         if batch_index % self._interval == 0:
             self._current = np.random.randint(len(self._transforms))
         return self._current

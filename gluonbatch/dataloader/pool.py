@@ -42,8 +42,11 @@ import mxnet as mx
 
 from .._core.checks import check_int, describe
 from .._core.tree import map_arrays
-from .worker import (CONTEXT, Claims, add_note, indices_note, load_batch, load_batch_in_worker,
-                     pick, raise_worker_error, set_worker_state)
+from ..seeded import KeyBatch
+from .resume import checked_state, loader_state, seeded_batch_sampler
+from .worker import (CONTEXT, Claims, add_note, dataset_indices, indices_note, load_batch,
+                     load_batch_in_worker, owned_by, pick, raise_worker_error,
+                     set_worker_state)
 
 __all__ = ['PooledLoader', 'load_batch']
 
@@ -95,10 +98,11 @@ def _check_timeout(timeout):
 class _Task:
     """A batch handed to the pool: its sequence number, dataset indices and result."""
 
-    __slots__ = ('sequence', 'indices', 'result', 'received')
+    __slots__ = ('sequence', 'indices', 'result', 'received', 'batch')
 
-    def __init__(self, sequence, indices, result):
+    def __init__(self, sequence, indices, result, batch):
         self.sequence, self.indices, self.result = sequence, indices, result
+        self.batch = batch  # what the sampler gave: indices, or a KeyBatch
         self.received = False  # the result was taken: nothing of it is left to free
 
 
@@ -145,22 +149,38 @@ class PooledLoader(mx.gluon.data.DataLoader):
         without limit. A worker seen dead raises at once.
     transforms : sequence of callables
         The transforms ``_transform_for`` picks from, applied as ``dataset.transform``.
+    seed : int or None, default None
+        Seeded loading (:mod:`gluonbatch.seeded`): the order of every epoch, and every
+        sample's random draws, from ``(seed, epoch, position)``, the same batches for any
+        ``num_workers``; :meth:`state_dict` and :meth:`load_state_dict` resume at any batch.
+        The batches come from ``batch_size``, ``shuffle`` and ``last_batch`` (and a
+        :class:`~gluonbatch.sampler.SplitSampler`'s rank), or a
+        :class:`~gluonbatch.seeded.SeededBatchSampler`. None: unseeded, as MXNet's loader.
 
     Raises
     ------
     TypeError
-        ``num_workers`` or ``prefetch`` is not an integer (``prefetch`` may be None), or
-        ``timeout`` is not a number (or None).
+        ``num_workers``, ``prefetch`` or ``seed`` is not an integer (``prefetch`` and
+        ``seed`` may be None), or ``timeout`` is not a number (or None).
     ValueError
-        ``num_workers`` is negative, ``prefetch`` below 1 or ``timeout`` not positive.
+        ``num_workers`` is negative, ``prefetch`` below 1 or ``timeout`` not positive; a
+        ``seed`` outside ``[0, 2**64)``, or with a sampler other than a ``SplitSampler``.
     """
 
     def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
                  batch_sampler=None, batchify_fn=None, num_workers=0, pin_memory=False,
-                 pin_device_id=0, prefetch=None, timeout=120, transforms=()):
+                 pin_device_id=0, prefetch=None, timeout=120, transforms=(), seed=None):
         num_workers = check_int(num_workers, 'num_workers', minimum=0)
         prefetch = check_int(prefetch, 'prefetch', minimum=1, allow_none=True)
         timeout = _check_timeout(timeout)
+        if seed is not None:
+            batch_sampler = seeded_batch_sampler(len(dataset), seed, batch_size, shuffle,
+                                                 sampler, last_batch, batch_sampler)
+            batch_size, shuffle, sampler, last_batch = None, False, None, None
+            seed = batch_sampler.seed
+        self._seed = seed
+        self._owned = {}  # transform index -> generators it owns (seeded, no workers)
+        self._live = None  # (epoch, next batch) while a seeded pass runs
         super().__init__(dataset=dataset, batch_size=batch_size, shuffle=shuffle,
                          sampler=sampler, last_batch=last_batch, batch_sampler=batch_sampler,
                          batchify_fn=batchify_fn, num_workers=0, pin_memory=pin_memory,
@@ -179,9 +199,62 @@ class PooledLoader(mx.gluon.data.DataLoader):
                 self._num_workers, initializer=set_worker_state,
                 initargs=(self._dataset, self._transforms, self._batchify_fn, self._claims))
 
-    def _transform_for(self, batch_index):
-        """Index into ``transforms`` of the transform for this batch (None: no transform)."""
+    def _transform_for(self, batch_index, epoch=None):
+        """Index into ``transforms`` of the transform for batch ``batch_index`` (of the pass
+        over ``epoch``, when seeded); None: no transform."""
         return None
+
+    def _numbered(self):
+        """The pass's batches from the sampler, each as ``(transform index, batch)``."""
+        for batch_index, batch in enumerate(self._batch_sampler):
+            if isinstance(batch, KeyBatch):
+                yield self._transform_for(batch.number, batch.epoch), batch
+            else:
+                yield self._transform_for(batch_index), batch
+
+    def _delivering(self, batch):
+        """Note that the sampler's ``batch`` is about to reach the caller."""
+        if isinstance(batch, KeyBatch):
+            self._live = batch.epoch, batch.number + 1
+
+    def _seeded_only(self, method):
+        if self._seed is None:
+            raise ValueError('%s() needs a seeded loader (seed=...): without a seed its '
+                             'batches cannot be made again' % method)
+
+    def state_dict(self):
+        """Where the run is: a small JSON-serializable dict naming the next batch (``seed``,
+        ``epoch``, ``batch`` and ``format``). Taken during a pass, the batch after the last
+        one delivered; after a finished pass, the next epoch's first. A seeded loader only
+        (ValueError otherwise)."""
+        self._seeded_only('state_dict')
+        if self._live is None:
+            position = self._batch_sampler.state_dict()
+            epoch, batch = position['epoch'], position['batch']
+        else:
+            epoch, batch = self._live
+            if batch >= self._batch_sampler.batches_in(epoch):
+                epoch, batch = epoch + 1, 0
+        return loader_state(self._seed, epoch, batch)
+
+    def load_state_dict(self, state):
+        """Make the next pass continue where ``state`` (from :meth:`state_dict`, perhaps
+        of another process, with other ``num_workers``) says: the batches an uninterrupted
+        run would have delivered next, none of those before computed again."""
+        self._seeded_only('load_state_dict')
+        self._batch_sampler.load_state_dict(checked_state(state, self._seed))
+
+    def set_epoch(self, epoch):
+        """Make the next pass the first batch of ``epoch`` (each pass advances the epoch
+        by itself; this sets it, as a distributed sampler's ``set_epoch`` does)."""
+        if self._seed is not None:
+            self._batch_sampler.set_epoch(epoch)
+            return
+        sampler = getattr(self._batch_sampler, '_sampler', None)
+        if not hasattr(sampler, 'set_epoch'):
+            raise ValueError('set_epoch() needs a seeded loader (seed=...) or a sampler with '
+                             'epochs (SplitSampler), got %s' % type(sampler).__name__)
+        sampler.set_epoch(epoch)
 
     def _deliver(self, batch):
         if self._pin_memory:
@@ -194,17 +267,29 @@ class PooledLoader(mx.gluon.data.DataLoader):
 
     def __iter__(self):
         self._start_epoch()
-        if self._worker_pool is None:
-            for batch_index, indices in enumerate(self._batch_sampler):
-                transform = pick(self._transforms, self._transform_for(batch_index))
-                try:
-                    batch = load_batch(self._dataset, indices, transform, self._batchify_fn)
-                except Exception as error:
-                    add_note(error, indices_note(indices))
-                    raise
-                yield self._deliver(batch)
-        else:
-            yield from self._iter_workers()
+        if self._seed is not None:
+            position = self._batch_sampler.state_dict()
+            self._live = position['epoch'], position['batch']
+        try:
+            if self._worker_pool is None:
+                yield from self._iter_here()
+            else:
+                yield from self._iter_workers()
+        finally:
+            self._live = None
+
+    def _iter_here(self):
+        for transform_index, indices in self._numbered():
+            transform = pick(self._transforms, transform_index)
+            owned = (owned_by(self._owned, self._dataset, self._transforms, transform_index)
+                     if isinstance(indices, KeyBatch) else None)
+            try:
+                batch = load_batch(self._dataset, indices, transform, self._batchify_fn, owned)
+            except Exception as error:
+                add_note(error, indices_note(dataset_indices(indices)))
+                raise
+            self._delivering(indices)
+            yield self._deliver(batch)
 
     def _iter_workers(self):
         # A pass left early may still have batches in flight: the pool would run them
@@ -213,8 +298,8 @@ class PooledLoader(mx.gluon.data.DataLoader):
         self._drain_abandoned()
         pending = collections.deque()
         try:
-            for batch_index, indices in enumerate(self._batch_sampler):
-                pending.append(self._submit(batch_index, indices))
+            for transform_index, indices in self._numbered():
+                pending.append(self._submit(transform_index, indices))
                 if len(pending) > self._prefetch:
                     yield self._receive_first(pending)
             while pending:
@@ -223,16 +308,16 @@ class PooledLoader(mx.gluon.data.DataLoader):
             # Runs when the loop breaks off too (the generator is closed).
             self._abandon(pending)
 
-    def _submit(self, batch_index, indices):
+    def _submit(self, transform_index, indices):
         sequence = next(self._sequences)
         result = self._worker_pool.apply_async(
-            load_batch_in_worker, (sequence, indices, self._transform_for(batch_index)))
-        return _Task(sequence, list(indices), result)
+            load_batch_in_worker, (sequence, indices, transform_index))
+        return _Task(sequence, dataset_indices(indices), result, indices)
 
     def _receive_first(self, pending):
         # Taken off only once received: a task that fails to arrive is given back.
         batch = self._receive(pending[0])
-        pending.popleft()
+        self._delivering(pending.popleft().batch)
         return batch
 
     def _receive(self, task):

@@ -27,9 +27,11 @@ import traceback
 from multiprocessing.reduction import ForkingPickler
 
 from .._core.process import ProcessLocal
+from ..seeded import KeyBatch
+from ..seeded.keys import owned_generators, read_seeded
 
 __all__ = ['CONTEXT', 'Claims', 'set_worker_state', 'load_batch', 'load_batch_in_worker',
-           'pick', 'add_note', 'indices_note', 'raise_worker_error']
+           'dataset_indices', 'owned_by', 'pick', 'add_note', 'indices_note', 'raise_worker_error']
 
 #: Fork, not spawn or forkserver: the workers inherit the dataset, transforms and
 #: batchify function, which need not be picklable.
@@ -108,14 +110,39 @@ def indices_note(indices):
     return 'raised while loading dataset samples %s' % list(indices)
 
 
-def load_batch(dataset, indices, transform, batchify_fn):
-    """Read ``dataset[i]`` for every index (through ``transform``), then batchify.
+def load_batch(dataset, indices, transform, batchify_fn, owned=None):
+    """Read ``dataset[i]`` for every index (through ``transform``), then batchify. A
+    :class:`~gluonbatch.seeded.SampleKey` is read with the generators seeded from it,
+    those ``dataset`` and ``transform`` own (``owned``, found here if None) too.
 
     >>> load_batch([1, 2, 3], [2, 0], None, list)
     [3, 1]
     """
     view = dataset if transform is None else dataset.transform(transform)
-    return batchify_fn([view[index] for index in indices])
+    if not isinstance(indices, KeyBatch):
+        return batchify_fn([view[index] for index in indices])
+    if owned is None:
+        owned = owned_generators(dataset, transform)
+    return batchify_fn([read_seeded(view, key, owned) for key in indices])
+
+
+def dataset_indices(batch):
+    """The dataset indices of a batch of indices or of sample keys.
+
+    >>> dataset_indices([4, 5])
+    [4, 5]
+    """
+    if isinstance(batch, KeyBatch):
+        return [key.index for key in batch]
+    return list(batch)
+
+
+def owned_by(cache, dataset, transforms, transform_index):
+    """The generators ``dataset`` and its transform number ``transform_index`` own, found
+    once per transform and kept in the dict ``cache``."""
+    if transform_index not in cache:
+        cache[transform_index] = owned_generators(dataset, pick(transforms, transform_index))
+    return cache[transform_index]
 
 
 def pick(transforms, index):
@@ -176,13 +203,16 @@ def load_batch_in_worker(sequence, indices, transform_index):
     pid = os.getpid()
     state['claims'].mark(sequence, pid)
     try:
+        owned = owned_by(state.setdefault('owned', {}), state['dataset'], state['transforms'],
+                         transform_index) if isinstance(indices, KeyBatch) else None
         batch = load_batch(state['dataset'], indices,
-                           pick(state['transforms'], transform_index), state['batchify_fn'])
+                           pick(state['transforms'], transform_index), state['batchify_fn'],
+                           owned)
         # NDArrays travel as shared-memory file descriptors (MXNet registers the reducer).
         outcome = True, pid, bytes(ForkingPickler.dumps(batch, pickle.HIGHEST_PROTOCOL))
     except Exception as error:
         # Returned, not raised: the pool would wrap it, and could hang on one that fails
         # to unpickle.
-        outcome = False, pid, _error_payload(error, indices)
+        outcome = False, pid, _error_payload(error, dataset_indices(indices))
     state['claims'].mark(sequence, pid, returned=True)
     return outcome

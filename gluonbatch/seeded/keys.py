@@ -1,0 +1,171 @@
+"""Random streams as functions of counters: the one home of seeded loading's derivations.
+
+Every random number a seeded loader uses comes from a key hashed (BLAKE2b) from the
+loader's ``seed`` and counters -- the epoch, a sample's position in the epoch's order, a
+batch's number -- under a purpose tag, so keys of neighbouring counters are independent
+(unlike ``seed + index``) and nothing depends on which process or thread asks, or when:
+
+- :func:`epoch_order`: the permutation of an epoch, from ``(seed, epoch)``;
+- :func:`seed_sample`: before a sample is read, Python's :mod:`random`, numpy's global
+  generator, MXNet's generator and the ``numpy.random.RandomState`` objects a dataset or
+  transform owns (:func:`owned_generators`, CenterNet's for one) are all set from
+  ``(seed, epoch, position)``;
+- :func:`batch_choice`: a choice made per batch (a multi-scale loader's input size), from
+  ``(seed, epoch, batch number)``.
+
+:func:`read_seeded` seeds and reads one sample under a per-process lock, so threads that
+load samples at once do not draw from each other's seeded generators.
+
+Examples
+--------
+>>> import random
+>>> import numpy as np
+>>> seed_sample(7, epoch=0, position=3)
+>>> first = random.random(), np.random.randint(1000)
+>>> seed_sample(7, epoch=0, position=3)
+>>> (random.random(), np.random.randint(1000)) == first
+True
+>>> epoch_order(7, 0, 6).tolist() == epoch_order(7, 0, 6).tolist() != epoch_order(7, 1, 6).tolist()
+True
+"""
+import collections
+import functools
+import hashlib
+import numbers
+import random
+import threading
+import types
+
+import mxnet as mx
+import numpy as np
+
+from .._core.checks import check_int
+from .._core.process import ProcessLocal
+
+__all__ = ['SampleKey', 'check_seed', 'epoch_order', 'seed_sample', 'batch_choice',
+           'owned_generators', 'read_seeded']
+
+#: What a key is for: its tag in the hash, so that two purposes never share a key.
+_ORDER, _SAMPLE, _OWNED, _CHOICE = b'order', b'sample', b'owned', b'choice'
+#: Seeds, epochs and positions are packed as unsigned 64-bit numbers.
+_LIMIT = 2 ** 64
+#: Containers larger than this are not searched for generators (a dataset's records).
+_SEARCH_ITEMS = 64
+#: How many attributes deep :func:`owned_generators` looks (dataset, transform, closure...).
+_SEARCH_DEPTH = 5
+
+# One lock per process (a forked child must not inherit one held by a parent's thread).
+_read_lock = ProcessLocal(threading.RLock)
+
+
+class SampleKey(collections.namedtuple('SampleKey', 'seed epoch position index')):
+    """What a seeded sampler hands the dataset for one sample: the dataset ``index`` to
+    read, and the ``(seed, epoch, position)`` its random draws come from. ``position``
+    counts through the epoch's order (past its end for a padded last batch), so two
+    samples of an epoch never share their draws, even when they read the same index."""
+
+    __slots__ = ()
+
+
+def check_seed(seed, name='seed'):
+    """``seed`` as an int in ``[0, 2**64)``: TypeError if not an integer, else ValueError.
+
+    >>> check_seed(2 ** 64)
+    Traceback (most recent call last):
+    ...
+    ValueError: seed must be an integer in [0, 2**64), got 18446744073709551616
+    """
+    seed = check_int(seed, name)
+    if not 0 <= seed < _LIMIT:
+        raise ValueError('%s must be an integer in [0, 2**64), got %d' % (name, seed))
+    return seed
+
+
+def _digest(tag, counters, size=64):
+    """``size`` bytes hashed from ``counters`` (non-negative ints) under ``tag``."""
+    packed = b''.join(int(counter).to_bytes(8, 'little') for counter in counters)
+    return hashlib.blake2b(packed, digest_size=size, person=tag).digest()
+
+
+def epoch_order(seed, epoch, length):
+    """The permutation of ``range(length)`` for ``epoch`` (an int64 array), drawn by a
+    Philox generator keyed from ``(seed, epoch)``.
+
+    >>> sorted(epoch_order(0, 5, 4).tolist())
+    [0, 1, 2, 3]
+    """
+    key = int.from_bytes(_digest(_ORDER, (seed, epoch), 16), 'little')
+    return np.random.Generator(np.random.Philox(key=key)).permutation(length).astype(np.int64)
+
+
+def seed_sample(seed, epoch, position, owned=()):
+    """Set Python's :mod:`random`, numpy's global generator, MXNet's generator and every
+    ``RandomState`` in ``owned`` from ``(seed, epoch, position)``: each its own part of one
+    key (the ``owned`` ones keys of their own)."""
+    digest = _digest(_SAMPLE, (seed, epoch, position))
+    random.seed(int.from_bytes(digest[:16], 'little'))
+    np.random.seed(np.frombuffer(digest[16:32], np.uint32))
+    mx.random.seed(int.from_bytes(digest[32:36], 'little') >> 1)  # MXNet takes an int32
+    for number, state in enumerate(owned):
+        state.seed(np.frombuffer(_digest(_OWNED, (seed, epoch, position, number), 16),
+                                 np.uint32))
+
+
+def batch_choice(seed, epoch, number, choices):
+    """An int in ``range(choices)`` for batch ``number`` of ``epoch``.
+
+    >>> batch_choice(3, 0, 10, 5) == batch_choice(3, 0, 10, 5)
+    True
+    """
+    return int.from_bytes(_digest(_CHOICE, (seed, epoch, number), 8), 'little') % choices
+
+
+def owned_generators(*roots):
+    """The ``numpy.random.RandomState`` objects ``roots`` hold (numpy's global one aside):
+    found in their attributes, the attributes of those, ``functools.partial`` arguments and
+    small lists, tuples and dicts, a few levels deep, each once, in a fixed order.
+
+    >>> class Jitter:
+    ...     def __init__(self):
+    ...         self.rng = np.random.RandomState(123)
+    >>> jitter = Jitter()
+    >>> owned_generators([jitter, jitter]) == [jitter.rng]
+    True
+    """
+    found, seen = [], set()
+    shared = np.random.mtrand._rand  # the global generator, seeded on its own
+
+    def visit(value, depth):
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, np.random.RandomState):
+            if value is not shared:
+                found.append(value)
+            return
+        if depth == 0 or isinstance(value, (type, types.ModuleType, np.ndarray, mx.nd.NDArray,
+                                            str, bytes, numbers.Number)):
+            return
+        if isinstance(value, functools.partial):
+            children = [value.func, *value.args, *value.keywords.values()]
+        elif isinstance(value, (list, tuple)):
+            children = value if len(value) <= _SEARCH_ITEMS else ()
+        elif isinstance(value, dict):
+            children = list(value.values()) if len(value) <= _SEARCH_ITEMS else ()
+        else:
+            attributes = getattr(value, '__dict__', None)
+            children = list(attributes.values()) if isinstance(attributes, dict) else ()
+        for child in children:
+            visit(child, depth - 1)
+
+    for root in roots:
+        visit(root, _SEARCH_DEPTH)
+    return found
+
+
+def read_seeded(dataset, key, owned=()):
+    """``dataset[key.index]``, read with the generators seeded from ``key`` (and the
+    ``owned`` ones), holding this process's seeding lock."""
+    with _read_lock.get():
+        seed_sample(key.seed, key.epoch, key.position, owned)
+        return dataset[key.index]

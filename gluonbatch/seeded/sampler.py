@@ -1,0 +1,191 @@
+"""The batches of a seeded run: which samples, in which order, under which keys.
+
+:class:`SeededBatchSampler` yields each batch as a list of
+:class:`~gluonbatch.seeded.keys.SampleKey`: the dataset index to read and the
+``(seed, epoch, position)`` its augmentation draws from. Everything is computed from those
+numbers, never from a running state, so a pass can start at any batch at the cost of its
+first batch (resuming), and a rank's batches are a slice of the global batch whatever the
+number of ranks (elastic).
+
+The epoch's order is :func:`~gluonbatch.seeded.keys.epoch_order` (or ``range`` without
+``shuffle``). Positions are grouped into global batches of ``batch_size * num_parts``;
+rank ``part_index`` takes the ``part_index``-th ``batch_size`` of each, so the ranks'
+batches, concatenated in rank order, are the global batch one rank would load.
+"""
+import numpy as np
+
+from .._core.checks import check_choice, check_int, check_part
+from .keys import SampleKey, check_seed, epoch_order
+
+__all__ = ['SeededBatchSampler', 'KeyBatch']
+
+#: What happens to an epoch's last, incomplete global batch.
+LAST_BATCH = ('keep', 'discard', 'pad', 'rollover')
+
+
+class KeyBatch(list):
+    """One batch of :class:`~gluonbatch.seeded.keys.SampleKey`, a list, which also knows
+    the ``epoch`` of its pass and its ``number`` in the pass (from 0)."""
+
+    __slots__ = ('epoch', 'number')
+
+    def __init__(self, keys, epoch, number):
+        super().__init__(keys)
+        self.epoch, self.number = epoch, number
+
+    def __reduce__(self):
+        return KeyBatch, (list(self), self.epoch, self.number)
+
+
+class SeededBatchSampler:
+    """Batches of sample keys: the order, the rank's share and the random draws of every
+    sample a function of ``(seed, epoch, position)``.
+
+    Give it as ``batch_sampler`` to ``mx.gluon.data.DataLoader`` over a
+    :class:`~gluonbatch.seeded.SeededDataset`, or let a gluonbatch loader build it
+    (``seed=``).
+
+    Parameters
+    ----------
+    length : int
+        Samples in the dataset.
+    batch_size : int
+        Samples in each batch this rank loads.
+    seed : int
+        In ``[0, 2**64)``.
+    shuffle : bool, default True
+        A new order every epoch (else ``range(length)`` every epoch).
+    last_batch : {'keep', 'discard', 'pad', 'rollover'}, default 'keep'
+        The epoch's last, incomplete global batch: kept smaller, discarded, padded with
+        samples from the start of the epoch's order (at positions past its end, so with
+        draws of their own), or rolled over into the next epoch's first batch, as MXNet's
+        ``last_batch`` does.
+    num_parts, part_index : int, default 1, 0
+        Ranks in data-parallel training and this one (``kv.num_workers``, ``kv.rank``).
+        Every rank runs the same number of batches; with several, ``'keep'`` needs
+        ``length`` to be a multiple of ``batch_size * num_parts``.
+
+    Attributes
+    ----------
+    epoch : int
+        The epoch of the next pass; each pass advances it by one.
+
+    Examples
+    --------
+    >>> sampler = SeededBatchSampler(5, 2, seed=1, shuffle=False)
+    >>> [[key.index for key in batch] for batch in sampler]
+    [[0, 1], [2, 3], [4]]
+    >>> batch = next(iter(sampler))   # epoch 1
+    >>> batch.epoch, batch.number, batch[1]
+    (1, 0, SampleKey(seed=1, epoch=1, position=1, index=1))
+    >>> ranks = [SeededBatchSampler(8, 2, seed=1, num_parts=2, part_index=r) for r in (0, 1)]
+    >>> [[key.position for key in next(iter(rank))] for rank in ranks]
+    [[0, 1], [2, 3]]
+    """
+
+    def __init__(self, length, batch_size, seed, shuffle=True, last_batch='keep',
+                 num_parts=1, part_index=0):
+        self.length = check_int(length, 'length', minimum=0)
+        self.batch_size = check_int(batch_size, 'batch_size', minimum=1)
+        self.seed = check_seed(seed)
+        self.shuffle = bool(shuffle)
+        self.last_batch = check_choice(last_batch, 'last_batch', LAST_BATCH)
+        self.num_parts, self.part_index = check_part(num_parts, part_index)
+        self.global_batch = self.batch_size * self.num_parts
+        if self.num_parts > 1 and last_batch == 'keep' and self.length % self.global_batch:
+            raise ValueError(
+                "last_batch='keep' with num_parts=%d needs length to be a multiple of the "
+                'global batch (%d = batch_size %d x num_parts %d), got length %d: the ranks '
+                "would run different numbers of batches; use 'discard', 'pad' or 'rollover'"
+                % (self.num_parts, self.global_batch, self.batch_size, self.num_parts,
+                   self.length))
+        self.epoch, self._start = 0, 0
+        self._orders = {}
+
+    def __repr__(self):
+        return ('SeededBatchSampler(%d, %d, seed=%d, shuffle=%r, last_batch=%r, num_parts=%d, '
+                'part_index=%d)' % (self.length, self.batch_size, self.seed, self.shuffle,
+                                    self.last_batch, self.num_parts, self.part_index))
+
+    def set_epoch(self, epoch):
+        """Start the next pass at the first batch of ``epoch``."""
+        self.epoch, self._start = check_int(epoch, 'epoch', minimum=0), 0
+
+    def state_dict(self):
+        """Where the next pass starts: ``{'epoch': e, 'batch': b}``."""
+        return {'epoch': self.epoch, 'batch': self._start}
+
+    def load_state_dict(self, state):
+        """Start the next pass at batch ``state['batch']`` of epoch ``state['epoch']``;
+        the batches before it are not computed."""
+        if not isinstance(state, dict):
+            raise TypeError('state must be a dict with epoch and batch, got %s'
+                            % type(state).__name__)
+        missing = sorted({'epoch', 'batch'} - set(state))
+        if missing:
+            raise ValueError('state lacks %s; it has %s' % (', '.join(missing),
+                                                              sorted(state)))
+        epoch = check_int(state['epoch'], "state['epoch']", minimum=0)
+        batch = check_int(state['batch'], "state['batch']", minimum=0)
+        if batch > self.batches_in(epoch):
+            raise ValueError("state['batch'] is %d, but epoch %d has %d batches"
+                             % (batch, epoch, self.batches_in(epoch)))
+        self.epoch, self._start = epoch, batch
+
+    def batches_in(self, epoch):
+        """How many batches the pass of ``epoch`` has."""
+        first, stop = self._span(epoch)
+        return stop - first
+
+    def __len__(self):
+        return self.batches_in(self.epoch)
+
+    def __iter__(self):
+        epoch, start = self.epoch, self._start
+        self.epoch, self._start = epoch + 1, 0
+        return self.batches(epoch, start)
+
+    def batches(self, epoch, start=0):
+        """The batches of the pass of ``epoch`` from batch ``start`` on (no state change)."""
+        first, stop = self._span(epoch)
+        for number in range(start, stop - first):
+            yield self.batch(epoch, number)
+
+    def batch(self, epoch, number):
+        """Batch ``number`` of the pass of ``epoch``, a :class:`KeyBatch`."""
+        first, _ = self._span(epoch)
+        low = (first + number) * self.global_batch + self.part_index * self.batch_size
+        high = low + self.batch_size
+        if self.last_batch == 'rollover':  # positions count through all epochs
+            stream = np.arange(low, high)
+            epochs, positions = np.divmod(stream, self.length)
+        else:
+            if self.last_batch == 'keep':
+                high = min(high, self.length)
+            positions = np.arange(low, high)
+            epochs = np.full(len(positions), epoch)
+        keys = [SampleKey(self.seed, int(e), int(p), int(self._order(e)[p % self.length]))
+                for e, p in zip(epochs.tolist(), positions.tolist())]
+        return KeyBatch(keys, epoch, number)
+
+    def _span(self, epoch):
+        """``(first, stop)``: the pass of ``epoch`` runs global batches ``first..stop-1``
+        (counted from the epoch's start; with rollover, from the first epoch's)."""
+        size, count = self.global_batch, self.length
+        if self.last_batch == 'rollover':
+            return epoch * count // size, (epoch + 1) * count // size
+        if self.last_batch == 'discard':
+            return 0, count // size
+        return 0, -(-count // size)
+
+    def _order(self, epoch):
+        """The permutation of ``epoch`` (the two latest are kept: a rolled-over batch
+        spans two epochs)."""
+        order = self._orders.get(epoch)
+        if order is None:
+            order = (epoch_order(self.seed, epoch, self.length) if self.shuffle
+                     else np.arange(self.length, dtype=np.int64))
+            self._orders = {key: value for key, value in self._orders.items()
+                            if key == epoch - 1}
+            self._orders[epoch] = order
+        return order
