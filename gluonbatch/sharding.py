@@ -30,6 +30,7 @@ from ._core.checks import check_int, described
 from ._core.layout import split_bounds
 from ._core.shard_layout import FIELDS, ROWS, SHARDS, WHOLE, layout_of, resolve_layout
 from ._core.tree import map_arrays
+from ._core.wording import plural
 from .sampler import SplitSampler  # noqa: F401  (its old import path)
 
 __all__ = ['split_to_devices', 'ShardedLoader']
@@ -65,8 +66,8 @@ def _container(value, layout, name):
             raise TypeError('%s is %s; its shard layout %r expects a tuple of %d fields'
                             % (name, described(value), layout, len(layout)))
         if len(value) != len(layout):
-            raise ValueError('%s has %d fields; its shard layout %r expects %d'
-                             % (name, len(value), layout, len(layout)))
+            raise ValueError('%s has %s; its shard layout %r expects %d'
+                             % (name, plural(len(value), 'field'), layout, len(layout)))
         return (type(value), [_parse(item, sub, '%s[%d]' % (name, index))
                               for index, (item, sub) in enumerate(zip(value, layout))])
     if not isinstance(value, Mapping):
@@ -145,14 +146,16 @@ def _bounds(leaves, num_shards, num_devices):
                                  'batch must be sharded alike'
                                  % (leaf.name, leaf.shard_sizes(), first.name, sizes))
         if num_shards is not None and len(sizes) > num_shards:
-            raise ValueError('%s has %d shards; num_shards=%d was given'
-                             % (first.name, len(sizes), num_shards))
+            raise ValueError('%s has %s; num_shards=%d was given'
+                             % (first.name, plural(len(sizes), 'shard'), num_shards))
         total = sum(sizes)
         for leaf in split:
             if leaf.rows() != total:
-                raise ValueError('%s has %d rows; the batch has %d samples in %d shards %s, '
-                                 'so a field split by rows must have %d rows'
-                                 % (leaf.name, leaf.rows(), total, len(sizes), sizes, total))
+                raise ValueError('%s has %s; the batch has %s in %s %s, so a field split by '
+                                 'rows must have %s'
+                                 % (leaf.name, plural(leaf.rows(), 'row'),
+                                    plural(total, 'sample'), plural(len(sizes), 'shard'),
+                                    sizes, plural(total, 'row')))
         return [(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
     # No sharded field: split by rows across every device, as split_and_load does, so that
     # swapping it for split_to_devices never leaves devices idle.
@@ -317,9 +320,11 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
     tree = _parse(batch, resolve_layout(layout), 'the batch')
     bounds = _bounds(list(_leaves(tree)), num_shards, len(ctx_list))
     if len(bounds) > len(ctx_list):
-        raise ValueError('the batch has %d shards but only %d device(s) were given; make it '
-                         'with num_shards=%d (or fewer) or give %d contexts'
-                         % (len(bounds), len(ctx_list), len(ctx_list), len(bounds)))
+        raise ValueError('the batch has %s but only %s %s given; make it with '
+                         'num_shards=%d (or fewer) or give %d contexts'
+                         % (plural(len(bounds), 'shard'), plural(len(ctx_list), 'device'),
+                            'was' if len(ctx_list) == 1 else 'were', len(ctx_list),
+                            len(bounds)))
     return [_build(tree, shard, shard_bounds, ctx)
             for shard, (shard_bounds, ctx) in enumerate(zip(bounds, ctx_list))]
 

@@ -136,7 +136,7 @@ def test_tuple_names_the_field_of_an_inner_error():
 
 def test_dict_key_mismatch_and_types():
     batchify = Dict({'a': Stack(), 'b': Pad()})
-    with pytest.raises(ValueError, match=r"sample 1 lacks key\(s\) \['b'\]; Dict batchifies "
+    with pytest.raises(ValueError, match=r"sample 1 lacks key \['b'\]; Dict batchifies "
                                          r"\['a', 'b'\]"):
         batchify([{'a': 1, 'b': [1]}, {'a': 1, 'c': [1]}])
     strict = Dict({'a': Stack(), 'b': Pad()}, strict=True)
@@ -153,7 +153,7 @@ def test_dict_key_mismatch_and_types():
 
 def test_named_tuple_mismatches():
     Point = namedtuple('Point', ['x', 'y'])
-    with pytest.raises(ValueError, match='1 functions given but Point has 2 fields'):
+    with pytest.raises(ValueError, match='1 function given but Point has 2 fields'):
         NamedTuple(Point, [Stack()])
     with pytest.raises(ValueError, match="fields \\['x', 'z'\\] but Point has fields"):
         NamedTuple(Point, {'x': Stack(), 'z': Stack()})

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .wording import with_article
+from .wording import plural, with_article
 
 __all__ = ['BatchifyUsageError', 'describe', 'described', 'check_int', 'check_choice',
            'check_str', 'check_callable', 'check_batch', 'check_fields', 'check_part',
@@ -173,7 +173,7 @@ def check_batch(data):
         raise ValueError('the batch is empty: there are no samples to batchify')
 
 
-def check_fields(data, width, owner, unit='fields'):
+def check_fields(data, width, owner, unit='field'):
     """Raise BatchifyUsageError unless every sample is a tuple or list of ``width`` items.
 
     ``owner`` names the function that expects them in the message.
@@ -182,15 +182,15 @@ def check_fields(data, width, owner, unit='fields'):
     >>> check_fields([(1, 2), (3,)], 2, 'Tuple')
     Traceback (most recent call last):
     ...
-    gluonbatch._core.checks.BatchifyUsageError: sample 1 has 1 fields; Tuple expects 2
+    gluonbatch._core.checks.BatchifyUsageError: sample 1 has 1 field; Tuple expects 2
     """
     for index, sample in enumerate(data):
         if isinstance(sample, (str, bytes, Mapping)) or not isinstance(sample, Sequence):
-            raise BatchifyUsageError('sample %d is %s; %s expects a tuple or list of %d %s'
-                                     % (index, described(sample), owner, width, unit))
+            raise BatchifyUsageError('sample %d is %s; %s expects a tuple or list of %s'
+                                     % (index, described(sample), owner, plural(width, unit)))
         if len(sample) != width:
-            raise BatchifyUsageError('sample %d has %d %s; %s expects %d'
-                                     % (index, len(sample), unit, owner, width))
+            raise BatchifyUsageError('sample %d has %s; %s expects %d'
+                                     % (index, plural(len(sample), unit), owner, width))
 
 
 def check_part(num_parts, part_index):

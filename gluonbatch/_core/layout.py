@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from .checks import check_dtype, is_int
+from .wording import plural
 
 __all__ = ['normalize_axes', 'check_axis_argument', 'split_bounds', 'shard_bounds',
            'round_up', 'padded_shape', 'check_same_shape', 'common_dtype', 'check_pad_value']
@@ -28,8 +29,8 @@ def normalize_axes(axis, ndim, index=0):
     normalized = []
     for ax in axes:
         if not -ndim <= ax < ndim:
-            raise ValueError('sample %d has %d dimension(s); pad axis %d is out of range'
-                             % (index, ndim, ax))
+            raise ValueError('sample %d has %s; pad axis %d is out of range'
+                             % (index, plural(ndim, 'dimension'), ax))
         normalized.append(int(ax) % ndim)
     if len(set(normalized)) != len(normalized):
         raise ValueError('pad axes %r name the same dimension twice' % (axis,))
@@ -77,8 +78,9 @@ def shard_bounds(num_samples, num_shards):
     [(0, 2), (2, 3), (3, 4), (4, 5)]
     """
     if num_shards > num_samples:
-        warnings.warn('num_shards=%d is larger than the batch of %d sample(s); returning %d '
-                      'shard(s)' % (num_shards, num_samples, num_samples), stacklevel=3)
+        warnings.warn('num_shards=%d is larger than the batch of %s; returning %s'
+                      % (num_shards, plural(num_samples, 'sample'),
+                         plural(num_samples, 'shard')), stacklevel=3)
     return split_bounds(num_samples, num_shards)
 
 

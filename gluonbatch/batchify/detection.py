@@ -72,7 +72,7 @@ class _TargetBatchify:
     def _split(self, data):
         """The image batch and the list of labels of checked ``(image, label)`` samples."""
         check_batch(data)
-        check_fields(data, 2, type(self).__name__, 'elements')
+        check_fields(data, 2, type(self).__name__, 'element')
         self._check_layout(data[0][0])
         images = self._images([sample[0] for sample in data])
         # stacked as they come, the images must be CHW: their size sets the target grids

@@ -15,6 +15,7 @@ from .._core.assemble import apply_to_field
 from .._core.checks import (BatchifyUsageError, check_batch, check_callable, check_choice,
                             check_fields, describe, described)
 from .._core.shard_layout import ROWS, layout_of
+from .._core.wording import plural
 
 __all__ = ['Tuple', 'List', 'Dict', 'NamedTuple']
 
@@ -39,8 +40,8 @@ class Tuple:
         if isinstance(fn, (list, tuple)):
             if args:
                 raise BatchifyUsageError('Tuple takes Tuple(A, B, C), Tuple([A, B, C]) or '
-                                         'Tuple((A, B, C)); got a sequence followed by %d '
-                                         'more argument(s)' % len(args))
+                                         'Tuple((A, B, C)); got a sequence followed by %s'
+                                         % plural(len(args), 'more argument'))
             fns = tuple(fn)
         else:
             fns = (fn,) + args
@@ -139,8 +140,9 @@ class Dict:
                                          % (index, described(sample), sorted(map(str, keys))))
             missing, extra = keys - set(sample), set(sample) - keys
             if missing and not self._strict:
-                raise BatchifyUsageError('sample %d lacks key(s) %s; Dict batchifies %s'
-                                         % (index, sorted(map(str, missing)),
+                raise BatchifyUsageError('sample %d lacks %s %s; Dict batchifies %s'
+                                         % (index, 'key' if len(missing) == 1 else 'keys',
+                                            sorted(map(str, missing)),
                                             sorted(map(str, keys))))
             if missing or (extra and self._strict):
                 raise BatchifyUsageError(
@@ -191,8 +193,9 @@ class NamedTuple:
             fns = tuple(fn_info[name] for name in fields)
         elif isinstance(fn_info, (list, tuple)):
             if len(fn_info) != len(fields):
-                raise BatchifyUsageError('%d functions given but %s has %d fields %s'
-                                         % (len(fn_info), container.__name__, len(fields),
+                raise BatchifyUsageError('%s given but %s has %s %s'
+                                         % (plural(len(fn_info), 'function'),
+                                            container.__name__, plural(len(fields), 'field'),
                                             list(fields)))
             fns = tuple(fn_info)
         else:

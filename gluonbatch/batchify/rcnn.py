@@ -16,6 +16,7 @@ from .._core.inference import FeatureShapes
 from .._core.layout import shard_bounds
 from .._core.samples import as_host_array, as_host_arrays
 from .._core.shard_layout import ROWS, SHARDS
+from .._core.wording import plural
 from .._core.write import write_slots
 
 __all__ = ['FeatureShapes', 'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify']
@@ -44,8 +45,9 @@ class _TargetField:
                             'width, channels) array per feature level'
                             % (index, self.name, described(sample_levels)))
         if len(sample_levels) != num_levels:
-            raise ValueError('sample %d has %s targets for %d feature level(s); net.features '
-                             'has %d' % (index, self.name, len(sample_levels), num_levels))
+            raise ValueError('sample %d has %s targets for %s; net.features has %d'
+                             % (index, self.name, plural(len(sample_levels), 'feature level'),
+                                num_levels))
         levels = [as_host_array(target, index) for target in sample_levels]
         for level, target in enumerate(levels):
             if target.ndim != 3 or target.shape[2] % self.row_width:
@@ -108,7 +110,7 @@ class FasterRCNNTrainBatchify:
     def __call__(self, data):
         """Batchify ``data``, a list of 5-element samples."""
         check_batch(data)
-        check_fields(data, self.NUM_ELEMENTS, type(self).__name__, 'elements')
+        check_fields(data, self.NUM_ELEMENTS, type(self).__name__, 'element')
         with legacy_mode():
             return self._batchify(data, shard_bounds(len(data), self._num_shards))
 
@@ -199,7 +201,7 @@ class MaskRCNNTrainBatchify(FasterRCNNTrainBatchify):
     def __call__(self, data):
         """Batchify ``data``, a list of 6-element samples."""
         check_batch(data)
-        check_fields(data, self.NUM_ELEMENTS, type(self).__name__, 'elements')
+        check_fields(data, self.NUM_ELEMENTS, type(self).__name__, 'element')
         bounds = shard_bounds(len(data), self._num_shards)
         with legacy_mode():
             images, boxes, cls, box, mask = self._batchify(data, bounds)

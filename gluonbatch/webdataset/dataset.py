@@ -293,9 +293,10 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         if self.id_col not in frame.columns:
             raise ValueError('metadata lost its id column %r' % self.id_col)
         if frame.npartitions != max(1, len(self._shards)):
-            raise ValueError('metadata has %d partitions but %s has %d shards: keep one '
-                             'partition per shard (add columns, but keep the rows)'
-                             % (frame.npartitions, self.path, len(self._shards)))
+            raise ValueError('metadata has %s but %s has %s: keep one partition per shard '
+                             '(add columns, but keep the rows)'
+                             % (plural(frame.npartitions, 'partition'), self.path,
+                                plural(len(self._shards), 'shard')))
         return frame
 
     def save_metadata(self, path=None, columns=None, *, drop_other_columns=False):

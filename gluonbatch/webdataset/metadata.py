@@ -9,6 +9,7 @@ import dask
 import dask.dataframe as dd
 import pandas as pd
 
+from .._core.wording import plural
 from .parquet import open_parquet, read_parquet
 
 __all__ = ['count_records', 'lazy_metadata', 'pandas_dtypes']
@@ -43,8 +44,9 @@ class ReadShardMetadata:
     def __call__(self, shard, columns=None):
         frame = read_parquet(shard, self.id_col, columns, expect_columns=self.columns)
         if len(frame) != shard.stop - shard.start:
-            raise ValueError('%s has %d rows; it had %d when the dataset was opened'
-                             % (shard.parquet, len(frame), shard.stop - shard.start))
+            raise ValueError('%s has %s; it had %d when the dataset was opened'
+                             % (shard.parquet, plural(len(frame), 'row'),
+                                shard.stop - shard.start))
         if columns is not None:
             frame = frame[list(columns)]
         return frame.set_axis(pd.RangeIndex(shard.start, shard.stop), axis=0)

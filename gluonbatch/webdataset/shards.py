@@ -10,6 +10,7 @@ import re
 import warnings
 
 from .._core.checks import check_part
+from .._core.wording import plural
 
 SHARD_FILE = re.compile(r'^(\d+)\.(tar|parquet|idx)$')
 _EXAMPLES = 5                       # ids listed in an error message
@@ -99,11 +100,10 @@ def find_shards(directory):
                               (found['idx'] - tars, 'idx', 'tar')):
         if stems:
             stem = min(stems, key=stem_order)
-            raise FileNotFoundError('%s has no %s beside it (%s: %d shard file(s) without '
-                                    'their .%s)' % (os.path.join(directory, stem + '.' + ext),
-                                                    stem + '.' + other,
-                                                    os.path.join(directory, '*.' + ext),
-                                                    len(stems), other))
+            raise FileNotFoundError('%s has no %s beside it (%s: %s without a .%s)'
+                                    % (os.path.join(directory, stem + '.' + ext),
+                                       stem + '.' + other, os.path.join(directory, '*.' + ext),
+                                       plural(len(stems), 'shard file'), other))
     return sorted(tars, key=stem_order), found['idx']
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._core.wording import plural
 from .commit import FORWARD, staging
 from .index import index_line, index_text
 from .metadata import pandas_dtypes
@@ -234,8 +235,8 @@ def check_rows(frame, shard, id_col, ids=None):
     problem = None
     if len(frame) != shard.stop - shard.start or not frame.index.equals(
             pd.RangeIndex(shard.start, shard.stop)):
-        problem = '%d rows (index %s..); it had %d (%d..%d)' % (
-            len(frame), frame.index[:1].tolist(), shard.stop - shard.start, shard.start,
+        problem = '%s (index %s..); it had %d (%d..%d)' % (
+            plural(len(frame), 'row'), frame.index[:1].tolist(), shard.stop - shard.start, shard.start,
             shard.stop - 1)
     elif id_col in frame.columns and not frame[id_col].is_monotonic_increasing:
         problem = 'its ids out of record order'
@@ -357,8 +358,9 @@ def save_metadata(frame, opened_ids, id_col, shards, directory, columns=None, me
         columns = [columns] if isinstance(columns, str) else list(columns)
         unknown = [c for c in columns if c not in frame.columns]
         if unknown:
-            raise ValueError('save_metadata: no column(s) %s in the metadata; it has %s'
-                             % (unknown, list(map(str, frame.columns))))
+            raise ValueError('save_metadata: no %s %s in the metadata; it has %s'
+                             % ('column' if len(unknown) == 1 else 'columns', unknown,
+                                list(map(str, frame.columns))))
         if id_col not in columns:
             columns.insert(0, id_col)
         frame = frame[columns]
