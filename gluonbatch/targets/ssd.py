@@ -212,9 +212,10 @@ class SSDTargets:
     def __init__(self, anchors, iou_thresh=0.5, box_norm=(0.1, 0.1, 0.2, 0.2), **kwargs):
         unknown = sorted(set(kwargs) - set(_IGNORED_KWARGS))
         if unknown:
-            raise TypeError('SSDTargets got unexpected keyword argument(s) %s (gluoncv\'s '
+            raise TypeError('SSDTargets got %s %s (gluoncv\'s '
                             'SSDTargetGenerator takes neg_thresh, prefix, params)'
-                            % ', '.join(unknown))
+                            % ('an unexpected keyword argument' if len(unknown) == 1
+                               else 'unexpected keyword arguments', ', '.join(unknown)))
         if len(box_norm) != 4:
             raise ValueError('box_norm must have 4 values, got %r' % (box_norm,))
         anchors = as_numpy(anchors, 'anchors')

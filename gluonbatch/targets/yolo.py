@@ -104,9 +104,10 @@ class YOLO3Targets:
     def __init__(self, net, width, height, mixup=False, **kwargs):
         unknown = sorted(set(kwargs) - set(_BLOCK_KWARGS))
         if unknown:
-            raise TypeError('YOLO3Targets got unexpected keyword argument(s) %s (gluoncv\'s '
+            raise TypeError('YOLO3Targets got %s %s (gluoncv\'s '
                             'YOLOV3PrefetchTargetGenerator takes prefix, params)'
-                            % ', '.join(unknown))
+                            % ('an unexpected keyword argument' if len(unknown) == 1
+                               else 'unexpected keyword arguments', ', '.join(unknown)))
         self._width = int(width)
         self._height = int(height)
         self._mixup = bool(mixup)
