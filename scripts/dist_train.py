@@ -31,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
+from gluonbatch._core.argtypes import HelpFormatter  # noqa: E402
 from gluonbatch.batchify import List, Pad, Stack, Tuple  # noqa: E402
 from gluonbatch.dataloader import ShardedLoader  # noqa: E402
 from gluonbatch.sampler import SplitSampler  # noqa: E402
@@ -84,7 +85,8 @@ def digest(params):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
+                                     formatter_class=HelpFormatter)
     parser.add_argument('--steps', type=int, default=4, help='training steps (batches)')
     parser.add_argument('--batch-size', type=int, default=8, help='per worker')
     parser.add_argument('--samples', type=int, default=64, help='synthetic dataset size')

@@ -161,9 +161,11 @@ def _raise_interrupt(signum, frame):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
-                                     usage='%(prog)s [options] -- command ...')
-    parser.add_argument('--num-workers', type=int, default=2)
-    parser.add_argument('--num-servers', type=int, default=1)
+                                     usage='%(prog)s [options] -- command ...',
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument('--num-workers', type=int, default=2,
+                        help='worker processes, each running the command')
+    parser.add_argument('--num-servers', type=int, default=1, help='parameter servers')
     parser.add_argument('--timeout', type=float, default=300,
                         help='seconds before everything is stopped (exit 124)')
     parser.add_argument('--grace', type=float, default=15,

@@ -5,6 +5,7 @@ import argparse
 import io
 import os
 import re
+import subprocess
 import sys
 
 import mxnet as mx
@@ -173,6 +174,20 @@ def test_the_benchmarks_help_is_plain_text(capsys):
     assert 'Benchmark gluonbatch against gluoncv and against "the floor"; make bench.' in \
         ' '.join(out.split())
     assert '``' not in out
+
+
+@pytest.mark.parametrize('script, line', [
+    ('dist_train.py', '--steps STEPS training steps (batches) (default: 4)'),
+    ('launch_local.py', '--num-workers NUM_WORKERS worker processes, each running the command '
+                        '(default: 2)'),
+])
+def test_the_scripts_help_is_plain_text_with_defaults(script, line):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, os.path.join(root, 'scripts', script), '--help'],
+                            capture_output=True, text=True, check=True,
+                            env=dict(os.environ, PYTHONPATH=root, COLUMNS='100'))
+    assert line in ' '.join(result.stdout.split())
+    assert '``' not in result.stdout
 
 
 class _Terminal(io.StringIO):
