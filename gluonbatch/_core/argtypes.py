@@ -71,12 +71,26 @@ def png_path(text):
         problem = 'does not end in .png; the picture is a PNG file'
     elif not os.path.isdir(folder):
         problem = 'is in %s, which is not an existing directory' % folder
-    elif not os.access(folder, os.W_OK) or (os.path.exists(text)
-                                            and not os.access(text, os.W_OK)):
-        problem = 'cannot be written (no write permission); choose another path'
     else:
-        return text
+        problem = _unwritable(text)
+        if problem is None:
+            return text
     raise argparse.ArgumentTypeError('%r %s' % (text, problem))
+
+
+def _unwritable(path):
+    """Why the file ``path`` cannot be written, or None: it is opened for appending (which
+    changes nothing in a file that exists, and one made for the test is removed), since
+    permissions alone do not tell (a superuser, ``/proc``, a read-only mount)."""
+    existed = os.path.exists(path)
+    try:
+        with open(path, 'ab'):
+            pass
+    except OSError as err:
+        return 'cannot be written (%s); choose another path' % (err.strerror or err)
+    if not existed:
+        os.remove(path)
+    return None
 
 
 # reStructuredText in docstrings: ``literal`` and :role:`target` (``~`` keeps the last name)
