@@ -136,7 +136,7 @@ class _Terminal(io.StringIO):
         return True
 
 
-_STAGE = r'^reshard: (\d+)/\1 tasks? done in \d+\.\d s$'
+_STAGE = r'^reshard \(([a-z ]+)\): (\d+)/\2 tasks? done in \d+\.\d s$'
 
 
 def test_progress_where_the_output_is_no_terminal_is_a_line_per_stage(dataset, tmp_path,
@@ -147,8 +147,10 @@ def test_progress_where_the_output_is_no_terminal_is_a_line_per_stage(dataset, t
     assert '\r' not in out
     # a pass over the source shards, then one task per new shard; then the summary
     lines = out.splitlines()
-    assert len(lines) == 3 and all(re.match(_STAGE, line) for line in lines[:2])
-    assert lines[1].startswith('reshard: 3/3 tasks')
+    assert len(lines) == 3
+    assert [re.match(_STAGE, line).group(1) for line in lines[:2]] == [
+        'selecting records', 'writing shards']  # each stage named
+    assert lines[1].startswith('reshard (writing shards): 3/3 tasks')
     assert lines[2] == '%s: 6 of 6 records in 3 shards' % dst
 
 

@@ -89,9 +89,10 @@ def test_the_steps_on_a_scheduler_address(curated, cluster, capsys):
     dst = str(tmp_path / 'kept')
     assert main(['wds', 'filter', path, dst, '--where', 'aesthetic_score > 0',
                  '--scheduler', address]) == 0
-    # a first pass over the input shards, then one task per output shard
+    # a first pass over the input shards, then one task per output shard, each named
     out = capsys.readouterr().out
-    assert len(re.findall(r'^filter: (\d+)/\1 tasks? done in [\d.]+ s$', out, re.M)) == 2
+    assert re.findall(r'^filter \(([a-z ]+)\): (?:\d+)/\d+ tasks? done in [\d.]+ s$', out,
+                      re.M) == ['selecting records', 'writing shards']
     frame = ImageTextPairDataset.from_webdataset(path, ID).metadata.compute()
     np.testing.assert_allclose(frame['aesthetic_score'], want['aesthetic_score'], rtol=1e-5)
     kept = ImageTextPairDataset.from_webdataset(dst, ID)

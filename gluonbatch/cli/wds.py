@@ -1,5 +1,5 @@
-"""``gluonbatch wds``: index, inspect, reshard, embed, score and filter sharded image-text
-datasets (the curation steps are in :mod:`gluonbatch.cli.curate`).
+"""``gluonbatch wds``: index, inspect, verify, reshard, embed, score and filter sharded
+image-text datasets (the curation steps are in :mod:`gluonbatch.cli.curate`).
 
 The datasets are directories of ``NNNNN.tar`` + ``.parquet`` + ``.idx`` files
 (:mod:`gluonbatch.webdataset`). Bad datasets are reported on one line, not as tracebacks:
@@ -107,8 +107,8 @@ def add_parser(commands):
     0
     """
     wds = commands.add_parser('wds', help='sharded image-text datasets (NNNNN.tar + '
-                                          '.parquet + .idx): index, inspect, reshard, '
-                                          'embed, score, filter')
+                                          '.parquet + .idx): index, inspect, verify, '
+                                          'reshard, embed, score, filter')
     actions = wds.add_subparsers(dest='wds_command', required=True, metavar='ACTION')
 
     index = actions.add_parser('index', help='write the v1.2 .idx file of tar files')

@@ -5,6 +5,7 @@ synchronous); :func:`wait_with_progress` waits for the futures of a ``distribute
 client. Both choose by whether ``sys.stdout`` is a terminal.
 """
 import contextlib
+import contextvars
 import sys
 import time
 
@@ -12,7 +13,32 @@ from dask.callbacks import Callback
 
 from .._core.console import is_terminal, stage_line
 
-__all__ = ['local_progress', 'wait_with_progress', 'StageLines']
+__all__ = ['local_progress', 'wait_with_progress', 'StageLines', 'stage_named', 'staged']
+
+
+# What the computation running now does, for its progress line (None: unnamed).
+_STAGE = contextvars.ContextVar('gluonbatch_stage', default=None)
+
+
+@contextlib.contextmanager
+def stage_named(name):
+    """Within this context, progress lines name the stage: ``reshard (writing shards): ...``."""
+    token = _STAGE.set(name)
+    try:
+        yield
+    finally:
+        _STAGE.reset(token)
+
+
+def staged(label):
+    """``label`` with the name of the current stage (:func:`stage_named`), if any.
+
+    >>> with stage_named('writing shards'):
+    ...     staged('reshard')
+    'reshard (writing shards)'
+    """
+    name = _STAGE.get()
+    return label if name is None else '%s (%s)' % (label, name)
 
 
 class StageLines(Callback):
@@ -38,7 +64,7 @@ class StageLines(Callback):
     def _finish(self, dsk, state, errored):
         done = len(state['finished'])
         total = done + sum(len(state[k]) for k in ('ready', 'waiting', 'running'))
-        print(stage_line(self._label, done, total, time.perf_counter() - self._started),
+        print(stage_line(staged(self._label), done, total, time.perf_counter() - self._started),
               file=self._out or sys.stdout, flush=True)
 
 
@@ -67,4 +93,5 @@ def wait_with_progress(futures, label):
     started = time.perf_counter()
     distributed.wait(futures)
     done = sum(future.status == 'finished' for future in futures)
-    print(stage_line(label, done, len(futures), time.perf_counter() - started), flush=True)
+    print(stage_line(staged(label), done, len(futures), time.perf_counter() - started),
+          flush=True)

@@ -181,7 +181,8 @@ def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_
             reader = dask.delayed(reader, traverse=False)
             kept = list(compute(partition_tasks(
                 frame, lambda part, number: dask.delayed(_stage_kept_rows)(
-                    part, shards[number], id_col, filter_column, reader, stage.path))))
+                    part, shards[number], id_col, filter_column, reader, stage.path)),
+                'selecting records'))
             total = sum(kept)
             num_shards = -(-total // samples_per_shard)
             if num_shards > 10 ** max_shards:
@@ -192,7 +193,7 @@ def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_
             if total:
                 stems = compute(_output_tasks(shards, kept, samples_per_shard, max_shards,
                                               reader, stage.path, id_col, old_id_col),
-                                holds_the_gil=True)
+                                'writing shards', holds_the_gil=True)
                 # all shards or none: a kill during the moves is undone by the next read
                 # or write of the directory
                 written = commit_shards(stage, stems, BACK)

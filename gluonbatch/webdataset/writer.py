@@ -27,7 +27,7 @@ from .commit import FORWARD, staging
 from .index import index_line, index_text
 from .metadata import pandas_dtypes
 from .parquet import merge_columns
-from .progress import wait_with_progress
+from .progress import stage_named, wait_with_progress
 from .shards import remove_quietly, temporary_name
 from .tar import BLOCK, member_header, padded
 
@@ -265,9 +265,10 @@ def cluster_progress(label='computing'):
         _CLUSTER_PROGRESS.reset(token)
 
 
-def compute(tasks, holds_the_gil=False):
+def compute(tasks, what=None, holds_the_gil=False):
     """The results of ``tasks`` (Dask ``Delayed`` objects) computed on the active scheduler,
-    as a tuple; the one place the writers compute.
+    as a tuple; the one place the writers compute. ``what`` names the stage in progress
+    lines (``'writing shards'``), where a command has several.
 
     Tasks that hold the GIL throughout (``holds_the_gil``: pure Python, such as writing
     tar records) run one at a time where the active scheduler is Dask's local threads:
@@ -277,14 +278,15 @@ def compute(tasks, holds_the_gil=False):
     scheduler = dask.base.get_scheduler()
     client = getattr(scheduler, '__self__', None)
     label = _CLUSTER_PROGRESS.get()
-    if label is not None and hasattr(client, 'gather'):  # a distributed client
-        futures = client.compute(list(tasks))
-        wait_with_progress(futures, label)
-        return tuple(client.gather(futures))
-    # None: no scheduler configured, and Delayed objects then compute on local threads
-    if holds_the_gil and scheduler in (None, dask.threaded.get):
-        return dask.compute(*tasks, scheduler='synchronous')
-    return dask.compute(*tasks)
+    with stage_named(what):
+        if label is not None and hasattr(client, 'gather'):  # a distributed client
+            futures = client.compute(list(tasks))
+            wait_with_progress(futures, label)
+            return tuple(client.gather(futures))
+        # None: no scheduler configured, and Delayed objects then compute on local threads
+        if holds_the_gil and scheduler in (None, dask.threaded.get):
+            return dask.compute(*tasks, scheduler='synchronous')
+        return dask.compute(*tasks)
 
 
 def partitions(frame):
