@@ -240,6 +240,7 @@ def test_center_net_training_sums_the_scripts_weighted_losses():
     (['--batches', 'many'], "'many' is not a whole number"),
     (['--voc-root', '/no/such/dir'], "dataset directory '/no/such/dir' does not exist"),
     (['--num-workers', '-1'], '-1 is negative'),
+    (['--seed', '-1'], '-1 is negative'),
 ])
 @pytest.mark.parametrize('loader', ['ssd', 'center_net'])
 def test_bad_loader_options_exit_with_a_message(loader, args, message, capsys):
