@@ -43,8 +43,8 @@ def test_docs_build_without_warnings(html_dir):
     for name in ('Pad', 'Stack', 'FasterRCNNTrainBatchify', 'ImageTextPairDataset',
                  'SplitSampler', 'default_collate', 'SharedMemoryError'):
         assert name in api, name
-    for page in ('migration', 'choosing', 'detection', 'scaling', 'memory', 'webdataset',
-                 'performance', 'cli'):
+    for page in ('migration', 'choosing', 'detection', 'scaling', 'reproducible', 'memory',
+                 'webdataset', 'performance', 'cli'):
         assert (html_dir / ('%s.html' % page)).is_file(), page
     assert 'usage: gluonbatch' in _read(html_dir / 'cli.html')
 

@@ -45,6 +45,33 @@ _ANCHORS = ('anchors = mx.nd.array(np.random.RandomState(0).uniform(0, 1, (1, 64
             'anchors = mx.nd.concat(mx.nd.minimum(anchors[:, :, :2], anchors[:, :, 2:]), '
             'mx.nd.maximum(anchors[:, :, :2], anchors[:, :, 2:]), dim=2)\n')
 
+# A gluoncv training script's options and its network and trainer, small
+_SCRIPT_ARGS = ('import argparse\n'
+                "args = argparse.Namespace(seed=233, save_prefix='yolo3', resume='', "
+                'start_epoch=0, epochs=2, save_steps=2)\n')
+_NET_AND_TRAINER = ('from mxnet import gluon\n'
+                    'net = gluon.nn.Dense(2, in_units=4)\n'
+                    'net.initialize()\n'
+                    "trainer = gluon.Trainer(net.collect_params(), 'sgd', "
+                    "{'learning_rate': 0.1})\n")
+# The training loaders of the script: gluonbatch's seeded RandomTransformDataLoader, and
+# MXNet's DataLoader over a SeededDataset with its SeededBatchSampler
+_SEEDED_LOADERS = '''
+from gluonbatch.batchify import Tuple, Stack, Pad
+from gluonbatch.dataloader import RandomTransformDataLoader
+from gluonbatch.seeded import SeededBatchSampler, SeededDataset
+batchify_fn = Tuple(Stack(), Pad(pad_val=-1))
+resized = [lambda image, label, size=size: (
+    mx.image.imresize(image, size, size).transpose((2, 0, 1)), label) for size in (32, 64)]
+train_data = RandomTransformDataLoader(resized, dataset, batch_size=batch_size, shuffle=True,
+                                       batchify_fn=batchify_fn, seed=args.seed)
+'''
+_SEEDED_MXNET_LOADER = '''
+train_sampler = SeededBatchSampler(len(dataset), batch_size, seed=args.seed)
+train_data = mx.gluon.data.DataLoader(SeededDataset(dataset.transform(resized[0])),
+                                      batch_sampler=train_sampler, batchify_fn=batchify_fn)
+'''
+
 #: (page, text of the block) -> the code that makes the names the block takes from the
 #: reader's own script
 SCRIPT_NAMES = {
@@ -70,6 +97,17 @@ SCRIPT_NAMES = {
         "net = zoo_net('center_net_resnet18_v1b_voc')\n",
     ('docs/migration.rst', 'ShardedLoader(loader, ctx_list)'):
         'ctx_list = [mx.cpu(0), mx.cpu(1)]\n',
+    ('docs/reproducible.rst', '# train_ssd.py, get_dataloader'):
+        _DETECTION_DATA + _TRANSFORM + _SCRIPT_ARGS
+        + 'from mxnet import gluon\nbatchify_fn = Tuple(Stack(), Pad(pad_val=-1))\n',
+    ('docs/reproducible.rst', '# train_yolo3.py, get_dataloader'):
+        _DETECTION_DATA + _SCRIPT_ARGS + 'batchify_fn = Tuple(Stack(), Pad(pad_val=-1))\n'
+        'from gluonbatch.transforms.presets.yolo import YOLO3DefaultTrainTransform\n'
+        'transform_fns = [YOLO3DefaultTrainTransform(x * 32, x * 32) for x in (2, 3)]\n',
+    ('docs/reproducible.rst', 'train_data.load_state_dict(loader_state)'):
+        _DETECTION_DATA + _SCRIPT_ARGS + _NET_AND_TRAINER + _SEEDED_LOADERS,
+    ('docs/reproducible.rst', 'train_sampler.load_state_dict(sampler_state)'):
+        _SEEDED_MXNET_LOADER,
 }
 
 #: (page, text of the block) -> why it is not run

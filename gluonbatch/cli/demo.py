@@ -1,6 +1,8 @@
 """``gluonbatch demo``: the Faster R-CNN and SSD loaders on embedded data, and a batch picture.
 
-What ``make demo`` runs.
+What ``make demo`` runs. The SSD train loader is seeded (the same batches for any
+``--num-workers``); Faster R-CNN's, with gluoncv's aspect-ratio sampler, is not, and each
+says so as it starts.
 """
 import os
 
@@ -42,7 +44,7 @@ def run(args):
     common = ['--batches', str(args.batches), '--num-workers', str(args.num_workers)]
     print('== Faster R-CNN loader (embedded data, 2 shards) ==')
     code = rcnn.main_faster(common + ['--batch-size', '4', '--num-shards', '2'])
-    print('\n== SSD loader (embedded data) ==')
+    print('\n== SSD loader (embedded data, seeded) ==')
     code = ssd.main(common + ['--batch-size', '8']) or code
     if code:
         return code

@@ -117,12 +117,13 @@ def build(args):
 
         transform = center_net.CenterNetDefaultTrainTransform(
             size, size, num_class=num_class, scale_factor=net.scale)
-        return train_loader(gluoncv_batchify(gcv), train_base.transform(transform))
+        return train_loader(gluoncv_batchify(gcv), train_base.transform(transform),
+                            seed=None)
 
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
             'train_batchify': batchify.CenterNetTrainBatchify(num_class, net.scale),
             'train_data': train_data, 'train_base': train_base,
-            'gluoncv_loader': gluoncv_loader}
+            'gluoncv_loader': gluoncv_loader, 'seed': args.seed}
 
 
 def train_steps(net, batches, steps, learning_rate=SGD['learning_rate']):

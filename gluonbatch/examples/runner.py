@@ -13,10 +13,12 @@ from ..batchify import Pad, Stack, Tuple
 from .._core.argtypes import HelpFormatter, non_negative_int, positive_float, positive_int
 from .._core.console import is_terminal
 from .._core.wording import plural
+from ..seeded import SeededBatchSampler, SeededDataset
 from .synthetic import SyntheticDetection
 
 __all__ = ['loader_parser', 'detection_dataset', 'time_loader', 'describe_batch',
-           'print_summary', 'compare_with_gluoncv', 'check_losses', 'run_example']
+           'print_summary', 'compare_with_gluoncv', 'check_losses', 'seeding_line',
+           'run_example']
 
 
 def _directory(text):
@@ -47,8 +49,10 @@ def loader_parser(prog, description, batch_size, image_options, network):
                         help='train batches to load')
     parser.add_argument('--samples', type=positive_int, default=64,
                         help='size of the embedded synthetic dataset')
-    parser.add_argument('--seed', type=int, default=0,
-                        help='seed of the embedded synthetic dataset and the sampler')
+    parser.add_argument('--seed', type=non_negative_int, default=0,
+                        help='seed of the embedded synthetic dataset and of the seeded train '
+                             'loader (SSD, YOLOv3, CenterNet): its order and augmentations, '
+                             'the same for any --num-workers')
     if image_options == 'data-shape':
         parser.add_argument('--data-shape', type=positive_int, default=None,
                             help='network input size (square)')
@@ -91,18 +95,29 @@ def detection_dataset(args, masks=False, split='train'):
 
 
 def detector_loaders(args, train_data, val_data):
-    """The loaders gluoncv's single-stage detector scripts (SSD, YOLOv3, CenterNet) build.
+    """The loaders gluoncv's single-stage detector scripts (SSD, YOLOv3, CenterNet) build,
+    the training one seeded.
 
     Returns ``(train_loader, val_loader, val_batchify)``: ``train_loader(batchify_fn)``
     makes the shuffled training loader (``last_batch='rollover'``) with a batchify
-    function, over ``train_data`` or another ``dataset``; the validation loader keeps the
-    last batch and stacks images beside labels padded with -1, in ``--num-shards`` shards.
+    function over ``train_data``, seeded from ``--seed`` (a
+    :class:`~gluonbatch.seeded.SeededDataset` read in the batches of a
+    :class:`~gluonbatch.seeded.SeededBatchSampler`: the same batches for any
+    ``--num-workers``); ``train_loader(batchify_fn, dataset, seed=None)`` makes the
+    loader gluoncv's script makes, unseeded, over ``dataset``. The validation loader
+    keeps the last batch and stacks images beside labels padded with -1, in
+    ``--num-shards`` shards.
     """
-    def train_loader(batchify_fn, dataset=None):
-        return mx.gluon.data.DataLoader(train_data if dataset is None else dataset,
-                                        args.batch_size, shuffle=True,
-                                        batchify_fn=batchify_fn, last_batch='rollover',
-                                        num_workers=args.num_workers)
+    def train_loader(batchify_fn, dataset=None, seed=args.seed):
+        dataset = train_data if dataset is None else dataset
+        if seed is None:  # as gluoncv's scripts: the generators as the workers find them
+            return mx.gluon.data.DataLoader(dataset, args.batch_size, shuffle=True,
+                                            batchify_fn=batchify_fn, last_batch='rollover',
+                                            num_workers=args.num_workers)
+        sampler = SeededBatchSampler(len(dataset), args.batch_size, seed=seed,
+                                     last_batch='rollover')
+        return mx.gluon.data.DataLoader(SeededDataset(dataset), batch_sampler=sampler,
+                                        batchify_fn=batchify_fn, num_workers=args.num_workers)
 
     val_batchify = Tuple(Stack(), Pad(pad_val=-1, num_shards=args.num_shards))
     val_loader = mx.gluon.data.DataLoader(val_data, args.batch_size, shuffle=False,
@@ -205,13 +220,27 @@ def check_losses(title, losses):
     return True
 
 
+def seeding_line(title, seed):
+    """The line saying whether the train loader is seeded (``seed``) and what that means.
+
+    >>> seeding_line('SSD', 0)
+    'SSD train: seeded (--seed 0): the same batches, augmentations included, for any --num-workers'
+    """
+    if seed is None:
+        return ('%s train: unseeded, as in gluoncv: worker processes start from the same '
+                "random state and repeat each other's augmentations" % title)
+    return ('%s train: seeded (--seed %d): the same batches, augmentations included, for '
+            'any --num-workers' % (title, seed))
+
+
 def run_example(title, parser, argv, build, fields, train_steps):
     """The body of every example loader: parse, build, load, summarise, compare, train.
 
     ``build(args)`` returns the parts: ``net``, ``train_loader`` (a function of the
     batchify function), ``val_loader``, ``train_batchify`` and ``gluoncv_loader`` (a
     function of gluoncv's batchify module: the loader gluoncv's own script builds, its
-    presets and batchify); ``fields`` names the train and the val fields;
+    presets and batchify) and ``seed``, the train loader's (absent or None: unseeded);
+    ``fields`` names the train and the val fields;
     ``train_steps(net, batches, steps, learning_rate=...)`` runs training iterations and
     returns their losses.
     Returns the exit code: 0, or 1 when a training loss is not a finite number.
@@ -219,6 +248,7 @@ def run_example(title, parser, argv, build, fields, train_steps):
     args = parser.parse_args(argv)
     parts = build(args)
     progress = not args.no_progress
+    print(seeding_line(title, parts.get('seed')))
     counts = time_loader(parts['train_loader'](parts['train_batchify']), args.batches,
                          title + ' train', progress)
     print_summary(title + ' train', counts, fields[0])
@@ -226,6 +256,7 @@ def run_example(title, parser, argv, build, fields, train_steps):
                                               title + ' val', progress), fields[1])
     if args.compare_gluoncv:
         from gluoncv.data import batchify as gcv
+        # ours seeded, gluoncv's as its script makes it
         compare_with_gluoncv(parts['train_loader'](parts['train_batchify']),
                              parts['gluoncv_loader'](gcv), args.batches, progress)
     if args.train_steps:

@@ -43,11 +43,11 @@ def build(args):
             warnings.simplefilter('ignore')  # gluoncv's target generator warns on creation
             transform = ssd.SSDDefaultTrainTransform(size, size, anchors)
         return train_loader(gcv.Tuple(gcv.Stack(), gcv.Stack(), gcv.Stack()),
-                            train_base.transform(transform))
+                            train_base.transform(transform), seed=None)
 
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
             'train_batchify': SSDTrainBatchify(anchors), 'val_data': val_data,
-            'gluoncv_loader': gluoncv_loader, 'val_batchify': val_batchify}
+            'gluoncv_loader': gluoncv_loader, 'val_batchify': val_batchify, 'seed': args.seed}
 
 
 def train_steps(net, batches, steps, learning_rate=0.001):

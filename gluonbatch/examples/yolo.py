@@ -48,11 +48,12 @@ def build(args):
         with warnings.catch_warnings():
             warnings.simplefilter('ignore')
             transform = yolo.YOLO3DefaultTrainTransform(size, size, net)
-        return train_loader(gluoncv_batchify(gcv), train_base.transform(transform))
+        return train_loader(gluoncv_batchify(gcv), train_base.transform(transform),
+                            seed=None)
 
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
             'train_batchify': batchify.YOLO3TrainBatchify(net), 'train_data': train_data,
-            'gluoncv_loader': gluoncv_loader}
+            'gluoncv_loader': gluoncv_loader, 'seed': args.seed}
 
 
 def train_steps(net, batches, steps, learning_rate=0.001):
