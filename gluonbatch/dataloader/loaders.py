@@ -83,7 +83,7 @@ class DetectionDataLoader(PooledLoader):
     >>> first = next(batches)
     >>> state = seeded.state_dict()
     >>> state
-    {'format': 'gluonbatch.loader/1', 'seed': 7, 'epoch': 0, 'batch': 1}
+    {'format': 'gluonbatch.loader/1', 'seed': 7, 'epoch': 0, 'batch': 1, 'global_batch_size': 2}
     >>> rest = [labels.shape for _, labels in batches]
     >>> seeded.load_state_dict(state)
     >>> [labels.shape for _, labels in seeded] == rest

@@ -224,7 +224,7 @@ class PooledLoader(mx.gluon.data.DataLoader):
 
     def state_dict(self):
         """Where the run is: a small JSON-serializable dict naming the next batch (``seed``,
-        ``epoch``, ``batch`` and ``format``). Taken during a pass, the batch after the last
+        ``epoch``, ``batch``, ``global_batch_size`` and ``format``). Taken during a pass, the batch after the last
         one delivered; after a finished pass, the next epoch's first. A seeded loader only
         (ValueError otherwise)."""
         self._seeded_only('state_dict')
@@ -235,7 +235,7 @@ class PooledLoader(mx.gluon.data.DataLoader):
             epoch, batch = self._live
             if batch >= self._batch_sampler.batches_in(epoch):
                 epoch, batch = epoch + 1, 0
-        return loader_state(self._seed, epoch, batch)
+        return loader_state(self._seed, epoch, batch, self._batch_sampler.global_batch)
 
     def load_state_dict(self, state):
         """Make the next pass continue where ``state`` (from :meth:`state_dict`, perhaps

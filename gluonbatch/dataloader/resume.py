@@ -6,17 +6,20 @@ With a seed the loader's batches come from a
 (``batch_size``, ``shuffle``, ``last_batch``, and a
 :class:`~gluonbatch.sampler.SplitSampler`'s rank), and the loader's state is a small dict::
 
-    {'format': 'gluonbatch.loader/1', 'seed': 7, 'epoch': 2, 'batch': 130}
+    {'format': 'gluonbatch.loader/1', 'seed': 7, 'epoch': 2, 'batch': 130,
+     'global_batch_size': 64}
 
-naming the next batch to deliver: batch ``batch`` of the pass over epoch ``epoch``.
+naming the next batch to deliver: batch ``batch`` of the pass over epoch ``epoch``,
+counted in global batches of ``global_batch_size`` samples (a run resumes with that size;
+the numbers of workers, devices and ranks may change).
 
 Examples
 --------
->>> state = loader_state(7, 2, 130)
+>>> state = loader_state(7, 2, 130, 64)
 >>> state
-{'format': 'gluonbatch.loader/1', 'seed': 7, 'epoch': 2, 'batch': 130}
+{'format': 'gluonbatch.loader/1', 'seed': 7, 'epoch': 2, 'batch': 130, 'global_batch_size': 64}
 >>> checked_state(state, seed=7)
-{'epoch': 2, 'batch': 130}
+{'epoch': 2, 'batch': 130, 'global_batch_size': 64}
 """
 from ..sampler import SplitSampler
 from ..seeded import SeededBatchSampler
@@ -60,9 +63,10 @@ def seeded_batch_sampler(length, seed, batch_size, shuffle, sampler, last_batch,
                               part_index=parts[1])
 
 
-def loader_state(seed, epoch, batch):
+def loader_state(seed, epoch, batch, global_batch_size):
     """The state dict of a loader whose next batch is ``batch`` of epoch ``epoch``."""
-    return {'format': FORMAT, 'seed': seed, 'epoch': epoch, 'batch': batch}
+    return {'format': FORMAT, 'seed': seed, 'epoch': epoch, 'batch': batch,
+            'global_batch_size': global_batch_size}
 
 
 def checked_state(state, seed):
@@ -71,14 +75,14 @@ def checked_state(state, seed):
     if not isinstance(state, dict):
         raise TypeError('state must be the dict state_dict() returned, got %s'
                         % type(state).__name__)
-    missing = sorted({'format', 'seed', 'epoch', 'batch'} - set(state))
+    missing = sorted({'format', 'seed', 'epoch', 'batch', 'global_batch_size'} - set(state))
     if missing:
-        raise ValueError('state lacks %s; a loader state has format, seed, epoch and batch'
-                         % ', '.join(missing))
+        raise ValueError('state lacks %s; a loader state has format, seed, epoch, batch and '
+                         'global_batch_size' % ', '.join(missing))
     if state['format'] != FORMAT:
         raise ValueError('state has format %r; this loader reads %r' % (state['format'],
                                                                        FORMAT))
     if check_seed(state['seed'], "state['seed']") != seed:
         raise ValueError("state['seed'] is %d but this loader has seed=%d: its batches would "
                          'not continue that run' % (state['seed'], seed))
-    return {'epoch': state['epoch'], 'batch': state['batch']}
+    return {key: state[key] for key in ('epoch', 'batch', 'global_batch_size')}

@@ -112,12 +112,15 @@ class SeededBatchSampler:
         self.epoch, self._start = check_int(epoch, 'epoch', minimum=0), 0
 
     def state_dict(self):
-        """Where the next pass starts: ``{'epoch': e, 'batch': b}``."""
-        return {'epoch': self.epoch, 'batch': self._start}
+        """Where the next pass starts: ``{'epoch': e, 'batch': b, 'global_batch_size': g}``
+        (batches count global batches of ``g`` samples)."""
+        return {'epoch': self.epoch, 'batch': self._start,
+                'global_batch_size': self.global_batch}
 
     def load_state_dict(self, state):
-        """Start the next pass at batch ``state['batch']`` of epoch ``state['epoch']``;
-        the batches before it are not computed."""
+        """Start the next pass at batch ``state['batch']`` of epoch ``state['epoch']``
+        (past its last batch: the next epoch's first); the batches before it are not
+        computed. A ``'global_batch_size'`` in ``state`` must be this sampler's."""
         if not isinstance(state, dict):
             raise TypeError('state must be a dict with epoch and batch, got %s'
                             % type(state).__name__)
@@ -127,9 +130,17 @@ class SeededBatchSampler:
                                                               sorted(state)))
         epoch = check_int(state['epoch'], "state['epoch']", minimum=0)
         batch = check_int(state['batch'], "state['batch']", minimum=0)
+        size = state.get('global_batch_size', self.global_batch)
+        if size != self.global_batch:
+            raise ValueError('state counts batches of %r samples (global_batch_size); this '
+                             'sampler makes global batches of %d (batch_size %d x num_parts '
+                             '%d): resume with the global batch size the state was saved with'
+                             % (size, self.global_batch, self.batch_size, self.num_parts))
         if batch > self.batches_in(epoch):
             raise ValueError("state['batch'] is %d, but epoch %d has %d batches"
                              % (batch, epoch, self.batches_in(epoch)))
+        if batch == self.batches_in(epoch):  # the epoch was done: the next one begins
+            epoch, batch = epoch + 1, 0
         self.epoch, self._start = epoch, batch
 
     def batches_in(self, epoch):
