@@ -104,6 +104,11 @@ SCRIPT_NAMES = {
         _DETECTION_DATA + _SCRIPT_ARGS + 'batchify_fn = Tuple(Stack(), Pad(pad_val=-1))\n'
         'from gluonbatch.transforms.presets.yolo import YOLO3DefaultTrainTransform\n'
         'transform_fns = [YOLO3DefaultTrainTransform(x * 32, x * 32) for x in (2, 3)]\n',
+    ('docs/reproducible.rst', '# train_faster_rcnn.py, get_dataloader'):
+        _DETECTION_DATA + _TRANSFORM + _SCRIPT_ARGS
+        + 'from mxnet import gluon\nbatchify_fn = Tuple(Stack(), Pad(pad_val=-1))\n'
+        'train_dataset.get_im_aspect_ratio = lambda: [64 / (48 + 8 * i) for i in range(8)]\n'
+        'num_parts, part_index = 1, 0\n',
     ('docs/reproducible.rst', 'train_data.load_state_dict(loader_state)'):
         _DETECTION_DATA + _SCRIPT_ARGS + _NET_AND_TRAINER + _SEEDED_LOADERS,
     ('docs/reproducible.rst', 'train_sampler.load_state_dict(sampler_state)'):

@@ -1,8 +1,8 @@
 """``gluonbatch demo``: the Faster R-CNN and SSD loaders on embedded data, and a batch picture.
 
-What ``make demo`` runs. The SSD train loader is seeded (the same batches for any
-``--num-workers``); Faster R-CNN's, with gluoncv's aspect-ratio sampler, is not, and each
-says so as it starts.
+What ``make demo`` runs. Both train loaders are seeded (the same batches for any
+``--num-workers``; Faster R-CNN's aspect-ratio buckets from
+:class:`~gluonbatch.seeded.SeededBucketSampler`), and each says so as it starts.
 """
 import os
 

@@ -2,7 +2,9 @@
 
 Train batches come from :class:`gluonbatch.batchify.rcnn.FasterRCNNTrainBatchify` /
 :class:`gluonbatch.batchify.rcnn.MaskRCNNTrainBatchify` with ``num_shards`` shards, fed by a
-batch sampler that groups images of similar aspect ratio (so little of each batch is padding);
+batch sampler that groups images of similar aspect ratio (so little of each batch is padding):
+gluoncv's ``SplitSortedBucketSampler`` in its scripts, here its seeded counterpart
+:class:`~gluonbatch.seeded.SeededBucketSampler` (the same batches for any ``--num-workers``);
 validation batches are ``Append()`` per field (image, boxes and scale; for Mask R-CNN
 image and image info).
 ``--train-steps K`` runs K iterations of the RPN and R-CNN losses (and the mask loss),
@@ -17,6 +19,7 @@ from mxnet import autograd, gluon
 
 from ..batchify import Append, Tuple
 from ..batchify.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
+from ..seeded import SeededBucketSampler, SeededDataset
 from .runner import detection_dataset, loader_parser, run_example, shard_list
 
 TRAIN_FIELDS = {'faster': ('image', 'boxes', 'rpn_cls_targets', 'rpn_box_targets',
@@ -60,11 +63,11 @@ def build(kind, args):
         warnings.simplefilter('ignore')
         train_transform = train_cls(short, max_size, net, multi_stage=multi_stage)
     train_base = detection_dataset(args, masks=kind == 'mask')
-    train_data = train_base.transform(train_transform)
+    train_data = SeededDataset(train_base.transform(train_transform))
     val_data = detection_dataset(args, masks=kind == 'mask', split='val').transform(
         val_cls(short, max_size))
-    sampler = SplitSortedBucketSampler(aspect_ratios(train_base), args.batch_size,
-                                       shuffle=True, seed=args.seed)
+    ratios = aspect_ratios(train_base)
+    sampler = SeededBucketSampler(ratios, args.batch_size, seed=args.seed)
 
     def train_loader(batchify_fn):
         return gluon.data.DataLoader(train_data, batch_sampler=sampler,
@@ -83,13 +86,15 @@ def build(kind, args):
             transform = getattr(theirs, train_cls.__name__)(short, max_size, net,
                                                             multi_stage=multi_stage)
         return gluon.data.DataLoader(
-            train_base.transform(transform), batch_sampler=sampler,
+            train_base.transform(transform),
+            batch_sampler=SplitSortedBucketSampler(ratios, args.batch_size, shuffle=True,
+                                                   seed=args.seed),
             batchify_fn=getattr(gcv, batchify_cls.__name__)(net, args.num_shards),
             num_workers=args.num_workers)
 
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
             'train_batchify': batchify_cls(net, args.num_shards), 'train_data': train_data,
-            'sampler': sampler, 'gluoncv_loader': gluoncv_loader}
+            'sampler': sampler, 'gluoncv_loader': gluoncv_loader, 'seed': args.seed}
 
 
 def _take_rows(value, indices):

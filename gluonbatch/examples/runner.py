@@ -51,8 +51,8 @@ def loader_parser(prog, description, batch_size, image_options, network):
                         help='size of the embedded synthetic dataset')
     parser.add_argument('--seed', type=non_negative_int, default=0,
                         help='seed of the embedded synthetic dataset and of the seeded train '
-                             'loader (SSD, YOLOv3, CenterNet): its order and augmentations, '
-                             'the same for any --num-workers')
+                             'loader: its order and augmentations, the same for any '
+                             '--num-workers')
     if image_options == 'data-shape':
         parser.add_argument('--data-shape', type=positive_int, default=None,
                             help='network input size (square)')

@@ -3,7 +3,8 @@ function of ``(seed, epoch, position)``, the same for any number of workers, dev
 ranks, and resumable at any batch.
 
 - :class:`SeededBatchSampler`: the batches of sample keys (order, rank's share, epochs,
-  ``state_dict`` / ``load_state_dict``);
+  ``state_dict`` / ``load_state_dict``); :class:`SeededBucketSampler` groups them by a
+  key (R-CNN's aspect-ratio buckets);
 - :class:`SeededDataset`: a dataset read with its generators seeded from each key, for
   ``mx.gluon.data.DataLoader``;
 - :mod:`~gluonbatch.seeded.keys`: the derivations themselves.
@@ -22,8 +23,10 @@ Examples
 >>> [batch.asnumpy().tolist() for batch in loader] == first[1:]
 True
 """
+from .buckets import SeededBucketSampler
 from .dataset import SeededDataset
 from .keys import SampleKey
 from .sampler import KeyBatch, SeededBatchSampler
 
-__all__ = ['SeededBatchSampler', 'SeededDataset', 'SampleKey', 'KeyBatch']
+__all__ = ['SeededBatchSampler', 'SeededBucketSampler', 'SeededDataset', 'SampleKey',
+           'KeyBatch']

@@ -43,10 +43,10 @@ from .._core.checks import check_int
 from .._core.process import ProcessLocal
 
 __all__ = ['SampleKey', 'check_seed', 'epoch_order', 'seed_sample', 'batch_choice',
-           'owned_generators', 'read_seeded']
+           'bucket_generator', 'owned_generators', 'read_seeded']
 
 #: What a key is for: its tag in the hash, so that two purposes never share a key.
-_ORDER, _SAMPLE, _OWNED, _CHOICE = b'order', b'sample', b'owned', b'choice'
+_ORDER, _SAMPLE, _OWNED, _CHOICE, _BUCKET = b'order', b'sample', b'owned', b'choice', b'bucket'
 #: Seeds, epochs and positions are packed as unsigned 64-bit numbers.
 _LIMIT = 2 ** 64
 #: Containers larger than this are not searched for generators (a dataset's records).
@@ -87,6 +87,12 @@ def _digest(tag, counters, size=64):
     return hashlib.blake2b(packed, digest_size=size, person=tag).digest()
 
 
+def _generator(tag, counters):
+    """A numpy Generator (Philox) keyed from ``counters`` under ``tag``."""
+    key = int.from_bytes(_digest(tag, counters, 16), 'little')
+    return np.random.Generator(np.random.Philox(key=key))
+
+
 def epoch_order(seed, epoch, length):
     """The permutation of ``range(length)`` for ``epoch`` (an int64 array), drawn by a
     Philox generator keyed from ``(seed, epoch)``.
@@ -94,8 +100,13 @@ def epoch_order(seed, epoch, length):
     >>> sorted(epoch_order(0, 5, 4).tolist())
     [0, 1, 2, 3]
     """
-    key = int.from_bytes(_digest(_ORDER, (seed, epoch), 16), 'little')
-    return np.random.Generator(np.random.Philox(key=key)).permutation(length).astype(np.int64)
+    return _generator(_ORDER, (seed, epoch)).permutation(length).astype(np.int64)
+
+
+def bucket_generator(seed, epoch, bucket):
+    """The generator of the draws that arrange bucket ``bucket`` of ``epoch`` (its sort
+    direction, its batches' order)."""
+    return _generator(_BUCKET, (seed, epoch, bucket))
 
 
 def seed_sample(seed, epoch, position, owned=()):
