@@ -5,6 +5,7 @@ with a ``SplitSampler``, the ranks' batches concatenated in rank order), and eve
 runs the same number of batches. The kvstore launcher's run of the same is in
 tests/test_distributed.py; ``ShardedLoader`` passes the seeded loader's state through.
 """
+import functools
 import warnings
 
 import mxnet as mx
@@ -81,11 +82,17 @@ def device_run(length, last_batch, num_devices, num_workers):
     return global_batches(passes), max(len(step) for epoch in passes for step in epoch)
 
 
+@functools.lru_cache(maxsize=None)
+def one_device(length, last_batch):
+    """The global batches on one device, worked out once per case."""
+    return device_run(length, last_batch, 1, 0)[0]
+
+
 @pytest.mark.parametrize(*pairwise(last_batch=LAST_BATCH, num_devices=[2, 4],
                                    num_workers=[0, 2]))
 def test_the_global_batch_is_the_same_on_1_2_and_4_devices(last_batch, num_devices,
                                                            num_workers):
-    want, _ = device_run(10, last_batch, 1, 0)
+    want = one_device(10, last_batch)
     got, devices_used = device_run(10, last_batch, num_devices, num_workers)
     assert devices_used == num_devices
     assert got == want
@@ -100,6 +107,13 @@ def rank_run(length, last_batch, num_ranks, num_workers):
     return [[list(rank) for _ in range(EPOCHS)] for rank in ranks]
 
 
+@functools.lru_cache(maxsize=None)
+def one_rank(length, last_batch):
+    """The global batches on one rank, worked out once per case."""
+    return global_batches([[[batch] for batch in epoch]
+                           for epoch in rank_run(length, last_batch, 1, 0)[0]])
+
+
 @pytest.mark.parametrize(*pairwise(length=[10, 12], last_batch=LAST_BATCH,
                                    num_ranks=[2, 4], num_workers=[0, 2]))
 def test_the_global_batch_is_the_same_on_1_2_and_4_ranks(length, last_batch, num_ranks,
@@ -110,8 +124,7 @@ def test_the_global_batch_is_the_same_on_1_2_and_4_ranks(length, last_batch, num
                            % (num_ranks, length)):
             rank_run(length, last_batch, num_ranks, num_workers)
         return
-    want = global_batches([[[batch] for batch in epoch]
-                           for epoch in rank_run(length, last_batch, 1, 0)[0]])
+    want = one_rank(length, last_batch)
     ranks = rank_run(length, last_batch, num_ranks, num_workers)
     # every rank the same number of batches in every pass: none waits for another
     counts = [[len(epoch) for epoch in rank] for rank in ranks]
