@@ -417,12 +417,14 @@ class ShardedLoader:
         >>> loader = ShardedLoader(seeded, [mx.cpu(0), mx.cpu(1)])
         >>> batches = iter(loader)
         >>> first = next(batches)   # during the pass: the batch after the one delivered
-        >>> loader.state_dict()
-        {'format': 'gluonbatch.loader/1', 'seed': 3, 'epoch': 0, 'batch': 1}
+        >>> state = loader.state_dict()
+        >>> state['seed'], state['epoch'], state['batch']
+        (3, 0, 1)
         >>> rest = list(batches)
         >>> loader.set_epoch(4)   # the next pass
-        >>> loader.state_dict()
-        {'format': 'gluonbatch.loader/1', 'seed': 3, 'epoch': 4, 'batch': 0}
+        >>> state = loader.state_dict()
+        >>> state['epoch'], state['batch']
+        (4, 0)
         """
         return self._passed_on('state_dict')()
 
