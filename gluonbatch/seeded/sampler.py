@@ -153,7 +153,7 @@ class SeededBatchSampler:
         if start > count:
             raise ValueError('start %d of epoch %d, which has %d batches: start in [0, %d]'
                              % (start, epoch, count, count))
-        return (self._batch(epoch, number) for number in range(start, count))
+        return (self.batch(epoch, number) for number in range(start, count))
 
     def batch(self, epoch, number):
         """Batch ``number`` of the pass of ``epoch``, a :class:`KeyBatch`; ValueError for a
@@ -163,9 +163,6 @@ class SeededBatchSampler:
         if number >= count:
             raise ValueError('batch number %d of epoch %d, which has %d batches: ask for one '
                              'in [0, %d)' % (number, epoch, count, count))
-        return self._batch(epoch, number)
-
-    def _batch(self, epoch, number):
         first, _ = self._span(epoch)
         low = (first + number) * self.global_batch + self.part_index * self.batch_size
         high = low + self.batch_size
