@@ -337,6 +337,11 @@ _MXNET_DEFAULTS = (mx.gluon.data.dataloader.default_batchify_fn,
 class ShardedLoader:
     """Iterate a loader's batches as per-device parts: ``split_to_devices`` on every batch.
 
+    :meth:`state_dict`, :meth:`load_state_dict` and :meth:`set_epoch` are the wrapped
+    loader's (a seeded gluonbatch loader, ``seed=...``), so a training loop saves, resumes
+    and sets epochs through the ``ShardedLoader``; over a loader without them they raise
+    ``TypeError``.
+
     Parameters
     ----------
     loader : iterable of batches
@@ -389,6 +394,53 @@ class ShardedLoader:
     def __iter__(self):
         for batch in self.loader:
             yield split_to_devices(batch, self.ctx_list, self.num_shards, layout=self.layout)
+
+    def _passed_on(self, method):
+        """The wrapped loader's ``method``; TypeError if it has none."""
+        found = getattr(self.loader, method, None)
+        if not callable(found):
+            raise TypeError('ShardedLoader.%s() calls its loader\'s, and %s has no %s(): wrap '
+                            'a seeded gluonbatch loader (seed=...) to save, resume or set '
+                            'epochs' % (method, type(self.loader).__name__, method))
+        return found
+
+    def state_dict(self):
+        """The wrapped loader's ``state_dict()``: where the run is (the devices do not
+        change it, so a run may resume on another number of them).
+
+        Examples
+        --------
+        >>> import warnings
+        >>> import mxnet as mx, numpy as np
+        >>> from gluonbatch.batchify import Pad
+        >>> from gluonbatch.dataloader import DetectionDataLoader
+        >>> data = mx.gluon.data.SimpleDataset([np.ones(k + 1) for k in range(6)])
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter('ignore')   # DetectionDataLoader is deprecated
+        ...     seeded = DetectionDataLoader(data, batch_size=2, shuffle=True, seed=3,
+        ...                                  batchify_fn=Pad(num_shards=2))
+        >>> loader = ShardedLoader(seeded, [mx.cpu(0), mx.cpu(1)])
+        >>> batches = iter(loader)
+        >>> first = next(batches)   # during the pass: the batch after the one delivered
+        >>> state = loader.state_dict()
+        >>> state['seed'], state['epoch'], state['batch']
+        (3, 0, 1)
+        >>> rest = list(batches)
+        >>> loader.set_epoch(4)   # the next pass
+        >>> state = loader.state_dict()
+        >>> state['epoch'], state['batch']
+        (4, 0)
+        """
+        return self._passed_on('state_dict')()
+
+    def load_state_dict(self, state):
+        """The wrapped loader's ``load_state_dict(state)``: the next pass continues where
+        ``state`` says."""
+        self._passed_on('load_state_dict')(state)
+
+    def set_epoch(self, epoch):
+        """The wrapped loader's ``set_epoch(epoch)``: the next pass is epoch ``epoch``."""
+        self._passed_on('set_epoch')(epoch)
 
     def __len__(self):
         return len(self.loader)

@@ -15,6 +15,15 @@ with ``ShardedLoader`` and trains with ``gluon.Trainer(..., kvstore=kv)``. With
 ``--report-dir`` every worker writes ``rank<R>.json``: the sample ids it loaded per epoch
 and its final parameters.
 
+With ``--loader-seed S`` loading is seeded: each sample is augmented (a flip and a gain
+drawn from numpy's and Python's generators) and named by its id and the SHA-256 of its
+augmented image, and the rank's batches come from
+``gluonbatch.seeded.SeededBatchSampler(len, batch_size, S, num_parts=num_workers,
+part_index=rank)`` over a ``gluonbatch.seeded.SeededDataset``: the ranks' batches of a
+step, concatenated in rank order, are the global batch one rank loads with a
+``--batch-size`` ``num_workers`` times as large, samples and augmentations alike. The
+report then lists every step's sample names (``batches``).
+
 In a scheduler or server process (``DMLC_ROLE`` is ``scheduler`` or ``server``),
 ``import mxnet`` runs the parameter server and exits; nothing below it runs there.
 """
@@ -22,6 +31,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import sys
 import time
 import warnings
@@ -35,6 +45,7 @@ from gluonbatch._core.argtypes import HelpFormatter  # noqa: E402
 from gluonbatch.batchify import List, Pad, Stack, Tuple  # noqa: E402
 from gluonbatch.dataloader import ShardedLoader  # noqa: E402
 from gluonbatch.sampler import SplitSampler  # noqa: E402
+from gluonbatch.seeded import SeededBatchSampler, SeededDataset  # noqa: E402
 
 
 def synthetic_dataset(num_samples, seed):
@@ -46,6 +57,17 @@ def synthetic_dataset(num_samples, seed):
         image = rng.uniform(-1, 1, size=(1, height, width)).astype('float32')
         samples.append((image, np.float32(image.mean() * 3 + 0.5), index))
     return mx.gluon.data.SimpleDataset(samples)
+
+
+class Augment:
+    """A random flip (numpy's generator) and gain (Python's) of a synthetic sample, named
+    by its id and the SHA-256 of the augmented image: what a seeded run must reproduce."""
+
+    def __call__(self, image, target, index):
+        if np.random.rand() < 0.5:
+            image = image[:, :, ::-1]
+        image = np.ascontiguousarray(image * np.float32(0.5 + random.random()))
+        return image, target, '%d:%s' % (index, hashlib.sha256(image.tobytes()).hexdigest()[:16])
 
 
 def webdataset_dataset(path, id_col, rank, num_workers):
@@ -63,6 +85,37 @@ def webdataset_dataset(path, id_col, rank, num_workers):
         return chw, np.float32(len(caption.split()) / 10), str(meta[id_col])
 
     return dataset.transform(sample, lazy=True)
+
+
+def make_loader(args, rank, num_workers, ctx_list):
+    """This rank's ``(sampler, loader)``: the loader a ``ShardedLoader`` over ``ctx_list``,
+    the sampler the one whose ``set_epoch`` starts an epoch."""
+    batchify = Tuple(Pad(axis=(1, 2), num_shards=args.devices), Stack(), List())
+    if args.loader_seed is not None:
+        if args.webdataset:
+            raise SystemExit('--loader-seed takes the synthetic dataset, not --webdataset')
+        dataset = synthetic_dataset(args.samples, args.seed).transform(Augment())
+        # every rank its slice of each global batch; set_epoch as SplitSampler's
+        sampler = SeededBatchSampler(
+            len(dataset), args.batch_size, args.loader_seed, shuffle=True,
+            last_batch={'pad': 'pad', 'drop': 'discard'}[args.last_part],
+            num_parts=num_workers, part_index=rank)
+        batches = mx.gluon.data.DataLoader(SeededDataset(dataset), batch_sampler=sampler,
+                                           batchify_fn=batchify,
+                                           num_workers=args.num_loader_workers)
+    else:
+        if args.webdataset:
+            dataset = webdataset_dataset(args.webdataset, args.id_col, rank, num_workers)
+            # the shards are already this rank's part; sample all of them
+            sampler = SplitSampler(len(dataset), shuffle=True, seed=args.seed)
+        else:
+            dataset = synthetic_dataset(args.samples, args.seed)
+            sampler = SplitSampler(len(dataset), num_workers, rank, shuffle=True,
+                                   seed=args.seed, last_part=args.last_part)
+        batches = mx.gluon.data.DataLoader(
+            dataset, batch_size=args.batch_size, sampler=sampler, last_batch='keep',
+            batchify_fn=batchify, num_workers=args.num_loader_workers)
+    return sampler, ShardedLoader(batches, ctx_list)
 
 
 def build_net(ctx_list, seed):
@@ -100,6 +153,10 @@ def main(argv=None):
                              '(gluonbatch.webdataset) instead of synthetic data')
     parser.add_argument('--id-col', default='key', help='id column of --webdataset')
     parser.add_argument('--report-dir', help='write rank<R>.json here')
+    parser.add_argument('--loader-seed', type=int, default=None,
+                        help='seeded loading: every step\'s samples and augmentations a '
+                             'function of this seed, the same global batch for any number '
+                             'of workers (synthetic data only)')
     parser.add_argument('--kvstore', default='dist_sync')
     parser.add_argument('--fail-rank', type=int, default=None,
                         help='(testing) this rank exits with status 3 after one step')
@@ -112,25 +169,14 @@ def main(argv=None):
     ctx_list = [mx.cpu(i) for i in range(args.devices)]
     started = time.time()
 
-    if args.webdataset:
-        dataset = webdataset_dataset(args.webdataset, args.id_col, rank, num_workers)
-        # the shards are already this rank's part; sample all of them
-        sampler = SplitSampler(len(dataset), shuffle=True, seed=args.seed)
-    else:
-        dataset = synthetic_dataset(args.samples, args.seed)
-        sampler = SplitSampler(len(dataset), num_workers, rank, shuffle=True, seed=args.seed,
-                               last_part=args.last_part)
-    batchify = Tuple(Pad(axis=(1, 2), num_shards=args.devices), Stack(), List())
-    loader = ShardedLoader(mx.gluon.data.DataLoader(
-        dataset, batch_size=args.batch_size, sampler=sampler, last_batch='keep',
-        batchify_fn=batchify, num_workers=args.num_loader_workers), ctx_list)
+    sampler, loader = make_loader(args, rank, num_workers, ctx_list)
 
     net = build_net(ctx_list, args.seed)
     trainer = mx.gluon.Trainer(net.collect_params(), 'sgd',
                                {'learning_rate': 0.1, 'momentum': 0.9}, kvstore=kv)
     loss_fn = mx.gluon.loss.L2Loss()
 
-    seen, losses, step, epoch = {}, [], 0, 0
+    seen, steps, losses, step, epoch = {}, [], [], 0, 0
     while step < args.steps:
         sampler.set_epoch(epoch)
         ids = seen.setdefault(str(epoch), [])
@@ -149,7 +195,8 @@ def main(argv=None):
             for loss in batch_losses:
                 loss.backward()
             trainer.step(1)
-            ids.extend(name for _, _, names in per_device for name in names)
+            steps.append([name for _, _, names in per_device for name in names])
+            ids.extend(steps[-1])
             losses.append(float(sum(loss.asscalar() for loss in batch_losses)))
             step += 1
             if args.fail_rank == rank:
@@ -162,7 +209,8 @@ def main(argv=None):
 
     params = parameters(net)
     report = {'rank': rank, 'num_workers': num_workers, 'steps': step,
-              'batches_per_epoch': len(loader), 'seen': seen, 'losses': losses,
+              'batches_per_epoch': len(loader), 'seen': seen, 'batches': steps,
+              'losses': losses,
               'params': params, 'digest': digest(params),
               'seconds': round(time.time() - started, 3)}
     print('rank %d/%d: %d steps, loss %.4f -> %.4f, parameters %s'

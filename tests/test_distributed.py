@@ -37,9 +37,9 @@ pytestmark = pytest.mark.skipif(not _loopback_ok(),
                                 reason='this machine forbids binding TCP ports on 127.0.0.1')
 
 
-def _launch(train_args, timeout=300, launcher_args=()):
+def _launch(train_args, timeout=300, launcher_args=(), num_workers=NUM_WORKERS):
     """Run the training script on the local cluster; ``timeout`` only bounds a hang."""
-    command = [sys.executable, LAUNCH, '--num-workers', str(NUM_WORKERS),
+    command = [sys.executable, LAUNCH, '--num-workers', str(num_workers),
                '--timeout', str(timeout - 5), *launcher_args,
                '--', sys.executable, TRAIN, *train_args]
     env = dict(os.environ, PYTHONPATH=ROOT)
@@ -47,9 +47,9 @@ def _launch(train_args, timeout=300, launcher_args=()):
                           env=env, cwd=ROOT)
 
 
-def _reports(directory):
+def _reports(directory, num_workers=NUM_WORKERS):
     reports = []
-    for rank in range(NUM_WORKERS):
+    for rank in range(num_workers):
         with open(os.path.join(directory, 'rank%d.json' % rank)) as report:
             reports.append(json.load(report))
     return reports
@@ -92,6 +92,33 @@ def test_two_workers_split_the_data_and_agree(tmp_path, samples, last_part):
     else:
         assert union == set(range(samples))  # complete
         assert len(set(seen[0]) & set(seen[1])) == (-samples) % NUM_WORKERS
+
+
+@pytest.mark.slow
+def test_seeded_global_batches_are_the_same_on_1_2_and_4_ranks(tmp_path):
+    """With --loader-seed, every step's global batch (the ranks' batches concatenated in
+    rank order: sample ids and the hashes of their augmented images) is the one 1 rank
+    loads with the whole global batch, over an epoch boundary, the last batch padded.
+    (The in-process sibling: tests/test_seeded_elastic.py.)"""
+    global_batch, steps = 8, 5  # 20 samples: 3 batches an epoch
+    runs = {}
+    for ranks in (1, 2, 4):
+        directory = tmp_path / str(ranks)
+        result = _launch(['--steps', str(steps), '--samples', '20', '--batch-size',
+                          str(global_batch // ranks), '--loader-seed', '9', '--report-dir',
+                          str(directory)], num_workers=ranks)
+        assert result.returncode == 0, _explain(result)
+        reports = _reports(directory, ranks)
+        assert [r['batches_per_epoch'] for r in reports] == [3] * ranks
+        assert all(len(r['batches']) == steps for r in reports)
+        runs[ranks] = [[name for r in reports for name in r['batches'][step]]
+                       for step in range(steps)]
+    assert runs[2] == runs[1] and runs[4] == runs[1]
+    names = [name for batch in runs[1] for name in batch]
+    ids = [int(name.split(':')[0]) for name in names]
+    assert len(ids) == 40 and sorted(ids[:20]) == list(range(20))  # an epoch, in its order
+    assert ids[20:24] == ids[:4]  # its last batch padded from the order's start
+    assert len(set(names)) == 40  # with augmentations of their own, as every other sample
 
 
 def test_webdataset_shards_by_rank(tmp_path):

@@ -133,8 +133,9 @@ def batch_choice(seed, epoch, number, choices):
 
 def owned_generators(*roots):
     """The ``numpy.random.RandomState`` objects ``roots`` hold (numpy's global one aside):
-    found in their attributes, the attributes of those, ``functools.partial`` arguments and
-    small lists, tuples and dicts, a few levels deep, each once, in a fixed order.
+    found in their attributes, the attributes of those, ``functools.partial`` arguments,
+    the objects of bound methods, the variables closures hold and small lists, tuples and
+    dicts, a few levels deep, each once, in a fixed order.
 
     >>> class Jitter:
     ...     def __init__(self):
@@ -159,6 +160,10 @@ def owned_generators(*roots):
             return
         if isinstance(value, functools.partial):
             children = [value.func, *value.args, *value.keywords.values()]
+        elif isinstance(value, types.MethodType):  # a bound method: ``preset.__call__``
+            children = [value.__self__]
+        elif isinstance(value, types.FunctionType):  # ``lambda x, y: preset(x, y)``
+            children = _closed_over(value)
         elif isinstance(value, (list, tuple)):
             children = value if len(value) <= _SEARCH_ITEMS else ()
         elif isinstance(value, dict):
@@ -172,6 +177,17 @@ def owned_generators(*roots):
     for root in roots:
         visit(root, _SEARCH_DEPTH)
     return found
+
+
+def _closed_over(function):
+    """The values of ``function``'s free variables (those assigned yet)."""
+    values = []
+    for cell in function.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # an empty cell: the variable is not assigned yet
+            pass
+    return values
 
 
 def read_seeded(dataset, key, owned=()):

@@ -145,7 +145,7 @@ class SeededBatchSampler:
 
     def batches_in(self, epoch):
         """How many batches the pass of ``epoch`` has."""
-        first, stop = self._span(epoch)
+        first, stop = self._span(check_int(epoch, 'epoch', minimum=0))
         return stop - first
 
     def __len__(self):
@@ -157,13 +157,23 @@ class SeededBatchSampler:
         return self.batches(epoch, start)
 
     def batches(self, epoch, start=0):
-        """The batches of the pass of ``epoch`` from batch ``start`` on (no state change)."""
-        first, stop = self._span(epoch)
-        for number in range(start, stop - first):
-            yield self.batch(epoch, number)
+        """An iterator over the batches of the pass of ``epoch`` from batch ``start`` on (no
+        state change); ValueError for a ``start`` past the epoch's batches."""
+        count = self.batches_in(epoch)
+        start = check_int(start, 'start', minimum=0)
+        if start > count:
+            raise ValueError('start %d of epoch %d, which has %d batches: start in [0, %d]'
+                             % (start, epoch, count, count))
+        return (self.batch(epoch, number) for number in range(start, count))
 
     def batch(self, epoch, number):
-        """Batch ``number`` of the pass of ``epoch``, a :class:`KeyBatch`."""
+        """Batch ``number`` of the pass of ``epoch``, a :class:`KeyBatch`; ValueError for a
+        number past the epoch's batches."""
+        count = self.batches_in(epoch)
+        number = check_int(number, 'number', minimum=0)
+        if number >= count:
+            raise ValueError('batch number %d of epoch %d, which has %d batches: ask for one '
+                             'in [0, %d)' % (number, epoch, count, count))
         first, _ = self._span(epoch)
         low = (first + number) * self.global_batch + self.part_index * self.batch_size
         high = low + self.batch_size
