@@ -30,7 +30,7 @@ from gluonbatch.examples.synthetic import SyntheticDetection
 from gluonbatch.seeded import SeededBatchSampler, SeededDataset
 from gluonbatch.seeded.keys import batch_choice
 from gluonbatch.transforms.presets import center_net, rcnn, ssd, yolo
-from tiers import each_value
+from tiers import each_value, pairwise
 
 SEED = 2024
 SAMPLES, BATCH, EPOCHS = 10, 4, 3
@@ -291,10 +291,19 @@ def assert_all_draws_distinct(probes):
 
 
 def matrix(**axes):
-    """:func:`tiers.each_value` of ``axes``, less the slow combinations that only repeat
-    another: recycling is a matter of worker processes, and without them (no workers, or
-    threads) turning it off changes nothing."""
-    names, params = each_value(**axes)
+    """The everyday tier runs every value of ``axes`` (:func:`tiers.each_value`), the full
+    tier a pairwise covering of them (:func:`tiers.pairwise`: every two values together,
+    the same mechanisms as the whole product at a quarter of its time), less the
+    combinations that only repeat another: recycling is a matter of worker processes, and
+    without them (no workers, or threads) turning it off changes nothing."""
+    names, every = each_value(**axes)
+    everyday = [param for param in every if not param.marks]
+    ran = {param.id for param in everyday}
+    params = everyday + [param for param in pairwise(**axes)[1]
+                         if not param.marks and param.id not in ran]
+    params = [param if param.id in ran else
+              pytest.param(*param.values, id=param.id, marks=pytest.mark.slow)
+              for param in params]
     position = {name: index for index, name in enumerate(names.split(','))}
 
     def repeats(param):
