@@ -41,6 +41,7 @@ import time
 import mxnet as mx
 
 from .._core.checks import check_int, describe
+from .._core.process import share_temp_dir
 from .._core.tree import map_arrays
 from .worker import (CONTEXT, Claims, add_note, indices_note, load_batch, load_batch_in_worker,
                      pick, raise_worker_error, set_worker_state)
@@ -175,6 +176,7 @@ class PooledLoader(mx.gluon.data.DataLoader):
         if self._num_workers:
             # Many times the tasks in flight: no slot is taken over while asked about.
             self._claims = Claims(max(64, 4 * (self._prefetch + 1)))
+            share_temp_dir()  # what terminated workers leave there goes as this process exits
             self._worker_pool = CONTEXT.Pool(
                 self._num_workers, initializer=set_worker_state,
                 initargs=(self._dataset, self._transforms, self._batchify_fn, self._claims))
