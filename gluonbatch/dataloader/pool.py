@@ -34,8 +34,8 @@ import collections
 import itertools
 import multiprocessing
 import numbers
-import os
 import pickle
+import sys
 import time
 
 import mxnet as mx
@@ -43,6 +43,7 @@ import mxnet as mx
 from .._core.checks import check_int, describe
 from .._core.process import share_temp_dir
 from .._core.tree import map_arrays
+from .shutdown import alive, stop_workers, wait_until_gone
 from .worker import (CONTEXT, Claims, add_note, indices_note, load_batch, load_batch_in_worker,
                      pick, raise_worker_error, set_worker_state)
 
@@ -53,31 +54,14 @@ _POLL = 0.05
 #: Seconds a batch may take to arrive after the worker that returned it died (the pool's
 #: result thread may still be passing it on).
 _GRACE = 1.0
+#: Seconds at most that a pass waits for the batches of a pass left before it (and ``close``
+#: for those in flight), however long ``timeout`` is.
+_DRAIN_LIMIT = 10.0
+#: Seconds the workers get to leave when the loader closes, then to be terminated.
+_LEAVE_LIMIT = 5.0
 #: What unpickling a batch raises when its file descriptors cannot be fetched from the
 #: worker that sent it (ConnectionError and FileNotFoundError are OSErrors).
 _TRANSPORT_ERRORS = (EOFError, OSError)
-
-
-def _alive(pid):
-    """Whether process ``pid`` exists: the pool reaps a dead worker at once, so a dead
-    worker's pid is soon gone."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, if not as ours: leave it to the timeout
-        return True
-    return True
-
-
-def _wait_until_gone(pid, seconds):
-    """Whether process ``pid`` is gone, given up to ``seconds`` to be reaped."""
-    deadline = time.monotonic() + seconds
-    while _alive(pid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(_POLL / 5)
-    return True
 
 
 def _check_timeout(timeout):
@@ -173,6 +157,8 @@ class PooledLoader(mx.gluon.data.DataLoader):
         self._worker_pool = None
         self._sequences = itertools.count()
         self._abandoned = collections.deque()  # tasks of passes left early, still running
+        self._tasks = {}  # sequence: task, of every task whose result was not taken
+        self._closed = False
         if self._num_workers:
             # Many times the tasks in flight: no slot is taken over while asked about.
             self._claims = Claims(max(64, 4 * (self._prefetch + 1)))
@@ -195,9 +181,11 @@ class PooledLoader(mx.gluon.data.DataLoader):
         """Called as each pass over the data begins."""
 
     def __iter__(self):
+        self._check_open()
         self._start_epoch()
         if self._worker_pool is None:
             for batch_index, indices in enumerate(self._batch_sampler):
+                self._check_open()
                 transform = pick(self._transforms, self._transform_for(batch_index))
                 try:
                     batch = load_batch(self._dataset, indices, transform, self._batchify_fn)
@@ -226,10 +214,12 @@ class PooledLoader(mx.gluon.data.DataLoader):
             self._abandon(pending)
 
     def _submit(self, batch_index, indices):
+        self._check_open()
         sequence = next(self._sequences)
         result = self._worker_pool.apply_async(
             load_batch_in_worker, (sequence, indices, self._transform_for(batch_index)))
-        return _Task(sequence, list(indices), result)
+        task = self._tasks[sequence] = _Task(sequence, list(indices), result)
+        return task
 
     def _receive_first(self, pending):
         # Taken off only once received: a task that fails to arrive is given back.
@@ -238,13 +228,14 @@ class PooledLoader(mx.gluon.data.DataLoader):
         return batch
 
     def _receive(self, task):
+        self._check_open()
         loaded, pid, payload = self._wait(task)
         if not loaded:
             raise_worker_error(payload)
         try:
             batch = pickle.loads(payload)
         except _TRANSPORT_ERRORS as error:
-            state = ('which died after sending it' if _wait_until_gone(pid, _GRACE)
+            state = ('which died after sending it' if wait_until_gone(pid, _GRACE)
                      else 'which is still running')
             raise RuntimeError('the batch of dataset samples %s could not be received from '
                                'DataLoader worker process %d, %s (%s: %s)' % (
@@ -262,11 +253,12 @@ class PooledLoader(mx.gluon.data.DataLoader):
             try:
                 outcome = task.result.get(max(0, min(_POLL, deadline - time.monotonic())))
                 task.received = True
+                self._tasks.pop(task.sequence, None)
                 return outcome
             except multiprocessing.TimeoutError:
                 pass
             claim = self._claims.lookup(task.sequence)
-            if claim is not None and not _alive(claim[0]):
+            if claim is not None and not alive(claim[0]):
                 pid, returned = claim
                 if not returned:
                     raise RuntimeError('DataLoader worker process %d died while loading '
@@ -290,6 +282,8 @@ class PooledLoader(mx.gluon.data.DataLoader):
 
     def _abandon(self, tasks):
         """Free the batches of a pass left early that have arrived; keep the others."""
+        if self._closed:  # close() took care of them
+            return
         for task in tasks:
             if task.received:
                 continue
@@ -299,12 +293,16 @@ class PooledLoader(mx.gluon.data.DataLoader):
                 self._abandoned.append(task)
 
     def _drain_abandoned(self):
-        """Wait for the batches of passes left early (up to ``timeout`` in all), and free
-        them; those still missing then are given up."""
-        deadline = time.monotonic() + self._timeout
-        while self._abandoned:
-            self._discard(self._abandoned[0], deadline)
-            self._abandoned.popleft()
+        """Wait for the batches of passes left early, and free them: up to ``timeout``
+        in all, and never more than ``_DRAIN_LIMIT`` seconds (``timeout`` may be None).
+
+        Those still missing then are kept, to be waited for by the next pass.
+        """
+        deadline = time.monotonic() + min(self._timeout, _DRAIN_LIMIT)
+        for task in self._abandoned:
+            self._discard(task, deadline)
+        self._abandoned = collections.deque(
+            task for task in self._abandoned if not task.received)
 
     def _discard(self, task, deadline=None):
         try:
@@ -314,8 +312,43 @@ class PooledLoader(mx.gluon.data.DataLoader):
         except Exception:  # noqa: a batch nobody waits for has no one to tell
             pass
 
+    def _check_open(self):
+        if self._closed:
+            raise ValueError('this %s is closed (by close() or at the end of its with block); '
+                             'make a new loader to load batches again' % type(self).__name__)
+
+    def close(self):
+        """Stop the worker processes, freeing the shared memory of the batches in flight
+        first; iterating afterwards raises ValueError. Closing again does nothing.
+
+        The batches not yet received (of passes running or left early) are waited for,
+        for at most ``timeout`` and 10 seconds, and freed. Then, if no batch is pending,
+        the workers leave on their own, which removes what multiprocessing made for them
+        in the temp directory; else, and if they do not leave within 5 seconds, they are
+        terminated. Leaving a ``with`` block closes the loader, and so does garbage
+        collection of a loader not closed.
+        """
+        if getattr(self, '_closed', True):  # closed, or never fully made
+            return
+        self._closed = True
+        pool, self._worker_pool = self._worker_pool, None
+        if pool is None:
+            return
+        # Every batch not yet received; those that arrive in time are freed at once. As the
+        # interpreter exits, multiprocessing has already terminated the workers.
+        if not sys.is_finalizing():
+            self._abandoned = collections.deque(
+                sorted(self._tasks.values(), key=lambda task: task.sequence))
+            self._drain_abandoned()
+        idle = all(task.result.ready() for task in self._tasks.values())
+        stop_workers(pool, idle, _LEAVE_LIMIT)
+
+    def __enter__(self):
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
     def __del__(self):
-        # Terminating the workers frees whatever they still hold for this process.
-        if getattr(self, '_worker_pool', None) is not None:
-            self._worker_pool.terminate()
-            self._worker_pool = None
+        self.close()
