@@ -301,6 +301,36 @@ def gone(pid):
         return True
 
 
+def check_stuck_batch_is_given_up(num_workers, timeout):
+    dataset = BlocksOnce(block_at=2)  # batch 1, in flight when the pass breaks off
+    loader = make('detection', dataset, num_workers=num_workers, timeout=timeout)
+    try:
+        with loader:
+            break_off(loader)
+            dataset.entered.wait()
+            # The next pass waits for the stuck batch for a bounded time, then terminates
+            # its worker (the pool starts another) and delivers every batch.
+            assert firsts(loader) == EVERY_BATCH
+            while not (gone(dataset.blocked.value) or dataset.finished.value):
+                time.sleep(0.01)  # SIGTERM takes effect soon; else the wait ends in 2 min
+            assert not dataset.finished.value
+            assert firsts(loader) == EVERY_BATCH
+    finally:
+        dataset.release.release()
+
+
+@pytest.mark.parametrize('num_workers', [1, 2])
+def test_a_stuck_batch_of_a_pass_left_early_is_given_up(num_workers):
+    # A pass waits for the batches of the pass before it for at most `timeout`.
+    check_stuck_batch_is_given_up(num_workers, timeout=1)
+
+
+@pytest.mark.slow  # waits the ten seconds' bound; the test above covers shorter ones
+def test_a_stuck_batch_of_a_pass_left_early_is_given_up_without_timeout():
+    # Before, with timeout=None the next pass waited for it without limit.
+    check_stuck_batch_is_given_up(num_workers=1, timeout=None)
+
+
 def test_closing_gives_up_a_stuck_batch():
     dataset = BlocksOnce(block_at=2)
     loader, workers = with_workers('random', dataset, num_workers=2, timeout=1)

@@ -43,7 +43,7 @@ import mxnet as mx
 from .._core.checks import check_int, describe
 from .._core.process import share_temp_dir
 from .._core.tree import map_arrays
-from .shutdown import alive, stop_workers, wait_until_gone
+from .shutdown import alive, stop_stragglers, stop_workers, wait_until_gone
 from .worker import (CONTEXT, Claims, add_note, indices_note, load_batch, load_batch_in_worker,
                      pick, raise_worker_error, set_worker_state)
 
@@ -55,7 +55,8 @@ _POLL = 0.05
 #: result thread may still be passing it on).
 _GRACE = 1.0
 #: Seconds at most that a pass waits for the batches of a pass left before it (and ``close``
-#: for those in flight), however long ``timeout`` is.
+#: for those in flight), however long ``timeout`` is: workers still loading one then are
+#: terminated, since nobody waits for their batch.
 _DRAIN_LIMIT = 10.0
 #: Seconds the workers get to leave when the loader closes, then to be terminated.
 _LEAVE_LIMIT = 5.0
@@ -296,13 +297,14 @@ class PooledLoader(mx.gluon.data.DataLoader):
         """Wait for the batches of passes left early, and free them: up to ``timeout``
         in all, and never more than ``_DRAIN_LIMIT`` seconds (``timeout`` may be None).
 
-        Those still missing then are kept, to be waited for by the next pass.
+        Then the workers still loading one are terminated (the pool starts others); a
+        batch no worker has started yet is kept, to be waited for by the next pass.
         """
         deadline = time.monotonic() + min(self._timeout, _DRAIN_LIMIT)
         for task in self._abandoned:
             self._discard(task, deadline)
-        self._abandoned = collections.deque(
-            task for task in self._abandoned if not task.received)
+        self._abandoned = collections.deque(stop_stragglers(
+            [task for task in self._abandoned if not task.received], self._claims))
 
     def _discard(self, task, deadline=None):
         try:

@@ -1,6 +1,6 @@
 """How the worker processes of a :class:`~gluonbatch.dataloader.pool.PooledLoader` end:
-whether one still lives, and stopping them all -- gracefully when they are idle, within a
-bound whatever happens.
+whether one still lives, terminating the ones stuck on batches nobody waits for, and
+stopping them all -- gracefully when they are idle, within a bound whatever happens.
 
 A worker that leaves on its own -- the pool's sentinel, sent once ``Pool.close()`` finds no
 task pending -- runs multiprocessing's exit handlers: the socket its resource sharer listened
@@ -29,11 +29,12 @@ Examples
 [0]
 """
 import os
+import signal
 import sys
 import threading
 import time
 
-__all__ = ['alive', 'wait_until_gone', 'stop_workers']
+__all__ = ['alive', 'wait_until_gone', 'stop_stragglers', 'stop_workers']
 
 
 def alive(pid):
@@ -60,6 +61,26 @@ def wait_until_gone(pid, seconds):
             return False
         time.sleep(0.01)
     return True
+
+
+def stop_stragglers(tasks, claims):
+    """Terminate the workers still loading ``tasks`` (batches nobody waits for any more,
+    each with a ``sequence`` number, the key of its :class:`~.worker.Claims`); the pool
+    starts others. The tasks that may still arrive: those not started yet, and those
+    returned by a live worker, which may be sending them (terminating it then could leave
+    the pool's result queue locked for good).
+    """
+    kept = []
+    for task in tasks:
+        claim = claims.lookup(task.sequence)
+        if claim is None or (claim[1] and alive(claim[0])):
+            kept.append(task)
+        elif not claim[1]:
+            try:
+                os.kill(claim[0], signal.SIGTERM)
+            except ProcessLookupError:  # it died already
+                pass
+    return kept
 
 
 def _within(action, seconds):
