@@ -347,3 +347,39 @@ def test_closing_gives_up_a_stuck_batch():
         assert not dataset.finished.value
     finally:
         dataset.release.release()
+
+
+# --------------------------------------------------------------------------- dead workers
+
+class ExitsAt(Samples):
+    """Sample ``exit_at`` ends the worker process loading it (``os._exit``), once, after
+    noting its pid in ``exited``."""
+
+    def __init__(self, exit_at, length=10):
+        super().__init__(length)
+        self.exit_at = multiprocessing.Value('q', exit_at, lock=False)
+        self.exited = multiprocessing.Value('q', 0, lock=False)
+
+    def __getitem__(self, idx):
+        if idx == self.exit_at.value and self.in_worker():
+            self.exit_at.value = -1
+            self.exited.value = os.getpid()
+            os._exit(1)
+        return super().__getitem__(idx)
+
+
+@pytest.mark.parametrize('which', LOADERS)
+@pytest.mark.parametrize('num_workers', [1, 2])
+def test_a_worker_that_exits_names_the_batch_it_was_loading(which, num_workers):
+    # Before, the batches it had sent (which cannot be received once it is gone) were
+    # named instead: "samples [0, 1] could not be received".
+    dataset = ExitsAt(exit_at=5)
+    with make(which, dataset, num_workers=num_workers) as loader:
+        with pytest.raises(RuntimeError) as info:
+            list(loader)
+        pid = dataset.exited.value
+        assert pid > 0 and gone(pid)
+        assert str(info.value).startswith(
+            'DataLoader worker process %d died while loading dataset samples [4, 5] (' % pid)
+        # The pool started another worker: the next pass delivers every batch.
+        assert firsts(loader) == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]

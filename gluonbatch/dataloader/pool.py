@@ -236,13 +236,36 @@ class PooledLoader(mx.gluon.data.DataLoader):
         try:
             batch = pickle.loads(payload)
         except _TRANSPORT_ERRORS as error:
-            state = ('which died after sending it' if wait_until_gone(pid, _GRACE)
-                     else 'which is still running')
-            raise RuntimeError('the batch of dataset samples %s could not be received from '
-                               'DataLoader worker process %d, %s (%s: %s)' % (
-                                   task.indices, pid, state, type(error).__name__,
-                                   error)) from error
+            cause = '%s: %s' % (type(error).__name__, error)
+            if not wait_until_gone(pid, _GRACE):
+                raise RuntimeError('the batch of dataset samples %s could not be received '
+                                   'from DataLoader worker process %d, which is still running '
+                                   '(%s)' % (task.indices, pid, cause)) from error
+            raise self._death(pid, 'the batch of dataset samples %s it had sent could not be '
+                                   'received (%s)' % (task.indices, cause),
+                              'the batch of dataset samples %s could not be received from '
+                              'DataLoader worker process %d, which died after sending it (%s)'
+                              % (task.indices, pid, cause)) from error
         return self._deliver(batch)
+
+    def _held_by(self, pid):
+        """The task worker ``pid`` was loading (it claimed it, and did not return it), or
+        None."""
+        for task in self._tasks.values():
+            if self._claims.lookup(task.sequence) == (pid, False):
+                return task
+        return None
+
+    def _death(self, pid, what_else, otherwise):
+        """The RuntimeError for worker ``pid`` seen dead: it names the batch the worker
+        was loading as it died and then ``what_else`` (what became of a batch it had
+        finished); ``otherwise`` is the message if it was loading none."""
+        held = self._held_by(pid)
+        if held is None:
+            return RuntimeError(otherwise)
+        return RuntimeError('DataLoader worker process %d died while loading dataset samples '
+                            '%s (killed, by the out-of-memory killer say, or exited); %s'
+                            % (pid, held.indices, what_else))
 
     def _wait(self, task, deadline=None):
         """The task's result; a RuntimeError if its worker died, or at the ``deadline``
@@ -268,9 +291,11 @@ class PooledLoader(mx.gluon.data.DataLoader):
                 # It returned the batch before dying: the pool may still be passing it on.
                 gone_since = gone_since or time.monotonic()
                 if time.monotonic() - gone_since > _GRACE:
-                    raise RuntimeError('DataLoader worker process %d died after loading '
-                                       'dataset samples %s, before their batch arrived'
-                                       % (pid, task.indices))
+                    raise self._death(pid, 'the batch of dataset samples %s it had loaded '
+                                           'never arrived' % (task.indices,),
+                                      'DataLoader worker process %d died after loading '
+                                      'dataset samples %s, before their batch arrived'
+                                      % (pid, task.indices))
             if time.monotonic() >= deadline:
                 if claim is None:
                     where = 'no worker process has started loading it'
