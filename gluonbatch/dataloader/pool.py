@@ -7,27 +7,36 @@ raised as the original exception (same type, arguments and message), with notes
 (``BaseException.add_note``) naming the dataset indices of the batch and, from a worker,
 the worker's traceback.
 
-A worker that dies is a ``RuntimeError`` naming its pid and the batch's dataset indices.
-Every task carries a sequence number, and the worker that starts it records its pid in a
-small array shared with the main process (:class:`~gluonbatch.dataloader.worker.Claims`); the
-main process waits for a batch in short slices and, between them, asks whether the
-worker loading it still lives. A batch whose worker died after sending it cannot be
-unpickled (its file descriptors left with the worker): that too is a ``RuntimeError``.
+A worker that dies is a ``RuntimeError`` naming its pid and the dataset indices of the
+batch it was loading. Every task carries a sequence number, and the worker that starts it
+records its pid in a small array shared with the main process
+(:class:`~gluonbatch.dataloader.worker.Claims`); the main process waits for a batch in
+short slices and, between them, asks whether the worker loading it still lives. A batch
+whose worker died after sending it cannot be unpickled (its file descriptors left with the
+worker): the error then names the batch that worker was loading as it died, found among
+the tasks not yet received by its claim, and the batch that could not be received.
 
 A pass over the data left early (a ``break``) gives its batches in flight back: those
 already arrived are unpickled and dropped at once, which frees their shared memory; the
-others are as the next pass begins, before it hands the workers anything. Sequence
+others are as the next pass begins, before it hands the workers anything, which waits for
+them for at most ``timeout`` and ten seconds. A worker still loading one then is stuck, or
+slow on a batch nobody wants: it is terminated, and the pool starts another. Sequence
 numbers are never reused within a loader, and the claims have room for many times the
-tasks in flight (one pass's at a time, since a pass first drains the one left before
-it), so a task left behind is never mistaken for a task of the current pass.
+tasks in flight, so a task left behind is never mistaken for a task of the current pass.
+
+:meth:`PooledLoader.close` (or the end of a ``with`` block, or garbage collection) frees
+the batches in flight the same way, then lets the workers leave on their own, so that
+their exit handlers run (:mod:`~gluonbatch.dataloader.shutdown`); workers still busy are
+terminated. Workers use the main process's multiprocessing temp directory, so that even a
+terminated or killed worker leaves nothing in ``/tmp`` once the main process exits.
 
 Examples
 --------
 >>> import numpy as np, mxnet as mx
 >>> from gluonbatch.batchify import Stack
 >>> data = mx.gluon.data.SimpleDataset([np.full(2, i, 'float32') for i in range(5)])
->>> loader = PooledLoader(data, batch_size=2, batchify_fn=Stack(), num_workers=1)
->>> [batch.asnumpy()[:, 0].tolist() for batch in loader]
+>>> with PooledLoader(data, batch_size=2, batchify_fn=Stack(), num_workers=1) as loader:
+...     [batch.asnumpy()[:, 0].tolist() for batch in loader]
 [[0.0, 1.0], [2.0, 3.0], [4.0]]
 """
 import collections
@@ -100,17 +109,27 @@ class PooledLoader(mx.gluon.data.DataLoader):
     ``RuntimeError`` naming its type and message, with the same notes.
 
     A worker process that dies (killed by the out-of-memory killer, say) raises a
-    ``RuntimeError`` naming its pid and the dataset indices of the batch, as soon as it
-    is seen dead (within about a tenth of a second): while loading the batch, or after
-    sending it but before this process received it. A batch that does not arrive within
-    ``timeout`` seconds raises a ``RuntimeError`` naming its indices and the worker
-    loading it, if one started. The pool replaces a dead worker, so the next pass works.
+    ``RuntimeError`` naming its pid and the dataset indices of the batch it was loading,
+    as soon as it is seen dead (within about a tenth of a second), and of the batch this
+    process waited for if that is another one (sent by the worker before it died, and lost
+    with it). A batch that does not arrive within ``timeout`` seconds raises a
+    ``RuntimeError`` naming its indices and the worker loading it, if one started. The
+    pool replaces a dead worker, so the next pass works.
 
     A pass over the data left early (``break``, or an error) gives back the batches it
     had in flight: those that have arrived are freed at once, the others as the next pass
-    begins, which first waits for them (up to ``timeout`` in all; the workers load them
-    first anyway). So however often a loop breaks off, the loader holds the shared memory
-    of at most ``prefetch`` batches it no longer needs, and never more than one pass does.
+    begins, which first waits for them (up to ``timeout`` and at most 10 seconds in all,
+    even with ``timeout=None``; the workers load them first anyway). A worker still
+    loading one then is terminated and replaced. So however often a loop breaks off, the
+    loader holds the shared memory of at most ``prefetch`` batches it no longer needs,
+    and never more than one pass does.
+
+    :meth:`close` stops the workers: the batches in flight are freed first (waited for as
+    above), then the workers leave on their own, or are terminated if some are still
+    busy. Afterwards iterating raises ``ValueError``. A ``with`` block closes the loader
+    as it ends, and garbage collection closes one that was not. Nothing is left in the
+    temp directory: what multiprocessing makes there for a worker is removed as it leaves,
+    or, for a worker terminated or killed, as this process exits.
 
     Workers receive the dataset, the transforms and the batchify function once, when the
     pool starts, so none of them is pickled per batch (lambdas work too). Subclasses pick
@@ -139,6 +158,22 @@ class PooledLoader(mx.gluon.data.DataLoader):
         ``timeout`` is not a number (or None).
     ValueError
         ``num_workers`` is negative, ``prefetch`` below 1 or ``timeout`` not positive.
+
+    Examples
+    --------
+    >>> import numpy as np, mxnet as mx
+    >>> from gluonbatch.batchify import Stack
+    >>> data = mx.gluon.data.SimpleDataset([np.full(2, i, 'float32') for i in range(6)])
+    >>> with PooledLoader(data, batch_size=2, batchify_fn=Stack(), num_workers=2) as loader:
+    ...     for batch in loader:
+    ...         break  # the batches in flight are freed as the next pass begins
+    ...     len(list(loader))
+    3
+    >>> try:
+    ...     next(iter(loader))
+    ... except ValueError as error:
+    ...     print(str(error).split(';')[0])
+    this PooledLoader is closed (by close() or at the end of its with block)
     """
 
     def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
