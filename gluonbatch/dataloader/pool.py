@@ -18,7 +18,7 @@ the tasks not yet received by its claim, and the batch that could not be receive
 
 A pass over the data left early (a ``break``) gives its batches in flight back: those
 already arrived are unpickled and dropped at once, which frees their shared memory; the
-others are as the next pass begins, before it hands the workers anything, which waits for
+others are as the next pass begins: before it hands the workers anything, it waits for
 them for at most ``timeout`` and ten seconds. A worker still loading one then is stuck, or
 slow on a batch nobody wants: it is terminated, and the pool starts another. Sequence
 numbers are never reused within a loader, and the claims have room for many times the
