@@ -416,13 +416,14 @@ def test_a_worker_dying_while_loading_is_named_with_its_batch(which, num_workers
 
 class DiesAfterSending(mx.gluon.data.Dataset):
     """Batches of two samples (i filled with i). The first worker process to start its
-    second batch after batch 0 waits for ``go``, notes its pid in ``dead`` and the batch it
-    sent before in ``sent``, and kills itself."""
+    second batch after batch 0 waits for ``go``, notes its pid in ``dead``, the batch it
+    sent before in ``sent`` and the one it started in ``dying``, and kills itself."""
 
     def __init__(self, length=20):
         self.main, self.length = os.getpid(), length
         self.go = multiprocessing.Value('q', 0, lock=False)
         self.sent = multiprocessing.Value('q', -1, lock=False)
+        self.dying = multiprocessing.Value('q', -1, lock=False)
         self.dead = multiprocessing.Value('q', 0)  # its lock picks the one worker to die
         self.loaded = []  # in each worker: the batches after batch 0 it loaded
 
@@ -435,6 +436,7 @@ class DiesAfterSending(mx.gluon.data.Dataset):
             if self.loaded and self._chosen():
                 wait_until(lambda: self.go.value, 'the main process to receive batch 0')
                 self.sent.value = self.loaded[0]
+                self.dying.value = batch
                 self.dead.value = os.getpid()
                 os.kill(os.getpid(), signal.SIGKILL)
             self.loaded.append(batch)
@@ -458,17 +460,19 @@ def test_a_batch_sent_by_a_worker_that_died_is_a_runtime_error(which, num_worker
     dataset.go.value = 1
     wait_until(lambda: dataset.dead.value > 0 and gone(dataset.dead.value),
                'the worker to die')
-    pid, sent = dataset.dead.value, dataset.sent.value
+    pid, sent, dying = dataset.dead.value, dataset.sent.value, dataset.dying.value
     # The batches before the one it sent arrive; that one cannot: its file descriptors
-    # went with the worker. Not an EOFError: an error naming the worker and the batch.
+    # went with the worker. Not an EOFError: an error naming the worker, the batch it died
+    # loading and the batch that cannot be received.
     for number in range(1, sent):
         assert firsts([next(batches)]) == [[2 * number, 2 * number + 1]]
     with pytest.raises(RuntimeError) as info:
         next(batches)
     message = str(info.value)
-    assert message.startswith('the batch of dataset samples %s could not be received from '
-                              'DataLoader worker process %d, which died after sending it'
-                              % ([2 * sent, 2 * sent + 1], pid)), message
+    assert message.startswith('DataLoader worker process %d died while loading dataset samples '
+                              '%s' % (pid, [2 * dying, 2 * dying + 1])), message
+    assert ('the batch of dataset samples %s it had sent could not be received'
+            % [2 * sent, 2 * sent + 1]) in message, message
     assert isinstance(info.value.__cause__, (EOFError, OSError))
     assert firsts(loader) == [[i, i + 1] for i in range(0, 20, 2)]
 

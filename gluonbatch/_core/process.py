@@ -37,13 +37,15 @@ import ctypes
 import functools
 import gc
 import multiprocessing
+import multiprocessing.util
 import os
 import threading
 import uuid
 import weakref
 
 __all__ = ['ProcessLocal', 'shared_by_key', 'SharedByToken', 'in_worker_process',
-           'note_shared_arrays', 'BoundedCache', 'file_identity', 'heap_for_large_arrays']
+           'share_temp_dir', 'note_shared_arrays', 'BoundedCache', 'file_identity',
+           'heap_for_large_arrays']
 
 # Bumped in every forked child; a ProcessLocal made in another generation is stale.
 _generation = 0
@@ -119,6 +121,25 @@ def in_worker_process():
     False
     """
     return multiprocessing.parent_process() is not None
+
+
+def share_temp_dir():
+    """Make this process's multiprocessing temp directory now, so that the processes it
+    starts from now on use it instead of making their own; its path.
+
+    A process that sends a file descriptor to another (a DataLoader worker sending a batch)
+    listens on a socket in multiprocessing's temp directory, a ``pymp-*`` directory in
+    ``tempfile.gettempdir()`` made on first use and removed by the process's exit
+    handlers. A worker that is terminated or killed runs none, so its directory would stay
+    for good. A process started after its parent made one uses the parent's (its
+    configuration is copied from the parent's), and the parent removes it, with whatever
+    killed workers left in it, as it exits.
+
+    >>> import os
+    >>> os.path.basename(share_temp_dir()).startswith('pymp-')
+    True
+    """
+    return multiprocessing.util.get_temp_dir()
 
 
 # Pure caches by key, held weakly: each lives as long as something uses it.

@@ -12,7 +12,9 @@ The names below are the public API; the modules:
 - ``loaders``: ``DetectionDataLoader`` and ``RandomTransformDataLoader``;
 - ``pool``: the worker pool under both loaders (``PooledLoader``), in the main process;
 - ``worker``: what runs in the pool's worker processes, and the task claims they share
-  with the main process.
+  with the main process;
+- ``shutdown``: how the workers end: stuck ones terminated, and all of them stopped when a
+  loader closes (``close()``, a ``with`` block, garbage collection).
 
 ``split_to_devices``, ``ShardedLoader`` (:mod:`gluonbatch.sharding`) and ``SplitSampler``
 (:mod:`gluonbatch.sampler`) are importable from here too, as from gluoncv's.

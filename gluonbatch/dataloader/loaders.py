@@ -53,13 +53,21 @@ class DetectionDataLoader(PooledLoader):
     worker's traceback.
 
     A worker process that dies (the out-of-memory killer, say) raises a ``RuntimeError``
-    naming its pid and the dataset indices of its batch as soon as it is seen dead,
-    whether it died loading the batch or after sending it (whose shared memory then
-    cannot be received). The pool starts a new worker, so the next pass works.
+    naming its pid and the dataset indices of the batch it was loading, as soon as it is
+    seen dead, and also the batch it had sent before (whose shared memory then cannot be
+    received) if that is the one awaited. The pool starts a new worker, so the next pass
+    works.
 
     Leaving a pass early (``break``) gives back the batches it had in flight: those that
     have arrived are freed at once, the others when the next pass begins, which first
-    waits for them.
+    waits for them, for at most ``timeout`` and 10 seconds (also with ``timeout=None``);
+    a worker still loading one then is terminated and replaced.
+
+    ``close()`` stops the worker processes, freeing the batches in flight first; a
+    ``with`` block closes the loader as it ends, and garbage collection closes a loader
+    that was not. Idle workers leave on their own, busy ones are terminated; nothing is
+    left in the temp directory or ``/dev/shm``. Iterating a closed loader raises
+    ``ValueError``.
 
     Examples
     --------
@@ -102,6 +110,20 @@ class DetectionDataLoader(PooledLoader):
     ... except KeyError as error:
     ...     print(repr(error), error.__notes__)
     KeyError('image-0') ['raised while loading dataset samples [0, 1]']
+
+    With worker processes, a ``with`` block stops them as it ends:
+
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter('ignore')
+    ...     pooled = DetectionDataLoader(data, batch_size=2, last_batch='keep', num_workers=2)
+    >>> with pooled:
+    ...     [labels.shape[1] for _, labels in pooled]
+    [2, 4, 5]
+    >>> list(pooled)
+    Traceback (most recent call last):
+    ...
+    ValueError: this DetectionDataLoader is closed (by close() or at the end of its with
+    block); make a new loader to load batches again
     """
 
     def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
@@ -156,10 +178,11 @@ class RandomTransformDataLoader(PooledLoader):
 
     Notes
     -----
-    Errors while loading, dead workers and passes left early are handled as in
-    :class:`DetectionDataLoader`: the original exception, with notes naming the dataset
-    indices and any worker's traceback; a ``RuntimeError`` naming a dead worker and its
-    batch; the batches of a pass left early freed.
+    Errors while loading, dead workers, passes left early and shutting down are handled
+    as in :class:`DetectionDataLoader`: the original exception, with notes naming the
+    dataset indices and any worker's traceback; a ``RuntimeError`` naming a dead worker and
+    the batch it was loading; the batches of a pass left early freed; ``close()``, a
+    ``with`` block or garbage collection stopping the workers.
 
     Examples
     --------
@@ -170,6 +193,15 @@ class RandomTransformDataLoader(PooledLoader):
     >>> values = [batch.asnumpy()[0, 0, 0] for batch in loader]
     >>> len(set(values[:3])) == 1 and len(set(values[3:])) == 1
     True
+
+    Worker processes stop when the loader is closed:
+
+    >>> pooled = RandomTransformDataLoader([lambda x: x * 2], data, batch_size=2,
+    ...                                    num_workers=2)
+    >>> [batch.shape for batch in pooled]
+    [(2, 2, 2), (2, 2, 2), (2, 2, 2)]
+    >>> pooled.close()
+    >>> pooled.close()  # again: nothing happens
     """
 
     def __init__(self, transform_fns, dataset, interval=1, batch_size=None, shuffle=False,

@@ -7,43 +7,54 @@ raised as the original exception (same type, arguments and message), with notes
 (``BaseException.add_note``) naming the dataset indices of the batch and, from a worker,
 the worker's traceback.
 
-A worker that dies is a ``RuntimeError`` naming its pid and the batch's dataset indices.
-Every task carries a sequence number, and the worker that starts it records its pid in a
-small array shared with the main process (:class:`~gluonbatch.dataloader.worker.Claims`); the
-main process waits for a batch in short slices and, between them, asks whether the
-worker loading it still lives. A batch whose worker died after sending it cannot be
-unpickled (its file descriptors left with the worker): that too is a ``RuntimeError``.
+A worker that dies is a ``RuntimeError`` naming its pid and the dataset indices of the
+batch it was loading. Every task carries a sequence number, and the worker that starts it
+records its pid in a small array shared with the main process
+(:class:`~gluonbatch.dataloader.worker.Claims`); the main process waits for a batch in
+short slices and, between them, asks whether the worker loading it still lives. A batch
+whose worker died after sending it cannot be unpickled (its file descriptors left with the
+worker): the error then names the batch that worker was loading as it died, found among
+the tasks not yet received by its claim, and the batch that could not be received.
 
 A pass over the data left early (a ``break``) gives its batches in flight back: those
 already arrived are unpickled and dropped at once, which frees their shared memory; the
-others are as the next pass begins, before it hands the workers anything. Sequence
+others are as the next pass begins: before it hands the workers anything, it waits for
+them for at most ``timeout`` and ten seconds. A worker still loading one then is stuck, or
+slow on a batch nobody wants: it is terminated, and the pool starts another. Sequence
 numbers are never reused within a loader, and the claims have room for many times the
-tasks in flight (one pass's at a time, since a pass first drains the one left before
-it), so a task left behind is never mistaken for a task of the current pass.
+tasks in flight, so a task left behind is never mistaken for a task of the current pass.
+
+:meth:`PooledLoader.close` (or the end of a ``with`` block, or garbage collection) frees
+the batches in flight the same way, then lets the workers leave on their own, so that
+their exit handlers run (:mod:`~gluonbatch.dataloader.shutdown`); workers still busy are
+terminated. Workers use the main process's multiprocessing temp directory, so that even a
+terminated or killed worker leaves nothing in ``/tmp`` once the main process exits.
 
 Examples
 --------
 >>> import numpy as np, mxnet as mx
 >>> from gluonbatch.batchify import Stack
 >>> data = mx.gluon.data.SimpleDataset([np.full(2, i, 'float32') for i in range(5)])
->>> loader = PooledLoader(data, batch_size=2, batchify_fn=Stack(), num_workers=1)
->>> [batch.asnumpy()[:, 0].tolist() for batch in loader]
+>>> with PooledLoader(data, batch_size=2, batchify_fn=Stack(), num_workers=1) as loader:
+...     [batch.asnumpy()[:, 0].tolist() for batch in loader]
 [[0.0, 1.0], [2.0, 3.0], [4.0]]
 """
 import collections
 import itertools
 import multiprocessing
 import numbers
-import os
 import pickle
+import sys
 import time
 
 import mxnet as mx
 
 from .._core.checks import check_int, describe
+from .._core.process import share_temp_dir
 from .._core.tree import map_arrays
 from ..seeded import KeyBatch
 from .resume import checked_state, loader_state, seeded_batch_sampler
+from .shutdown import alive, stop_stragglers, stop_workers, wait_until_gone
 from .worker import (CONTEXT, Claims, add_note, dataset_indices, indices_note, load_batch,
                      load_batch_in_worker, owned_by, pick, raise_worker_error,
                      set_worker_state)
@@ -55,31 +66,15 @@ _POLL = 0.05
 #: Seconds a batch may take to arrive after the worker that returned it died (the pool's
 #: result thread may still be passing it on).
 _GRACE = 1.0
+#: Seconds at most that a pass waits for the batches of a pass left before it (and ``close``
+#: for those in flight), however long ``timeout`` is: workers still loading one then are
+#: terminated, since nobody waits for their batch.
+_DRAIN_LIMIT = 10.0
+#: Seconds the workers get to leave when the loader closes, then to be terminated.
+_LEAVE_LIMIT = 5.0
 #: What unpickling a batch raises when its file descriptors cannot be fetched from the
 #: worker that sent it (ConnectionError and FileNotFoundError are OSErrors).
 _TRANSPORT_ERRORS = (EOFError, OSError)
-
-
-def _alive(pid):
-    """Whether process ``pid`` exists: the pool reaps a dead worker at once, so a dead
-    worker's pid is soon gone."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, if not as ours: leave it to the timeout
-        return True
-    return True
-
-
-def _wait_until_gone(pid, seconds):
-    """Whether process ``pid`` is gone, given up to ``seconds`` to be reaped."""
-    deadline = time.monotonic() + seconds
-    while _alive(pid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(_POLL / 5)
-    return True
 
 
 def _check_timeout(timeout):
@@ -118,17 +113,27 @@ class PooledLoader(mx.gluon.data.DataLoader):
     ``RuntimeError`` naming its type and message, with the same notes.
 
     A worker process that dies (killed by the out-of-memory killer, say) raises a
-    ``RuntimeError`` naming its pid and the dataset indices of the batch, as soon as it
-    is seen dead (within about a tenth of a second): while loading the batch, or after
-    sending it but before this process received it. A batch that does not arrive within
-    ``timeout`` seconds raises a ``RuntimeError`` naming its indices and the worker
-    loading it, if one started. The pool replaces a dead worker, so the next pass works.
+    ``RuntimeError`` naming its pid and the dataset indices of the batch it was loading,
+    as soon as it is seen dead (within about a tenth of a second), and of the batch this
+    process waited for if that is another one (sent by the worker before it died, and lost
+    with it). A batch that does not arrive within ``timeout`` seconds raises a
+    ``RuntimeError`` naming its indices and the worker loading it, if one started. The
+    pool replaces a dead worker, so the next pass works.
 
     A pass over the data left early (``break``, or an error) gives back the batches it
     had in flight: those that have arrived are freed at once, the others as the next pass
-    begins, which first waits for them (up to ``timeout`` in all; the workers load them
-    first anyway). So however often a loop breaks off, the loader holds the shared memory
-    of at most ``prefetch`` batches it no longer needs, and never more than one pass does.
+    begins, which first waits for them (up to ``timeout`` and at most 10 seconds in all,
+    even with ``timeout=None``; the workers load them first anyway). A worker still
+    loading one then is terminated and replaced. So however often a loop breaks off, the
+    loader holds the shared memory of at most ``prefetch`` batches it no longer needs,
+    and never more than one pass does.
+
+    :meth:`close` stops the workers: the batches in flight are freed first (waited for as
+    above), then the workers leave on their own, or are terminated if some are still
+    busy. Afterwards iterating raises ``ValueError``. A ``with`` block closes the loader
+    as it ends, and garbage collection closes one that was not. Nothing is left in the
+    temp directory: what multiprocessing makes there for a worker is removed as it leaves,
+    or, for a worker terminated or killed, as this process exits.
 
     Workers receive the dataset, the transforms and the batchify function once, when the
     pool starts, so none of them is pickled per batch (lambdas work too). Subclasses pick
@@ -165,6 +170,22 @@ class PooledLoader(mx.gluon.data.DataLoader):
     ValueError
         ``num_workers`` is negative, ``prefetch`` below 1 or ``timeout`` not positive; a
         ``seed`` outside ``[0, 2**64)``, or with a sampler other than a ``SplitSampler``.
+
+    Examples
+    --------
+    >>> import numpy as np, mxnet as mx
+    >>> from gluonbatch.batchify import Stack
+    >>> data = mx.gluon.data.SimpleDataset([np.full(2, i, 'float32') for i in range(6)])
+    >>> with PooledLoader(data, batch_size=2, batchify_fn=Stack(), num_workers=2) as loader:
+    ...     for batch in loader:
+    ...         break  # the batches in flight are freed as the next pass begins
+    ...     len(list(loader))
+    3
+    >>> try:
+    ...     next(iter(loader))
+    ... except ValueError as error:
+    ...     print(str(error).split(';')[0])
+    this PooledLoader is closed (by close() or at the end of its with block)
     """
 
     def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
@@ -192,9 +213,12 @@ class PooledLoader(mx.gluon.data.DataLoader):
         self._worker_pool = None
         self._sequences = itertools.count()
         self._abandoned = collections.deque()  # tasks of passes left early, still running
+        self._tasks = {}  # sequence: task, of every task whose result was not taken
+        self._closed = False
         if self._num_workers:
             # Many times the tasks in flight: no slot is taken over while asked about.
             self._claims = Claims(max(64, 4 * (self._prefetch + 1)))
+            share_temp_dir()  # what terminated workers leave there goes as this process exits
             self._worker_pool = CONTEXT.Pool(
                 self._num_workers, initializer=set_worker_state,
                 initargs=(self._dataset, self._transforms, self._batchify_fn, self._claims))
@@ -266,6 +290,7 @@ class PooledLoader(mx.gluon.data.DataLoader):
         """Called as each pass over the data begins."""
 
     def __iter__(self):
+        self._check_open()
         self._start_epoch()
         if self._seed is not None:
             position = self._batch_sampler.state_dict()
@@ -280,6 +305,7 @@ class PooledLoader(mx.gluon.data.DataLoader):
 
     def _iter_here(self):
         for transform_index, indices in self._numbered():
+            self._check_open()
             transform = pick(self._transforms, transform_index)
             owned = (owned_by(self._owned, self._dataset, self._transforms, transform_index)
                      if isinstance(indices, KeyBatch) else None)
@@ -309,10 +335,13 @@ class PooledLoader(mx.gluon.data.DataLoader):
             self._abandon(pending)
 
     def _submit(self, transform_index, indices):
+        self._check_open()
         sequence = next(self._sequences)
         result = self._worker_pool.apply_async(
             load_batch_in_worker, (sequence, indices, transform_index))
-        return _Task(sequence, dataset_indices(indices), result, indices)
+        task = self._tasks[sequence] = _Task(sequence, dataset_indices(indices), result,
+                                             indices)
+        return task
 
     def _receive_first(self, pending):
         # Taken off only once received: a task that fails to arrive is given back.
@@ -321,19 +350,43 @@ class PooledLoader(mx.gluon.data.DataLoader):
         return batch
 
     def _receive(self, task):
+        self._check_open()
         loaded, pid, payload = self._wait(task)
         if not loaded:
             raise_worker_error(payload)
         try:
             batch = pickle.loads(payload)
         except _TRANSPORT_ERRORS as error:
-            state = ('which died after sending it' if _wait_until_gone(pid, _GRACE)
-                     else 'which is still running')
-            raise RuntimeError('the batch of dataset samples %s could not be received from '
-                               'DataLoader worker process %d, %s (%s: %s)' % (
-                                   task.indices, pid, state, type(error).__name__,
-                                   error)) from error
+            cause = '%s: %s' % (type(error).__name__, error)
+            if not wait_until_gone(pid, _GRACE):
+                raise RuntimeError('the batch of dataset samples %s could not be received '
+                                   'from DataLoader worker process %d, which is still running '
+                                   '(%s)' % (task.indices, pid, cause)) from error
+            raise self._death(pid, 'the batch of dataset samples %s it had sent could not be '
+                                   'received (%s)' % (task.indices, cause),
+                              'the batch of dataset samples %s could not be received from '
+                              'DataLoader worker process %d, which died after sending it (%s)'
+                              % (task.indices, pid, cause)) from error
         return self._deliver(batch)
+
+    def _held_by(self, pid):
+        """The task worker ``pid`` was loading (it claimed it, and did not return it), or
+        None."""
+        for task in self._tasks.values():
+            if self._claims.lookup(task.sequence) == (pid, False):
+                return task
+        return None
+
+    def _death(self, pid, what_else, otherwise):
+        """The RuntimeError for worker ``pid`` seen dead: it names the batch the worker
+        was loading as it died and then ``what_else`` (what became of a batch it had
+        finished); ``otherwise`` is the message if it was loading none."""
+        held = self._held_by(pid)
+        if held is None:
+            return RuntimeError(otherwise)
+        return RuntimeError('DataLoader worker process %d died while loading dataset samples '
+                            '%s (killed, by the out-of-memory killer say, or exited); %s'
+                            % (pid, held.indices, what_else))
 
     def _wait(self, task, deadline=None):
         """The task's result; a RuntimeError if its worker died, or at the ``deadline``
@@ -345,11 +398,12 @@ class PooledLoader(mx.gluon.data.DataLoader):
             try:
                 outcome = task.result.get(max(0, min(_POLL, deadline - time.monotonic())))
                 task.received = True
+                self._tasks.pop(task.sequence, None)
                 return outcome
             except multiprocessing.TimeoutError:
                 pass
             claim = self._claims.lookup(task.sequence)
-            if claim is not None and not _alive(claim[0]):
+            if claim is not None and not alive(claim[0]):
                 pid, returned = claim
                 if not returned:
                     raise RuntimeError('DataLoader worker process %d died while loading '
@@ -358,9 +412,11 @@ class PooledLoader(mx.gluon.data.DataLoader):
                 # It returned the batch before dying: the pool may still be passing it on.
                 gone_since = gone_since or time.monotonic()
                 if time.monotonic() - gone_since > _GRACE:
-                    raise RuntimeError('DataLoader worker process %d died after loading '
-                                       'dataset samples %s, before their batch arrived'
-                                       % (pid, task.indices))
+                    raise self._death(pid, 'the batch of dataset samples %s it had loaded '
+                                           'never arrived' % (task.indices,),
+                                      'DataLoader worker process %d died after loading '
+                                      'dataset samples %s, before their batch arrived'
+                                      % (pid, task.indices))
             if time.monotonic() >= deadline:
                 if claim is None:
                     where = 'no worker process has started loading it'
@@ -373,6 +429,8 @@ class PooledLoader(mx.gluon.data.DataLoader):
 
     def _abandon(self, tasks):
         """Free the batches of a pass left early that have arrived; keep the others."""
+        if self._closed:  # close() took care of them
+            return
         for task in tasks:
             if task.received:
                 continue
@@ -382,12 +440,17 @@ class PooledLoader(mx.gluon.data.DataLoader):
                 self._abandoned.append(task)
 
     def _drain_abandoned(self):
-        """Wait for the batches of passes left early (up to ``timeout`` in all), and free
-        them; those still missing then are given up."""
-        deadline = time.monotonic() + self._timeout
-        while self._abandoned:
-            self._discard(self._abandoned[0], deadline)
-            self._abandoned.popleft()
+        """Wait for the batches of passes left early, and free them: up to ``timeout``
+        in all, and never more than ``_DRAIN_LIMIT`` seconds (``timeout`` may be None).
+
+        Then the workers still loading one are terminated (the pool starts others); a
+        batch no worker has started yet is kept, to be waited for by the next pass.
+        """
+        deadline = time.monotonic() + min(self._timeout, _DRAIN_LIMIT)
+        for task in self._abandoned:
+            self._discard(task, deadline)
+        self._abandoned = collections.deque(stop_stragglers(
+            [task for task in self._abandoned if not task.received], self._claims))
 
     def _discard(self, task, deadline=None):
         try:
@@ -397,8 +460,43 @@ class PooledLoader(mx.gluon.data.DataLoader):
         except Exception:  # noqa: a batch nobody waits for has no one to tell
             pass
 
+    def _check_open(self):
+        if self._closed:
+            raise ValueError('this %s is closed (by close() or at the end of its with block); '
+                             'make a new loader to load batches again' % type(self).__name__)
+
+    def close(self):
+        """Stop the worker processes, freeing the shared memory of the batches in flight
+        first; iterating afterwards raises ValueError. Closing again does nothing.
+
+        The batches not yet received (of passes running or left early) are waited for,
+        for at most ``timeout`` and 10 seconds, and freed. Then, if no batch is pending,
+        the workers leave on their own, which removes what multiprocessing made for them
+        in the temp directory; else, and if they do not leave within 5 seconds, they are
+        terminated. Leaving a ``with`` block closes the loader, and so does garbage
+        collection of a loader not closed.
+        """
+        if getattr(self, '_closed', True):  # closed, or never fully made
+            return
+        self._closed = True
+        pool, self._worker_pool = self._worker_pool, None
+        if pool is None:
+            return
+        # Every batch not yet received; those that arrive in time are freed at once. As the
+        # interpreter exits, multiprocessing has already terminated the workers.
+        if not sys.is_finalizing():
+            self._abandoned = collections.deque(
+                sorted(self._tasks.values(), key=lambda task: task.sequence))
+            self._drain_abandoned()
+        idle = all(task.result.ready() for task in self._tasks.values())
+        stop_workers(pool, idle, _LEAVE_LIMIT)
+
+    def __enter__(self):
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
     def __del__(self):
-        # Terminating the workers frees whatever they still hold for this process.
-        if getattr(self, '_worker_pool', None) is not None:
-            self._worker_pool.terminate()
-            self._worker_pool = None
+        self.close()
