@@ -4,28 +4,37 @@
 With a seed the loader's batches come from a
 :class:`~gluonbatch.seeded.SeededBatchSampler` built from the loader's own arguments
 (``batch_size``, ``shuffle``, ``last_batch``, and a
-:class:`~gluonbatch.sampler.SplitSampler`'s rank), and the loader's state is a small dict::
-
-    {'format': 'gluonbatch.loader/1', 'seed': 7, 'epoch': 2, 'batch': 130}
-
-naming the next batch to deliver: batch ``batch`` of the pass over epoch ``epoch``.
+:class:`~gluonbatch.sampler.SplitSampler`'s rank), and the loader's state is a small
+JSON-serializable dict: its sampler's state (``epoch`` and ``batch``, the next batch to
+deliver, and what the sampler checks it was made by) under a ``format``.
 
 Examples
 --------
->>> state = loader_state(7, 2, 130)
+>>> from gluonbatch.seeded import SeededBatchSampler
+>>> sampler = SeededBatchSampler(1000, 32, seed=7, last_batch='rollover')
+>>> state = loader_state(sampler.state_dict())
 >>> state
-{'format': 'gluonbatch.loader/1', 'seed': 7, 'epoch': 2, 'batch': 130}
->>> checked_state(state, seed=7)
-{'epoch': 2, 'batch': 130}
+{'format': 'gluonbatch.loader/1', 'seed': 7, 'epoch': 0, 'batch': 0, 'length': 1000, \
+'global_batch_size': 32, 'shuffle': True, 'last_batch': 'rollover'}
+>>> checked_state(dict(state, batch=30)) == dict(state, batch=30)
+True
+>>> checked_state(dict(state, format='another/2'))  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+ValueError: state has format 'another/2', but this loader reads 'gluonbatch.loader/1': ...
 """
+from .._core.checks import describe
 from ..sampler import SplitSampler
 from ..seeded import SeededBatchSampler
 from ..seeded.keys import check_seed
 
-__all__ = ['FORMAT', 'seeded_batch_sampler', 'loader_state', 'checked_state']
+__all__ = ['FORMAT', 'KEYS', 'seeded_batch_sampler', 'loader_state', 'checked_state']
 
 #: The ``format`` of a loader's state dict.
 FORMAT = 'gluonbatch.loader/1'
+#: The keys of a loader's state dict.
+KEYS = ('format', 'seed', 'epoch', 'batch', 'length', 'global_batch_size', 'shuffle',
+        'last_batch')
 
 
 def seeded_batch_sampler(length, seed, batch_size, shuffle, sampler, last_batch,
@@ -42,6 +51,13 @@ def seeded_batch_sampler(length, seed, batch_size, shuffle, sampler, last_batch,
         if batch_sampler.seed != seed:
             raise ValueError('seed=%d but the SeededBatchSampler has seed=%d'
                              % (seed, batch_sampler.seed))
+        if batch_sampler.length != length:
+            raise ValueError('the SeededBatchSampler is for %d samples, but the dataset has '
+                             '%d: make it with length=len(dataset)'
+                             % (batch_sampler.length, length))
+        if batch_size is not None or shuffle or sampler is not None or last_batch:
+            raise ValueError('batch_size, shuffle, sampler and last_batch must not be given '
+                             'with a batch_sampler: the SeededBatchSampler has its own')
         return batch_sampler
     if batch_size is None:
         raise ValueError('a loader with seed= needs batch_size')
@@ -60,25 +76,23 @@ def seeded_batch_sampler(length, seed, batch_size, shuffle, sampler, last_batch,
                               part_index=parts[1])
 
 
-def loader_state(seed, epoch, batch):
-    """The state dict of a loader whose next batch is ``batch`` of epoch ``epoch``."""
-    return {'format': FORMAT, 'seed': seed, 'epoch': epoch, 'batch': batch}
+def loader_state(sampler_state):
+    """The state dict of a loader whose sampler's state (at the next batch to deliver)
+    is ``sampler_state``."""
+    return {'format': FORMAT, **sampler_state}
 
 
-def checked_state(state, seed):
-    """``{'epoch', 'batch'}`` of a loader state dict made with ``seed``; TypeError or
-    ValueError naming what is wrong with it."""
+def checked_state(state):
+    """``state`` if it is a loader's state dict (a dict of the right ``format``, with every
+    key); TypeError or ValueError naming what is wrong. The sampler checks the values."""
     if not isinstance(state, dict):
         raise TypeError('state must be the dict state_dict() returned, got %s'
-                        % type(state).__name__)
-    missing = sorted({'format', 'seed', 'epoch', 'batch'} - set(state))
+                        % describe(state))
+    missing = [key for key in KEYS if key not in state]
     if missing:
-        raise ValueError('state lacks %s; a loader state has format, seed, epoch and batch'
-                         % ', '.join(missing))
+        raise ValueError('state lacks %s; a loader state has %s: pass a dict from '
+                         'state_dict()' % (', '.join(missing), ', '.join(KEYS)))
     if state['format'] != FORMAT:
-        raise ValueError('state has format %r; this loader reads %r' % (state['format'],
-                                                                       FORMAT))
-    if check_seed(state['seed'], "state['seed']") != seed:
-        raise ValueError("state['seed'] is %d but this loader has seed=%d: its batches would "
-                         'not continue that run' % (state['seed'], seed))
-    return {'epoch': state['epoch'], 'batch': state['batch']}
+        raise ValueError('state has format %r, but this loader reads %r: pass a dict from a '
+                         "gluonbatch loader's state_dict()" % (state['format'], FORMAT))
+    return state

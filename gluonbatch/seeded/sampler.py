@@ -14,13 +14,33 @@ batches, concatenated in rank order, are the global batch one rank would load.
 """
 import numpy as np
 
-from .._core.checks import check_choice, check_int, check_part
+from .._core.checks import check_choice, check_int, check_part, describe
 from .keys import SampleKey, check_seed, epoch_order
 
 __all__ = ['SeededBatchSampler', 'KeyBatch']
 
 #: What happens to an epoch's last, incomplete global batch.
 LAST_BATCH = ('keep', 'discard', 'pad', 'rollover')
+
+
+#: What a state says of the sampler that made it, beside where the run is.
+DESCRIPTION = ('seed', 'length', 'global_batch_size', 'shuffle', 'last_batch')
+
+
+def _described(state, key):
+    """``state[key]`` (one of :data:`DESCRIPTION`) as the sampler's attribute of that name
+    would be: TypeError or ValueError if it could be no sampler's."""
+    value, name = state[key], 'state[%r]' % key
+    if key == 'seed':
+        return check_seed(value, name)
+    if key == 'last_batch':
+        return check_choice(value, name, LAST_BATCH)
+    if key == 'shuffle':
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError('%s must be True or False, got %r (%s)'
+                            % (name, value, describe(value)))
+        return bool(value)
+    return check_int(value, name, minimum=1 if key == 'global_batch_size' else 0)
 
 
 class KeyBatch(list):
@@ -100,6 +120,7 @@ class SeededBatchSampler:
                 % (self.num_parts, self.global_batch, self.batch_size, self.num_parts,
                    self.length))
         self.epoch, self._start = 0, 0
+        self._pass = None  # (epoch, first batch) of the pass under way
         self._orders = {}
 
     def __repr__(self):
@@ -112,25 +133,82 @@ class SeededBatchSampler:
         self.epoch, self._start = check_int(epoch, 'epoch', minimum=0), 0
 
     def state_dict(self):
-        """Where the next pass starts: ``{'epoch': e, 'batch': b}``."""
-        return {'epoch': self.epoch, 'batch': self._start}
+        """Where the next pass starts: ``epoch`` and ``batch``, beside this sampler's
+        ``seed``, ``length``, ``global_batch_size``, ``shuffle`` and ``last_batch``, which
+        :meth:`load_state_dict` checks (a JSON-serializable dict)."""
+        return self._state(self.epoch, self._start)
+
+    def state_after(self, delivered):
+        """The state of a run whose pass under way (the one the last ``iter()`` began) has
+        delivered ``delivered`` batches: resuming from it continues with the next batch,
+        or, after the pass's last, with the first of the next epoch.
+
+        MXNet's DataLoader iterates the sampler ahead of the batches it delivers (its
+        prefetch), so a script counts what it received: ``state_after(i + 1)`` after
+        batch ``i`` of the pass.
+
+        >>> sampler = SeededBatchSampler(5, 2, seed=1)
+        >>> sampler.load_state_dict({'epoch': 3, 'batch': 1})
+        >>> batches = iter(sampler)
+        >>> sampler.state_after(1)['batch'], sampler.state_after(2)['epoch']
+        (2, 4)
+        """
+        if self._pass is None:
+            raise ValueError('state_after() names a position in the pass under way, and '
+                             'no pass has begun: iterate the sampler first')
+        epoch, start = self._pass
+        delivered = check_int(delivered, 'delivered', minimum=0)
+        if start + delivered > self.batches_in(epoch):
+            raise ValueError('delivered is %d, but the pass of epoch %d began at batch %d of '
+                             '%d: it delivers at most %d' % (
+                                 delivered, epoch, start, self.batches_in(epoch),
+                                 self.batches_in(epoch) - start))
+        return self._state(epoch, start + delivered)
+
+    def _state(self, epoch, batch):
+        """The state naming batch ``batch`` of epoch ``epoch`` as the next."""
+        # After a pass's last batch, the next epoch's first (an empty pass stays itself).
+        if batch >= self.batches_in(epoch) and batch:
+            epoch, batch = epoch + 1, 0
+        return {'seed': self.seed, 'epoch': epoch, 'batch': batch, 'length': self.length,
+                'global_batch_size': self.global_batch, 'shuffle': self.shuffle,
+                'last_batch': self.last_batch}
 
     def load_state_dict(self, state):
         """Start the next pass at batch ``state['batch']`` of epoch ``state['epoch']``;
-        the batches before it are not computed."""
+        the batches before it are not computed.
+
+        ``state`` is a dict from :meth:`state_dict` or :meth:`state_after`, or one with
+        just ``epoch`` and ``batch``. The sampler's description it holds (``seed``,
+        ``length``, ``global_batch_size``, ``shuffle``, ``last_batch``) must be this
+        sampler's, or the batch numbers would name other samples: ValueError naming what
+        differs. ``num_parts`` may differ, with the same global batch size (elastic).
+        """
         if not isinstance(state, dict):
-            raise TypeError('state must be a dict with epoch and batch, got %s'
-                            % type(state).__name__)
-        missing = sorted({'epoch', 'batch'} - set(state))
+            raise TypeError('state must be a dict from state_dict(), got %s' % describe(state))
+        missing = [key for key in ('epoch', 'batch') if key not in state]
         if missing:
-            raise ValueError('state lacks %s; it has %s' % (', '.join(missing),
-                                                              sorted(state)))
+            raise ValueError('state lacks %s; it has %s, and needs epoch and batch'
+                             % (' and '.join(missing), ', '.join(sorted(map(str, state)))
+                                or 'nothing'))
         epoch = check_int(state['epoch'], "state['epoch']", minimum=0)
         batch = check_int(state['batch'], "state['batch']", minimum=0)
+        self._check_same_run(state)
         if batch > self.batches_in(epoch):
-            raise ValueError("state['batch'] is %d, but epoch %d has %d batches"
+            raise ValueError("state['batch'] is %d, but the pass of epoch %d has %d batches: "
+                             'the state is of another run or was edited'
                              % (batch, epoch, self.batches_in(epoch)))
         self.epoch, self._start = epoch, batch
+
+    def _check_same_run(self, state):
+        """ValueError unless what ``state`` says of its sampler is this one's."""
+        ours = self._state(0, 0)
+        for key in DESCRIPTION:
+            if key in state and _described(state, key) != ours[key]:
+                raise ValueError(
+                    "state[%r] is %r, but this sampler's %s is %r: the state is of a run "
+                    'with other batches; resume with the %s it was saved with'
+                    % (key, state[key], key, ours[key], key))
 
     def batches_in(self, epoch):
         """How many batches the pass of ``epoch`` has."""
@@ -138,11 +216,13 @@ class SeededBatchSampler:
         return stop - first
 
     def __len__(self):
-        return self.batches_in(self.epoch)
+        """The batches of the next pass (of a resumed one: those left)."""
+        return self.batches_in(self.epoch) - self._start
 
     def __iter__(self):
         epoch, start = self.epoch, self._start
         self.epoch, self._start = epoch + 1, 0
+        self._pass = epoch, start
         return self.batches(epoch, start)
 
     def batches(self, epoch, start=0):
