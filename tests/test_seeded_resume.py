@@ -277,7 +277,7 @@ BAD_STATES = {
     'unknown last batch': (_edited(last_batch='drop'), ValueError,
                            "state['last_batch'] must be one of keep, discard, pad, rollover"),
     'batch beyond the epoch': (_edited(epoch=1, batch=5), ValueError,
-                               "state['batch'] is 5, but the pass of epoch 1 has 3 batches"),
+                               "state['batch'] is 5, but epoch 1 has 3 batches"),
     'negative batch': (_edited(batch=-1), ValueError, "state['batch'] must be an integer >= 0"),
     'epoch as float': (_edited(epoch=1.0), TypeError, "state['epoch'] must be an integer"),
 }
@@ -324,10 +324,35 @@ def test_the_samplers_state_after_counts_from_where_its_pass_began():
     assert len(list(batches)) == 3
 
 
+def test_a_sampler_checks_what_a_state_says_of_its_sampler():
+    one = SeededBatchSampler(SAMPLES, 3, SEED, last_batch='pad')
+    one.load_state_dict({'epoch': 1, 'batch': 2})
+    state = dict(one.state_dict(), **one.description)
+    rank = SeededBatchSampler(SAMPLES, 1, SEED, last_batch='pad', num_parts=3, part_index=1)
+    rank.load_state_dict(state)  # the same global batch on three ranks
+    assert rank.state_dict() == {'epoch': 1, 'batch': 2}
+    other = SeededBatchSampler(SAMPLES, 2, SEED, last_batch='pad')
+    with pytest.raises(ValueError, match=re.escape(
+            "state['global_batch_size'] is 3, but this sampler's global_batch_size is 2")):
+        other.load_state_dict(state)
+    assert other.state_dict() == {'epoch': 0, 'batch': 0}
+
+
+class Huge(mx.gluon.data.Dataset):
+    """A dataset of a trillion samples (none of which is read)."""
+
+    def __len__(self):
+        return 10 ** 12
+
+
 def test_a_state_is_small_json_whatever_its_numbers():
-    sampler = SeededBatchSampler(10 ** 12, 4096, 2 ** 64 - 1, last_batch='rollover')
-    sampler.set_epoch(10 ** 9)
-    state = sampler.state_dict()
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        loader = DetectionDataLoader(Huge(), batch_size=4096, last_batch='rollover',
+                                     seed=2 ** 64 - 1)
+    loader.set_epoch(10 ** 9)
+    state = loader.state_dict()
+    assert (state['seed'], state['epoch'], state['length']) == (2 ** 64 - 1, 10 ** 9, 10 ** 12)
     assert json.loads(json.dumps(state)) == state and len(json.dumps(state)) < 1024
 
 

@@ -229,9 +229,10 @@ class PooledLoader(mx.gluon.data.DataLoader):
         a pass, the batch after the last one delivered; after a finished pass, the next
         epoch's first. A seeded loader only (ValueError otherwise)."""
         self._seeded_only('state_dict')
+        sampler = self._batch_sampler
         if self._delivered is None:
-            return loader_state(self._batch_sampler.state_dict())
-        return loader_state(self._batch_sampler.state_after(self._delivered))
+            return loader_state(sampler, sampler.state_dict())
+        return loader_state(sampler, sampler.state_after(self._delivered))
 
     def load_state_dict(self, state):
         """Make the next pass continue where ``state`` (from :meth:`state_dict`, perhaps

@@ -5,14 +5,15 @@ With a seed the loader's batches come from a
 :class:`~gluonbatch.seeded.SeededBatchSampler` built from the loader's own arguments
 (``batch_size``, ``shuffle``, ``last_batch``, and a
 :class:`~gluonbatch.sampler.SplitSampler`'s rank), and the loader's state is a small
-JSON-serializable dict: its sampler's state (``epoch`` and ``batch``, the next batch to
-deliver, and what the sampler checks it was made by) under a ``format``.
+JSON-serializable dict: the next batch to deliver (``epoch`` and ``batch``), what the
+batch numbers depend on (the sampler's ``description``, which loading checks) and a
+``format``.
 
 Examples
 --------
 >>> from gluonbatch.seeded import SeededBatchSampler
 >>> sampler = SeededBatchSampler(1000, 32, seed=7, last_batch='rollover')
->>> state = loader_state(sampler.state_dict())
+>>> state = loader_state(sampler, sampler.state_dict())
 >>> state
 {'format': 'gluonbatch.loader/1', 'seed': 7, 'epoch': 0, 'batch': 0, 'length': 1000, \
 'global_batch_size': 32, 'shuffle': True, 'last_batch': 'rollover'}
@@ -76,10 +77,11 @@ def seeded_batch_sampler(length, seed, batch_size, shuffle, sampler, last_batch,
                               part_index=parts[1])
 
 
-def loader_state(sampler_state):
-    """The state dict of a loader whose sampler's state (at the next batch to deliver)
-    is ``sampler_state``."""
-    return {'format': FORMAT, **sampler_state}
+def loader_state(sampler, position):
+    """The state dict of a loader whose :class:`~gluonbatch.seeded.SeededBatchSampler` is
+    ``sampler`` and whose next batch is ``position`` (``{'epoch', 'batch'}``)."""
+    description = sampler.description
+    return {'format': FORMAT, 'seed': description.pop('seed'), **position, **description}
 
 
 def checked_state(state):

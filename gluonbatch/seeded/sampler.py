@@ -133,15 +133,14 @@ class SeededBatchSampler:
         self.epoch, self._start = check_int(epoch, 'epoch', minimum=0), 0
 
     def state_dict(self):
-        """Where the next pass starts: ``epoch`` and ``batch``, beside this sampler's
-        ``seed``, ``length``, ``global_batch_size``, ``shuffle`` and ``last_batch``, which
-        :meth:`load_state_dict` checks (a JSON-serializable dict)."""
-        return self._state(self.epoch, self._start)
+        """Where the next pass starts: ``{'epoch': e, 'batch': b}``."""
+        return {'epoch': self.epoch, 'batch': self._start}
 
     def state_after(self, delivered):
         """The state of a run whose pass under way (the one the last ``iter()`` began) has
-        delivered ``delivered`` batches: resuming from it continues with the next batch,
-        or, after the pass's last, with the first of the next epoch.
+        delivered ``delivered`` batches, ``{'epoch': e, 'batch': b}``: resuming from it
+        continues with the next batch or, after the pass's last, with the first of the next
+        epoch.
 
         MXNet's DataLoader iterates the sampler ahead of the batches it delivers (its
         prefetch), so a script counts what it received: ``state_after(i + 1)`` after
@@ -150,27 +149,29 @@ class SeededBatchSampler:
         >>> sampler = SeededBatchSampler(5, 2, seed=1)
         >>> sampler.load_state_dict({'epoch': 3, 'batch': 1})
         >>> batches = iter(sampler)
-        >>> sampler.state_after(1)['batch'], sampler.state_after(2)['epoch']
-        (2, 4)
+        >>> sampler.state_after(1), sampler.state_after(2)
+        ({'epoch': 3, 'batch': 2}, {'epoch': 4, 'batch': 0})
         """
         if self._pass is None:
             raise ValueError('state_after() names a position in the pass under way, and '
                              'no pass has begun: iterate the sampler first')
         epoch, start = self._pass
         delivered = check_int(delivered, 'delivered', minimum=0)
-        if start + delivered > self.batches_in(epoch):
+        count = self.batches_in(epoch)
+        if start + delivered > count:
             raise ValueError('delivered is %d, but the pass of epoch %d began at batch %d of '
-                             '%d: it delivers at most %d' % (
-                                 delivered, epoch, start, self.batches_in(epoch),
-                                 self.batches_in(epoch) - start))
-        return self._state(epoch, start + delivered)
+                             '%d: it delivers at most %d'
+                             % (delivered, epoch, start, count, count - start))
+        if start + delivered == count and count:  # a finished pass: the next epoch's first
+            return {'epoch': epoch + 1, 'batch': 0}
+        return {'epoch': epoch, 'batch': start + delivered}
 
-    def _state(self, epoch, batch):
-        """The state naming batch ``batch`` of epoch ``epoch`` as the next."""
-        # After a pass's last batch, the next epoch's first (an empty pass stays itself).
-        if batch >= self.batches_in(epoch) and batch:
-            epoch, batch = epoch + 1, 0
-        return {'seed': self.seed, 'epoch': epoch, 'batch': batch, 'length': self.length,
+    @property
+    def description(self):
+        """What the batch numbers of a state depend on: ``seed``, ``length``,
+        ``global_batch_size``, ``shuffle`` and ``last_batch`` (a dict). Added to a state,
+        :meth:`load_state_dict` checks them (a loader's state has them)."""
+        return {'seed': self.seed, 'length': self.length,
                 'global_batch_size': self.global_batch, 'shuffle': self.shuffle,
                 'last_batch': self.last_batch}
 
@@ -178,37 +179,32 @@ class SeededBatchSampler:
         """Start the next pass at batch ``state['batch']`` of epoch ``state['epoch']``;
         the batches before it are not computed.
 
-        ``state`` is a dict from :meth:`state_dict` or :meth:`state_after`, or one with
-        just ``epoch`` and ``batch``. The sampler's description it holds (``seed``,
-        ``length``, ``global_batch_size``, ``shuffle``, ``last_batch``) must be this
-        sampler's, or the batch numbers would name other samples: ValueError naming what
-        differs. ``num_parts`` may differ, with the same global batch size (elastic).
+        ``state`` is a dict from :meth:`state_dict` or :meth:`state_after`. Whatever of
+        the :attr:`description` it holds must be this sampler's, or its batch numbers would
+        name other samples: ValueError naming what differs. ``num_parts`` may differ, with
+        the same global batch size (elastic).
         """
         if not isinstance(state, dict):
-            raise TypeError('state must be a dict from state_dict(), got %s' % describe(state))
-        missing = [key for key in ('epoch', 'batch') if key not in state]
+            raise TypeError('state must be a dict with epoch and batch, got %s'
+                            % describe(state))
+        missing = sorted({'epoch', 'batch'} - set(state))
         if missing:
-            raise ValueError('state lacks %s; it has %s, and needs epoch and batch'
-                             % (' and '.join(missing), ', '.join(sorted(map(str, state)))
-                                or 'nothing'))
+            raise ValueError('state lacks %s; it has %s' % (', '.join(missing),
+                                                              sorted(map(str, state))))
         epoch = check_int(state['epoch'], "state['epoch']", minimum=0)
         batch = check_int(state['batch'], "state['batch']", minimum=0)
-        self._check_same_run(state)
-        if batch > self.batches_in(epoch):
-            raise ValueError("state['batch'] is %d, but the pass of epoch %d has %d batches: "
-                             'the state is of another run or was edited'
-                             % (batch, epoch, self.batches_in(epoch)))
-        self.epoch, self._start = epoch, batch
-
-    def _check_same_run(self, state):
-        """ValueError unless what ``state`` says of its sampler is this one's."""
-        ours = self._state(0, 0)
+        ours = self.description
         for key in DESCRIPTION:
             if key in state and _described(state, key) != ours[key]:
                 raise ValueError(
                     "state[%r] is %r, but this sampler's %s is %r: the state is of a run "
                     'with other batches; resume with the %s it was saved with'
                     % (key, state[key], key, ours[key], key))
+        if batch > self.batches_in(epoch):
+            raise ValueError("state['batch'] is %d, but epoch %d has %d batches: the state "
+                             'is of another run, or was edited'
+                             % (batch, epoch, self.batches_in(epoch)))
+        self.epoch, self._start = epoch, batch
 
     def batches_in(self, epoch):
         """How many batches the pass of ``epoch`` has."""
