@@ -15,7 +15,7 @@ batches, concatenated in rank order, are the global batch one rank would load.
 import numpy as np
 
 from .._core.checks import check_choice, check_int, check_part, describe
-from .keys import SampleKey, check_seed, epoch_order
+from .keys import BatchStart, SampleKey, check_seed, epoch_order
 
 __all__ = ['SeededBatchSampler', 'KeyBatch']
 
@@ -45,11 +45,16 @@ def _described(state, key):
 
 class KeyBatch(list):
     """One batch of :class:`~gluonbatch.seeded.keys.SampleKey`, a list, which also knows
-    the ``epoch`` of its pass and its ``number`` in the pass (from 0)."""
+    the ``epoch`` of its pass and its ``number`` in the pass (from 0). Its first key is a
+    :class:`~gluonbatch.seeded.keys.BatchStart`, from which MXNet's generator is seeded
+    for the batch."""
 
     __slots__ = ('epoch', 'number')
 
     def __init__(self, keys, epoch, number):
+        keys = list(keys)
+        if keys:
+            keys[0] = BatchStart(*keys[0][:4], size=len(keys))
         super().__init__(keys)
         self.epoch, self.number = epoch, number
 
