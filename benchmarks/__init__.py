@@ -96,7 +96,7 @@ How it measures
   positions after opening at most 3x the time per read of 200 consecutive ones from a
   random start (each in its own process, the shard loads they trigger included).
 
-* **The seeded cases** (:mod:`~benchmarks.cases_seeded`) measure what seeded loading
+* **The seeded cases** (``benchmarks.cases_seeded``) measure what seeded loading
   costs. ``seeded_loader`` times epochs of the ``transforms_loader_ssd`` pipeline (SSD300,
   2 workers, batch 32) through gluonbatch's ``DetectionDataLoader`` and MXNet's DataLoader,
   each seeded and unseeded, in the same interleaved rounds, as CPU seconds of all the

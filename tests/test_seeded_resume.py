@@ -144,7 +144,7 @@ def test_mxnets_dataloader_resumes_from_its_samplers_state_after(workers):
     sampler, loader = mxnet_loader(workers[1])
     for delivered, (_, state) in enumerate(reference):
         sampler.load_state_dict(json.loads(json.dumps(state)))
-        assert len(loader) == sampler.batches_in(state['epoch']) - state['batch']
+        assert len(loader) == sampler.batches_in(state['epoch'])
         assert passes(sampler, loader, EPOCHS - state['epoch']) == reference[delivered + 1:]
 
 
@@ -238,8 +238,9 @@ def test_resuming_reads_and_computes_only_the_batches_from_there(last_batch):
         calls[number] = python_calls(lambda: batch.append(first_batch_from(loader, state)))
         want = [key.index for key in reference.batch(1, number)]
         assert data.read == want == batch[0].asnumpy().ravel().astype(int).tolist()
-    # The same work at the first, middle and last batch: nothing before is replayed.
-    assert len(set(calls.values())) == 1, calls
+    # The same work at the first, middle and last batch, within a few calls (of branches
+    # taken or not): a replay would make a call or more per batch skipped, hundreds here.
+    assert max(calls.values()) - min(calls.values()) <= 10, calls
     loader, data = loaders[count // 2]
     data.read.clear()
     loader.load_state_dict(dict(loader.state_dict(), epoch=1, batch=count - 3))
@@ -312,7 +313,7 @@ def test_the_samplers_state_after_counts_from_where_its_pass_began():
     with pytest.raises(ValueError, match='no pass has begun'):
         sampler.state_after(0)
     sampler.load_state_dict({'epoch': 2, 'batch': 1})
-    assert len(sampler) == 3
+    assert len(sampler) == 4
     batches = iter(sampler)
     assert [(sampler.state_after(n)['epoch'], sampler.state_after(n)['batch'])
             for n in range(4)] == [(2, 1), (2, 2), (2, 3), (3, 0)]
@@ -327,15 +328,15 @@ def test_the_samplers_state_after_counts_from_where_its_pass_began():
 def test_a_sampler_checks_what_a_state_says_of_its_sampler():
     one = SeededBatchSampler(SAMPLES, 3, SEED, last_batch='pad')
     one.load_state_dict({'epoch': 1, 'batch': 2})
-    state = dict(one.state_dict(), **one.description)
+    state = one.state_dict()
     rank = SeededBatchSampler(SAMPLES, 1, SEED, last_batch='pad', num_parts=3, part_index=1)
     rank.load_state_dict(state)  # the same global batch on three ranks
-    assert rank.state_dict() == {'epoch': 1, 'batch': 2}
+    assert rank.state_dict() == state
     other = SeededBatchSampler(SAMPLES, 2, SEED, last_batch='pad')
     with pytest.raises(ValueError, match=re.escape(
             "state['global_batch_size'] is 3, but this sampler's global_batch_size is 2")):
         other.load_state_dict(state)
-    assert other.state_dict() == {'epoch': 0, 'batch': 0}
+    assert (other.state_dict()['epoch'], other.state_dict()['batch']) == (0, 0)
 
 
 class Huge(mx.gluon.data.Dataset):

@@ -224,15 +224,14 @@ class PooledLoader(mx.gluon.data.DataLoader):
 
     def state_dict(self):
         """Where the run is: a small JSON-serializable dict naming the next batch (``epoch``
-        and ``batch``) beside the ``seed`` and what else the batches depend on (``length``,
-        ``global_batch_size``, ``shuffle``, ``last_batch``) and a ``format``. Taken during
-        a pass, the batch after the last one delivered; after a finished pass, the next
-        epoch's first. A seeded loader only (ValueError otherwise)."""
+        and ``batch``) beside the ``seed``, what else the batch numbers depend on
+        (``global_batch_size``, ``length``, ``shuffle``, ``last_batch``) and a ``format``.
+        Taken during a pass, the batch after the last one delivered; after a finished pass,
+        the next epoch's first. A seeded loader only (ValueError otherwise)."""
         self._seeded_only('state_dict')
-        sampler = self._batch_sampler
         if self._delivered is None:
-            return loader_state(sampler, sampler.state_dict())
-        return loader_state(sampler, sampler.state_after(self._delivered))
+            return loader_state(self._batch_sampler.state_dict())
+        return loader_state(self._batch_sampler.state_after(self._delivered))
 
     def load_state_dict(self, state):
         """Make the next pass continue where ``state`` (from :meth:`state_dict`, perhaps

@@ -5,18 +5,18 @@ With a seed the loader's batches come from a
 :class:`~gluonbatch.seeded.SeededBatchSampler` built from the loader's own arguments
 (``batch_size``, ``shuffle``, ``last_batch``, and a
 :class:`~gluonbatch.sampler.SplitSampler`'s rank), and the loader's state is a small
-JSON-serializable dict: the next batch to deliver (``epoch`` and ``batch``), what the
-batch numbers depend on (the sampler's ``description``, which loading checks) and a
-``format``.
+JSON-serializable dict: its sampler's state -- the next batch to deliver (``epoch`` and
+``batch``) and what the batch numbers mean (``seed``, ``global_batch_size``, ``length``,
+``shuffle``, ``last_batch``, which loading checks) -- and a ``format``.
 
 Examples
 --------
 >>> from gluonbatch.seeded import SeededBatchSampler
 >>> sampler = SeededBatchSampler(1000, 32, seed=7, last_batch='rollover')
->>> state = loader_state(sampler, sampler.state_dict())
+>>> state = loader_state(sampler.state_dict())
 >>> state
-{'format': 'gluonbatch.loader/1', 'seed': 7, 'epoch': 0, 'batch': 0, 'length': 1000, \
-'global_batch_size': 32, 'shuffle': True, 'last_batch': 'rollover'}
+{'format': 'gluonbatch.loader/1', 'seed': 7, 'epoch': 0, 'batch': 0, 'global_batch_size': 32, \
+'length': 1000, 'shuffle': True, 'last_batch': 'rollover'}
 >>> checked_state(dict(state, batch=30)) == dict(state, batch=30)
 True
 >>> checked_state(dict(state, format='another/2'))  # doctest: +ELLIPSIS
@@ -34,7 +34,7 @@ __all__ = ['FORMAT', 'KEYS', 'seeded_batch_sampler', 'loader_state', 'checked_st
 #: The ``format`` of a loader's state dict.
 FORMAT = 'gluonbatch.loader/1'
 #: The keys of a loader's state dict.
-KEYS = ('format', 'seed', 'epoch', 'batch', 'length', 'global_batch_size', 'shuffle',
+KEYS = ('format', 'seed', 'epoch', 'batch', 'global_batch_size', 'length', 'shuffle',
         'last_batch')
 
 
@@ -77,11 +77,9 @@ def seeded_batch_sampler(length, seed, batch_size, shuffle, sampler, last_batch,
                               part_index=parts[1])
 
 
-def loader_state(sampler, position):
-    """The state dict of a loader whose :class:`~gluonbatch.seeded.SeededBatchSampler` is
-    ``sampler`` and whose next batch is ``position`` (``{'epoch', 'batch'}``)."""
-    description = sampler.description
-    return {'format': FORMAT, 'seed': description.pop('seed'), **position, **description}
+def loader_state(sampler_state):
+    """The state dict of a loader whose sampler's state is ``sampler_state``."""
+    return {'format': FORMAT, **sampler_state}
 
 
 def checked_state(state):

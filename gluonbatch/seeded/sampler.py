@@ -23,8 +23,9 @@ __all__ = ['SeededBatchSampler', 'KeyBatch']
 LAST_BATCH = ('keep', 'discard', 'pad', 'rollover')
 
 
-#: What a state says of the sampler that made it, beside where the run is.
-DESCRIPTION = ('seed', 'length', 'global_batch_size', 'shuffle', 'last_batch')
+#: What a state says of the sampler that made it, beside where the run is (``epoch``,
+#: ``batch``): what its batch numbers mean.
+DESCRIPTION = ('seed', 'global_batch_size', 'length', 'shuffle', 'last_batch')
 
 
 def _described(state, key):
@@ -138,14 +139,15 @@ class SeededBatchSampler:
         self.epoch, self._start = check_int(epoch, 'epoch', minimum=0), 0
 
     def state_dict(self):
-        """Where the next pass starts: ``{'epoch': e, 'batch': b}``."""
-        return {'epoch': self.epoch, 'batch': self._start}
+        """Where the next pass starts, ``epoch`` and ``batch``, beside what the batch
+        numbers mean (``seed``, ``global_batch_size``, ``length``, ``shuffle``,
+        ``last_batch``, which :meth:`load_state_dict` checks): a JSON-serializable dict."""
+        return self._state(self.epoch, self._start)
 
     def state_after(self, delivered):
         """The state of a run whose pass under way (the one the last ``iter()`` began) has
-        delivered ``delivered`` batches, ``{'epoch': e, 'batch': b}``: resuming from it
-        continues with the next batch or, after the pass's last, with the first of the next
-        epoch.
+        delivered ``delivered`` batches: resuming from it continues with the next batch
+        or, after the pass's last, with the first of the next epoch.
 
         MXNet's DataLoader iterates the sampler ahead of the batches it delivers (its
         prefetch), so a script counts what it received: ``state_after(i + 1)`` after
@@ -154,8 +156,9 @@ class SeededBatchSampler:
         >>> sampler = SeededBatchSampler(5, 2, seed=1)
         >>> sampler.load_state_dict({'epoch': 3, 'batch': 1})
         >>> batches = iter(sampler)
-        >>> sampler.state_after(1), sampler.state_after(2)
-        ({'epoch': 3, 'batch': 2}, {'epoch': 4, 'batch': 0})
+        >>> [(state['epoch'], state['batch'])
+        ...  for state in (sampler.state_after(1), sampler.state_after(2))]
+        [(3, 2), (4, 0)]
         """
         if self._pass is None:
             raise ValueError('state_after() names a position in the pass under way, and '
@@ -167,27 +170,26 @@ class SeededBatchSampler:
             raise ValueError('delivered is %d, but the pass of epoch %d began at batch %d of '
                              '%d: it delivers at most %d'
                              % (delivered, epoch, start, count, count - start))
-        if start + delivered == count and count:  # a finished pass: the next epoch's first
-            return {'epoch': epoch + 1, 'batch': 0}
-        return {'epoch': epoch, 'batch': start + delivered}
+        return self._state(epoch, start + delivered)
 
-    @property
-    def description(self):
-        """What the batch numbers of a state depend on: ``seed``, ``length``,
-        ``global_batch_size``, ``shuffle`` and ``last_batch`` (a dict). Added to a state,
-        :meth:`load_state_dict` checks them (a loader's state has them)."""
-        return {'seed': self.seed, 'length': self.length,
-                'global_batch_size': self.global_batch, 'shuffle': self.shuffle,
-                'last_batch': self.last_batch}
+    def _state(self, epoch, batch):
+        """The state whose next batch is ``batch`` of ``epoch`` (past the epoch's last:
+        the next epoch's first)."""
+        if batch and batch == self.batches_in(epoch):
+            epoch, batch = epoch + 1, 0
+        return {'seed': self.seed, 'epoch': epoch, 'batch': batch,
+                'global_batch_size': self.global_batch, 'length': self.length,
+                'shuffle': self.shuffle, 'last_batch': self.last_batch}
 
     def load_state_dict(self, state):
-        """Start the next pass at batch ``state['batch']`` of epoch ``state['epoch']``;
-        the batches before it are not computed.
+        """Start the next pass at batch ``state['batch']`` of epoch ``state['epoch']``
+        (past its last batch: the next epoch's first); the batches before it are not
+        computed.
 
-        ``state`` is a dict from :meth:`state_dict` or :meth:`state_after`. Whatever of
-        the :attr:`description` it holds must be this sampler's, or its batch numbers would
-        name other samples: ValueError naming what differs. ``num_parts`` may differ, with
-        the same global batch size (elastic).
+        ``state`` is a dict from :meth:`state_dict` or :meth:`state_after`, or one with
+        ``epoch`` and ``batch`` alone. What else it says of its sampler must be this
+        sampler's, or its batch numbers would name other samples: ValueError naming what
+        differs. ``num_parts`` may differ, with the same global batch size (elastic).
         """
         if not isinstance(state, dict):
             raise TypeError('state must be a dict with epoch and batch, got %s'
@@ -198,7 +200,7 @@ class SeededBatchSampler:
                                                               sorted(map(str, state))))
         epoch = check_int(state['epoch'], "state['epoch']", minimum=0)
         batch = check_int(state['batch'], "state['batch']", minimum=0)
-        ours = self.description
+        ours = self._state(epoch, 0)
         for key in DESCRIPTION:
             if key in state and _described(state, key) != ours[key]:
                 raise ValueError(
@@ -209,7 +211,8 @@ class SeededBatchSampler:
             raise ValueError("state['batch'] is %d, but epoch %d has %d batches: the state "
                              'is of another run, or was edited'
                              % (batch, epoch, self.batches_in(epoch)))
-        self.epoch, self._start = epoch, batch
+        position = self._state(epoch, batch)
+        self.epoch, self._start = position['epoch'], position['batch']
 
     def batches_in(self, epoch):
         """How many batches the pass of ``epoch`` has."""
@@ -217,8 +220,7 @@ class SeededBatchSampler:
         return stop - first
 
     def __len__(self):
-        """The batches of the next pass (of a resumed one: those left)."""
-        return self.batches_in(self.epoch) - self._start
+        return self.batches_in(self.epoch)
 
     def __iter__(self):
         epoch, start = self.epoch, self._start
