@@ -96,6 +96,18 @@ How it measures
   positions after opening at most 3x the time per read of 200 consecutive ones from a
   random start (each in its own process, the shard loads they trigger included).
 
+* **The seeded cases** (``benchmarks.cases_seeded``) measure what seeded loading
+  costs. ``seeded_loader`` times epochs of the ``transforms_loader_ssd`` pipeline (SSD300,
+  2 workers, batch 32) through gluonbatch's ``DetectionDataLoader`` and MXNet's DataLoader,
+  each seeded and unseeded, in the same interleaved rounds, as CPU seconds of all the
+  loader's processes per batch; a ratio is the median over rounds of the seeded epoch's
+  time over the unseeded one's of the same round (goal: at most 1.02). The work seeding
+  adds to a batch is also timed alone and reported as a percentage of an unseeded batch
+  (goal: at most 2%), the precise measure where rounds vary by more than the goal.
+  ``resume`` times ``load_state_dict`` and the first batch after it at the first and the
+  last batch of a 10,000-sample epoch (goal: at most 1.1x), and ``state_dict()`` (goal:
+  under 1 ms).
+
 The output is a report, not a test: goals are printed with PASS/MISS next to the measured
 ratio, and the script exits 0 either way. ``--json PATH`` writes the results for plotting;
 ``--plot PATH`` draws them as a bar chart of the ratios to the floor

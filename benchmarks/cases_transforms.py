@@ -35,8 +35,8 @@ from .voc_like import IMAGE_SIZE, VOCLike, voc_like_samples
 __all__ = ['case_transforms_ssd', 'case_transforms_yolo', 'case_transforms_center_net',
            'case_transforms_rcnn', 'case_transforms_loader_ssd', 'case_transforms_loader_yolo',
            'case_transforms_loader_center_net', 'network', 'ssd_anchors', 'network_size',
-           'preset_pair', 'untargeted_preset', 'target_batchify', 'seed_all', 'check_alike',
-           'Floor', 'BATCH_TARGETS', 'LOADER_GOALS']
+           'preset_pair', 'untargeted_preset', 'target_batchify', 'script_batchify', 'seed_all',
+           'check_alike', 'Floor', 'BATCH_TARGETS', 'LOADER_GOALS', 'QUICK_LOADER']
 
 MEAN, STD = gb.images.IMAGENET_MEAN, gb.images.IMAGENET_STD
 #: Largest |difference| of normalized images the cases accept between the two presets
@@ -246,7 +246,7 @@ def case_transforms_rcnn(rng, rounds, quick):
     return _per_sample_case('rcnn', rng, rounds, quick)
 
 
-def _batchifies(kind, module):
+def script_batchify(kind, module):
     """The training scripts' batchify of ``kind`` built from ``module`` (gluoncv's or ours)."""
     if kind == 'yolo':  # train_yolo3.py: six stacked fields and the padded boxes
         return module.Tuple(*([module.Stack() for _ in range(6)] + [module.Pad(pad_val=-1)]))
@@ -272,7 +272,7 @@ def _check_batch(kind, ours, preset, batchify, samples):
     """Raise unless ``preset`` then ``batchify`` make the batch the per-sample preset
     ``ours`` and the training script's batchify make of ``samples`` (seeded alike)."""
     seed_all(3)
-    reference = _batchifies(kind, gb)([ours(*sample) for sample in samples])
+    reference = script_batchify(kind, gb)([ours(*sample) for sample in samples])
     seed_all(3)
     check_alike(kind, batchify([preset(*sample) for sample in samples]), reference)
 
@@ -286,8 +286,10 @@ def _loader_case(kind, rng, rounds, quick):
     batchify = target_batchify(kind, quick)
     _check_batch(kind, ours, untargeted, batchify, [dataset[i] for i in range(batch_size)])
     loaders = {
-        'gluonbatch': data_loader(dataset.transform(ours), _batchifies(kind, gb), batch_size),
-        'gluoncv': data_loader(dataset.transform(theirs), _batchifies(kind, gcv), batch_size),
+        'gluonbatch': data_loader(dataset.transform(ours), script_batchify(kind, gb),
+                                  batch_size),
+        'gluoncv': data_loader(dataset.transform(theirs), script_batchify(kind, gcv),
+                               batch_size),
         'floor': data_loader(dataset.transform(lambda image, label: floor(image.asnumpy())[0]),
                              gb.Stack(), batch_size),
         BATCH_TARGETS: data_loader(dataset.transform(untargeted), batchify, batch_size)}

@@ -112,6 +112,24 @@ def _preamble(facts, rows, quick):
         if row['case'].startswith('transforms_loader'):
             lines.append('%s: images/s %s' % (row['case'], ', '.join(
                 '%s %.1f' % item for item in row['images_per_s'].items())))
+        if row['case'] == 'seeded_loader':
+            lines.append("seeded_loader: gluonbatch = DetectionDataLoader, mxnet = MXNet's "
+                         'DataLoader, seeded = with seed=0 (mxnet seeded: SeededDataset + '
+                         'SeededBatchSampler); times are CPU seconds of all the loader\'s '
+                         'processes, the goal\'s measure')
+            for key, unit in (('images_per_cpu_s', 'images per CPU second'),
+                              ('images_per_s', 'images/s (wall clock)')):
+                lines.append('seeded_loader: %s %s' % (unit, ', '.join(
+                    '%s %.1f' % item for item in row[key].items())))
+            lines.append('seeded_loader: the work seeding adds to a batch (its keys made and '
+                         'pickled, each sample\'s generators seeded, MXNet\'s once), alone: '
+                         '%.2f CPU ms' % row['seeding_ms'])
+        if row['case'] == 'resume':
+            ms = row['medians_ms']
+            lines.append('resume: load_state_dict + first batch %.3f ms at the first batch, '
+                         '%.3f ms at the last; state_dict() %.4f ms, %d bytes of JSON'
+                         % (ms['first batch'], ms['last batch'], ms['state_dict'],
+                            row['state_bytes']))
         if row['case'].startswith('batch_targets'):
             lines.append('%s: %.1f MB of targets for %d boxes; ms gluonbatch in a worker %.3f'
                          % (row['case'], row['out_bytes'] / 1e6, row['boxes'],

@@ -31,6 +31,8 @@ LOADER_ROUNDS = 3
 RECYCLED_ROUNDS = 5
 #: ... of resharding, whose rounds vary by a third where the disk and host are shared.
 RESHARD_ROUNDS = 7
+#: ... of the seeded loader, whose goal (2%) is finer than a loader's epochs vary.
+SEEDED_ROUNDS = 9
 #: With ``--quick``, the module whose ``quick_session()`` is open around these cases, from
 #: the first of them run to the last: the curation cases share forked fresh processes and
 #: their Dask clusters.
@@ -62,7 +64,9 @@ CASES = (('pad_labels', 'cases_batchify', SMALL_ROUNDS),
          ('transforms_loader_center_net', 'cases_transforms', LOADER_ROUNDS),
          ('batch_targets_ssd', 'cases_batch_targets', BIG_ROUNDS),
          ('batch_targets_yolo', 'cases_batch_targets', BIG_ROUNDS),
-         ('batch_targets_center_net', 'cases_batch_targets', BIG_ROUNDS))
+         ('batch_targets_center_net', 'cases_batch_targets', BIG_ROUNDS),
+         ('seeded_loader', 'cases_seeded', SEEDED_ROUNDS),
+         ('resume', 'cases_seeded', SMALL_ROUNDS))
 
 
 def parse_args(argv):

@@ -32,7 +32,7 @@ CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray', 'rcnn_c4', 
          'rcnn_loader_recycled', 'curation_metadata', 'curation_reshard', 'transforms_ssd',
          'transforms_yolo', 'transforms_center_net', 'transforms_rcnn', 'transforms_loader_ssd',
          'transforms_loader_yolo', 'transforms_loader_center_net', 'batch_targets_ssd',
-         'batch_targets_yolo', 'batch_targets_center_net']
+         'batch_targets_yolo', 'batch_targets_center_net', 'seeded_loader', 'resume']
 CONTENDERS = {'gluonbatch', 'gluoncv', 'floor'}
 #: What the curation cases time: 2 Dask workers (the gluonbatch column), and the rest.
 CURATION_CONTENDERS = {'gluonbatch', 'dask_1_worker', 'threads', 'single_process', 'floor'}
@@ -50,6 +50,13 @@ MORE_CONTENDERS = {'loader_recycled': {'gluonbatch, recycling off'},
                       for kind in ('ssd', 'yolo', 'center_net')},
                    **{'batch_targets_' + kind: {'gluonbatch in a worker'}
                       for kind in ('ssd', 'yolo', 'center_net')}}
+#: Cases that time contenders of their own (no gluoncv, no floor), and their goals.
+OWN_CONTENDERS = {'seeded_loader': {'gluonbatch', 'seeded', 'mxnet', 'mxnet seeded'},
+                  'resume': {'first batch', 'last batch', 'state_dict'}}
+OWN_GOALS = {'seeded_loader': [('x', {'op': '<=', 'bound': 1.02}),
+                               ('x', {'op': '<=', 'bound': 1.02}),
+                               ('%', {'op': '<=', 'bound': 2.0})],
+             'resume': [('x', {'op': '<=', 'bound': 1.1}), ('ms', {'op': '<=', 'bound': 1.0})]}
 #: The goals of the resharding case: records/s in one process, 2 workers and 1 against it,
 #: open + first read with .idx, without it against the tar scan, random against
 #: consecutive reads.
@@ -106,6 +113,10 @@ def check_case(case):
         # each phase says how much of the machine a virtual machine's host took
         assert all(share is None or 0 <= share <= 1
                    for share in case['host_steal'].values())
+    elif case['case'] in OWN_CONTENDERS:
+        assert set(case['medians_ms']) == OWN_CONTENDERS[case['case']]
+        assert [(check['unit'], check['goal']) for check in case['checks']] == OWN_GOALS[
+            case['case']]
     else:
         more = MORE_CONTENDERS.get(case['case'], set())
         assert set(case['medians_ms']) == CONTENDERS | more
@@ -161,6 +172,12 @@ def check_case(case):
         assert goals == [{'op': '>=', 'bound': BATCH_TARGETS_GOALS[kind]}]
         assert case['out_bytes'] > 0 and case['outputs']
         assert 'gluoncv/gluonbatch in a worker' in case['ratios']
+    if case['case'] == 'seeded_loader':  # images/s and per CPU second, seeded or not
+        assert set(case['images_per_s']) == set(case['images_per_cpu_s']) == OWN_CONTENDERS[
+            'seeded_loader']
+        assert case['seeding_ms'] > 0
+    if case['case'] == 'resume':
+        assert 0 < case['state_bytes'] < 1024
     if case['case'] == 'webdataset':  # per record; one goal: random vs sequential reads
         assert set(case['records_per_s']) == CONTENDERS
         assert set(case['raw_read_us_per_record']) == {'random', 'in_order', 'sequential',

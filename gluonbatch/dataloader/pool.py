@@ -201,7 +201,7 @@ class PooledLoader(mx.gluon.data.DataLoader):
             seed = batch_sampler.seed
         self._seed = seed
         self._owned = {}  # transform index -> generators it owns (seeded, no workers)
-        self._live = None  # (epoch, next batch) while a seeded pass runs
+        self._delivered = None  # batches the pass under way delivered (None: no pass)
         super().__init__(dataset=dataset, batch_size=batch_size, shuffle=shuffle,
                          sampler=sampler, last_batch=last_batch, batch_sampler=batch_sampler,
                          batchify_fn=batchify_fn, num_workers=0, pin_memory=pin_memory,
@@ -239,7 +239,7 @@ class PooledLoader(mx.gluon.data.DataLoader):
     def _delivering(self, batch):
         """Note that the sampler's ``batch`` is about to reach the caller."""
         if isinstance(batch, KeyBatch):
-            self._live = batch.epoch, batch.number + 1
+            self._delivered += 1
 
     def _seeded_only(self, method):
         if self._seed is None:
@@ -247,26 +247,24 @@ class PooledLoader(mx.gluon.data.DataLoader):
                              'batches cannot be made again' % method)
 
     def state_dict(self):
-        """Where the run is: a small JSON-serializable dict naming the next batch (``seed``,
-        ``epoch``, ``batch``, ``global_batch_size`` and ``format``). Taken during a pass, the batch after the last
-        one delivered; after a finished pass, the next epoch's first. A seeded loader only
-        (ValueError otherwise)."""
+        """Where the run is: a small JSON-serializable dict naming the next batch (``epoch``
+        and ``batch``) beside the ``seed``, what else the batch numbers depend on
+        (``global_batch_size``, ``length``, ``shuffle``, ``last_batch``) and a ``format``.
+        Taken during a pass, the batch after the last one delivered; after a finished pass,
+        the next epoch's first. A seeded loader only (ValueError otherwise)."""
         self._seeded_only('state_dict')
-        if self._live is None:
-            position = self._batch_sampler.state_dict()
-            epoch, batch = position['epoch'], position['batch']
-        else:
-            epoch, batch = self._live
-            if batch >= self._batch_sampler.batches_in(epoch):
-                epoch, batch = epoch + 1, 0
-        return loader_state(self._seed, epoch, batch, self._batch_sampler.global_batch)
+        if self._delivered is None:
+            return loader_state(self._batch_sampler.state_dict())
+        return loader_state(self._batch_sampler.state_after(self._delivered))
 
     def load_state_dict(self, state):
         """Make the next pass continue where ``state`` (from :meth:`state_dict`, perhaps
         of another process, with other ``num_workers``) says: the batches an uninterrupted
-        run would have delivered next, none of those before computed again."""
+        run would have delivered next, none of those before computed again. TypeError or
+        ValueError naming what is wrong with a state of another format, seed or sampler,
+        or a batch beyond its epoch."""
         self._seeded_only('load_state_dict')
-        self._batch_sampler.load_state_dict(checked_state(state, self._seed))
+        self._batch_sampler.load_state_dict(checked_state(state))
 
     def set_epoch(self, epoch):
         """Make the next pass the first batch of ``epoch`` (each pass advances the epoch
@@ -293,15 +291,14 @@ class PooledLoader(mx.gluon.data.DataLoader):
         self._check_open()
         self._start_epoch()
         if self._seed is not None:
-            position = self._batch_sampler.state_dict()
-            self._live = position['epoch'], position['batch']
+            self._delivered = 0
         try:
             if self._worker_pool is None:
                 yield from self._iter_here()
             else:
                 yield from self._iter_workers()
         finally:
-            self._live = None
+            self._delivered = None
 
     def _iter_here(self):
         for transform_index, indices in self._numbered():

@@ -14,8 +14,8 @@ batches, concatenated in rank order, are the global batch one rank would load.
 """
 import numpy as np
 
-from .._core.checks import check_choice, check_int, check_part
-from .keys import SampleKey, check_seed, epoch_order
+from .._core.checks import check_choice, check_int, check_part, describe
+from .keys import BatchStart, SampleKey, check_seed, epoch_order
 
 __all__ = ['SeededBatchSampler', 'KeyBatch']
 
@@ -23,13 +23,39 @@ __all__ = ['SeededBatchSampler', 'KeyBatch']
 LAST_BATCH = ('keep', 'discard', 'pad', 'rollover')
 
 
+#: What a state says of the sampler that made it, beside where the run is (``epoch``,
+#: ``batch``): what its batch numbers mean.
+DESCRIPTION = ('seed', 'global_batch_size', 'length', 'shuffle', 'last_batch')
+
+
+def _described(state, key):
+    """``state[key]`` (one of :data:`DESCRIPTION`) as the sampler's attribute of that name
+    would be: TypeError or ValueError if it could be no sampler's."""
+    value, name = state[key], 'state[%r]' % key
+    if key == 'seed':
+        return check_seed(value, name)
+    if key == 'last_batch':
+        return check_choice(value, name, LAST_BATCH)
+    if key == 'shuffle':
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError('%s must be True or False, got %r (%s)'
+                            % (name, value, describe(value)))
+        return bool(value)
+    return check_int(value, name, minimum=1 if key == 'global_batch_size' else 0)
+
+
 class KeyBatch(list):
     """One batch of :class:`~gluonbatch.seeded.keys.SampleKey`, a list, which also knows
-    the ``epoch`` of its pass and its ``number`` in the pass (from 0)."""
+    the ``epoch`` of its pass and its ``number`` in the pass (from 0). Its first key is a
+    :class:`~gluonbatch.seeded.keys.BatchStart`, from which MXNet's generator is seeded
+    for the batch."""
 
     __slots__ = ('epoch', 'number')
 
     def __init__(self, keys, epoch, number):
+        keys = list(keys)
+        if keys:
+            keys[0] = BatchStart(*keys[0][:4], size=len(keys))
         super().__init__(keys)
         self.epoch, self.number = epoch, number
 
@@ -100,6 +126,7 @@ class SeededBatchSampler:
                 % (self.num_parts, self.global_batch, self.batch_size, self.num_parts,
                    self.length))
         self.epoch, self._start = 0, 0
+        self._pass = None  # (epoch, first batch) of the pass under way
         self._orders = {}
 
     def __repr__(self):
@@ -112,36 +139,80 @@ class SeededBatchSampler:
         self.epoch, self._start = check_int(epoch, 'epoch', minimum=0), 0
 
     def state_dict(self):
-        """Where the next pass starts: ``{'epoch': e, 'batch': b, 'global_batch_size': g}``
-        (batches count global batches of ``g`` samples)."""
-        return {'epoch': self.epoch, 'batch': self._start,
-                'global_batch_size': self.global_batch}
+        """Where the next pass starts, ``epoch`` and ``batch``, beside what the batch
+        numbers mean (``seed``, ``global_batch_size``, ``length``, ``shuffle``,
+        ``last_batch``, which :meth:`load_state_dict` checks): a JSON-serializable dict."""
+        return self._state(self.epoch, self._start)
+
+    def state_after(self, delivered):
+        """The state of a run whose pass under way (the one the last ``iter()`` began) has
+        delivered ``delivered`` batches: resuming from it continues with the next batch
+        or, after the pass's last, with the first of the next epoch.
+
+        MXNet's DataLoader iterates the sampler ahead of the batches it delivers (its
+        prefetch), so a script counts what it received: ``state_after(i + 1)`` after
+        batch ``i`` of the pass.
+
+        >>> sampler = SeededBatchSampler(5, 2, seed=1)
+        >>> sampler.load_state_dict({'epoch': 3, 'batch': 1})
+        >>> batches = iter(sampler)
+        >>> [(state['epoch'], state['batch'])
+        ...  for state in (sampler.state_after(1), sampler.state_after(2))]
+        [(3, 2), (4, 0)]
+        """
+        if self._pass is None:
+            raise ValueError('state_after() names a position in the pass under way, and '
+                             'no pass has begun: iterate the sampler first')
+        epoch, start = self._pass
+        delivered = check_int(delivered, 'delivered', minimum=0)
+        count = self.batches_in(epoch)
+        if start + delivered > count:
+            raise ValueError('delivered is %d, but the pass of epoch %d began at batch %d of '
+                             '%d: it delivers at most %d'
+                             % (delivered, epoch, start, count, count - start))
+        return self._state(epoch, start + delivered)
+
+    def _state(self, epoch, batch):
+        """The state whose next batch is ``batch`` of ``epoch`` (past the epoch's last:
+        the next epoch's first)."""
+        if batch and batch == self.batches_in(epoch):
+            epoch, batch = epoch + 1, 0
+        return {'seed': self.seed, 'epoch': epoch, 'batch': batch,
+                'global_batch_size': self.global_batch, 'length': self.length,
+                'shuffle': self.shuffle, 'last_batch': self.last_batch}
 
     def load_state_dict(self, state):
         """Start the next pass at batch ``state['batch']`` of epoch ``state['epoch']``
         (past its last batch: the next epoch's first); the batches before it are not
-        computed. A ``'global_batch_size'`` in ``state`` must be this sampler's."""
+        computed.
+
+        ``state`` is a dict from :meth:`state_dict` or :meth:`state_after`, or one with
+        ``epoch`` and ``batch`` alone. What else it says of its sampler must be this
+        sampler's, or its batch numbers would name other samples: ValueError naming what
+        differs. ``num_parts`` may differ, with the same global batch size (elastic).
+        """
         if not isinstance(state, dict):
             raise TypeError('state must be a dict with epoch and batch, got %s'
-                            % type(state).__name__)
+                            % describe(state))
         missing = sorted({'epoch', 'batch'} - set(state))
         if missing:
             raise ValueError('state lacks %s; it has %s' % (', '.join(missing),
-                                                              sorted(state)))
+                                                              sorted(map(str, state))))
         epoch = check_int(state['epoch'], "state['epoch']", minimum=0)
         batch = check_int(state['batch'], "state['batch']", minimum=0)
-        size = state.get('global_batch_size', self.global_batch)
-        if size != self.global_batch:
-            raise ValueError('state counts batches of %r samples (global_batch_size); this '
-                             'sampler makes global batches of %d (batch_size %d x num_parts '
-                             '%d): resume with the global batch size the state was saved with'
-                             % (size, self.global_batch, self.batch_size, self.num_parts))
+        ours = self._state(epoch, 0)
+        for key in DESCRIPTION:
+            if key in state and _described(state, key) != ours[key]:
+                raise ValueError(
+                    "state[%r] is %r, but this sampler's %s is %r: the state is of a run "
+                    'with other batches; resume with the %s it was saved with'
+                    % (key, state[key], key, ours[key], key))
         if batch > self.batches_in(epoch):
-            raise ValueError("state['batch'] is %d, but epoch %d has %d batches"
+            raise ValueError("state['batch'] is %d, but epoch %d has %d batches: the state "
+                             'is of another run, or was edited'
                              % (batch, epoch, self.batches_in(epoch)))
-        if batch == self.batches_in(epoch):  # the epoch was done: the next one begins
-            epoch, batch = epoch + 1, 0
-        self.epoch, self._start = epoch, batch
+        position = self._state(epoch, batch)
+        self.epoch, self._start = position['epoch'], position['batch']
 
     def batches_in(self, epoch):
         """How many batches the pass of ``epoch`` has."""
@@ -154,6 +225,7 @@ class SeededBatchSampler:
     def __iter__(self):
         epoch, start = self.epoch, self._start
         self.epoch, self._start = epoch + 1, 0
+        self._pass = epoch, start
         return self.batches(epoch, start)
 
     def batches(self, epoch, start=0):
