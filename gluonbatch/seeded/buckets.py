@@ -69,7 +69,7 @@ class SeededBucketSampler(SeededBatchSampler):
 
     def batch(self, epoch, number):
         """Batch ``number`` of the pass of ``epoch``, a :class:`KeyBatch`."""
-        bucket, slot = divmod(number, self.mult)
+        bucket, slot = divmod(self._checked_number(epoch, number), self.mult)
         positions = self._arranged(epoch, bucket)
         low = slot * self.global_batch + self.part_index * self.batch_size
         chosen = positions[low:low + self.batch_size]

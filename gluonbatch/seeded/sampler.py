@@ -241,11 +241,7 @@ class SeededBatchSampler:
     def batch(self, epoch, number):
         """Batch ``number`` of the pass of ``epoch``, a :class:`KeyBatch`; ValueError for a
         number past the epoch's batches."""
-        count = self.batches_in(epoch)
-        number = check_int(number, 'number', minimum=0)
-        if number >= count:
-            raise ValueError('batch number %d of epoch %d, which has %d batches: ask for one '
-                             'in [0, %d)' % (number, epoch, count, count))
+        number = self._checked_number(epoch, number)
         first, _ = self._span(epoch)
         low = (first + number) * self.global_batch + self.part_index * self.batch_size
         high = low + self.batch_size
@@ -260,6 +256,15 @@ class SeededBatchSampler:
         keys = [SampleKey(self.seed, int(e), int(p), int(self._order(e)[p % self.length]))
                 for e, p in zip(epochs.tolist(), positions.tolist())]
         return KeyBatch(keys, epoch, number)
+
+    def _checked_number(self, epoch, number):
+        """``number`` as an int if the pass of ``epoch`` has such a batch, else ValueError."""
+        count = self.batches_in(epoch)
+        number = check_int(number, 'number', minimum=0)
+        if number >= count:
+            raise ValueError('batch number %d of epoch %d, which has %d batches: ask for one '
+                             'in [0, %d)' % (number, epoch, count, count))
+        return number
 
     def _span(self, epoch):
         """``(first, stop)``: the pass of ``epoch`` runs global batches ``first..stop-1``
