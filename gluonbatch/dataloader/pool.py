@@ -268,7 +268,9 @@ class PooledLoader(mx.gluon.data.DataLoader):
 
     def set_epoch(self, epoch):
         """Make the next pass the first batch of ``epoch`` (each pass advances the epoch
-        by itself; this sets it, as a distributed sampler's ``set_epoch`` does)."""
+        by itself; this sets it, as a distributed sampler's ``set_epoch`` does). A pass
+        under way is not changed, and :meth:`state_dict` names its position until it
+        ends: call it between passes."""
         if self._seed is not None:
             self._batch_sampler.set_epoch(epoch)
             return
