@@ -6,6 +6,7 @@ The names most users need are importable from here. The package holds
 - ``collate``: ``default_collate``, for samples of any nesting;
 - ``dataloader``: drop-in for ``gluoncv.data.dataloader``: loaders and their worker pool;
 - ``sharding``: batches split onto devices; ``sampler``: the dataset split onto ranks;
+- ``seeded``: seeded loading, the same batches for any workers, devices or ranks, resumable;
 - ``memory``: where batches live, and shared-memory recycling;
 - ``targets``: detection training targets in numpy (SSD, YOLOv3, CenterNet, RPN);
 - ``transforms``: the detection presets (they need OpenCV);

@@ -60,7 +60,7 @@ def test_strict_dict_refuses_other_keys():
                                          r"\(missing \[\], extra \['id'\]\)"):
         Dict({'a': Stack()}, strict=True)(samples)
     assert Dict({'a': Stack()}, strict=True)([{'a': [1]}])['a'].shape == (1, 1)
-    with pytest.raises(ValueError, match=r"sample 1 lacks key\(s\) \['a'\]; Dict batchifies "
+    with pytest.raises(ValueError, match=r"sample 1 lacks key \['a'\]; Dict batchifies "
                                          r"\['a'\]$"):
         Dict({'a': Stack()})([{'a': [1], 'id': 'x'}, {'id': 'y'}])
     with pytest.raises(TypeError, match='strict must be one of True, False'):

@@ -14,7 +14,9 @@ The names below are the public API; the modules:
 - ``worker``: what runs in the pool's worker processes, and the task claims they share
   with the main process;
 - ``shutdown``: how the workers end: stuck ones terminated, and all of them stopped when a
-  loader closes (``close()``, a ``with`` block, garbage collection).
+  loader closes (``close()``, a ``with`` block, garbage collection);
+- ``resume``: what ``seed=`` adds: the seeded batch sampler a loader builds, and its state
+  for ``state_dict`` / ``load_state_dict``.
 
 ``split_to_devices``, ``ShardedLoader`` (:mod:`gluonbatch.sharding`) and ``SplitSampler``
 (:mod:`gluonbatch.sampler`) are importable from here too, as from gluoncv's.

@@ -7,7 +7,9 @@ ranks, and resumable at any batch.
   key (R-CNN's aspect-ratio buckets);
 - :class:`SeededDataset`: a dataset read with its generators seeded from each key, for
   ``mx.gluon.data.DataLoader``;
-- :mod:`~gluonbatch.seeded.keys`: the derivations themselves.
+- the modules: ``sampler`` (:class:`SeededBatchSampler`), ``buckets``
+  (:class:`SeededBucketSampler`), ``dataset`` (:class:`SeededDataset`) and ``keys`` (the
+  derivations themselves).
 
 gluonbatch's loaders take ``seed=`` and build both themselves.
 
