@@ -53,7 +53,7 @@ from .._core.checks import check_int, describe
 from .._core.process import share_temp_dir
 from .._core.tree import map_arrays
 from ..seeded import KeyBatch
-from .resume import checked_state, loader_state, seeded_batch_sampler
+from .resume import Resumable, seeded_batch_sampler
 from .shutdown import alive, stop_stragglers, stop_workers, wait_until_gone
 from .worker import (CONTEXT, Claims, add_note, dataset_indices, indices_note, load_batch,
                      load_batch_in_worker, owned_by, pick, raise_worker_error,
@@ -101,7 +101,7 @@ class _Task:
         self.received = False  # the result was taken: nothing of it is left to free
 
 
-class PooledLoader(mx.gluon.data.DataLoader):
+class PooledLoader(Resumable, mx.gluon.data.DataLoader):
     """A DataLoader whose errors keep their type and name the dataset indices that failed.
 
     An exception raised while loading a batch (by the dataset, a transform or the
@@ -235,50 +235,6 @@ class PooledLoader(mx.gluon.data.DataLoader):
                 yield self._transform_for(batch.number, batch.epoch), batch
             else:
                 yield self._transform_for(batch_index), batch
-
-    def _delivering(self, batch):
-        """Note that the sampler's ``batch`` is about to reach the caller."""
-        if isinstance(batch, KeyBatch):
-            self._delivered += 1
-
-    def _seeded_only(self, method):
-        if self._seed is None:
-            raise ValueError('%s() needs a seeded loader (seed=...): without a seed its '
-                             'batches cannot be made again' % method)
-
-    def state_dict(self):
-        """Where the run is: a small JSON-serializable dict naming the next batch (``epoch``
-        and ``batch``) beside the ``seed``, what else the batch numbers depend on
-        (``global_batch_size``, ``length``, ``shuffle``, ``last_batch``) and a ``format``.
-        Taken during a pass, the batch after the last one delivered; after a finished pass,
-        the next epoch's first. A seeded loader only (ValueError otherwise)."""
-        self._seeded_only('state_dict')
-        if self._delivered is None:
-            return loader_state(self._batch_sampler.state_dict())
-        return loader_state(self._batch_sampler.state_after(self._delivered))
-
-    def load_state_dict(self, state):
-        """Make the next pass continue where ``state`` (from :meth:`state_dict`, perhaps
-        of another process, with other ``num_workers``) says: the batches an uninterrupted
-        run would have delivered next, none of those before computed again. TypeError or
-        ValueError naming what is wrong with a state of another format, seed or sampler,
-        or a batch beyond its epoch."""
-        self._seeded_only('load_state_dict')
-        self._batch_sampler.load_state_dict(checked_state(state))
-
-    def set_epoch(self, epoch):
-        """Make the next pass the first batch of ``epoch`` (each pass advances the epoch
-        by itself; this sets it, as a distributed sampler's ``set_epoch`` does). A pass
-        under way is not changed, and :meth:`state_dict` names its position until it
-        ends: call it between passes."""
-        if self._seed is not None:
-            self._batch_sampler.set_epoch(epoch)
-            return
-        sampler = getattr(self._batch_sampler, '_sampler', None)
-        if not hasattr(sampler, 'set_epoch'):
-            raise ValueError('set_epoch() needs a seeded loader (seed=...) or a sampler with '
-                             'epochs (SplitSampler), got %s' % type(sampler).__name__)
-        sampler.set_epoch(epoch)
 
     def _deliver(self, batch):
         if self._pin_memory:

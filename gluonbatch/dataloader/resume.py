@@ -26,10 +26,11 @@ ValueError: state has format 'another/2', but this loader reads 'gluonbatch.load
 """
 from .._core.checks import describe
 from ..sampler import SplitSampler
-from ..seeded import SeededBatchSampler
+from ..seeded import KeyBatch, SeededBatchSampler
 from ..seeded.keys import check_seed
 
-__all__ = ['FORMAT', 'KEYS', 'seeded_batch_sampler', 'loader_state', 'checked_state']
+__all__ = ['FORMAT', 'KEYS', 'Resumable', 'seeded_batch_sampler', 'loader_state',
+           'checked_state']
 
 #: The ``format`` of a loader's state dict.
 FORMAT = 'gluonbatch.loader/1'
@@ -96,3 +97,54 @@ def checked_state(state):
         raise ValueError('state has format %r, but this loader reads %r: pass a dict from a '
                          "gluonbatch loader's state_dict()" % (state['format'], FORMAT))
     return state
+
+
+class Resumable:
+    """What a seeded loader adds: its state (:meth:`state_dict`, :meth:`load_state_dict`)
+    and its epochs (:meth:`set_epoch`). The loader sets ``_seed`` and ``_batch_sampler``,
+    counts what it delivers in ``_delivered`` (None between passes) and calls
+    :meth:`_delivering` as each batch reaches the caller."""
+
+    def _delivering(self, batch):
+        """Note that the sampler's ``batch`` is about to reach the caller."""
+        if isinstance(batch, KeyBatch):
+            self._delivered += 1
+
+    def _seeded_only(self, method):
+        if self._seed is None:
+            raise ValueError('%s() needs a seeded loader (seed=...): without a seed its '
+                             'batches cannot be made again' % method)
+
+    def state_dict(self):
+        """Where the run is: a small JSON-serializable dict naming the next batch (``epoch``
+        and ``batch``) beside the ``seed``, what else the batch numbers depend on
+        (``global_batch_size``, ``length``, ``shuffle``, ``last_batch``) and a ``format``.
+        Taken during a pass, the batch after the last one delivered; after a finished pass,
+        the next epoch's first. A seeded loader only (ValueError otherwise)."""
+        self._seeded_only('state_dict')
+        if self._delivered is None:
+            return loader_state(self._batch_sampler.state_dict())
+        return loader_state(self._batch_sampler.state_after(self._delivered))
+
+    def load_state_dict(self, state):
+        """Make the next pass continue where ``state`` (from :meth:`state_dict`, perhaps
+        of another process, with other ``num_workers``) says: the batches an uninterrupted
+        run would have delivered next, none of those before computed again. TypeError or
+        ValueError naming what is wrong with a state of another format, seed or sampler,
+        or a batch beyond its epoch."""
+        self._seeded_only('load_state_dict')
+        self._batch_sampler.load_state_dict(checked_state(state))
+
+    def set_epoch(self, epoch):
+        """Make the next pass the first batch of ``epoch`` (each pass advances the epoch
+        by itself; this sets it, as a distributed sampler's ``set_epoch`` does). A pass
+        under way is not changed, and :meth:`state_dict` names its position until it
+        ends: call it between passes."""
+        if self._seed is not None:
+            self._batch_sampler.set_epoch(epoch)
+            return
+        sampler = getattr(self._batch_sampler, '_sampler', None)
+        if not hasattr(sampler, 'set_epoch'):
+            raise ValueError('set_epoch() needs a seeded loader (seed=...) or a sampler with '
+                             'epochs (SplitSampler), got %s' % type(sampler).__name__)
+        sampler.set_epoch(epoch)
