@@ -28,8 +28,8 @@ import numpy as np
 
 from .wording import plural, with_article
 
-__all__ = ['BatchifyUsageError', 'describe', 'described', 'check_int', 'check_choice',
-           'check_str', 'check_callable', 'check_batch', 'check_fields', 'check_part',
+__all__ = ['BatchifyUsageError', 'describe', 'described', 'is_int', 'is_real', 'check_int',
+           'check_choice', 'check_str', 'check_callable', 'check_batch', 'check_fields', 'check_part',
            'check_dtype', 'SUPPORTED_DTYPES']
 
 #: dtypes a legacy ``mx.nd.NDArray`` can hold.
@@ -80,6 +80,16 @@ def is_int(value):
     (True, True, False, False)
     """
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_real(value):
+    """Whether ``value`` is an int or a float, Python's or numpy's (bool is not).
+
+    >>> is_real(3), is_real(np.float32(0.5)), is_real(True), is_real('3')
+    (True, True, False, False)
+    """
+    return isinstance(value, (int, float, np.integer, np.floating)) and \
+        not isinstance(value, bool)
 
 
 def check_int(value, name, minimum=None, allow_none=False):

@@ -33,7 +33,7 @@ import mxnet as mx
 import numpy as np
 
 from .._core.alloc import in_numpy_mode, legacy_mode
-from .._core.checks import check_int, describe
+from .._core.checks import check_int, describe, is_real
 from .._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from .._core.inputs import channel_values, check_image
 from .._core.native import numpy_view
@@ -74,7 +74,7 @@ def resize_short_within_size(height, width, short, max_size, mult_base=1):
 
 def _check_positive(value, name):
     """``value`` if it is a real number above 0."""
-    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
+    if not is_real(value):
         raise TypeError('%s must be a number, got %r (%s)' % (name, value, describe(value)))
     if not value > 0:
         raise ValueError('%s must be positive, got %r' % (name, value))

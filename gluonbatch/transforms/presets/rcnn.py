@@ -50,7 +50,7 @@ from typing import NamedTuple
 import cv2
 import numpy as np
 
-from ..._core.checks import describe, is_int
+from ..._core.checks import describe, is_int, is_real
 from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..._core.inputs import channel_values, image_array, label_array
 from .. import boxes as tbox
@@ -85,7 +85,7 @@ def _check_short(short):
         if not 0 < short[0] <= short[1]:
             raise ValueError('short range must have 0 < low <= high, got %r' % (short,))
         return
-    if not isinstance(short, (int, float, np.integer, np.floating)) or isinstance(short, bool):
+    if not is_real(short):
         raise TypeError('short must be an int or a (low, high) pair of ints, got %r (%s)'
                         % (short, describe(short)))
     if not short > 0:
@@ -94,7 +94,7 @@ def _check_short(short):
 
 def _check_probability(p, name):
     """``p`` if it is a real number in [0, 1]."""
-    if not isinstance(p, (int, float, np.integer, np.floating)) or isinstance(p, bool):
+    if not is_real(p):
         raise TypeError('%s must be a probability (a number in [0, 1]), got %r (%s)'
                         % (name, p, describe(p)))
     if not 0 <= p <= 1:
@@ -103,8 +103,7 @@ def _check_probability(p, name):
 
 
 def _check_max_size(max_size):
-    if not isinstance(max_size, (int, float, np.integer, np.floating)) or \
-            isinstance(max_size, bool):
+    if not is_real(max_size):
         raise TypeError('max_size must be a number, got %r (%s)'
                         % (max_size, describe(max_size)))
     if not max_size >= 1:
