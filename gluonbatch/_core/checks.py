@@ -29,8 +29,8 @@ import numpy as np
 from .wording import plural, with_article
 
 __all__ = ['BatchifyUsageError', 'describe', 'described', 'is_int', 'is_real', 'check_int',
-           'check_choice', 'check_str', 'check_callable', 'check_batch', 'check_fields', 'check_part',
-           'check_dtype', 'SUPPORTED_DTYPES']
+           'check_index', 'check_choice', 'check_str', 'check_callable', 'check_batch',
+           'check_fields', 'check_part', 'check_dtype', 'SUPPORTED_DTYPES']
 
 #: dtypes a legacy ``mx.nd.NDArray`` can hold.
 SUPPORTED_DTYPES = tuple(np.dtype(t) for t in (
@@ -111,6 +111,25 @@ def check_int(value, name, minimum=None, allow_none=False):
     if minimum is not None and value < minimum:
         raise ValueError('%s must be an integer >= %d, got %r' % (name, minimum, value))
     return int(value)
+
+
+def check_index(idx, length, name='record index'):
+    """``idx`` as a position in ``range(length)``, counting from the end when negative as a
+    list does: TypeError for a non-integer, IndexError out of range.
+
+    >>> check_index(-1, 5)
+    4
+    >>> check_index(5, 5)
+    Traceback (most recent call last):
+    ...
+    IndexError: record index 5 out of range for 5 records
+    """
+    i = idx if type(idx) is int else check_int(idx, name)  # int: the hot path
+    if i < 0:
+        i += length
+    if not 0 <= i < length:
+        raise IndexError('%s %d out of range for %s' % (name, idx, plural(length, 'record')))
+    return i
 
 
 def check_choice(value, name, choices):

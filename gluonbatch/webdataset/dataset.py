@@ -6,7 +6,7 @@ import warnings
 import dask.dataframe as dd
 import mxnet as mx
 
-from .._core.checks import check_int, check_str
+from .._core.checks import check_index, check_str
 from .._core.wording import plural
 from .commit import reading
 from .metadata import count_records, lazy_metadata
@@ -230,13 +230,7 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
     # ---------------------------------------------------------------- reading
 
     def _index(self, idx):
-        i = idx if type(idx) is int else check_int(idx, 'record index')  # int: the hot path
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError('record index %d out of range for %s' % (idx, plural(n, 'record')))
-        return i
+        return check_index(idx, len(self))
 
     def record_id(self, idx):
         """The id of record ``idx``, found as a read finds it, without reading its bytes.

@@ -20,7 +20,7 @@ import numpy as np
 from .._core.alloc import in_numpy_mode
 from .._core.wording import with_article
 
-__all__ = ['decode_image', 'decode_record', 'caption_text', 'metadata_object']
+__all__ = ['decode_image', 'decode_image_of', 'decode_record', 'caption_text', 'metadata_object']
 
 
 def decode_image(ext, data):
@@ -34,6 +34,15 @@ def decode_image(ext, data):
         image = mx.nd.array(np.asarray(picture.convert('RGB')), dtype=np.uint8)
     # like mx.image.imdecode, an mx.np.ndarray in MXNet's numpy mode
     return image.as_np_ndarray() if in_numpy_mode() else image
+
+
+def decode_image_of(ext, data, where):
+    """:func:`decode_image`, or a ValueError naming the member (``where()``) and why."""
+    try:
+        return decode_image(ext, data)
+    except (mx.base.MXNetError, OSError, ValueError) as err:  # Pillow: OSError
+        raise ValueError('cannot decode the image of %s: %s'
+                         % (where(), str(err).strip().splitlines()[-1])) from None
 
 
 def caption_text(data):
@@ -86,12 +95,8 @@ def decode_record(members, slots, record_id, describe):
     """
     image_slot, text_slot, json_slot = slots
     image_ext, image_bytes = members[image_slot]
-    try:
-        image = decode_image(image_ext, image_bytes)
-    except (mx.base.MXNetError, OSError, ValueError) as err:  # Pillow: OSError
-        reason = str(err).strip().splitlines()[-1]
-        raise ValueError('cannot decode the image of %s: %s'
-                         % (describe('%s.%s' % (record_id, image_ext)), reason)) from None
+    image = decode_image_of(image_ext, image_bytes,
+                            lambda: describe('%s.%s' % (record_id, image_ext)))
     try:
         caption = caption_text(members[text_slot][1])
     except ValueError as err:
