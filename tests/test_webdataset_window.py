@@ -1,11 +1,12 @@
 """ShardWindowSampler: an epoch order that reads a few shards at a time, in equal parts per
-rank.
+rank, and the seeded loaders that follow it (resumable).
 
 A test dataset's samples are numbered shard by shard, so a sample's shard is found from
 the shard lengths alone; the order's locality is checked on the shards its samples come
 from, in order.
 """
 import json
+import random
 import re
 
 import mxnet as mx
@@ -13,6 +14,8 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+from gluonbatch.dataloader.pool import PooledLoader
+from gluonbatch.seeded import SeededBatchSampler
 from gluonbatch.webdataset import ImageTextPairDataset, ShardWindowSampler
 from helpers import ID, examples
 
@@ -21,6 +24,7 @@ SEED = 20240611
 #: ranks' parts of 10 end in a batch of 1.
 LENGTHS = (3, 0, 4, 2, 5, 3, 2)
 BATCH = 3
+LAST_BATCHES = ['keep', 'discard', 'pad', 'rollover']
 
 lengths_lists = st.lists(st.integers(0, 8), max_size=12)
 seeds = st.integers(0, 2 ** 64 - 1)
@@ -246,3 +250,151 @@ def test_an_image_text_dataset_has_the_lengths_of_its_shards(data):
     assert sorted(order) == list(range(len(part))) == list(range(7))
     assert fewest_runs(shards_of(order, part.shard_lengths), 1) == 2
     assert all(isinstance(part[i][1], str) for i in order[:2])
+
+
+# --------------------------------------------------------------------------- seeded loaders
+
+def noisy(index):
+    """The sample and a draw from Python's generator, seeded per sample by the loader."""
+    return index, random.random()
+
+
+def window_loader(last_batch, num_workers, part_index=0, num_parts=2, window=2, seed=SEED,
+                  batch_size=BATCH):
+    data = Shards(LENGTHS)
+    sampler = ShardWindowSampler(data, window=window, seed=seed, num_parts=num_parts,
+                                 part_index=part_index)
+    return sampler, PooledLoader(data.transform(noisy), batch_size=batch_size, sampler=sampler,
+                                 seed=seed, last_batch=last_batch, batchify_fn=list,
+                                 num_workers=num_workers)
+
+
+@pytest.mark.parametrize('last_batch, workers', zip(LAST_BATCHES, [(0, 2), (2, 1), (1, 0),
+                                                                  (0, 2)]))
+def test_a_seeded_loader_follows_the_window_order_and_resumes_at_any_batch(last_batch,
+                                                                          workers):
+    sampler, loader = window_loader(last_batch, workers[0])
+    start = loader.state_dict()
+    reference = [(batch, loader.state_dict()) for _ in range(3) for batch in loader]
+    loader.close()
+    # the batches are the rank's part of the window order, as last_batch cuts it
+    stream = [index for batch, _ in reference for index, _ in batch]
+    orders = [sampler.indices(epoch).tolist() for epoch in range(4)]
+    part = len(orders[0])
+    assert part % BATCH  # an epoch ends in a short batch
+    if last_batch == 'rollover':
+        assert stream == sum(orders, [])[:len(stream)]
+        assert len(stream) == 3 * part // BATCH * BATCH
+    else:
+        kept = {'keep': part, 'discard': part // BATCH * BATCH,
+                'pad': -(-part // BATCH) * BATCH}[last_batch]
+        assert stream == sum((np.resize(order, kept).tolist() for order in orders[:3]), [])
+    draws = [draw for batch, _ in reference for _, draw in batch]
+    assert len(set(draws)) == len(draws)  # every sample its own draws, repeats too
+    resuming = window_loader(last_batch, workers[1])[1]
+    states = [start] + [state for _, state in reference]
+    for delivered, state in enumerate(states):
+        assert state['order'] == sampler.description
+        resuming.load_state_dict(json.loads(json.dumps(state)))
+        rest = [batch for _ in range(3 - state['epoch']) for batch in resuming]
+        assert rest == [batch for batch, _ in reference[delivered:]], delivered
+    resuming.close()
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(lengths=lengths_lists, window=st.integers(1, 6), seed=seeds,
+       num_parts=st.integers(1, 4), batch_size=st.integers(1, 4),
+       last_batch=st.sampled_from(LAST_BATCHES), epoch=st.integers(0, 3))
+def test_the_ranks_keys_follow_their_parts_and_never_share_a_position(
+        lengths, window, seed, num_parts, batch_size, last_batch, epoch):
+    length, positions = sum(lengths), []
+    for rank in range(num_parts):
+        order = ShardWindowSampler(lengths, window, seed, num_parts, rank)
+        sampler = SeededBatchSampler(length, batch_size, seed, last_batch=last_batch,
+                                     order=order)
+        assert (sampler.num_parts, sampler.part_index) == (num_parts, rank)
+        keys = [key for batch in sampler.batches(epoch) for key in batch]
+        if last_batch != 'rollover':
+            indices = order.indices(epoch).tolist()
+            assert [key.index for key in keys[:len(indices)]] == indices[:len(keys)]
+            assert all(key.epoch == epoch for key in keys)
+        positions += [(key.epoch, key.position) for key in keys]
+    assert len(set(positions)) == len(positions)
+
+
+def test_the_loader_checks_the_window_sampler_it_is_given():
+    data = Shards(LENGTHS)
+    with pytest.raises(ValueError, match=re.escape(
+            'seed=%d but the ShardWindowSampler has seed=3: give both the same seed' % SEED)):
+        PooledLoader(data, batch_size=2, sampler=ShardWindowSampler(data, seed=3), seed=SEED)
+    with pytest.raises(ValueError, match=re.escape(
+            'the ShardWindowSampler is for 5 samples, but the dataset has 19')):
+        PooledLoader(data, batch_size=2, sampler=ShardWindowSampler([2, 3], seed=SEED),
+                     seed=SEED)
+    with pytest.raises(ValueError, match=re.escape(
+            'shuffle=True with a sampler: the ShardWindowSampler says whether to shuffle')):
+        PooledLoader(data, batch_size=2, shuffle=True, seed=SEED,
+                     sampler=ShardWindowSampler(data, seed=SEED))
+    with pytest.raises(ValueError, match='takes a SplitSampler .* or a ShardWindowSampler'):
+        PooledLoader(data, batch_size=2, seed=SEED,
+                     sampler=mx.gluon.data.SequentialSampler(len(data)))
+    unshuffled = PooledLoader(data, batch_size=4, seed=SEED, sampler=ShardWindowSampler(
+        data, seed=SEED, shuffle=False, num_parts=3, part_index=2), batchify_fn=list)
+    assert [list(batch) for batch in unshuffled] == [[14, 15, 16, 17], [18, 0, 1]]
+    assert unshuffled.state_dict()['shuffle'] is False
+
+
+def test_a_state_resumes_only_with_the_order_it_was_saved_with():
+    _, loader = window_loader('discard', 0)
+    batches = iter(loader)
+    next(batches)
+    state = loader.state_dict()
+    assert (state['epoch'], state['batch']) == (0, 1)
+    for other, message in [
+            (dict(window=3), "state['order'] is {'sampler': 'ShardWindowSampler', 'shards': 7, "
+                             "'window': 2, 'num_parts': 2, 'last_part': 'pad'}, but this "
+                             "sampler's order is {'sampler': 'ShardWindowSampler', 'shards': "
+                             "7, 'window': 3"),
+            (dict(num_parts=1, batch_size=2 * BATCH), "state['order'] is {'sampler': "
+             "'ShardWindowSampler', 'shards': 7, 'window': 2, 'num_parts': 2, 'last_part': "
+             "'pad'}, but this sampler's order is {'sampler': 'ShardWindowSampler', 'shards': "
+             "7, 'window': 2, 'num_parts': 1"),
+    ]:
+        resuming = window_loader('discard', 0, **other)[1]
+        with pytest.raises(ValueError, match=re.escape(message)):
+            resuming.load_state_dict(state)
+        assert resuming.state_dict()['batch'] == 0
+    plain = PooledLoader(Shards(LENGTHS), batch_size=2 * BATCH, shuffle=True, seed=SEED,
+                         last_batch='discard')
+    with pytest.raises(ValueError, match=re.escape("but this sampler has no order")):
+        plain.load_state_dict(state)
+    plain_state = plain.state_dict()
+    with pytest.raises(ValueError, match=re.escape("the state has no 'order', but this "
+                                                   "sampler's order is")):
+        window_loader('discard', 0)[1].load_state_dict(plain_state)
+    order = ShardWindowSampler(LENGTHS, window=2, seed=SEED, num_parts=2)
+    sampler = SeededBatchSampler(sum(LENGTHS), BATCH, SEED, last_batch='discard', order=order)
+    sampler.load_state_dict({'epoch': 0, 'batch': 1})  # a state of epoch and batch alone
+    assert dict(sampler.state_dict(), format=state['format']) == state
+
+
+def test_the_batch_sampler_checks_its_order():
+    order = ShardWindowSampler(LENGTHS, seed=SEED, num_parts=2, part_index=1)
+    length = sum(LENGTHS)
+    sampler = SeededBatchSampler(length, 2, SEED, order=order, num_parts=2, part_index=1)
+    assert repr(sampler).endswith('num_parts=2, part_index=1, order=%r)' % order)
+    assert sampler.state_dict()['global_batch_size'] == 4
+    for kwargs, error, message in [
+            (dict(order=[1, 2]), TypeError,
+             'order must have indices(epoch), len() and the attributes seed, shuffle, '
+             'num_parts, part_index, length, description, as a ShardWindowSampler has; got a '
+             'list, which lacks indices, seed'),
+            (dict(seed=1), ValueError, 'seed=1 but the order has seed=%d' % SEED),
+            (dict(length=length + 1), ValueError,
+             'the order is of 19 samples, but length is 20'),
+            (dict(num_parts=3, part_index=1), ValueError,
+             'num_parts=3, part_index=1, but the order is part 1 of 2'),
+            (dict(shuffle=False), ValueError, 'shuffle=False, but the order shuffles')]:
+        arguments = dict(dict(length=length, batch_size=2, seed=SEED, order=order), **kwargs)
+        with pytest.raises(error, match=re.escape(message)):
+            SeededBatchSampler(**arguments)

@@ -86,7 +86,9 @@ class ShardWindowSampler(mx.gluon.data.Sampler):
 
     Epochs: each pass (``iter``) uses the current :attr:`epoch` and then advances it by
     one; :meth:`set_epoch` sets the epoch of the next pass, as for
-    :class:`~gluonbatch.sampler.SplitSampler`.
+    :class:`~gluonbatch.sampler.SplitSampler`. A seeded gluonbatch loader
+    (``seed=``, the same seed) takes it as ``sampler`` and makes its batches from
+    :meth:`indices` of its own epochs, resumable.
 
     Parameters
     ----------
@@ -144,6 +146,14 @@ class ShardWindowSampler(mx.gluon.data.Sampler):
     >>> ranks = [ShardWindowSampler([3, 3, 3, 3], window=2, seed=1, num_parts=2,
     ...                             part_index=rank) for rank in (0, 1)]
     >>> [rank.indices(0).tolist() for rank in ranks] == [order[:6], order[6:]]
+    True
+
+    Seeded batches of a rank's part, resumable (a gluonbatch loader given ``sampler=``
+    and ``seed=`` builds this itself):
+
+    >>> from gluonbatch.seeded import SeededBatchSampler
+    >>> batches = SeededBatchSampler(12, 3, seed=1, order=ranks[1])
+    >>> [[key.index for key in batch] for batch in batches] == [order[6:9], order[9:]]
     True
 
     With MXNet's DataLoader (and a dataset with ``shard_lengths``):
