@@ -20,7 +20,38 @@ import numpy as np
 
 from ._core.checks import check_choice, check_int, check_part
 
-__all__ = ['SplitSampler']
+__all__ = ['SplitSampler', 'LAST_PARTS', 'part_length', 'part_of']
+
+#: What happens to the samples a split into equal parts leaves over (``last_part``).
+LAST_PARTS = ('pad', 'drop')
+
+
+def part_length(length, num_parts, last_part):
+    """The length of each of ``num_parts`` equal parts of ``length`` samples: rounded up
+    with ``last_part='pad'``, down with ``'drop'``.
+
+    >>> part_length(10, 3, 'pad'), part_length(10, 3, 'drop')
+    (4, 3)
+    """
+    if last_part == 'pad':
+        return -(-length // num_parts)
+    return length // num_parts
+
+
+def part_of(order, num_parts, part_index, last_part):
+    """Part ``part_index`` of the epoch's ``order`` cut into ``num_parts`` contiguous,
+    equally long parts (an int64 array): with ``'pad'`` the parts run on by repeating
+    ``order`` from its start, with ``'drop'`` its last ``len(order) % num_parts`` are left
+    out. The samplers that split an epoch into ranks' parts cut it with this.
+
+    >>> part_of(np.arange(5), 2, 1, 'pad').tolist(), part_of(np.arange(5), 2, 1, 'drop').tolist()
+    ([3, 4, 0], [2, 3])
+    """
+    part = part_length(len(order), num_parts, last_part)
+    if part * num_parts > len(order):
+        order = np.resize(order, part * num_parts)  # repeats from the start
+    start = part_index * part
+    return np.asarray(order[start:start + part], dtype=np.int64)
 
 
 class SplitSampler(mx.gluon.data.Sampler):
@@ -81,14 +112,12 @@ class SplitSampler(mx.gluon.data.Sampler):
     (True, 4)
     """
 
-    _MODES = ('pad', 'drop')
-
     def __init__(self, length, num_parts=1, part_index=0, shuffle=False, seed=0,
                  last_part='pad'):
         self._length = check_int(length, 'length', minimum=0)
         self._num_parts, self._part_index = check_part(num_parts, part_index)
         self._seed = check_int(seed, 'seed', minimum=0)
-        check_choice(last_part, 'last_part', self._MODES)
+        check_choice(last_part, 'last_part', LAST_PARTS)
         self._shuffle = bool(shuffle)
         self._last_part = last_part
         self.epoch = 0
@@ -120,11 +149,7 @@ class SplitSampler(mx.gluon.data.Sampler):
                 self._length)
         else:
             order = np.arange(self._length)
-        part = len(self)
-        if self._last_part == 'pad' and part * self._num_parts > self._length:
-            order = np.resize(order, part * self._num_parts)  # repeats from the start
-        start = self._part_index * part
-        return order[start:start + part].astype(np.int64)
+        return part_of(order, self._num_parts, self._part_index, self._last_part)
 
     def __iter__(self):
         epoch = self.epoch
@@ -132,9 +157,7 @@ class SplitSampler(mx.gluon.data.Sampler):
         return iter(self.indices(epoch).tolist())
 
     def __len__(self):
-        if self._last_part == 'pad':
-            return -(-self._length // self._num_parts)
-        return self._length // self._num_parts
+        return part_length(self._length, self._num_parts, self._last_part)
 
     def __repr__(self):
         return ('SplitSampler(%d, num_parts=%d, part_index=%d, shuffle=%r, seed=%d, '

@@ -44,7 +44,7 @@ class DetectionDataLoader(PooledLoader):
     TypeError, ValueError
         ``num_workers`` is not an integer, or is negative; ``timeout`` is not a number (or
         None), or not above 0; a bad ``seed``, or a sampler that is not a SplitSampler
-        with one.
+        or a ShardWindowSampler of the same seed with one.
 
     Notes
     -----

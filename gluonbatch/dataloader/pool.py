@@ -159,8 +159,10 @@ class PooledLoader(Resumable, mx.gluon.data.DataLoader):
         sample's random draws, from ``(seed, epoch, position)``, the same batches for any
         ``num_workers``; :meth:`state_dict` and :meth:`load_state_dict` resume at any batch.
         The batches come from ``batch_size``, ``shuffle`` and ``last_batch`` (and a
-        :class:`~gluonbatch.sampler.SplitSampler`'s rank), or a
-        :class:`~gluonbatch.seeded.SeededBatchSampler`. None: unseeded, as MXNet's loader.
+        :class:`~gluonbatch.sampler.SplitSampler`'s rank, or a
+        :class:`~gluonbatch.webdataset.ShardWindowSampler`'s order and rank, made with
+        the same seed), or a :class:`~gluonbatch.seeded.SeededBatchSampler`. None:
+        unseeded, as MXNet's loader.
 
     Raises
     ------
@@ -169,7 +171,8 @@ class PooledLoader(Resumable, mx.gluon.data.DataLoader):
         ``seed`` may be None), or ``timeout`` is not a number (or None).
     ValueError
         ``num_workers`` is negative, ``prefetch`` below 1 or ``timeout`` not positive; a
-        ``seed`` outside ``[0, 2**64)``, or with a sampler other than a ``SplitSampler``.
+        ``seed`` outside ``[0, 2**64)``, or with a sampler other than a ``SplitSampler``
+        or a ``ShardWindowSampler`` (of another seed or dataset length).
 
     Examples
     --------

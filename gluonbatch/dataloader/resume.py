@@ -4,10 +4,12 @@
 With a seed the loader's batches come from a
 :class:`~gluonbatch.seeded.SeededBatchSampler` built from the loader's own arguments
 (``batch_size``, ``shuffle``, ``last_batch``, and a
-:class:`~gluonbatch.sampler.SplitSampler`'s rank), and the loader's state is a small
-JSON-serializable dict: its sampler's state -- the next batch to deliver (``epoch`` and
-``batch``) and what the batch numbers mean (``seed``, ``global_batch_size``, ``length``,
-``shuffle``, ``last_batch``, which loading checks) -- and a ``format``.
+:class:`~gluonbatch.sampler.SplitSampler`'s rank, or a
+:class:`~gluonbatch.webdataset.ShardWindowSampler`'s order and rank), and the loader's
+state is a small JSON-serializable dict: its sampler's state -- the next batch to deliver
+(``epoch`` and ``batch``) and what the batch numbers mean (``seed``, ``global_batch_size``,
+``length``, ``shuffle``, ``last_batch``, and with a ``ShardWindowSampler`` its ``order``,
+which loading checks) -- and a ``format``.
 
 Examples
 --------
@@ -28,6 +30,7 @@ from .._core.checks import describe
 from ..sampler import SplitSampler
 from ..seeded import KeyBatch, SeededBatchSampler
 from ..seeded.keys import check_seed
+from ..seeded.sampler import ORDER_ATTRIBUTES
 
 __all__ = ['FORMAT', 'KEYS', 'Resumable', 'seeded_batch_sampler', 'loader_state',
            'checked_state']
@@ -48,8 +51,9 @@ def seeded_batch_sampler(length, seed, batch_size, shuffle, sampler, last_batch,
     if batch_sampler is not None:
         if not isinstance(batch_sampler, SeededBatchSampler):
             raise ValueError('a loader with seed= makes its batches itself: pass batch_size, '
-                             'shuffle and last_batch (and a SplitSampler for a rank), or a '
-                             'SeededBatchSampler, not %s' % type(batch_sampler).__name__)
+                             'shuffle and last_batch (and a SplitSampler for a rank, or a '
+                             'ShardWindowSampler), or a SeededBatchSampler, not %s'
+                             % type(batch_sampler).__name__)
         if batch_sampler.seed != seed:
             raise ValueError('seed=%d but the SeededBatchSampler has seed=%d'
                              % (seed, batch_sampler.seed))
@@ -63,19 +67,29 @@ def seeded_batch_sampler(length, seed, batch_size, shuffle, sampler, last_batch,
         return batch_sampler
     if batch_size is None:
         raise ValueError('a loader with seed= needs batch_size')
-    parts = 1, 0
+    parts, order = (1, 0), None
     if sampler is not None:
-        if not isinstance(sampler, SplitSampler):
+        is_order = all(hasattr(sampler, name) for name in ORDER_ATTRIBUTES)
+        if not (is_order or isinstance(sampler, SplitSampler)):
             raise ValueError('a loader with seed= orders the samples itself; of samplers it '
-                             'takes a SplitSampler (for its rank), not %s'
-                             % type(sampler).__name__)
+                             'takes a SplitSampler (for its rank) or a ShardWindowSampler '
+                             '(its order and rank), not %s' % type(sampler).__name__)
         if shuffle:
-            raise ValueError('shuffle=True with a sampler: the SplitSampler says whether to '
-                             'shuffle')
+            raise ValueError('shuffle=True with a sampler: the %s says whether to shuffle'
+                             % type(sampler).__name__)
         parts, shuffle = (sampler.num_parts, sampler.part_index), sampler.shuffle
+        if is_order:  # it gives the rank and the order: the batch sampler takes both
+            parts, order = (1, 0), sampler
+            if sampler.seed != seed:
+                raise ValueError('seed=%d but the %s has seed=%d: give both the same seed'
+                                 % (seed, type(sampler).__name__, sampler.seed))
+            if sampler.length != length:
+                raise ValueError('the %s is for %d samples, but the dataset has %d: make it '
+                                 'for this dataset' % (type(sampler).__name__, sampler.length,
+                                                       length))
     return SeededBatchSampler(length, batch_size, seed, shuffle=shuffle,
                               last_batch=last_batch or 'keep', num_parts=parts[0],
-                              part_index=parts[1])
+                              part_index=parts[1], order=order)
 
 
 def loader_state(sampler_state):

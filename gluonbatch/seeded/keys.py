@@ -6,6 +6,8 @@ batch's number -- under a purpose tag, so keys of neighbouring counters are inde
 (unlike ``seed + index``) and nothing depends on which process or thread asks, or when:
 
 - :func:`epoch_order`: the permutation of an epoch, from ``(seed, epoch)``;
+  :func:`window_generator`: the draws of an epoch's order over shards (the shards'
+  order, then each window's samples'), from ``(seed, epoch)`` too;
 - :func:`seed_sample`: before a sample is read, Python's :mod:`random`, numpy's global
   generator and the ``numpy.random.RandomState`` objects a dataset or transform owns
   (:func:`owned_generators`, CenterNet's for one) are all set from
@@ -48,11 +50,12 @@ from .._core.checks import check_int
 from .._core.process import ProcessLocal
 
 __all__ = ['SampleKey', 'BatchStart', 'check_seed', 'epoch_order', 'seed_sample',
-           'seed_batch', 'batch_choice', 'bucket_generator', 'owned_generators', 'read_seeded']
+           'seed_batch', 'batch_choice', 'bucket_generator', 'window_generator',
+           'owned_generators', 'read_seeded']
 
 #: What a key is for: its tag in the hash, so that two purposes never share a key.
-_ORDER, _SAMPLE, _OWNED, _CHOICE, _BATCH, _BUCKET = (b'order', b'sample', b'owned', b'choice',
-                                                     b'batch', b'bucket')
+_ORDER, _SAMPLE, _OWNED, _CHOICE, _BATCH, _BUCKET, _WINDOW = (
+    b'order', b'sample', b'owned', b'choice', b'batch', b'bucket', b'window')
 #: Seeds, epochs and positions are packed as unsigned 64-bit numbers.
 _LIMIT = 2 ** 64
 #: Containers larger than this are not searched for generators (a dataset's records).
@@ -141,6 +144,17 @@ def bucket_generator(seed, epoch, bucket):
     """The generator of the draws that arrange bucket ``bucket`` of ``epoch`` (its sort
     direction, its batches' order)."""
     return _generator(_BUCKET, (seed, epoch, bucket))
+
+
+def window_generator(seed, epoch):
+    """The generator of the draws that arrange ``epoch`` over shards, window by window
+    (:class:`~gluonbatch.webdataset.ShardWindowSampler`): the shards' order, then the
+    samples' order in each window.
+
+    >>> window_generator(3, 1).integers(1000) == window_generator(3, 1).integers(1000)
+    True
+    """
+    return _generator(_WINDOW, (seed, epoch))
 
 
 def seed_sample(seed, epoch, position, owned=(), mxnet=True):

@@ -11,10 +11,14 @@ The epoch's order is :func:`~gluonbatch.seeded.keys.epoch_order` (or ``range`` w
 ``shuffle``). Positions are grouped into global batches of ``batch_size * num_parts``;
 rank ``part_index`` takes the ``part_index``-th ``batch_size`` of each, so the ranks'
 batches, concatenated in rank order, are the global batch one rank would load.
+
+Or an *order* gives the order and the rank's share: an object whose ``indices(epoch)`` is
+this rank's order of the epoch (such as :class:`~gluonbatch.webdataset.ShardWindowSampler`,
+which reads shards a few at a time); the rank's batches are then consecutive runs of it.
 """
 import numpy as np
 
-from .._core.checks import check_choice, check_int, check_part, describe
+from .._core.checks import check_choice, check_int, check_part, describe, described
 from .keys import BatchStart, SampleKey, check_seed, epoch_order
 
 __all__ = ['SeededBatchSampler', 'KeyBatch']
@@ -24,8 +28,12 @@ LAST_BATCH = ('keep', 'discard', 'pad', 'rollover')
 
 
 #: What a state says of the sampler that made it, beside where the run is (``epoch``,
-#: ``batch``): what its batch numbers mean.
+#: ``batch``): what its batch numbers mean. A sampler with an ``order`` adds ``'order'``,
+#: the order's ``description``.
 DESCRIPTION = ('seed', 'global_batch_size', 'length', 'shuffle', 'last_batch')
+#: What an ``order`` of :class:`SeededBatchSampler` has beside ``indices(epoch)`` and a length.
+ORDER_ATTRIBUTES = ('indices', 'seed', 'shuffle', 'num_parts', 'part_index', 'length',
+                    'description')
 
 
 def _described(state, key):
@@ -90,6 +98,18 @@ class SeededBatchSampler:
         Ranks in data-parallel training and this one (``kv.num_workers``, ``kv.rank``).
         Every rank runs the same number of batches; with several, ``'keep'`` needs
         ``length`` to be a multiple of ``batch_size * num_parts``.
+    order : object, optional
+        The order of every epoch and this rank's share of it, instead of the epoch's
+        permutation cut into global batches: ``order.indices(epoch)``, this rank's order of
+        the epoch (``len(order)`` indices, every rank as many), is cut into consecutive
+        batches; ``order`` also has ``seed`` (this sampler's: ValueError otherwise),
+        ``length`` (``length``'s), ``shuffle``, ``num_parts``, ``part_index`` (which this
+        sampler takes: given otherwise than as their defaults, they must agree) and
+        ``description`` (a JSON-serializable dict a state records, so that a state is
+        resumed only with the same order), as
+        :class:`~gluonbatch.webdataset.ShardWindowSampler` has. Its own ``epoch`` is not
+        used. A sample's ``position`` is its place in the order of all ranks (the rank's
+        part starts at ``part_index * len(order)``), past its end for a padded last batch.
 
     Attributes
     ----------
@@ -110,15 +130,26 @@ class SeededBatchSampler:
     """
 
     def __init__(self, length, batch_size, seed, shuffle=True, last_batch='keep',
-                 num_parts=1, part_index=0):
+                 num_parts=1, part_index=0, order=None):
         self.length = check_int(length, 'length', minimum=0)
         self.batch_size = check_int(batch_size, 'batch_size', minimum=1)
         self.seed = check_seed(seed)
         self.shuffle = bool(shuffle)
         self.last_batch = check_choice(last_batch, 'last_batch', LAST_BATCH)
         self.num_parts, self.part_index = check_part(num_parts, part_index)
+        self._source = order
+        if order is not None:
+            self._take_order(order)
         self.global_batch = self.batch_size * self.num_parts
-        if self.num_parts > 1 and last_batch == 'keep' and self.length % self.global_batch:
+        # the order walked, batch by batch: positions per epoch, per batch number, and
+        # where this rank's batch starts in a batch number's positions
+        if order is None:
+            self._count, self._step = self.length, self.global_batch
+            self._offset = self.part_index * self.batch_size
+        else:  # every rank walks its own part, as long as every other rank's
+            self._count, self._step, self._offset = len(order), self.batch_size, 0
+        if (order is None and self.num_parts > 1 and last_batch == 'keep'
+                and self.length % self.global_batch):
             raise ValueError(
                 "last_batch='keep' with num_parts=%d needs length to be a multiple of the "
                 'global batch (%d = batch_size %d x num_parts %d), got length %d: the ranks '
@@ -129,10 +160,38 @@ class SeededBatchSampler:
         self._pass = None  # (epoch, first batch) of the pass under way
         self._orders = {}
 
+    def _take_order(self, order):
+        """Check ``order`` (see the class's ``order``) and take its shuffle and rank."""
+        missing = [name for name in ORDER_ATTRIBUTES if not hasattr(order, name)]
+        if missing or not hasattr(order, '__len__'):
+            raise TypeError('order must have indices(epoch), len() and the attributes %s, as '
+                            'a ShardWindowSampler has; got %s, which lacks %s'
+                            % (', '.join(ORDER_ATTRIBUTES[1:]), described(order),
+                               ', '.join(missing or ['__len__'])))
+        if order.seed != self.seed:
+            raise ValueError('seed=%d but the order has seed=%d: give both the same seed'
+                             % (self.seed, order.seed))
+        if order.length != self.length:
+            raise ValueError('the order is of %d samples, but length is %d: make it for the '
+                             'same dataset' % (order.length, self.length))
+        if (self.num_parts, self.part_index) not in ((1, 0), (order.num_parts,
+                                                              order.part_index)):
+            raise ValueError('num_parts=%d, part_index=%d, but the order is part %d of %d: '
+                             'the order gives the rank; leave num_parts and part_index out'
+                             % (self.num_parts, self.part_index, order.part_index,
+                                order.num_parts))
+        if not self.shuffle and order.shuffle:
+            raise ValueError('shuffle=False, but the order shuffles: the order says whether '
+                             'to shuffle; leave shuffle out')
+        self.num_parts, self.part_index = order.num_parts, order.part_index
+        self.shuffle = bool(order.shuffle)
+
     def __repr__(self):
         return ('SeededBatchSampler(%d, %d, seed=%d, shuffle=%r, last_batch=%r, num_parts=%d, '
-                'part_index=%d)' % (self.length, self.batch_size, self.seed, self.shuffle,
-                                    self.last_batch, self.num_parts, self.part_index))
+                'part_index=%d%s)' % (self.length, self.batch_size, self.seed, self.shuffle,
+                                      self.last_batch, self.num_parts, self.part_index,
+                                      '' if self._source is None
+                                      else ', order=%r' % (self._source,)))
 
     def set_epoch(self, epoch):
         """Start the next pass at the first batch of ``epoch``."""
@@ -141,7 +200,8 @@ class SeededBatchSampler:
     def state_dict(self):
         """Where the next pass starts, ``epoch`` and ``batch``, beside what the batch
         numbers mean (``seed``, ``global_batch_size``, ``length``, ``shuffle``,
-        ``last_batch``, which :meth:`load_state_dict` checks): a JSON-serializable dict."""
+        ``last_batch``, and with an ``order`` its ``description`` as ``'order'``, which
+        :meth:`load_state_dict` checks): a JSON-serializable dict."""
         return self._state(self.epoch, self._start)
 
     def state_after(self, delivered):
@@ -177,9 +237,12 @@ class SeededBatchSampler:
         the next epoch's first)."""
         if batch and batch == self.batches_in(epoch):
             epoch, batch = epoch + 1, 0
-        return {'seed': self.seed, 'epoch': epoch, 'batch': batch,
-                'global_batch_size': self.global_batch, 'length': self.length,
-                'shuffle': self.shuffle, 'last_batch': self.last_batch}
+        state = {'seed': self.seed, 'epoch': epoch, 'batch': batch,
+                 'global_batch_size': self.global_batch, 'length': self.length,
+                 'shuffle': self.shuffle, 'last_batch': self.last_batch}
+        if self._source is not None:
+            state['order'] = dict(self._source.description)
+        return state
 
     def load_state_dict(self, state):
         """Start the next pass at batch ``state['batch']`` of epoch ``state['epoch']``
@@ -189,7 +252,9 @@ class SeededBatchSampler:
         ``state`` is a dict from :meth:`state_dict` or :meth:`state_after`, or one with
         ``epoch`` and ``batch`` alone. What else it says of its sampler must be this
         sampler's, or its batch numbers would name other samples: ValueError naming what
-        differs. ``num_parts`` may differ, with the same global batch size (elastic).
+        differs. ``num_parts`` may differ, with the same global batch size (elastic),
+        but not with an ``order``, whose ``description`` a state records (it holds the
+        number of parts).
         """
         if not isinstance(state, dict):
             raise TypeError('state must be a dict with epoch and batch, got %s'
@@ -207,12 +272,32 @@ class SeededBatchSampler:
                     "state[%r] is %r, but this sampler's %s is %r: the state is of a run "
                     'with other batches; resume with the %s it was saved with'
                     % (key, state[key], key, ours[key], key))
+        self._check_order(state, ours)
         if batch > self.batches_in(epoch):
             raise ValueError("state['batch'] is %d, but epoch %d has %d batches: the state "
                              'is of another run, or was edited'
                              % (batch, epoch, self.batches_in(epoch)))
         position = self._state(epoch, batch)
         self.epoch, self._start = position['epoch'], position['batch']
+
+    def _check_order(self, state, ours):
+        """ValueError unless ``state`` is of this sampler's order (a state of ``epoch`` and
+        ``batch`` alone says nothing of it, and passes)."""
+        if 'order' not in state and not any(key in state for key in DESCRIPTION):
+            return
+        theirs, mine = state.get('order'), ours.get('order')
+        if theirs == mine:
+            return
+        if mine is None:
+            raise ValueError("state['order'] is %r, but this sampler has no order: the state "
+                             'is of a run with an order (a ShardWindowSampler); resume with '
+                             'it' % (theirs,))
+        if 'order' not in state:
+            raise ValueError("the state has no 'order', but this sampler's order is %r: the "
+                             'state is of a run without one; resume without it' % (mine,))
+        raise ValueError("state['order'] is %r, but this sampler's order is %r: the state is "
+                         'of a run with other batches; resume with the order it was saved '
+                         'with' % (theirs, mine))
 
     def batches_in(self, epoch):
         """How many batches the pass of ``epoch`` has."""
@@ -243,19 +328,31 @@ class SeededBatchSampler:
         number past the epoch's batches."""
         number = self._checked_number(epoch, number)
         first, _ = self._span(epoch)
-        low = (first + number) * self.global_batch + self.part_index * self.batch_size
+        low = (first + number) * self._step + self._offset
         high = low + self.batch_size
         if self.last_batch == 'rollover':  # positions count through all epochs
             stream = np.arange(low, high)
-            epochs, positions = np.divmod(stream, self.length)
+            epochs, positions = np.divmod(stream, self._count)
         else:
             if self.last_batch == 'keep':
-                high = min(high, self.length)
+                high = min(high, self._count)
             positions = np.arange(low, high)
             epochs = np.full(len(positions), epoch)
-        keys = [SampleKey(self.seed, int(e), int(p), int(self._order(e)[p % self.length]))
+        keys = [SampleKey(self.seed, int(e), self._key_position(p),
+                          int(self._order(e)[p % self._count]))
                 for e, p in zip(epochs.tolist(), positions.tolist())]
         return KeyBatch(keys, epoch, number)
+
+    def _key_position(self, position):
+        """The key's position of ``position`` in the order walked: itself, or with an
+        ``order``, its place in the order of all ranks (a padded last batch's past the end
+        of all ranks' parts, each rank's own), so no two ranks' keys share their draws."""
+        if self._source is None:
+            return position
+        if position < self._count:
+            return self.part_index * self._count + position
+        return (self.num_parts * self._count + self.part_index * self.batch_size
+                + position - self._count)
 
     def _checked_number(self, epoch, number):
         """``number`` as an int if the pass of ``epoch`` has such a batch, else ValueError."""
@@ -269,7 +366,7 @@ class SeededBatchSampler:
     def _span(self, epoch):
         """``(first, stop)``: the pass of ``epoch`` runs global batches ``first..stop-1``
         (counted from the epoch's start; with rollover, from the first epoch's)."""
-        size, count = self.global_batch, self.length
+        size, count = self._step, self._count
         if self.last_batch == 'rollover':
             return epoch * count // size, (epoch + 1) * count // size
         if self.last_batch == 'discard':
@@ -277,13 +374,24 @@ class SeededBatchSampler:
         return 0, -(-count // size)
 
     def _order(self, epoch):
-        """The permutation of ``epoch`` (the two latest are kept: a rolled-over batch
-        spans two epochs)."""
+        """The permutation of ``epoch``, or this rank's part of the ``order``'s (the two
+        latest are kept: a rolled-over batch spans two epochs)."""
         order = self._orders.get(epoch)
         if order is None:
-            order = (epoch_order(self.seed, epoch, self.length) if self.shuffle
-                     else np.arange(self.length, dtype=np.int64))
+            order = self._new_order(epoch)
             self._orders = {key: value for key, value in self._orders.items()
                             if key == epoch - 1}
             self._orders[epoch] = order
+        return order
+
+    def _new_order(self, epoch):
+        """The order of ``epoch`` this rank walks, computed."""
+        if self._source is None:
+            return (epoch_order(self.seed, epoch, self.length) if self.shuffle
+                    else np.arange(self.length, dtype=np.int64))
+        order = np.asarray(self._source.indices(epoch), dtype=np.int64)
+        if len(order) != self._count:
+            raise ValueError('the order gave %d indices for epoch %d, but has length %d: '
+                             'every epoch must have len(order) indices'
+                             % (len(order), epoch, self._count))
         return order

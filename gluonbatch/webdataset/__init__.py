@@ -14,7 +14,8 @@ its shard's tar headers, scanned once when the shard is first used) and returns
 ``(image, caption, metadata)``; ``ds.metadata`` is a lazy Dask DataFrame, one partition
 per shard. :meth:`ImageTextPairDataset.to_webdataset` writes a
 filtered, renumbered copy; :func:`write_index` writes ``.idx`` files; :func:`verify` checks
-every shard and lists what is wrong.
+every shard and lists what is wrong. :class:`ShardWindowSampler` orders an epoch to read the
+shards a few at a time, shuffled within each window of shards, in equal parts per rank.
 
 The modules, one job each:
 
@@ -33,6 +34,7 @@ The modules, one job each:
 - ``reshard``: the writer behind ``to_webdataset``;
 - ``progress``: the progress of Dask computations, a bar on a terminal or a line each;
 - ``verify``: checking a whole dataset (:func:`verify`);
+- ``window``: an epoch order that reads a few shards at a time (:class:`ShardWindowSampler`);
 - ``example``: a small synthetic dataset.
 
 Examples
@@ -62,8 +64,9 @@ from .records import IMAGE_EXTENSIONS
 from .stages import (EmbeddingClassifier, ExportedEmbeddingClassifier, ExportedImageEmbedder,
                      GluonImageEmbedder, ImageClassifier, ImageEmbedder)
 from .verify import Problem, Report, verify
+from .window import ShardWindowSampler
 
 __all__ = ['ImageTextPairDataset', 'write_index', 'make_example_dataset',
            'IMAGE_EXTENSIONS', 'INDEX_VERSION', 'ImageEmbedder', 'GluonImageEmbedder',
            'ExportedImageEmbedder', 'ImageClassifier', 'EmbeddingClassifier',
-           'ExportedEmbeddingClassifier', 'verify', 'Problem', 'Report']
+           'ExportedEmbeddingClassifier', 'verify', 'Problem', 'Report', 'ShardWindowSampler']

@@ -172,6 +172,24 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
         return len(self._reader)
 
     @property
+    def shard_lengths(self):
+        """The records of every shard of this dataset (of its part, with ``num_parts >
+        1``), in shard order: a tuple of ints, for
+        :class:`~gluonbatch.webdataset.ShardWindowSampler`.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from gluonbatch.webdataset import make_example_dataset
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     ds = ImageTextPairDataset.from_webdataset(
+        ...         make_example_dataset(tmp, num_shards=2, samples_per_shard=3), 'key')
+        ...     print(ds.shard_lengths)
+        (3, 3)
+        """
+        return tuple(shard.stop - shard.start for shard in self._reader.shards)
+
+    @property
     def rank(self):
         """Deprecated alias of :attr:`part_index`."""
         warnings.warn('rank is deprecated; use part_index', DeprecationWarning, stacklevel=2)
