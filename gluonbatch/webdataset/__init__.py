@@ -33,7 +33,10 @@ The modules, one job each:
 - ``reshard``: the writer behind ``to_webdataset``;
 - ``progress``: the progress of Dask computations, a bar on a terminal or a line each;
 - ``verify``: checking a whole dataset (:func:`verify`);
-- ``example``: a small synthetic dataset.
+- ``example``: a small synthetic dataset;
+- ``detection_sources``: the classes and splits of Pascal VOC and COCO;
+- ``detection_example``: small VOC and COCO datasets in gluoncv's layouts
+  (:func:`make_voc_example`, :func:`make_coco_example`).
 
 Examples
 --------
@@ -56,6 +59,7 @@ Examples
 >>> tmp.cleanup()
 """
 from .dataset import ImageTextPairDataset
+from .detection_example import make_coco_example, make_voc_example
 from .example import make_example_dataset
 from .index import INDEX_VERSION, write_index
 from .records import IMAGE_EXTENSIONS
@@ -66,4 +70,5 @@ from .verify import Problem, Report, verify
 __all__ = ['ImageTextPairDataset', 'write_index', 'make_example_dataset',
            'IMAGE_EXTENSIONS', 'INDEX_VERSION', 'ImageEmbedder', 'GluonImageEmbedder',
            'ExportedImageEmbedder', 'ImageClassifier', 'EmbeddingClassifier',
-           'ExportedEmbeddingClassifier', 'verify', 'Problem', 'Report']
+           'ExportedEmbeddingClassifier', 'verify', 'Problem', 'Report', 'make_voc_example',
+           'make_coco_example']
