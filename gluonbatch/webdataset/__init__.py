@@ -34,7 +34,10 @@ The modules, one job each:
 - ``progress``: the progress of Dask computations, a bar on a terminal or a line each;
 - ``verify``: checking a whole dataset (:func:`verify`);
 - ``example``: a small synthetic dataset;
+- ``detection_format``: the manifest and record annotations of detection shards;
 - ``detection_sources``: the classes and splits of Pascal VOC and COCO;
+- ``voc``: converting VOC, in gluoncv's layout, into detection shards (:func:`from_voc`),
+  through ``convert``, which writes them all at once or not at all;
 - ``detection_example``: small VOC and COCO datasets in gluoncv's layouts
   (:func:`make_voc_example`, :func:`make_coco_example`).
 
@@ -66,9 +69,10 @@ from .records import IMAGE_EXTENSIONS
 from .stages import (EmbeddingClassifier, ExportedEmbeddingClassifier, ExportedImageEmbedder,
                      GluonImageEmbedder, ImageClassifier, ImageEmbedder)
 from .verify import Problem, Report, verify
+from .voc import from_voc
 
 __all__ = ['ImageTextPairDataset', 'write_index', 'make_example_dataset',
            'IMAGE_EXTENSIONS', 'INDEX_VERSION', 'ImageEmbedder', 'GluonImageEmbedder',
            'ExportedImageEmbedder', 'ImageClassifier', 'EmbeddingClassifier',
-           'ExportedEmbeddingClassifier', 'verify', 'Problem', 'Report', 'make_voc_example',
-           'make_coco_example']
+           'ExportedEmbeddingClassifier', 'verify', 'Problem', 'Report', 'from_voc',
+           'make_voc_example', 'make_coco_example']
