@@ -36,8 +36,9 @@ The modules, one job each:
 - ``example``: a small synthetic dataset;
 - ``detection_format``: the manifest and record annotations of detection shards;
 - ``detection_sources``: the classes and splits of Pascal VOC and COCO;
-- ``voc``: converting VOC, in gluoncv's layout, into detection shards (:func:`from_voc`),
-  through ``convert``, which writes them all at once or not at all;
+- ``voc`` and ``coco``: converting VOC and COCO, in gluoncv's layouts, into detection shards
+  (:func:`from_voc`, :func:`from_coco`), through ``convert``, which writes them all at once
+  or not at all;
 - ``detection_example``: small VOC and COCO datasets in gluoncv's layouts
   (:func:`make_voc_example`, :func:`make_coco_example`).
 
@@ -61,6 +62,7 @@ Examples
 [(4, 4), (2, 2)]
 >>> tmp.cleanup()
 """
+from .coco import from_coco
 from .dataset import ImageTextPairDataset
 from .detection_example import make_coco_example, make_voc_example
 from .example import make_example_dataset
@@ -74,5 +76,5 @@ from .voc import from_voc
 __all__ = ['ImageTextPairDataset', 'write_index', 'make_example_dataset',
            'IMAGE_EXTENSIONS', 'INDEX_VERSION', 'ImageEmbedder', 'GluonImageEmbedder',
            'ExportedImageEmbedder', 'ImageClassifier', 'EmbeddingClassifier',
-           'ExportedEmbeddingClassifier', 'verify', 'Problem', 'Report', 'from_voc',
+           'ExportedEmbeddingClassifier', 'verify', 'Problem', 'Report', 'from_voc', 'from_coco',
            'make_voc_example', 'make_coco_example']

@@ -8,7 +8,7 @@ import math
 import os
 import xml.etree.ElementTree as ET
 
-from .._core.checks import check_choice, described, is_int
+from .._core.checks import check_choice, check_int, described, is_int
 from .convert import (Record, caption, destination, label_fields, show_progress, source_root,
                       write_dataset)
 from .detection_format import encode_annotations
@@ -103,6 +103,7 @@ def from_voc(root, dst, splits=((2007, 'trainval'), (2012, 'trainval')), classes
     root = source_root(root)
     splits = voc_splits(splits)
     classes, index_map = _classes(classes, index_map)
+    samples_per_shard = check_int(samples_per_shard, 'samples_per_shard', minimum=1)
     invalid_boxes = check_choice(invalid_boxes, 'invalid_boxes', ('error', 'drop'))
     show = show_progress(progress)
     path = destination(dst, what)
