@@ -12,7 +12,8 @@ from helpers import ID
 
 def read_back(path):
     """``(manifest, records, rows)`` of a converted dataset: per record its members
-    (``{ext: bytes}``, the json decoded) and its parquet row."""
+    (``{ext: bytes}``, the json decoded, and its ``key``) and its parquet row (lists as
+    lists)."""
     with open(os.path.join(path, 'detection.json'), encoding='utf-8') as handle:
         manifest = json.load(handle)
     ds = ImageTextPairDataset.from_webdataset(path, ID)
@@ -22,7 +23,9 @@ def read_back(path):
         members['json'] = json.loads(members['json'])
         members['key'] = ds.record_id(i)
         records.append(members)
-    rows = ds.metadata.compute().to_dict('records')
+    rows = [{name: value.tolist() if isinstance(value, np.ndarray) else value
+             for name, value in row.items()}  # a list column reads as arrays
+            for row in ds.metadata.compute().to_dict('records')]
     return manifest, records, rows
 
 
