@@ -21,8 +21,8 @@ __all__ = ['make_voc_example', 'make_coco_example']
 _POSES = ('Unspecified', 'Left', 'Right', 'Frontal', 'Rear')
 
 
-def make_voc_example(root, num_images=8, splits=((2007, 'trainval'),), size=(500, 375),
-                     seed=0, quality=90):
+def make_voc_example(root, num_images=8, splits=((2007, 'trainval'), (2012, 'trainval')),
+                     size=(500, 375), seed=0, quality=90):
     """Write a small Pascal VOC dataset under ``root`` in gluoncv's layout; returns ``root``.
 
     Per split, ``num_images`` images ``<folder>/JPEGImages/<id>.jpg`` (ids ``000001``,
@@ -37,8 +37,9 @@ def make_voc_example(root, num_images=8, splits=((2007, 'trainval'),), size=(500
         The dataset's root (gluoncv's ``root``), made if missing.
     num_images : int, default 8
         Images per split.
-    splits : sequence, default ((2007, 'trainval'),)
-        The splits to write, as gluoncv's ``VOCDetection`` takes them (or ``'2007:test'``).
+    splits : sequence, default ((2007, 'trainval'), (2012, 'trainval'))
+        The splits to write, as gluoncv's ``VOCDetection`` takes them (or ``'2007:test'``);
+        the default is its default.
     size : (int, int), default (500, 375)
         Every image's width and height.
     seed : int, default 0
@@ -50,12 +51,13 @@ def make_voc_example(root, num_images=8, splits=((2007, 'trainval'),), size=(500
     >>> import tempfile
     >>> tmp = tempfile.TemporaryDirectory()
     >>> root = make_voc_example(tmp.name, num_images=3, size=(64, 48))
-    >>> sorted(os.listdir(os.path.join(root, 'VOC2007', 'JPEGImages')))
+    >>> sorted(os.listdir(os.path.join(root, 'VOC2012', 'JPEGImages')))
     ['000001.jpg', '000002.jpg', '000003.jpg']
     >>> from gluoncv.data import VOCDetection
-    >>> image, label = VOCDetection(root, splits=[(2007, 'trainval')])[0]
-    >>> image.shape, label.shape[1]
-    ((48, 64, 3), 6)
+    >>> dataset = VOCDetection(root)  # gluoncv's default splits: 2007 and 2012 trainval
+    >>> image, label = dataset[0]
+    >>> len(dataset), image.shape, label.shape[1]
+    (6, (48, 64, 3), 6)
     >>> tmp.cleanup()
     """
     num_images = check_int(num_images, 'num_images', minimum=0)
