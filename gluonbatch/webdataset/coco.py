@@ -84,6 +84,8 @@ def from_coco(root, dst, split='train2017', segmentation=False, min_object_area=
     ------
     FileNotFoundError
         No ``root``, annotation file or image (named).
+    NotADirectoryError
+        ``dst`` is a file.
     ValueError
         An annotation file that is not JSON or not COCO's layout, an annotation gluoncv
         could not use (named by its id), no image at all, or a ``dst`` that holds a

@@ -30,8 +30,8 @@ def from_voc(root, dst, splits=((2007, 'trainval'), (2012, 'trainval')), classes
     Records follow the splits in the order given and each split's list
     (``<folder>/ImageSets/Main/<name>.txt``) line by line (blank lines skipped). A record
     holds the image file's bytes (``jpg``, as they are), a caption (``txt``: the class
-    names of its label's rows, ``'dog, person'``) and its annotations (``json``): the label as
-    gluoncv computes it (rows ``xmin - 1, ymin - 1, xmax - 1, ymax - 1, class, difficult``
+    names of its label's rows, ``'dog, person'``) and its annotations (``json``): the
+    label as gluoncv computes it (rows ``xmin - 1, ymin - 1, xmax - 1, ymax - 1, class, difficult``
     of the objects whose name, stripped and lower-cased, is one of ``classes``; float64, a
     ``(0,)`` array without objects), the image (``id``, ``folder``, ``file_name``,
     ``width``, ``height``) and every object of the XML as it is written there (``name``,
@@ -78,6 +78,8 @@ def from_voc(root, dst, splits=((2007, 'trainval'), (2012, 'trainval')), classes
     ------
     FileNotFoundError
         No ``root``, or a split's list, an annotation file or an image is missing (named).
+    NotADirectoryError
+        ``dst`` is a file.
     ValueError
         A file that cannot be read as a VOC annotation, an invalid box (with
         ``invalid_boxes='error'``), no image at all, or a ``dst`` that holds a dataset;
