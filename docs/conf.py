@@ -83,7 +83,8 @@ def cli_help():
     """``_generated/cli_help.txt``: literal blocks of every command's ``--help``."""
     commands = [[], ['demo'], ['show'], ['wds'], ['wds', 'index'],
                 ['wds', 'inspect'], ['wds', 'verify'], ['wds', 'reshard'], ['wds', 'embed'],
-                ['wds', 'score'], ['wds', 'filter']]
+                ['wds', 'score'], ['wds', 'filter'], ['wds', 'from-voc'],
+                ['wds', 'from-coco']]
     parts = []
     for argv in commands:
         command = ' '.join(['gluonbatch'] + argv)

@@ -1,5 +1,6 @@
 """``gluonbatch wds``: index, inspect, verify, reshard, embed, score and filter sharded
-image-text datasets (the curation steps are in :mod:`gluonbatch.cli.curate`).
+image-text datasets (the curation steps are in :mod:`gluonbatch.cli.curate`), and convert
+Pascal VOC and MS COCO into detection shards (:mod:`gluonbatch.cli.convert`).
 
 The datasets are directories of ``NNNNN.tar`` + ``.parquet`` + ``.idx`` files
 (:mod:`gluonbatch.webdataset`). Bad datasets are reported on one line, not as tracebacks:
@@ -12,6 +13,7 @@ import sys
 from .._core.argtypes import non_negative_int, positive_int
 from .._core.console import is_terminal
 from .._core.wording import plural
+from . import convert
 from .curate import add_actions, dask_options, write_kept
 from .usage import EXIT_USAGE, UsageError
 
@@ -108,7 +110,8 @@ def add_parser(commands):
     """
     wds = commands.add_parser('wds', help='sharded image-text datasets (NNNNN.tar + '
                                           '.parquet + .idx): index, inspect, verify, '
-                                          'reshard, embed, score, filter')
+                                          'reshard, embed, score, filter; VOC and COCO '
+                                          'into detection shards')
     actions = wds.add_subparsers(dest='wds_command', required=True, metavar='ACTION')
 
     index = actions.add_parser('index', help='write the v1.2 .idx file of tar files')
@@ -146,6 +149,7 @@ def add_parser(commands):
     dask_options(reshard)
     reshard.set_defaults(run=run, action=_reshard)
     add_actions(actions, run, _reshard_options)
+    convert.add_actions(actions, run)
     return wds
 
 

@@ -34,8 +34,16 @@ The modules, one job each:
 - ``reshard``: the writer behind ``to_webdataset``;
 - ``progress``: the progress of Dask computations, a bar on a terminal or a line each;
 - ``verify``: checking a whole dataset (:func:`verify`);
+- ``example``: a small synthetic dataset;
+- ``detection``: :class:`DetectionShards`, gluoncv's VOC and COCO items read from shards;
 - ``window``: an epoch order that reads a few shards at a time (:class:`ShardWindowSampler`);
-- ``example``: a small synthetic dataset.
+- ``detection_format``: the manifest and record annotations of detection shards;
+- ``detection_sources``: the classes and splits of Pascal VOC and COCO;
+- ``voc`` and ``coco``: converting VOC and COCO, in gluoncv's layouts, into detection shards
+  (:func:`from_voc`, :func:`from_coco`), through ``convert``, which writes them all at once
+  or not at all;
+- ``detection_example``: small VOC and COCO datasets in gluoncv's layouts
+  (:func:`make_voc_example`, :func:`make_coco_example`).
 
 Examples
 --------
@@ -57,16 +65,21 @@ Examples
 [(4, 4), (2, 2)]
 >>> tmp.cleanup()
 """
+from .coco import from_coco
 from .dataset import ImageTextPairDataset
+from .detection import DetectionShards
+from .detection_example import make_coco_example, make_voc_example
 from .example import make_example_dataset
 from .index import INDEX_VERSION, write_index
 from .records import IMAGE_EXTENSIONS
 from .stages import (EmbeddingClassifier, ExportedEmbeddingClassifier, ExportedImageEmbedder,
                      GluonImageEmbedder, ImageClassifier, ImageEmbedder)
 from .verify import Problem, Report, verify
+from .voc import from_voc
 from .window import ShardWindowSampler
 
 __all__ = ['ImageTextPairDataset', 'write_index', 'make_example_dataset',
            'IMAGE_EXTENSIONS', 'INDEX_VERSION', 'ImageEmbedder', 'GluonImageEmbedder',
            'ExportedImageEmbedder', 'ImageClassifier', 'EmbeddingClassifier',
-           'ExportedEmbeddingClassifier', 'verify', 'Problem', 'Report', 'ShardWindowSampler']
+           'ExportedEmbeddingClassifier', 'verify', 'Problem', 'Report', 'from_voc', 'from_coco',
+           'make_voc_example', 'make_coco_example', 'DetectionShards', 'ShardWindowSampler']

@@ -1,8 +1,11 @@
-"""Progress of Dask computations: a bar on a terminal, one line per computation elsewhere.
+"""Progress of Dask computations and of loops: a bar on a terminal, one line per
+computation or loop elsewhere.
 
 :func:`local_progress` watches the computations of Dask's local schedulers (threads,
 synchronous); :func:`wait_with_progress` waits for the futures of a ``distributed``
-client. Both choose by whether ``sys.stdout`` is a terminal.
+client. Both choose by whether ``sys.stdout`` is a terminal. :func:`counted` shows the
+progress of a loop in the driver (converting a dataset, say): a ``tqdm`` bar where
+``sys.stderr``, which the bar is drawn on, is a terminal.
 """
 import contextlib
 import contextvars
@@ -13,7 +16,8 @@ from dask.callbacks import Callback
 
 from .._core.console import is_terminal, stage_line
 
-__all__ = ['local_progress', 'wait_with_progress', 'StageLines', 'stage_named', 'staged']
+__all__ = ['local_progress', 'wait_with_progress', 'StageLines', 'stage_named', 'staged',
+           'counted']
 
 
 # What the computation running now does, for its progress line (None: unnamed).
@@ -95,3 +99,38 @@ def wait_with_progress(futures, label):
     done = sum(future.status == 'finished' for future in futures)
     print(stage_line(staged(label), done, len(futures), time.perf_counter() - started),
           flush=True)
+
+
+def counted(items, label, unit='item', show=True):
+    """Yield ``items`` (a sized iterable), showing how many are done when ``show``: a
+    ``tqdm`` bar if ``sys.stderr`` is a terminal, else one line on ``sys.stdout`` when the
+    loop ends, labelled ``label`` (and the current stage, :func:`stage_named`). A loop
+    stopped by an error says so on its line.
+
+    Examples
+    --------
+    >>> with stage_named('reading'):
+    ...     total = sum(counted([1, 2, 3], 'convert', 'image'))
+    ... # doctest: +ELLIPSIS
+    convert (reading): 3/3 images done in ... s
+    >>> sum(counted([1, 2], 'convert', show=False))
+    3
+    """
+    if not show:
+        yield from items
+        return
+    total = len(items)
+    if is_terminal(sys.stderr):
+        from tqdm import tqdm
+
+        with tqdm(items, total=total, desc=staged(label), unit=unit, file=sys.stderr) as bar:
+            yield from bar
+        return
+    started, done = time.perf_counter(), 0
+    try:
+        for item in items:
+            yield item
+            done += 1
+    finally:
+        print(stage_line(staged(label), done, total, time.perf_counter() - started, unit),
+              flush=True)
