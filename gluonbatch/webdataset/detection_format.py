@@ -145,7 +145,11 @@ def record_label(annotations):
     array([[1., 2., 3., 4., 0., 0.]])
     >>> record_label({'label': [], 'label_dtype': 'float64'}).shape
     (0,)
+    >>> record_label({'label': None}) is None  # COCOInstance's image without objects
+    True
     """
+    if annotations['label'] is None:
+        return None
     return np.array(annotations['label'], dtype=annotations.get('label_dtype', 'float64'))
 
 
@@ -155,6 +159,10 @@ def record_polygons(annotations):
 
     >>> [p.tolist() for p in record_polygons({'segm': [[[0, 0, 4, 0, 4, 3]]]})[0]]
     [[[0.0, 0.0], [4.0, 0.0], [4.0, 3.0]]]
+    >>> record_polygons({'segm': None}) is None
+    True
     """
+    if annotations['segm'] is None:
+        return None
     return [[np.asarray(polygon).reshape(-1, 2).astype('float32') for polygon in polygons]
             for polygons in annotations['segm']]
