@@ -9,7 +9,9 @@ Run under ``scripts/launch_local.py`` (or MXNet's ``tools/launch.py``), which se
 
 Each worker creates the ``dist_sync`` kvstore, takes its part of a synthetic dataset with
 ``gluonbatch.sampler.SplitSampler(len, num_workers, rank, shuffle=True)`` (or, with
-``--webdataset DIR``, its shards of an image-text dataset), batches it with gluonbatch
+``--webdataset DIR``, its shards of an image-text dataset; with ``--shards DIR``, its
+equal part of a detection dataset on shards in ``gluonbatch.webdataset.ShardWindowSampler``'s
+order, a window of ``--shard-window`` shards at a time), batches it with gluonbatch
 (``Pad(num_shards=D)`` per device), splits every batch onto ``--devices`` CPU contexts
 with ``ShardedLoader`` and trains with ``gluon.Trainer(..., kvstore=kv)``. With
 ``--report-dir`` every worker writes ``rank<R>.json``: the sample ids it loaded per epoch
@@ -63,11 +65,30 @@ class Augment:
     """A random flip (numpy's generator) and gain (Python's) of a synthetic sample, named
     by its id and the SHA-256 of the augmented image: what a seeded run must reproduce."""
 
-    def __call__(self, image, target, index):
+    def __call__(self, image, target, name):
         if np.random.rand() < 0.5:
             image = image[:, :, ::-1]
         image = np.ascontiguousarray(image * np.float32(0.5 + random.random()))
-        return image, target, '%d:%s' % (index, hashlib.sha256(image.tobytes()).hexdigest()[:16])
+        return image, target, '%s:%s' % (name, hashlib.sha256(image.tobytes()).hexdigest()[:16])
+
+
+class ShardSamples(mx.gluon.data.Dataset):
+    """Record i of a detection dataset on shards as a sample: (CHW float image at an eighth
+    of its size, the number of objects / 10, the record's key)."""
+
+    def __init__(self, path):
+        from gluonbatch.webdataset import DetectionShards
+
+        self.shards = DetectionShards(path)
+        self.shard_lengths = self.shards.shard_lengths
+
+    def __len__(self):
+        return len(self.shards)
+
+    def __getitem__(self, i):
+        image, label = self.shards[i][:2]
+        chw = image.asnumpy()[::8, ::8].transpose((2, 0, 1)).astype('float32') / 255
+        return chw, np.float32(len(label) / 10), self.shards.record_id(i)
 
 
 def webdataset_dataset(path, id_col, rank, num_workers):
@@ -87,9 +108,35 @@ def webdataset_dataset(path, id_col, rank, num_workers):
     return dataset.transform(sample, lazy=True)
 
 
+def shard_loader(args, rank, num_workers):
+    """This rank's ``(sampler, loader)`` over the detection shards of ``--shards``: every
+    rank opens the whole dataset and reads its equal part of the window order."""
+    from gluonbatch.webdataset import ShardWindowSampler
+
+    dataset = ShardSamples(args.shards)
+    seed = args.seed if args.loader_seed is None else args.loader_seed
+    order = ShardWindowSampler(dataset, window=args.shard_window, seed=seed,
+                               num_parts=num_workers, part_index=rank, last_part=args.last_part)
+    batchify = Tuple(Pad(axis=(1, 2), num_shards=args.devices), Stack(), List())
+    if args.loader_seed is None:
+        return order, mx.gluon.data.DataLoader(
+            dataset, batch_size=args.batch_size, sampler=order, last_batch='keep',
+            batchify_fn=batchify, num_workers=args.num_loader_workers)
+    sampler = SeededBatchSampler(len(dataset), args.batch_size, args.loader_seed,
+                                 last_batch='keep', order=order)
+    return sampler, mx.gluon.data.DataLoader(
+        SeededDataset(dataset.transform(Augment())), batch_sampler=sampler,
+        batchify_fn=batchify, num_workers=args.num_loader_workers)
+
+
 def make_loader(args, rank, num_workers, ctx_list):
     """This rank's ``(sampler, loader)``: the loader a ``ShardedLoader`` over ``ctx_list``,
     the sampler the one whose ``set_epoch`` starts an epoch."""
+    if args.shards:
+        if args.webdataset:
+            raise SystemExit('give --shards (detection) or --webdataset (image-text), not both')
+        sampler, batches = shard_loader(args, rank, num_workers)
+        return sampler, ShardedLoader(batches, ctx_list)
     batchify = Tuple(Pad(axis=(1, 2), num_shards=args.devices), Stack(), List())
     if args.loader_seed is not None:
         if args.webdataset:
@@ -152,11 +199,16 @@ def main(argv=None):
                         help='train on this rank\'s shards of an image-text dataset '
                              '(gluonbatch.webdataset) instead of synthetic data')
     parser.add_argument('--id-col', default='key', help='id column of --webdataset')
+    parser.add_argument('--shards', metavar='DIR',
+                        help='train on this rank\'s part of a detection dataset on shards '
+                             '(gluonbatch wds from-voc or from-coco) instead of synthetic data')
+    parser.add_argument('--shard-window', type=int, default=4, metavar='W',
+                        help='--shards: shards whose samples are shuffled together')
     parser.add_argument('--report-dir', help='write rank<R>.json here')
     parser.add_argument('--loader-seed', type=int, default=None,
                         help='seeded loading: every step\'s samples and augmentations a '
                              'function of this seed, the same global batch for any number '
-                             'of workers (synthetic data only)')
+                             'of workers (synthetic data or --shards)')
     parser.add_argument('--kvstore', default='dist_sync')
     parser.add_argument('--fail-rank', type=int, default=None,
                         help='(testing) this rank exits with status 3 after one step')

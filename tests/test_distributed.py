@@ -170,3 +170,23 @@ def test_the_training_script_names_objects_that_exist():
     for name in names:
         module, _, attribute = name.rpartition('.')
         assert hasattr(importlib.import_module(module), attribute), name
+
+
+def test_detection_shards_split_equally_by_rank(tmp_path):
+    """--shards: every rank reads its equal part of the window order; together the parts
+    are the dataset, each record once."""
+    from gluonbatch.webdataset import DetectionShards, from_voc, make_voc_example
+
+    root = make_voc_example(str(tmp_path / 'voc'), num_images=12, size=(64, 48), seed=2)
+    shards = from_voc(root, str(tmp_path / 'shards'), splits=[(2007, 'trainval')],
+                      samples_per_shard=3)
+    reports_dir = tmp_path / 'reports'
+    result = _launch(['--steps', '2', '--batch-size', '3', '--shards', shards,
+                      '--shard-window', '2', '--report-dir', str(reports_dir)])
+    assert result.returncode == 0, _explain(result)
+    reports = _reports(reports_dir)
+    _check_sync(reports, 2)
+    seen = [r['seen']['0'] for r in reports]
+    assert [len(names) for names in seen] == [6, 6]
+    dataset = DetectionShards(shards)
+    assert sorted(seen[0] + seen[1]) == sorted(dataset.record_id(i) for i in range(12))

@@ -354,3 +354,46 @@ def test_picture_draws_heatmaps_over_the_images(tmp_path):
     hot[2:6, 2:6] = 1
     assert (draw('hot.png', [hot]) != plain).any()
     assert (draw('cold.png', [np.zeros((16, 16))]) == plain).all()  # zero is transparent
+
+
+@pytest.fixture(scope='module')
+def voc_shards(tmp_path_factory):
+    """Detection shards converted from a small VOC: 12 images in 3 shards."""
+    from gluonbatch.webdataset import from_voc, make_voc_example
+
+    base = tmp_path_factory.mktemp('voc-shards')
+    root = make_voc_example(str(base / 'voc'), num_images=12, size=(160, 120), seed=5)
+    return from_voc(root, str(base / 'shards'), splits=[(2007, 'trainval')],
+                    samples_per_shard=4)
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+def test_ssd_loader_trains_from_shards(voc_shards, num_workers, capsys):
+    assert ssd.main(['--shards', voc_shards, '--shard-window', '2', '--batches', '2',
+                     '--batch-size', '2', '--no-progress', '--num-workers', str(num_workers)]
+                    + SMALL['ssd']) == 0
+    assert_loader_output(capsys.readouterr().out)
+
+
+def test_shards_train_batches_follow_the_window_order_for_any_num_workers(voc_shards):
+    from gluonbatch._core.tree import array_leaves
+    from gluonbatch.examples.runner import loader_parser
+
+    def batches(num_workers):
+        parser = loader_parser('ssd', 'ssd', 2, 'data-shape', NETWORKS['ssd'])
+        parts = ssd.build(parser.parse_args(['--shards', voc_shards, '--shard-window', '1',
+                                             '--num-workers', str(num_workers)]
+                                            + SMALL['ssd']))
+        return [[field.asnumpy() for field in array_leaves(batch)]
+                for batch in parts['train_loader'](parts['train_batchify'])]
+
+    alone = batches(0)
+    assert len(alone) == 6
+    for batch, other in zip(alone, batches(2)):
+        for field, other_field in zip(batch, other):
+            np.testing.assert_array_equal(field, other_field)
+
+
+def test_mask_rcnn_needs_shards_with_polygons(voc_shards):
+    assert 'has no polygons' in str(exit_of(rcnn.main_mask, ['--shards', voc_shards]
+                                            + SMALL['mask_rcnn']))

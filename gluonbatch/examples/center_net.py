@@ -14,7 +14,8 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from .runner import detection_dataset, detector_loaders, loader_parser, run_example
+from .runner import (detection_dataset, detector_loaders, loader_parser, run_example,
+                     train_order)
 
 TRAIN_FIELDS = ('image', 'heatmap_targets', 'wh_targets', 'wh_masks', 'center_reg_targets',
                 'center_reg_masks')
@@ -109,7 +110,8 @@ def build(args):
         size, size, num_class=num_class, scale_factor=net.scale, targets=False))
     val_data = detection_dataset(args, split='val').transform(
         CenterNetDefaultValTransform(size, size))
-    train_loader, val_loader, _ = detector_loaders(args, train_data, val_data)
+    order = train_order(args, train_base)  # --shards: a window at a time
+    train_loader, val_loader, _ = detector_loaders(args, train_data, val_data, order)
 
     def gluoncv_loader(gcv):
         """train_center_net.py's loader: gluoncv's preset with its targets, stacked."""

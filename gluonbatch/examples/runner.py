@@ -16,9 +16,9 @@ from .._core.wording import plural
 from ..seeded import SeededBatchSampler, SeededDataset
 from .synthetic import SyntheticDetection
 
-__all__ = ['loader_parser', 'detection_dataset', 'time_loader', 'describe_batch',
-           'print_summary', 'compare_with_gluoncv', 'check_losses', 'seeding_line',
-           'run_example']
+__all__ = ['loader_parser', 'detection_dataset', 'train_order', 'detector_loaders',
+           'time_loader', 'describe_batch', 'print_summary', 'compare_with_gluoncv',
+           'check_losses', 'seeding_line', 'run_example']
 
 
 def _directory(text):
@@ -68,6 +68,13 @@ def loader_parser(prog, description, batch_size, image_options, network):
     group.add_argument('--coco-root', type=_directory, metavar='DIR',
                        help='read MS COCO from DIR (gluoncv layout) instead of the '
                             'embedded data')
+    group.add_argument('--shards', type=_directory, metavar='DIR',
+                       help='train from the detection shards in DIR (gluonbatch wds from-voc '
+                            'or from-coco), read a window of shards at a time')
+    parser.add_argument('--val-shards', type=_directory, metavar='DIR',
+                        help='validate on the detection shards in DIR (default: --shards)')
+    parser.add_argument('--shard-window', type=positive_int, default=4, metavar='W',
+                        help='--shards: shards whose samples are shuffled together')
     parser.add_argument('--compare-gluoncv', action='store_true',
                         help="also run the loader with gluoncv's batchify and print the ratio")
     parser.add_argument('--train-steps', type=non_negative_int, default=0, metavar='K',
@@ -80,7 +87,16 @@ def loader_parser(prog, description, batch_size, image_options, network):
 
 
 def detection_dataset(args, masks=False, split='train'):
-    """The dataset the options ask for: VOC or COCO through gluoncv, else embedded data."""
+    """The dataset the options ask for: shards, VOC or COCO through gluoncv, else embedded
+    data."""
+    if args.shards:
+        from ..webdataset import DetectionShards
+        path = args.val_shards if split != 'train' and args.val_shards else args.shards
+        dataset = DetectionShards(path)
+        if masks and not dataset.segmentation:
+            raise SystemExit('%s has no polygons: convert it with gluonbatch wds from-coco '
+                             '--segmentation' % path)
+        return dataset
     if args.voc_root:
         from gluoncv.data import VOCDetection
         splits = [(2007, 'trainval'), (2012, 'trainval')] if split == 'train' else \
@@ -94,7 +110,17 @@ def detection_dataset(args, masks=False, split='train'):
                               seed=args.seed + (0 if split == 'train' else 1))
 
 
-def detector_loaders(args, train_data, val_data):
+def train_order(args, dataset):
+    """The train loader's order over ``dataset``: a window of ``--shard-window`` shards at a
+    time for shards (a :class:`~gluonbatch.webdataset.ShardWindowSampler` of ``--seed``),
+    else None (the seeded sampler's own shuffle)."""
+    if not args.shards:
+        return None
+    from ..webdataset import ShardWindowSampler
+    return ShardWindowSampler(dataset, window=args.shard_window, seed=args.seed)
+
+
+def detector_loaders(args, train_data, val_data, order=None):
     """The loaders gluoncv's single-stage detector scripts (SSD, YOLOv3, CenterNet) build,
     the training one seeded.
 
@@ -103,7 +129,8 @@ def detector_loaders(args, train_data, val_data):
     function over ``train_data``, seeded from ``--seed`` (a
     :class:`~gluonbatch.seeded.SeededDataset` read in the batches of a
     :class:`~gluonbatch.seeded.SeededBatchSampler`: the same batches for any
-    ``--num-workers``); ``train_loader(batchify_fn, dataset, seed=None)`` makes the
+    ``--num-workers``), in ``order`` if given (:func:`train_order`);
+    ``train_loader(batchify_fn, dataset, seed=None)`` makes the
     loader gluoncv's script makes, unseeded, over ``dataset``. The validation loader
     keeps the last batch and stacks images beside labels padded with -1, in
     ``--num-shards`` shards.
@@ -115,7 +142,7 @@ def detector_loaders(args, train_data, val_data):
                                             batchify_fn=batchify_fn, last_batch='rollover',
                                             num_workers=args.num_workers)
         sampler = SeededBatchSampler(len(dataset), args.batch_size, seed=seed,
-                                     last_batch='rollover')
+                                     last_batch='rollover', order=order)
         return mx.gluon.data.DataLoader(SeededDataset(dataset), batch_sampler=sampler,
                                         batchify_fn=batchify_fn, num_workers=args.num_workers)
 

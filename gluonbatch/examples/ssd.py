@@ -14,7 +14,8 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from ..batchify import SSDTrainBatchify
-from .runner import detection_dataset, detector_loaders, loader_parser, run_example
+from .runner import (detection_dataset, detector_loaders, loader_parser, run_example,
+                     train_order)
 
 TRAIN_FIELDS = ('image', 'cls_targets', 'box_targets')
 VAL_FIELDS = ('image', 'label')
@@ -33,7 +34,8 @@ def build(args):
     train_base = detection_dataset(args)
     train_data = train_base.transform(SSDDefaultTrainTransform(size, size))
     val_data = detection_dataset(args, split='val').transform(SSDDefaultValTransform(size, size))
-    train_loader, val_loader, val_batchify = detector_loaders(args, train_data, val_data)
+    order = train_order(args, train_base)  # --shards: a window at a time
+    train_loader, val_loader, val_batchify = detector_loaders(args, train_data, val_data, order)
 
     def gluoncv_loader(gcv):
         """train_ssd.py's loader: gluoncv's preset with the anchors' targets, stacked."""

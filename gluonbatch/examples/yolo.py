@@ -13,7 +13,8 @@ import warnings
 import mxnet as mx
 from mxnet import autograd, gluon
 
-from .runner import detection_dataset, detector_loaders, loader_parser, run_example
+from .runner import (detection_dataset, detector_loaders, loader_parser, run_example,
+                     train_order)
 
 TRAIN_FIELDS = ('image', 'objectness', 'center_targets', 'scale_targets', 'weights',
                 'class_targets', 'gt_boxes')
@@ -39,7 +40,8 @@ def build(args):
     train_data = train_base.transform(YOLO3DefaultTrainTransform(size, size))
     val_data = detection_dataset(args, split='val').transform(
         YOLO3DefaultValTransform(size, size))
-    train_loader, val_loader, _ = detector_loaders(args, train_data, val_data)
+    order = train_order(args, train_base)  # --shards: a window at a time
+    train_loader, val_loader, _ = detector_loaders(args, train_data, val_data, order)
 
     def gluoncv_loader(gcv):
         """train_yolo3.py's loader: gluoncv's preset with the network's targets."""
