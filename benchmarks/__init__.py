@@ -108,6 +108,16 @@ How it measures
   last batch of a 10,000-sample epoch (goal: at most 1.1x), and ``state_dict()`` (goal:
   under 1 ms).
 
+* **The shards case** (``benchmarks.cases_shards``) writes a VOC-like dataset of real
+  500x375 JPEGs in gluoncv's layout, converts it to shards and times, in interleaved
+  rounds, the SSD300 training loader (gluonbatch's preset and batch targets, 2 workers,
+  batch 32) over :class:`~gluonbatch.webdataset.DetectionShards` in a
+  :class:`~gluonbatch.webdataset.ShardWindowSampler`'s order against the same loader over
+  gluoncv's ``VOCDetection`` on the files (goal: at least as many images/s), decoding
+  alone as the floor; every record read without decoding against copying the shard files
+  (goal: at least half the copy's records/s); and opening a dataset of 1,000 shards and
+  reading a record (goal: at most 1 s).
+
 The output is a report, not a test: goals are printed with PASS/MISS next to the measured
 ratio, and the script exits 0 either way. ``--json PATH`` writes the results for plotting;
 ``--plot PATH`` draws them as a bar chart of the ratios to the floor

@@ -124,6 +124,12 @@ def _preamble(facts, rows, quick):
             lines.append('seeded_loader: the work seeding adds to a batch (its keys made and '
                          'pickled, each sample\'s generators seeded, MXNet\'s once), alone: '
                          '%.2f CPU ms' % row['seeding_ms'])
+        if row['case'] == 'shards':
+            lines.append('shards: images/s %s; raw reads %.0f records/s vs copying the shards '
+                         '%.0f; opening %d shards %.1f ms'
+                         % (', '.join('%s %.1f' % item for item in row['images_per_s'].items()),
+                            row['records_per_s']['read_raw'], row['records_per_s']['copy'],
+                            row['open_shards'], row['open_ms']))
         if row['case'] == 'resume':
             ms = row['medians_ms']
             lines.append('resume: load_state_dict + first batch %.3f ms at the first batch, '

@@ -66,7 +66,8 @@ CASES = (('pad_labels', 'cases_batchify', SMALL_ROUNDS),
          ('batch_targets_yolo', 'cases_batch_targets', BIG_ROUNDS),
          ('batch_targets_center_net', 'cases_batch_targets', BIG_ROUNDS),
          ('seeded_loader', 'cases_seeded', SEEDED_ROUNDS),
-         ('resume', 'cases_seeded', SMALL_ROUNDS))
+         ('resume', 'cases_seeded', SMALL_ROUNDS),
+         ('shards', 'cases_shards', LOADER_ROUNDS))
 
 
 def parse_args(argv):

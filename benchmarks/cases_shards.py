@@ -1,0 +1,148 @@
+"""Case ``shards``: training from detection shards against training from the files.
+
+A VOC-like dataset of real 500x375 JPEGs (2-8 boxes each) is written in gluoncv's layout
+(:func:`~gluonbatch.webdataset.make_voc_example`) and converted to shards
+(:func:`~gluonbatch.webdataset.from_voc`). Then, in the same interleaved rounds:
+
+- ``gluonbatch``: the SSD300 training loader (gluonbatch's preset without targets and the
+  batch's targets, 2 workers, batch 32) over :class:`~gluonbatch.webdataset.DetectionShards`
+  in :class:`~gluonbatch.webdataset.ShardWindowSampler`'s order;
+- ``gluoncv``: the same loader over gluoncv's ``VOCDetection`` on the same files, shuffled;
+- ``floor``: decoding alone, the same records from the shards, 2 workers.
+
+The goal: the loader on shards gives at least as many images/s as on the files. Beside them,
+once per round: every record read without decoding (``read_raw``, window order, one
+process) against copying the shard files (the goal: at least half the copy's records/s),
+and opening a dataset of 1,000 shards, converted the same way (the goal: 1 s at most).
+
+The case function takes ``(rng, rounds, quick)`` and returns the case's row with its
+checks. This module imports gluoncv: the runner imports it only to run the case.
+"""
+import functools
+import itertools
+import os
+import shutil
+import tempfile
+import time
+
+import mxnet as mx
+
+from gluonbatch.webdataset import (DetectionShards, ShardWindowSampler, from_voc,
+                                   make_voc_example)
+
+from .cases_loader import WORKERS
+from .cases_transforms import BATCH_SIZE, QUICK_LOADER, target_batchify, untargeted_preset
+from .harness import interleave, time_epoch
+from .rows import ms_fields, ratio_check, value_check
+
+__all__ = ['case_shards', 'LOADER_GOAL', 'READ_GOAL', 'OPEN_GOAL_MS', 'OPEN_SHARDS']
+
+#: The goals: shards' images/s over the files'; raw records/s over the copy's; opening.
+LOADER_GOAL, READ_GOAL, OPEN_GOAL_MS = 1.0, 0.5, 1000.0
+#: Shards of the dataset whose opening is timed.
+OPEN_SHARDS = 1000
+#: Batches per epoch of the loaders, and shards per window of the sampler.
+BATCHES, WINDOW = 8, 2
+
+
+def _read_all(dataset, order):
+    """Seconds to read the records ``order`` of ``dataset`` without decoding them."""
+    start = time.perf_counter()
+    for i in order:
+        dataset.read_raw(i)
+    return time.perf_counter() - start
+
+
+def _copy(paths, root, names):
+    """Seconds to copy the files ``paths`` into a new directory of ``root`` (named from
+    ``names``, an iterator); removed after."""
+    target = os.path.join(root, 'copy%d' % next(names))
+    os.makedirs(target)
+    start = time.perf_counter()
+    for path in paths:
+        shutil.copyfile(path, os.path.join(target, os.path.basename(path)))
+    elapsed = time.perf_counter() - start
+    shutil.rmtree(target)
+    return elapsed
+
+
+def _open(path):
+    """Seconds to open the dataset at ``path`` and read its last record's label."""
+    start = time.perf_counter()
+    dataset = DetectionShards(path)
+    dataset.annotations(len(dataset) - 1)
+    elapsed = time.perf_counter() - start
+    dataset.close()
+    return elapsed
+
+
+def _many_shards(root, count):
+    """A dataset of ``count`` one-record shards, converted from small VOC-like images."""
+    voc = make_voc_example(os.path.join(root, 'voc-many'), num_images=count,
+                           splits=[(2007, 'trainval')], size=(48, 36), seed=1)
+    return from_voc(voc, os.path.join(root, 'many'), splits=[(2007, 'trainval')],
+                    samples_per_shard=1, progress=False)
+
+
+def case_shards(rng, rounds, quick):
+    """Detection shards: a training loader's images/s against the files, raw reads against
+    a copy, and the time to open 1,000 shards."""
+    from gluoncv.data import VOCDetection
+
+    batch_size, batches = QUICK_LOADER if quick else (BATCH_SIZE, BATCHES)
+    count, open_shards = batch_size * batches, 50 if quick else OPEN_SHARDS
+    root = tempfile.mkdtemp(prefix='gluonbatch-bench-shards-')
+    try:
+        voc = make_voc_example(os.path.join(root, 'voc'), num_images=count,
+                               splits=[(2007, 'trainval')], seed=int(rng.integers(2 ** 31)))
+        path = from_voc(voc, os.path.join(root, 'shards'), splits=[(2007, 'trainval')],
+                        samples_per_shard=max(1, count // 8), progress=False)
+        shards = DetectionShards(path)
+        files = VOCDetection(root=voc, splits=[(2007, 'trainval')])
+        preset, batchify = untargeted_preset('ssd', quick), target_batchify('ssd', quick)
+        window = ShardWindowSampler(shards, window=WINDOW, seed=0)
+
+        def loader(dataset, **options):
+            options.setdefault('batchify_fn', batchify)
+            return mx.gluon.data.DataLoader(dataset, batch_size=batch_size, last_batch='keep',
+                                            num_workers=WORKERS, **options)
+
+        loaders = {'gluonbatch': loader(shards.transform(preset), sampler=window),
+                   'gluoncv': loader(files.transform(preset), shuffle=True),
+                   # the decoded images' heights: the decode, and next to nothing sent back
+                   'floor': loader(shards.transform(lambda image, label: image.shape[0]),
+                                   sampler=window, batchify_fn=list)}
+        order = window.indices(0).tolist()
+        many = _many_shards(root, open_shards)
+        follow = {'read_raw': functools.partial(_read_all, shards, order),
+                  'copy': functools.partial(_copy, shards.tar_files, root, itertools.count()),
+                  'open': functools.partial(_open, many)}
+        medians, times = interleave({name: functools.partial(time_epoch, ld)
+                                     for name, ld in loaders.items()}, rounds, follow)
+        del loaders
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    extra = {name: medians.pop(name) for name in follow}
+    times = {name: values for name, values in times.items() if name in medians}
+    records_per_s = {'read_raw': count / extra['read_raw'], 'copy': count / extra['copy']}
+    row = {'case': 'shards', 'rounds': rounds,
+           'title': 'SSD300 from shards vs files, %d-worker loader, B=%d' % (WORKERS,
+                                                                          batch_size),
+           'unit': 'ms per batch; rounds are epochs of %d batches' % batches,
+           'outputs': [], 'out_bytes': 0,
+           'images_per_s': {'shards': batch_size / medians['gluonbatch'],
+                            'files': batch_size / medians['gluoncv'],
+                            'decode only': batch_size / medians['floor']},
+           'records_per_s': records_per_s, 'open_ms': extra['open'] * 1e3,
+           'open_shards': open_shards, **ms_fields(medians, times)}
+    row['ratios'] = {'gluoncv/gluonbatch': medians['gluoncv'] / medians['gluonbatch'],
+                     'gluonbatch/floor': medians['gluonbatch'] / medians['floor'],
+                     'gluoncv/floor': medians['gluoncv'] / medians['floor']}
+    row['checks'] = [
+        ratio_check('images/s from shards / from files', row['ratios']['gluoncv/gluonbatch'],
+                    ('>=', LOADER_GOAL)),
+        ratio_check('raw records/s / copying the shards',
+                    records_per_s['read_raw'] / records_per_s['copy'], ('>=', READ_GOAL)),
+        value_check('open %d shards and read a record' % open_shards, row['open_ms'], 'ms',
+                    ('<=', OPEN_GOAL_MS))]
+    return row
