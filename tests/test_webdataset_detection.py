@@ -216,3 +216,26 @@ def test_damaged_image_names_the_record_and_tar(voc, tmp_path):
         handle.write(bytes(len(raw['jpg'])))  # same size, no longer a JPEG
     with pytest.raises(ValueError, match=r'cannot decode the image of member .*\.jpg .*00000\.tar'):
         DetectionShards(copy)[1]
+
+
+def test_a_record_is_one_pread_once_its_shard_is_open(voc, monkeypatch):
+    """The first read of a shard also checks its first and last record's tar headers; every
+    later read of it is one pread of the record's bytes."""
+    _, path = voc
+    ds = DetectionShards(path)
+    reads = []
+    real_pread = os.pread
+
+    def counted(fd, length, offset):
+        reads.append(length)
+        return real_pread(fd, length, offset)
+
+    monkeypatch.setattr(os, 'pread', counted)
+    ds[3]  # shard 1 opened: its first and last records checked, record 3 read
+    assert len(reads) <= 3
+    for i in (4, 5, 3, 4):
+        del reads[:]
+        members = ds.read_raw(i)
+        ds[i]
+        assert len(reads) == 2  # read_raw, then the item: one pread each
+        assert reads[0] >= sum(len(data) for data in members.values())

@@ -1,4 +1,5 @@
-"""Sharded image-text datasets (the NeMo Curator layout), read at random on the CPU.
+"""Sharded image-text datasets (the NeMo Curator layout) and detection datasets in the same
+layout, read at random on the CPU.
 
 A dataset is a directory of shards ``00000.tar, 00001.tar, ...``, each with a
 ``00000.parquet`` beside it (one row of metadata per record) and optionally a
@@ -16,6 +17,11 @@ per shard. :meth:`ImageTextPairDataset.to_webdataset` writes a
 filtered, renumbered copy; :func:`write_index` writes ``.idx`` files; :func:`verify` checks
 every shard and lists what is wrong. :class:`ShardWindowSampler` orders an epoch to read the
 shards a few at a time, shuffled within each window of shards, in equal parts per rank.
+
+:func:`from_voc` and :func:`from_coco` convert gluoncv's on-disk Pascal VOC and MS COCO
+into shards of the same layout (each record its image file's bytes, a ``txt`` naming its
+objects and its annotations as ``json``, plus a ``detection.json`` manifest), and
+:class:`DetectionShards` reads them: its item ``i`` is the gluoncv dataset's item ``i``.
 
 The modules, one job each:
 
