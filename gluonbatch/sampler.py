@@ -20,7 +20,7 @@ import numpy as np
 
 from ._core.checks import check_choice, check_int, check_part
 
-__all__ = ['SplitSampler', 'LAST_PARTS', 'part_length', 'part_of']
+__all__ = ['SplitSampler', 'PartSampler', 'LAST_PARTS', 'part_length', 'part_of']
 
 #: What happens to the samples a split into equal parts leaves over (``last_part``).
 LAST_PARTS = ('pad', 'drop')
@@ -54,7 +54,73 @@ def part_of(order, num_parts, part_index, last_part):
     return np.asarray(order[start:start + part], dtype=np.int64)
 
 
-class SplitSampler(mx.gluon.data.Sampler):
+class PartSampler(mx.gluon.data.Sampler):
+    """A rank's equal part of an epoch's order: what :class:`SplitSampler` and
+    :class:`~gluonbatch.webdataset.ShardWindowSampler` share.
+
+    A subclass sets ``_length`` (the samples of all parts) and gives :meth:`order`, the order
+    of all parts for an epoch; this class cuts it into ``num_parts`` equal parts
+    (:func:`part_of`) and counts the epochs.
+
+    Parameters
+    ----------
+    num_parts, part_index : int
+        The number of parts (ranks) and the one yielded.
+    last_part : {'pad', 'drop'}
+        See :func:`part_of`.
+    shuffle : bool
+        Whether :meth:`order` shuffles.
+    """
+
+    def __init__(self, num_parts, part_index, last_part, shuffle):
+        self._num_parts, self._part_index = check_part(num_parts, part_index)
+        self._last_part = check_choice(last_part, 'last_part', LAST_PARTS)
+        self._shuffle = bool(shuffle)
+        self.epoch = 0
+
+    @property
+    def num_parts(self):
+        """The number of parts (ranks)."""
+        return self._num_parts
+
+    @property
+    def part_index(self):
+        """The part (rank) this sampler yields."""
+        return self._part_index
+
+    @property
+    def last_part(self):
+        """``'pad'`` or ``'drop'``: what the split does with the samples left over."""
+        return self._last_part
+
+    @property
+    def shuffle(self):
+        """Whether each epoch is shuffled."""
+        return self._shuffle
+
+    def set_epoch(self, epoch):
+        """Use ``epoch`` for the next pass (then it advances by one per pass as usual)."""
+        self.epoch = check_int(epoch, 'epoch', minimum=0)
+
+    def order(self, epoch):
+        """The order of all parts for ``epoch`` (an int64 numpy array)."""
+        raise NotImplementedError
+
+    def indices(self, epoch):
+        """This part's indices for ``epoch``, an int64 numpy array (no state change)."""
+        epoch = check_int(epoch, 'epoch', minimum=0)
+        return part_of(self.order(epoch), self._num_parts, self._part_index, self._last_part)
+
+    def __iter__(self):
+        epoch = self.epoch
+        self.epoch = epoch + 1
+        return iter(self.indices(epoch).tolist())
+
+    def __len__(self):
+        return part_length(self._length, self._num_parts, self._last_part)
+
+
+class SplitSampler(PartSampler):
     """Sample one part of ``range(length)``: one rank's share in data-parallel training.
 
     Every epoch the indices are permuted (with ``shuffle``) by
@@ -115,49 +181,16 @@ class SplitSampler(mx.gluon.data.Sampler):
     def __init__(self, length, num_parts=1, part_index=0, shuffle=False, seed=0,
                  last_part='pad'):
         self._length = check_int(length, 'length', minimum=0)
-        self._num_parts, self._part_index = check_part(num_parts, part_index)
+        super().__init__(num_parts, part_index, last_part, shuffle)
         self._seed = check_int(seed, 'seed', minimum=0)
-        check_choice(last_part, 'last_part', LAST_PARTS)
-        self._shuffle = bool(shuffle)
-        self._last_part = last_part
-        self.epoch = 0
 
-    @property
-    def num_parts(self):
-        """The number of parts (ranks)."""
-        return self._num_parts
-
-    @property
-    def part_index(self):
-        """The part (rank) this sampler yields."""
-        return self._part_index
-
-    @property
-    def shuffle(self):
-        """Whether each epoch is permuted."""
-        return self._shuffle
-
-    def set_epoch(self, epoch):
-        """Use ``epoch`` for the next pass (then it advances by one per pass as usual)."""
-        self.epoch = check_int(epoch, 'epoch', minimum=0)
-
-    def indices(self, epoch):
-        """This part's indices for ``epoch``, as an int64 numpy array (no state change)."""
-        epoch = check_int(epoch, 'epoch', minimum=0)
+    def order(self, epoch):
+        """The order of all parts for ``epoch``: a permutation seeded by ``seed + epoch``,
+        or ``range(length)`` without ``shuffle``."""
         if self._shuffle:
-            order = np.random.RandomState((self._seed + epoch) % 2 ** 32).permutation(
+            return np.random.RandomState((self._seed + epoch) % 2 ** 32).permutation(
                 self._length)
-        else:
-            order = np.arange(self._length)
-        return part_of(order, self._num_parts, self._part_index, self._last_part)
-
-    def __iter__(self):
-        epoch = self.epoch
-        self.epoch = epoch + 1
-        return iter(self.indices(epoch).tolist())
-
-    def __len__(self):
-        return part_length(self._length, self._num_parts, self._last_part)
+        return np.arange(self._length)
 
     def __repr__(self):
         return ('SplitSampler(%d, num_parts=%d, part_index=%d, shuffle=%r, seed=%d, '

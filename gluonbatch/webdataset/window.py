@@ -9,11 +9,10 @@ that order.
 """
 from collections.abc import Mapping, Sequence
 
-import mxnet as mx
 import numpy as np
 
-from .._core.checks import check_choice, check_int, check_part, described, describe, is_int
-from ..sampler import LAST_PARTS, part_length, part_of
+from .._core.checks import check_int, described, describe, is_int
+from ..sampler import PartSampler
 from ..seeded.keys import check_seed, window_generator
 
 __all__ = ['ShardWindowSampler', 'shard_lengths_of']
@@ -56,7 +55,7 @@ def shard_lengths_of(dataset):
     return lengths
 
 
-class ShardWindowSampler(mx.gluon.data.Sampler):
+class ShardWindowSampler(PartSampler):
     """Sample a sharded dataset window by window: a few shards at a time, shuffled.
 
     Every epoch the shards are put in a new order; the permuted shards are taken in
@@ -158,6 +157,7 @@ class ShardWindowSampler(mx.gluon.data.Sampler):
 
     With MXNet's DataLoader (and a dataset with ``shard_lengths``):
 
+    >>> import mxnet as mx
     >>> class Shards(mx.gluon.data.SimpleDataset):
     ...     shard_lengths = (2, 3)
     >>> data = Shards(list(range(5)))
@@ -172,13 +172,10 @@ class ShardWindowSampler(mx.gluon.data.Sampler):
         self._shard_lengths = shard_lengths_of(dataset)
         self._window = check_int(window, 'window', minimum=1)
         self._seed = check_seed(seed)
-        self._num_parts, self._part_index = check_part(num_parts, part_index)
-        self._last_part = check_choice(last_part, 'last_part', LAST_PARTS)
-        self._shuffle = bool(shuffle)
+        super().__init__(num_parts, part_index, last_part, shuffle)
         lengths = np.array(self._shard_lengths, dtype=np.int64)
         self._lengths, self._starts = lengths, np.cumsum(lengths) - lengths
         self._length = int(lengths.sum())
-        self.epoch = 0
 
     @property
     def shard_lengths(self):
@@ -201,26 +198,6 @@ class ShardWindowSampler(mx.gluon.data.Sampler):
         return self._seed
 
     @property
-    def num_parts(self):
-        """The number of parts (ranks)."""
-        return self._num_parts
-
-    @property
-    def part_index(self):
-        """The part (rank) this sampler yields."""
-        return self._part_index
-
-    @property
-    def last_part(self):
-        """``'pad'`` or ``'drop'``: what the split does with the samples left over."""
-        return self._last_part
-
-    @property
-    def shuffle(self):
-        """Whether each epoch is shuffled."""
-        return self._shuffle
-
-    @property
     def description(self):
         """What the order depends on beside the seed, the epoch and the rank: a
         JSON-serializable dict, which a seeded loader's state records so that it resumes
@@ -229,18 +206,8 @@ class ShardWindowSampler(mx.gluon.data.Sampler):
                 'window': self._window, 'num_parts': self._num_parts,
                 'last_part': self._last_part}
 
-    def set_epoch(self, epoch):
-        """Use ``epoch`` for the next pass (then it advances by one per pass as usual)."""
-        self.epoch = check_int(epoch, 'epoch', minimum=0)
-
-    def indices(self, epoch):
-        """This part's indices for ``epoch``, an int64 numpy array (no state change)."""
-        epoch = check_int(epoch, 'epoch', minimum=0)
-        return part_of(self._order(epoch), self._num_parts, self._part_index,
-                       self._last_part)
-
-    def _order(self, epoch):
-        """The order of all parts for ``epoch``."""
+    def order(self, epoch):
+        """The order of all parts for ``epoch`` (an int64 numpy array)."""
         if not self._shuffle:
             return np.arange(self._length, dtype=np.int64)
         draws = window_generator(self._seed, epoch)
@@ -252,14 +219,6 @@ class ShardWindowSampler(mx.gluon.data.Sampler):
         # ... then shuffled within its window: sorted by window, then by a random key
         windows = np.repeat(np.arange(len(shards)) // self._window, sizes)
         return samples[np.lexsort((draws.random(self._length), windows))]
-
-    def __iter__(self):
-        epoch = self.epoch
-        self.epoch = epoch + 1
-        return iter(self.indices(epoch).tolist())
-
-    def __len__(self):
-        return part_length(self._length, self._num_parts, self._last_part)
 
     def __repr__(self):
         return ('ShardWindowSampler(<%d shards, %d samples>, window=%d, seed=%d, num_parts=%d, '
