@@ -88,7 +88,8 @@ class ShardSamples(mx.gluon.data.Dataset):
     def __getitem__(self, i):
         image, label = self.shards[i][:2]
         chw = image.asnumpy()[::8, ::8].transpose((2, 0, 1)).astype('float32') / 255
-        return chw, np.float32(len(label) / 10), self.shards.record_id(i)
+        objects = 0 if label is None else len(label)  # None: an instance image without any
+        return chw, np.float32(objects / 10), self.shards.record_id(i)
 
 
 def webdataset_dataset(path, id_col, rank, num_workers):

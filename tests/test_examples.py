@@ -375,23 +375,41 @@ def test_ssd_loader_trains_from_shards(voc_shards, num_workers, capsys):
     assert_loader_output(capsys.readouterr().out)
 
 
+def test_faster_rcnn_loader_trains_from_shards(voc_shards, capsys):
+    assert rcnn.main_faster(['--shards', voc_shards, '--batches', '2', '--batch-size', '2',
+                             '--no-progress'] + SMALL['faster_rcnn']) == 0
+    assert_loader_output(capsys.readouterr().out)
+
+
 def test_shards_train_batches_follow_the_window_order_for_any_num_workers(voc_shards):
-    from gluonbatch._core.tree import array_leaves
-    from gluonbatch.examples.runner import loader_parser
+    """The examples' train loader over shards reads them in the window sampler's order
+    (each batch's labels those of the order's samples), the same for 0, 1 and 2 workers."""
+    from gluonbatch.examples.runner import (detection_dataset, detector_loaders,
+                                            loader_parser, train_order)
+    from gluonbatch.webdataset import ShardWindowSampler
 
-    def batches(num_workers):
-        parser = loader_parser('ssd', 'ssd', 2, 'data-shape', NETWORKS['ssd'])
-        parts = ssd.build(parser.parse_args(['--shards', voc_shards, '--shard-window', '1',
-                                             '--num-workers', str(num_workers)]
-                                            + SMALL['ssd']))
-        return [[field.asnumpy() for field in array_leaves(batch)]
-                for batch in parts['train_loader'](parts['train_batchify'])]
+    def label_batches(num_workers):
+        args = loader_parser('ssd', 'ssd', 2, 'data-shape', NETWORKS['ssd']).parse_args(
+            ['--shards', voc_shards, '--shard-window', '1', '--num-workers',
+             str(num_workers)])
+        dataset = detection_dataset(args)
+        train_loader, _, _ = detector_loaders(args, dataset, dataset,
+                                              train_order(args, dataset))
+        return [[label.tolist() for _, label in batch] for batch in train_loader(list)]
 
-    alone = batches(0)
-    assert len(alone) == 6
-    for batch, other in zip(alone, batches(2)):
-        for field, other_field in zip(batch, other):
-            np.testing.assert_array_equal(field, other_field)
+    dataset = detection_dataset(loader_parser('ssd', 'ssd', 2, 'data-shape', NETWORKS['ssd'])
+                                .parse_args(['--shards', voc_shards]))
+    order = ShardWindowSampler(dataset, window=1, seed=0).indices(0).tolist()
+    expected = [dataset[i][1].tolist() for i in order]
+    alone = label_batches(0)
+    assert len(alone) == 6 and sum(alone, []) == expected
+    for num_workers in (1, 2):
+        assert label_batches(num_workers) == alone
+
+
+def test_val_shards_need_shards(voc_shards):
+    assert '--val-shards needs --shards' in str(exit_of(ssd.main, ['--val-shards', voc_shards]
+                                                       + SMALL['ssd']))
 
 
 def test_mask_rcnn_needs_shards_with_polygons(voc_shards):

@@ -226,7 +226,11 @@ def _edit(path, text):
      ValueError, r'VOC2007/Annotations/000006\.xml is not valid XML: no element found'),
     (lambda r: _edit(os.path.join(r, 'VOC2007/Annotations/000001.xml'),
                      _xml([('dog', '0', (1, 1, 5, 5))]).replace('<width>64</width>', '')),
-     ValueError, r'000001\.xml: its size has no width, expected a number'),
+     ValueError, r'000001\.xml: its size has no width, expected a finite number'),
+    (lambda r: _edit(os.path.join(r, 'VOC2007/Annotations/000001.xml'),
+                     _xml([('dog', '0', (1, 1, 5, 5))]).replace('<width>64</width>',
+                                                                '<width>nan</width>')),
+     ValueError, r"000001\.xml: its size has width 'nan', expected a finite number"),
     (lambda r: _edit(os.path.join(r, 'VOC2007/Annotations/000001.xml'),
                      _xml([('dog', '0', (0, 1, 5, 5))])), ValueError,
      r"000001\.xml: object 0 \('dog', counted from 0\) has a box outside its 64x48 image: "
@@ -238,7 +242,7 @@ def _edit(path, text):
      r"number"),
     (lambda r: os.remove(os.path.join(r, 'VOC2007/ImageSets/Main/test.txt')),
      FileNotFoundError, r"split '2007:test': no image list .*VOC2007/ImageSets/Main/test\.txt"),
-], ids=['image', 'xml', 'broken-xml', 'no-size', 'box', 'not-a-number', 'list'])
+], ids=['image', 'xml', 'broken-xml', 'no-size', 'nan-size', 'box', 'not-a-number', 'list'])
 def test_a_bad_dataset_writes_nothing(voc_root, tmp_path, damage, error, message):
     root = _copy(voc_root, tmp_path)
     damage(root)

@@ -74,7 +74,9 @@ def loader_parser(prog, description, batch_size, image_options, network):
     parser.add_argument('--val-shards', type=_directory, metavar='DIR',
                         help='validate on the detection shards in DIR (default: --shards)')
     parser.add_argument('--shard-window', type=positive_int, default=4, metavar='W',
-                        help='--shards: shards whose samples are shuffled together')
+                        help='--shards: shards whose samples are shuffled together (SSD, '
+                             'YOLOv3, CenterNet; R-CNN batches images of like aspect ratio '
+                             'instead)')
     parser.add_argument('--compare-gluoncv', action='store_true',
                         help="also run the loader with gluoncv's batchify and print the ratio")
     parser.add_argument('--train-steps', type=non_negative_int, default=0, metavar='K',
@@ -89,6 +91,8 @@ def loader_parser(prog, description, batch_size, image_options, network):
 def detection_dataset(args, masks=False, split='train'):
     """The dataset the options ask for: shards, VOC or COCO through gluoncv, else embedded
     data."""
+    if args.val_shards and not args.shards:
+        raise SystemExit('--val-shards needs --shards (the training shards)')
     if args.shards:
         from ..webdataset import DetectionShards
         path = args.val_shards if split != 'train' and args.val_shards else args.shards

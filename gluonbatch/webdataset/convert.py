@@ -24,10 +24,10 @@ from .._core.checks import check_int, described
 from .._core.console import is_terminal
 from .._core.wording import plural
 from .commit import BACK, recover, staging
-from .detection_format import MANIFEST, make_manifest, write_manifest
+from .detection_format import ID_COL, MANIFEST, make_manifest, write_manifest
 from .progress import counted, stage_named
 from .shards import SHARD_FILE, examples
-from .writer import ShardWriter, id_digits, shard_moves
+from .writer import ShardWriter, id_digits, record_key, shard_moves
 
 __all__ = ['Record', 'label_fields', 'caption', 'source_root', 'show_progress',
            'destination', 'write_dataset', 'STEM_DIGITS']
@@ -39,7 +39,6 @@ Record = collections.namedtuple('Record', 'image ext caption annotations row')
 
 #: Digits of a converted dataset's shard numbers (``00000.tar``).
 STEM_DIGITS = 5
-_ID_COL = 'key'
 _MANIFEST_TMP = '.' + MANIFEST + '.tmp'
 
 
@@ -95,7 +94,7 @@ def destination(dst, what):
     if not isinstance(dst, (str, os.PathLike)):
         raise TypeError('%s: dst must be a directory path (str or os.PathLike), got %s'
                         % (what, described(dst)))
-    path = os.path.abspath(os.fspath(dst))
+    path = os.path.abspath(os.path.expanduser(os.fspath(dst)))
     if os.path.lexists(path) and not os.path.isdir(path):
         raise NotADirectoryError('%s: dst %s is not a directory' % (what, path))
     if os.path.isdir(path):
@@ -169,12 +168,12 @@ def _write_shards(records, stage, samples_per_shard, types, items):
             if writer is None:
                 stem = '%0*d' % (STEM_DIGITS, shard)
                 writer, rows = ShardWriter(stage.path, stem, mtime), []
-            key = '%0*d' % (STEM_DIGITS + digits, position + 10 ** digits * shard)
+            key = record_key(shard, position, digits, STEM_DIGITS)
             with open(record.image, 'rb') as handle:  # the file's bytes, as they are
                 image = handle.read()
             writer.add(key, [(record.ext, image), ('txt', record.caption.encode('utf-8')),
                              ('json', record.annotations)])
-            rows.append(dict(record.row, **{_ID_COL: key}))
+            rows.append(dict(record.row, **{ID_COL: key}))
             if position == samples_per_shard - 1 or number == len(records) - 1:
                 writer.finish(_table(rows, types))
                 shards.append((stem, len(rows)))
@@ -187,7 +186,7 @@ def _write_shards(records, stage, samples_per_shard, types, items):
 
 
 def _table(rows, types):
-    columns = {_ID_COL: pa.array([row[_ID_COL] for row in rows], pa.string())}
+    columns = {ID_COL: pa.array([row[ID_COL] for row in rows], pa.string())}
     columns.update((name, pa.array([row[name] for row in rows], kind))
                    for name, kind in types.items())
     return pa.table(columns)

@@ -7,7 +7,7 @@ import mxnet as mx
 from .._core.checks import check_index, describe
 from .commit import reading
 from .decode import decode_image_of
-from .detection_format import (decode_annotations, read_manifest, record_label,
+from .detection_format import (ID_COL, decode_annotations, read_manifest, record_label,
                                record_polygons)
 from .metadata import lazy_metadata
 from .parquet import open_parquet
@@ -16,7 +16,6 @@ from .shards import Shard
 
 __all__ = ['DetectionShards']
 
-_ID_COL = 'key'
 
 
 class DetectionShards(mx.gluon.data.Dataset):
@@ -65,7 +64,7 @@ class DetectionShards(mx.gluon.data.Dataset):
     """
 
     def __init__(self, path, transform=None):
-        self.path = os.path.abspath(os.fspath(path))
+        self.path = os.path.abspath(os.path.expanduser(os.fspath(path)))
         if transform is not None and not callable(transform):
             raise TypeError('transform must be callable or None, got %s' % describe(transform))
         self._transform = transform
@@ -79,7 +78,7 @@ class DetectionShards(mx.gluon.data.Dataset):
                 start = shard.stop
                 shards.append(shard)
         self._shards = shards
-        self._reader = RecordReader(shards, _ID_COL)
+        self._reader = RecordReader(shards, ID_COL)
         self._metadata = None
         source = self._manifest['source']
         classes = self._manifest['classes']
@@ -146,9 +145,9 @@ class DetectionShards(mx.gluon.data.Dataset):
                          self._shards[0] if self._shards else None)
             if first is None:
                 raise ValueError('%s holds no shards' % self.path)
-            with open_parquet(first, _ID_COL) as source:
+            with open_parquet(first, ID_COL) as source:
                 meta = source.schema_arrow.empty_table().to_pandas()
-            self._metadata = lazy_metadata(self._shards, _ID_COL, meta)
+            self._metadata = lazy_metadata(self._shards, ID_COL, meta)
         return self._metadata
 
     def get_im_aspect_ratio(self):

@@ -5,8 +5,10 @@ A detection dataset is the usual shard directory (``NNNNN.tar`` with ``.parquet`
 records hold (their source, classes, whether they carry polygons) and how many records
 each shard has, so opening the dataset reads this one file and nothing per shard.
 
-Each record has two members, adjacent in its tar: the image file's bytes as they were
-(``jpg``, or the source's own extension) and ``json``, its annotations:
+Each record has three members, adjacent in its tar (one read gets them all): the image
+file's bytes as they were (``jpg``, or the source's own extension), ``txt``, the class
+names of its objects (so the records also read as an image-text dataset), and ``json``,
+its annotations:
 
 ``label``
     The rows of gluoncv's label array for this image (nested lists; Python floats
@@ -24,13 +26,15 @@ import numpy as np
 
 from .._core.wording import plural
 
-__all__ = ['MANIFEST', 'FORMAT', 'make_manifest', 'write_manifest', 'read_manifest',
+__all__ = ['MANIFEST', 'FORMAT', 'ID_COL', 'make_manifest', 'write_manifest', 'read_manifest',
            'encode_annotations', 'decode_annotations', 'record_label', 'record_polygons']
 
 #: The manifest's file name in a dataset directory.
 MANIFEST = 'detection.json'
 #: The manifest's ``format``: a reader refuses others.
 FORMAT = 'gluonbatch.detection/1'
+#: The parquet column of the record keys.
+ID_COL = 'key'
 _SOURCES = ('voc', 'coco')
 
 
@@ -82,9 +86,13 @@ def read_manifest(directory):
     ------
     FileNotFoundError
         No ``detection.json`` in ``directory``.
+    NotADirectoryError
+        ``directory`` is a file.
     ValueError
         It is not JSON, or not a manifest this version reads; the message names the file.
     """
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise NotADirectoryError('%s is a file, not a dataset directory' % directory)
     path = os.path.join(directory, MANIFEST)
     if not os.path.isfile(path):
         raise FileNotFoundError('%s is not a detection dataset: it has no %s (convert with '

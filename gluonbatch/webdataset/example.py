@@ -9,7 +9,7 @@ import pandas as pd
 from .._core.checks import check_int
 from .commit import FORWARD, staging
 from .shards import remove_quietly
-from .writer import ShardWriter, commit_shards, id_digits
+from .writer import ShardWriter, commit_shards, id_digits, record_key
 
 _WORDS = ('red', 'blue', 'green', 'small', 'large', 'striped', 'cat', 'dog', 'boat', 'tree',
           'house', 'bird', 'on', 'a', 'the', 'beach', 'road', 'hill', 'at', 'night')
@@ -45,7 +45,7 @@ def make_example_dataset(path, num_shards=2, samples_per_shard=3, min_size=16, m
             writer = ShardWriter(stage.path, stem, 0)
             rows = []
             for sample in range(samples_per_shard):
-                key = '%0*d' % (5 + digits, sample + 10 ** digits * shard_number)
+                key = record_key(shard_number, sample, digits)
                 height, width = (int(v) for v in rng.integers(min_size, max_size + 1, 2))
                 coarse = rng.integers(0, 256, (3, 3, 3), dtype=np.uint8)
                 picture = Image.fromarray(coarse).resize((width, height), Image.BILINEAR)

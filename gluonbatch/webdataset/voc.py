@@ -185,7 +185,8 @@ def _record(root, folder, image_id, classes, index_map, invalid_boxes):
     except ET.ParseError as err:
         raise ValueError('%s is not valid XML: %s' % (xml_path, err)) from None
     size = top.find('size')
-    width, height = (_number(size, tag, xml_path, 'its size') for tag in ('width', 'height'))
+    width, height = (_number(size, tag, xml_path, 'its size', finite=True)
+                     for tag in ('width', 'height'))
     rows, names, objects = [], [], []
     for number, element in enumerate(top.iter('object')):
         objects.append(_raw_object(element))
@@ -205,14 +206,19 @@ def _record(root, folder, image_id, classes, index_map, invalid_boxes):
     return Record(image_path, 'jpg', caption(names), encode_annotations(annotations), row)
 
 
-def _number(parent, tag, xml_path, where):
-    """The number in ``parent``'s ``tag`` element, as gluoncv reads it (``float``)."""
+def _number(parent, tag, xml_path, where, finite=False):
+    """The number in ``parent``'s ``tag`` element, as gluoncv reads it (``float``); a
+    ``finite`` one (an image size: a box's NaN is checked, and dropped, as gluoncv does)."""
     element = parent.find(tag) if parent is not None else None
     try:
-        return float(element.text)
+        value = float(element.text)
     except (AttributeError, TypeError, ValueError):
+        value = None
+    if value is None or (finite and not math.isfinite(value)):
         seen = 'no %s' % tag if element is None else '%s %r' % (tag, element.text)
-        raise ValueError('%s: %s has %s, expected a number' % (xml_path, where, seen)) from None
+        raise ValueError('%s: %s has %s, expected a %snumber'
+                         % (xml_path, where, seen, 'finite ' if finite else '')) from None
+    return value
 
 
 def _label_row(element, number, xml_path, width, height, classes, index_map, invalid_boxes):

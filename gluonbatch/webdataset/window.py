@@ -7,6 +7,7 @@ in a new order every epoch, the samples shuffled within each window of a few con
 shards, the windows one after the other. Every rank gets an equally long, contiguous run of
 that order.
 """
+import hashlib
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -38,7 +39,8 @@ def shard_lengths_of(dataset):
     if isinstance(lengths, (str, bytes, Mapping)) or not (
             isinstance(lengths, Sequence) or getattr(lengths, 'ndim', None) == 1):
         raise TypeError('dataset must have shard_lengths or be a sequence of shard lengths '
-                        '(ints >= 0, one per shard), got %s%s'
+                        '(ints >= 0, one per shard), got %s%s (a dataset.transform(...) has '
+                        'none: give the dataset itself)'
                         % (described(dataset), ' whose shard_lengths is %s'
                            % described(lengths) if owned else ''))
     for shard, count in enumerate(lengths):
@@ -202,9 +204,12 @@ class ShardWindowSampler(PartSampler):
         """What the order depends on beside the seed, the epoch and the rank: a
         JSON-serializable dict, which a seeded loader's state records so that it resumes
         only with the same order."""
+        # the lengths as a digest: a dataset converted again with shards of other sizes
+        # orders its samples otherwise, and must not resume a state of this one
+        lengths = hashlib.blake2b(self._lengths.tobytes(), digest_size=8).hexdigest()
         return {'sampler': type(self).__name__, 'shards': len(self._shard_lengths),
-                'window': self._window, 'num_parts': self._num_parts,
-                'last_part': self._last_part}
+                'shard_lengths': lengths, 'window': self._window,
+                'num_parts': self._num_parts, 'last_part': self._last_part}
 
     def order(self, epoch):
         """The order of all parts for ``epoch`` (an int64 numpy array)."""

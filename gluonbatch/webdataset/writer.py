@@ -79,6 +79,16 @@ def id_digits(samples_per_shard):
     return len(str(samples_per_shard - 1)) if samples_per_shard > 1 else 0
 
 
+def record_key(shard, position, digits, shard_digits=5):
+    """The id of record ``position`` of shard ``shard``: the shard's number followed by the
+    position in ``digits`` digits (:func:`id_digits`), zero-padded.
+
+    >>> record_key(42, 31, 4)
+    '000420031'
+    """
+    return '%0*d' % (shard_digits + digits, position + 10 ** digits * shard)
+
+
 class ShardWriter:
     """Writes one shard: ``.NNNNN.tar.tmp`` etc. in a run's staging directory, moved into
     place with the run's other shards by :func:`commit_shards`.
