@@ -2,7 +2,9 @@
 
 :class:`SplitSampler` gives every rank (worker) its own, equally long part of the dataset,
 reshuffled the same way on every rank each epoch, so that all ranks run the same number of
-steps without communicating. It is also importable from :mod:`gluonbatch.sharding` and
+steps without communicating. :class:`PartSampler` is what it shares with
+:class:`~gluonbatch.webdataset.ShardWindowSampler`: cutting an epoch's order into equal
+parts (:func:`part_of`, :func:`part_length`) and counting epochs. It is also importable from :mod:`gluonbatch.sharding` and
 :mod:`gluonbatch.dataloader`.
 
 Examples

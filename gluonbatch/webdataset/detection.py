@@ -180,7 +180,22 @@ class DetectionShards(mx.gluon.data.Dataset):
 
     def annotations(self, idx):
         """Record ``idx``'s annotations: the dict its ``json`` member holds (the label, and
-        the source's annotations of the image and its objects)."""
+        the source's annotations of the image and its objects).
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from gluonbatch.webdataset import from_voc, make_voc_example
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     root = make_voc_example(tmp + '/voc', num_images=2, size=(64, 48))
+        ...     ds = DetectionShards(from_voc(root, tmp + '/shards', progress=False))
+        ...     record = ds.annotations(0)
+        ...     members = sorted(ds.read_raw(0))
+        ...     key = ds.record_id(0)
+        ...     ds.close()
+        >>> sorted(record)[:3], members, key
+        (['image', 'label', 'label_dtype'], ['jpg', 'json', 'txt'], '00000000')
+        """
         i = check_index(idx, len(self))
         return self._annotations(dict(self._reader.read_members(i)), i)
 
