@@ -78,7 +78,8 @@ class DetectionShards(mx.gluon.data.Dataset):
                 start = shard.stop
                 shards.append(shard)
         self._shards = shards
-        self._reader = RecordReader(shards, ID_COL)
+        # an epoch reads every record: a shard's table at once beats a lookup per read
+        self._reader = RecordReader(shards, ID_COL, lookups=False)
         self._metadata = None
         source = self._manifest['source']
         classes = self._manifest['classes']

@@ -149,10 +149,14 @@ class RecordReader:
     shards : list of Shard
         With ``start`` and ``stop`` set (their records in the dataset).
     id_col : str
+    lookups : bool, default True
+        Serve a shard's first reads by lookup. Without, a shard's table is read on its
+        first read: the cheaper choice when most of a shard's records will be read (a
+        training epoch), each later read then costs a ``pread`` and little else.
     """
 
-    def __init__(self, shards, id_col):
-        self.shards, self.id_col = shards, id_col
+    def __init__(self, shards, id_col, lookups=True):
+        self.shards, self.id_col, self.lookups = shards, id_col, bool(lookups)
         self._starts = np.array([shard.start for shard in shards], dtype=np.int64)
         self._numbers = {shard.stem: number for number, shard in enumerate(shards)}
         self._records = {}  # shard number -> ShardRecords
@@ -220,6 +224,8 @@ class RecordReader:
 
     def _looked_up(self, number, row):
         """Record ``row`` of shard ``number`` by lookup, or None where its table is read."""
+        if not self.lookups:
+            return None
         lookup = self._lookups.get(number)
         if lookup is None:
             lookup = self._lookups.setdefault(number, self._new_lookup(number))
