@@ -45,8 +45,8 @@ from .harness import interleave, time_call, time_epoch
 from .rows import ms_fields, percent_check, ratio_check, value_check
 from .voc_like import VOCLike, voc_like_samples
 
-__all__ = ['case_seeded_loader', 'case_resume', 'process_tree_cpu_seconds', 'SEED',
-           'SEEDED_COST', 'SEEDING_PERCENT', 'RESUME_SAMPLES']
+__all__ = ['case_seeded_loader', 'case_resume', 'process_tree_cpu_seconds', 'epoch_costs',
+           'SEED', 'SEEDED_COST', 'SEEDING_PERCENT', 'RESUME_SAMPLES']
 
 #: The seed of the seeded contenders.
 SEED = 0
@@ -110,7 +110,7 @@ def process_tree_cpu_seconds():
     return total
 
 
-def _epoch_costs(loader, batches, walls):
+def epoch_costs(loader, batches, walls):
     """CPU seconds per batch of one epoch of ``loader``, all its processes counted; its
     wall seconds per batch appended to ``walls``."""
     before = process_tree_cpu_seconds()
@@ -148,7 +148,7 @@ def case_seeded_loader(rng, rounds, quick):
                'mxnet': data_loader(dataset, batchify, batch_size),
                'mxnet seeded': _mxnet_seeded_loader(dataset, batchify, batch_size)}
     walls = {name: [] for name in loaders}
-    medians, times = interleave({name: functools.partial(_epoch_costs, loader, batches,
+    medians, times = interleave({name: functools.partial(epoch_costs, loader, batches,
                                                          walls[name])
                                  for name, loader in loaders.items()}, rounds)
     # Paired: each round's seeded epoch against the unseeded one of the same round (run
