@@ -32,7 +32,8 @@ CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray', 'rcnn_c4', 
          'rcnn_loader_recycled', 'curation_metadata', 'curation_reshard', 'transforms_ssd',
          'transforms_yolo', 'transforms_center_net', 'transforms_rcnn', 'transforms_loader_ssd',
          'transforms_loader_yolo', 'transforms_loader_center_net', 'batch_targets_ssd',
-         'batch_targets_yolo', 'batch_targets_center_net', 'seeded_loader', 'resume']
+         'batch_targets_yolo', 'batch_targets_center_net', 'seeded_loader', 'resume',
+         'shards']
 CONTENDERS = {'gluonbatch', 'gluoncv', 'floor'}
 #: What the curation cases time: 2 Dask workers (the gluonbatch column), and the rest.
 CURATION_CONTENDERS = {'gluonbatch', 'dask_1_worker', 'threads', 'single_process', 'floor'}
@@ -63,6 +64,10 @@ OWN_GOALS = {'seeded_loader': [('x', {'op': '<=', 'bound': 1.02}),
 RESHARD_GOALS = [('rec/s', {'op': '>=', 'bound': 60000}), ('x', {'op': '>=', 'bound': 1.7}),
                  ('x', {'op': '>=', 'bound': 0.9}), ('ms', {'op': '<=', 'bound': 20}),
                  ('x', {'op': '<=', 'bound': 1.25}), ('x', {'op': '<=', 'bound': 3})]
+#: The goals of the shards case: images/s from shards over files (CPU, then wall clock,
+#: reported only), raw reads over a copy, opening 1,000 shards.
+SHARDS_GOALS = [('x', {'op': '>=', 'bound': 1.0}), ('x', None),
+                ('x', {'op': '>=', 'bound': 0.5}), ('ms', {'op': '<=', 'bound': 1000.0})]
 #: The goals of the recycling cases.
 RECYCLING_GOALS = {'loader_recycled': [{'op': '>=', 'bound': 4}, {'op': '>=', 'bound': 3}],
                    'worker_batchify': [{'op': '<=', 'bound': 1.5}],
@@ -138,6 +143,11 @@ def check_case(case):
         assert all(check['goal'] is None for check in case['checks'])
     if case['case'] == 'worker_batchify':
         assert case['workers_timed'] in (1, 2)
+    if case['case'] == 'shards':
+        assert set(case['images_per_s']) == {'shards', 'files', 'decode only'}
+        assert set(case['records_per_s']) == {'read_raw', 'copy'}
+        assert case['open_ms'] > 0 and case['open_shards'] > 0
+        assert [(check['unit'], check['goal']) for check in case['checks']] == SHARDS_GOALS
     if case['case'] in RECYCLING_GOALS:
         goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
         assert goals == RECYCLING_GOALS[case['case']]
