@@ -25,6 +25,7 @@ objects and its annotations as ``json``, plus a ``detection.json`` manifest), an
 
 The modules, one job each:
 
+- ``sharded``: what every dataset read from shards has (files, lengths, ids, raw bytes);
 - ``dataset``: :class:`ImageTextPairDataset`;
 - ``shards``: finding the shards and splitting them into parts;
 - ``tar`` and ``ustar``: tar members and their headers, one by one and in bulk;

@@ -4,13 +4,13 @@ import os
 import warnings
 
 import dask.dataframe as dd
-import mxnet as mx
 
-from .._core.checks import check_index, check_str
+from .._core.checks import check_str
 from .._core.wording import plural
 from .commit import reading
 from .metadata import count_records, lazy_metadata
 from .reader import RecordReader
+from .sharded import ShardedRecords
 from .shards import Shard, find_shards, part_arguments, select_part
 from .reshard import reshard
 from .writer import save_metadata
@@ -22,7 +22,7 @@ _LOG = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- the dataset
 
-class ImageTextPairDataset(mx.gluon.data.Dataset):
+class ImageTextPairDataset(ShardedRecords):
     """Random access to a sharded image-text dataset: ``ds[i] -> (image, caption, metadata)``.
 
     Open one with :meth:`from_webdataset`. ``image`` is an ``mx.nd.NDArray`` (H, W, 3)
@@ -59,6 +59,7 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
     Examples
     --------
     >>> import tempfile
+    >>> import mxnet as mx
     >>> from gluonbatch.webdataset import make_example_dataset
     >>> tmp = tempfile.TemporaryDirectory()
     >>> path = make_example_dataset(tmp.name, num_shards=3, samples_per_shard=2)
@@ -158,38 +159,6 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
     # ---------------------------------------------------------------- properties
 
     @property
-    def tar_files(self):
-        """The tar path of every shard of this dataset, in shard order."""
-        return [shard.tar for shard in self._shards]
-
-    @property
-    def reader(self):
-        """The :class:`~gluonbatch.webdataset.reader.RecordReader` behind ``ds[i]``: the
-        same records without the metadata, light to send to Dask workers."""
-        return self._reader
-
-    def __len__(self):
-        return len(self._reader)
-
-    @property
-    def shard_lengths(self):
-        """The records of every shard of this dataset (of its part, with ``num_parts >
-        1``), in shard order: a tuple of ints, for
-        :class:`~gluonbatch.webdataset.ShardWindowSampler`.
-
-        Examples
-        --------
-        >>> import tempfile
-        >>> from gluonbatch.webdataset import make_example_dataset
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     ds = ImageTextPairDataset.from_webdataset(
-        ...         make_example_dataset(tmp, num_shards=2, samples_per_shard=3), 'key')
-        ...     print(ds.shard_lengths)
-        (3, 3)
-        """
-        return tuple(shard.stop - shard.start for shard in self._reader.shards)
-
-    @property
     def rank(self):
         """Deprecated alias of :attr:`part_index`."""
         warnings.warn('rank is deprecated; use part_index', DeprecationWarning, stacklevel=2)
@@ -208,82 +177,8 @@ class ImageTextPairDataset(mx.gluon.data.Dataset):
                    ', part_index=%d, num_parts=%d' % (self.part_index, self.num_parts)
                    if self.num_parts > 1 else ''))
 
-    def close(self):
-        """Close this process's tar files. The dataset stays usable: a later read opens
-        the files it needs again.
-
-        Reading opens each shard's tar on first use and keeps it open (one descriptor per
-        shard and process). ``close`` gives them back now; without it they are closed
-        when the dataset (and every copy of it) is garbage-collected, or when the
-        interpreter exits, without a ``ResourceWarning``. The files are shared with the
-        dataset's copies (a curation stage returns one): closing one closes them for all,
-        so close when none of them is reading (in another thread, say). A DataLoader worker
-        process opens and closes its own. ``with`` closes them at the end of the block.
-
-        Examples
-        --------
-        >>> import tempfile
-        >>> from gluonbatch.webdataset import make_example_dataset
-        >>> tmp = tempfile.TemporaryDirectory()
-        >>> path = make_example_dataset(tmp.name, num_shards=2)
-        >>> with ImageTextPairDataset.from_webdataset(path, 'key') as ds:
-        ...     caption = ds[0][1]
-        ...     print(len(ds.reader.open_files()))
-        1
-        >>> ds.reader.open_files()  # closed at the end of the block
-        []
-        >>> ds[0][1] == caption  # reading again opens the file again
-        True
-        >>> ds.close()
-        >>> tmp.cleanup()
-        """
-        self._reader.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-    # ---------------------------------------------------------------- reading
-
-    def _index(self, idx):
-        return check_index(idx, len(self))
-
-    def record_id(self, idx):
-        """The id of record ``idx``, found as a read finds it, without reading its bytes.
-
-        Examples
-        --------
-        >>> import tempfile
-        >>> from gluonbatch.webdataset import make_example_dataset
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     ds = ImageTextPairDataset.from_webdataset(
-        ...         make_example_dataset(tmp, num_shards=2, samples_per_shard=2), 'key')
-        ...     print(ds.record_id(-1))
-        000011
-        """
-        _, records, row = self._reader.locate(self._index(idx))
-        return str(records.ids[row])
-
-    def read_raw(self, idx):
-        """The undecoded members of record ``idx`` as ``{extension: bytes}``.
-
-        Examples
-        --------
-        >>> import tempfile
-        >>> from gluonbatch.webdataset import make_example_dataset
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     ds = ImageTextPairDataset.from_webdataset(
-        ...         make_example_dataset(tmp, num_shards=1), 'key')
-        ...     print(ds.read_raw(0)['jpg'][:2])
-        b'\\xff\\xd8'
-        """
-        return dict(self._reader.read_members(self._index(idx)))
-
     def __getitem__(self, idx):
-        i = self._index(idx)
-        return self._reader.record(i)
+        return self._reader.record(self._index(idx))
 
     # ---------------------------------------------------------------- writing
 

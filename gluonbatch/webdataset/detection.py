@@ -2,9 +2,7 @@
 at random from tar shards."""
 import os
 
-import mxnet as mx
-
-from .._core.checks import check_index, describe
+from .._core.checks import describe
 from .commit import reading
 from .decode import decode_image_of
 from .detection_format import (ID_COL, decode_annotations, read_manifest, record_label,
@@ -12,13 +10,14 @@ from .detection_format import (ID_COL, decode_annotations, read_manifest, record
 from .metadata import lazy_metadata
 from .parquet import open_parquet
 from .reader import RecordReader
+from .sharded import ShardedRecords
 from .shards import Shard
 
 __all__ = ['DetectionShards']
 
 
 
-class DetectionShards(mx.gluon.data.Dataset):
+class DetectionShards(ShardedRecords):
     """A detection dataset converted to shards (by :func:`from_voc` or :func:`from_coco`),
     whose item ``i`` is the item ``i`` of the gluoncv dataset it was converted from.
 
@@ -122,22 +121,6 @@ class DetectionShards(mx.gluon.data.Dataset):
         return dict(self._manifest['options'])
 
     @property
-    def shard_lengths(self):
-        """Records per shard, in dataset order (for
-        :class:`~gluonbatch.webdataset.ShardWindowSampler`)."""
-        return tuple(shard.stop - shard.start for shard in self._shards)
-
-    @property
-    def tar_files(self):
-        """The tar path of every shard, in shard order."""
-        return [shard.tar for shard in self._shards]
-
-    @property
-    def reader(self):
-        """The :class:`~gluonbatch.webdataset.reader.RecordReader` behind ``ds[i]``."""
-        return self._reader
-
-    @property
     def metadata(self):
         """The shards' parquet rows as a lazy Dask DataFrame, one partition per shard,
         indexed by record number (only the first shard's schema is read here)."""
@@ -159,25 +142,12 @@ class DetectionShards(mx.gluon.data.Dataset):
         return [float(width) / height for width, height in zip(sizes['width'],
                                                                 sizes['height'])]
 
-    def __len__(self):
-        return len(self._reader)
-
     def __repr__(self):
         return '%s(%r, source=%r, shards=%d, records=%d%s)' % (
             type(self).__name__, self.path, self.source, len(self._shards), len(self),
             ', segmentation=True' if self.segmentation else '')
 
     # ---------------------------------------------------------------- reading
-
-    def record_id(self, idx):
-        """The key of record ``idx`` in its tar."""
-        _, records, row = self._reader.locate(check_index(idx, len(self)))
-        return str(records.ids[row])
-
-    def read_raw(self, idx):
-        """The undecoded members of record ``idx`` as ``{extension: bytes}``: the image
-        file's bytes, its ``txt`` and its ``json`` annotations."""
-        return dict(self._reader.read_members(check_index(idx, len(self))))
 
     def annotations(self, idx):
         """Record ``idx``'s annotations: the dict its ``json`` member holds (the label, and
@@ -197,14 +167,14 @@ class DetectionShards(mx.gluon.data.Dataset):
         >>> sorted(record)[:3], members, key
         (['image', 'label', 'label_dtype'], ['jpg', 'json', 'txt'], '00000000')
         """
-        i = check_index(idx, len(self))
+        i = self._index(idx)
         return self._annotations(dict(self._reader.read_members(i)), i)
 
     def _annotations(self, members, i):
         return decode_annotations(members['json'], self._member(i, 'json'))
 
     def __getitem__(self, idx):
-        i = check_index(idx, len(self))
+        i = self._index(idx)
         members = dict(self._reader.read_members(i))
         annotations = self._annotations(members, i)
         image = self._image(members, i)
@@ -223,20 +193,8 @@ class DetectionShards(mx.gluon.data.Dataset):
             raise ValueError('%s has no image member' % self._reader.describe(i))
         return decode_image_of(ext, members[ext], lambda: self._member(i, ext))
 
-    # ---------------------------------------------------------------- files
-
-    def close(self):
-        """Close this process's tar files; a later read opens them again. ``with`` closes
-        them at the end of the block."""
-        self._reader.close()
-
     def __getstate__(self):
         state = self.__dict__.copy()
         state['_metadata'] = None  # the lazy frame is made again where it is used
         return state
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
