@@ -17,6 +17,7 @@ import json
 import mxnet as mx
 import numpy as np
 
+from .._core import jpeg
 from .._core.alloc import in_numpy_mode
 from .._core.wording import with_article
 
@@ -24,10 +25,12 @@ __all__ = ['decode_image', 'decode_image_of', 'decode_record', 'caption_text', '
 
 
 def decode_image(ext, data):
-    """An (H, W, 3) uint8 RGB NDArray (``mx.np.ndarray`` in numpy mode); WebP by Pillow,
-    which MXNet 1.9.1 cannot decode."""
+    """An (H, W, 3) uint8 RGB NDArray (``mx.np.ndarray`` in numpy mode), the pixels
+    ``mx.image.imdecode`` gives: JPEGs by libjpeg-turbo where
+    :func:`~gluonbatch._core.jpeg.imdecode` can, WebP by Pillow, which MXNet 1.9.1 cannot
+    decode, the rest by MXNet."""
     if ext != 'webp':
-        return mx.image.imdecode(data)
+        return jpeg.imdecode(data)
     from PIL import Image
 
     with Image.open(io.BytesIO(data), formats=['WEBP']) as picture:
