@@ -644,3 +644,16 @@ def test_crop_iou_test_matches_gluoncv_on_non_finite_boxes(dtype):
         for low, high in ((0.1, np.inf), (0.5, np.inf), (-np.inf, 1)):
             want = bool(low <= iou.min() and iou.max() <= high)
             assert test.passes(x, y, w, h, low, high) == want
+
+
+def test_an_image_still_being_computed_is_read_when_ready_and_left_as_it_was():
+    """The presets read an NDArray image through a view of its memory, not a copy: the view
+    waits for the engine's pending writes, and is read-only (the image is never changed)."""
+    from gluonbatch.transforms.presets.ssd import SSDDefaultValTransform
+
+    base = mx.nd.ones((40, 60, 3), dtype='uint8')
+    image = base * 200 + 17  # pending on MXNet's engine when the preset starts
+    label = np.array([[2.0, 3.0, 30.0, 20.0, 1.0]])
+    out, _ = SSDDefaultValTransform(32, 32, mean=(0, 0, 0), std=(1, 1, 1))(image, label)
+    np.testing.assert_allclose(np.asarray(out), 217 / 255, rtol=1e-6)
+    assert (image.asnumpy() == 217).all()

@@ -33,6 +33,7 @@ import mxnet as mx
 import numpy as np
 
 from .checks import describe
+from .native import host_view
 
 __all__ = ['as_numpy', 'check_image', 'image_array', 'label_array', 'channel_values']
 
@@ -120,7 +121,14 @@ def image_array(src, name='image'):
     ...
     TypeError: image must hold real numbers (uint8, another integer or a float dtype; HWC, ...
     """
-    pixels = as_numpy(src, name)
+    # a read-only view of the image's memory, not asnumpy's copy (0.3-0.5 ms for 500x375):
+    # presets read their input and never write it
+    if isinstance(src, mx.np.ndarray):
+        pixels = host_view(src.as_nd_ndarray())  # as_nd_ndarray: the same memory
+    elif isinstance(src, mx.nd.NDArray):
+        pixels = host_view(src)
+    else:
+        pixels = as_numpy(src, name)
     check_image(pixels.dtype, pixels.shape, src, name)
     if pixels.dtype != np.uint8:
         pixels = pixels.astype(np.float32, copy=False)
