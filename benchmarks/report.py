@@ -124,6 +124,11 @@ def _preamble(facts, rows, quick):
             lines.append('seeded_loader: the work seeding adds to a batch (its keys made and '
                          'pickled, each sample\'s generators seeded, MXNet\'s once), alone: '
                          '%.2f CPU ms' % row['seeding_ms'])
+        if row['case'].startswith('jpeg_loader'):
+            lines.append('%s: images/s %s%s' % (row['case'], ', '.join(
+                '%s %.1f' % item for item in row['images_per_s'].items()),
+                '; one core %.2f ms per image' % row['one_core_ms']
+                if 'one_core_ms' in row else ''))
         if row['case'] == 'shards':
             lines.append('shards: images/s %s; raw reads %.0f records/s vs copying the shards '
                          '%.0f; opening %d shards %.1f ms'

@@ -67,7 +67,10 @@ CASES = (('pad_labels', 'cases_batchify', SMALL_ROUNDS),
          ('batch_targets_center_net', 'cases_batch_targets', BIG_ROUNDS),
          ('seeded_loader', 'cases_seeded', SEEDED_ROUNDS),
          ('resume', 'cases_seeded', SMALL_ROUNDS),
-         ('shards', 'cases_shards', LOADER_ROUNDS))
+         ('shards', 'cases_shards', LOADER_ROUNDS),
+         ('jpeg_loader_ssd', 'cases_jpeg', LOADER_ROUNDS),
+         ('jpeg_loader_yolo', 'cases_jpeg', LOADER_ROUNDS),
+         ('jpeg_loader_center_net', 'cases_jpeg', LOADER_ROUNDS))
 
 
 def parse_args(argv):

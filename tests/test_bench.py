@@ -33,7 +33,7 @@ CASES = ['pad_labels', 'pad_images', 'stack_numpy', 'stack_ndarray', 'rcnn_c4', 
          'transforms_yolo', 'transforms_center_net', 'transforms_rcnn', 'transforms_loader_ssd',
          'transforms_loader_yolo', 'transforms_loader_center_net', 'batch_targets_ssd',
          'batch_targets_yolo', 'batch_targets_center_net', 'seeded_loader', 'resume',
-         'shards']
+         'shards', 'jpeg_loader_ssd', 'jpeg_loader_yolo', 'jpeg_loader_center_net']
 CONTENDERS = {'gluonbatch', 'gluoncv', 'floor'}
 #: What the curation cases time: 2 Dask workers (the gluonbatch column), and the rest.
 CURATION_CONTENDERS = {'gluonbatch', 'dask_1_worker', 'threads', 'single_process', 'floor'}
@@ -50,6 +50,8 @@ MORE_CONTENDERS = {'loader_recycled': {'gluonbatch, recycling off'},
                    **{'transforms_loader_' + kind: LOADER_BATCH_TARGETS
                       for kind in ('ssd', 'yolo', 'center_net')},
                    **{'batch_targets_' + kind: {'gluonbatch in a worker'}
+                      for kind in ('ssd', 'yolo', 'center_net')},
+                   **{'jpeg_loader_' + kind: {'mxnet decode'}
                       for kind in ('ssd', 'yolo', 'center_net')}}
 #: Cases that time contenders of their own (no gluoncv, no floor), and their goals.
 OWN_CONTENDERS = {'seeded_loader': {'gluonbatch', 'seeded', 'mxnet', 'mxnet seeded'},

@@ -1,0 +1,137 @@
+"""Cases ``jpeg_loader_ssd``, ``_yolo`` and ``_center_net``: training from JPEG files.
+
+The bench writes VOC-like 500x375 JPEGs in gluoncv's layout
+(:func:`~gluonbatch.webdataset.make_voc_example`) and times, in interleaved rounds, a
+2-worker DataLoader (batch 32) reading them, decode included:
+
+- ``gluonbatch``: :class:`gluonbatch.datasets.VOCDetection` (libjpeg-turbo's decode with
+  MXNet's pixels), gluonbatch's preset without targets and the batch's targets;
+- ``mxnet decode``: the same pipeline over gluoncv's ``VOCDetection`` (MXNet decodes): what
+  gluonbatch ran before its JPEG path;
+- ``gluoncv``: gluoncv's dataset, preset (with its targets) and its script's batchify;
+- ``floor``: decoding alone (libjpeg-turbo), 2 workers.
+
+For SSD300 also the time of one sample on one core: decode, preset and its share of the
+batch's targets, in this process. Goals: SSD300 at least 400 images/s and at most 4.5 ms
+per image on one core; YOLOv3 and CenterNet at least 1.5x the ``mxnet decode`` pipeline.
+
+The case functions take ``(rng, rounds, quick)`` and return the case's row with its checks.
+This module imports gluoncv: the runner imports it only to run a case.
+"""
+import functools
+import os
+import random
+import shutil
+import tempfile
+import time
+
+import mxnet as mx
+import numpy as np
+
+from gluonbatch.datasets import VOCDetection as FastVOCDetection
+from gluonbatch.webdataset import make_voc_example
+
+from .cases_loader import WORKERS
+from .cases_transforms import (BATCH_SIZE, QUICK_LOADER, preset_pair, script_batchify,
+                               target_batchify, untargeted_preset)
+from .harness import interleave, time_epoch
+from .rows import ms_fields, ratio_check, value_check
+
+__all__ = ['case_jpeg_loader_ssd', 'case_jpeg_loader_yolo', 'case_jpeg_loader_center_net',
+           'SSD_IMAGES_PER_S', 'SSD_ONE_CORE_MS', 'SPEEDUP_GOAL']
+
+#: The goals: SSD300 images/s (2 workers) and ms per image on one core; the others' speed-up
+#: over the pipeline with MXNet's decode.
+SSD_IMAGES_PER_S, SSD_ONE_CORE_MS, SPEEDUP_GOAL = 400.0, 4.5, 1.5
+#: Batches per epoch.
+BATCHES = 4
+
+
+def _one_core_ms(dataset, preset, batchify, batch_size):
+    """Milliseconds per image of decode, preset and the batch's targets in this process."""
+    random.seed(0)
+    np.random.seed(0)
+    start = time.perf_counter()
+    for first in range(0, len(dataset) - batch_size + 1, batch_size):
+        batch = batchify([preset(*dataset[i]) for i in range(first, first + batch_size)])
+        for field in batch:
+            field.wait_to_read()
+    return (time.perf_counter() - start) / (len(dataset) // batch_size * batch_size) * 1e3
+
+
+def _jpeg_case(kind, rng, rounds, quick):
+    from gluoncv.data import VOCDetection
+    from gluoncv.data import batchify as gcv
+
+    title, theirs, _, _ = preset_pair(kind, quick)
+    batch_size, batches = QUICK_LOADER if quick else (BATCH_SIZE, BATCHES)
+    count = batch_size * batches
+    root = tempfile.mkdtemp(prefix='gluonbatch-bench-jpeg-')
+    try:
+        voc = make_voc_example(os.path.join(root, 'voc'), num_images=count,
+                               splits=[(2007, 'trainval')], seed=int(rng.integers(2 ** 31)))
+        fast, files = FastVOCDetection(voc, splits=[(2007, 'trainval')]), \
+            VOCDetection(voc, splits=[(2007, 'trainval')])
+        preset, batchify = untargeted_preset(kind, quick), target_batchify(kind, quick)
+
+        def loader(dataset, batchify_fn):
+            return mx.gluon.data.DataLoader(dataset, batch_size=batch_size, shuffle=True,
+                                            last_batch='keep', batchify_fn=batchify_fn,
+                                            num_workers=WORKERS)
+
+        loaders = {'gluonbatch': loader(fast.transform(preset), batchify),
+                   'mxnet decode': loader(files.transform(preset), batchify),
+                   'gluoncv': loader(files.transform(theirs), script_batchify(kind, gcv)),
+                   # the decoded images' heights: the decode, and next to nothing sent back
+                   'floor': loader(fast.transform(lambda image, label: image.shape[0]), list)}
+        follow = {}
+        if kind == 'ssd':
+            follow['one core'] = functools.partial(_one_core_ms, fast, preset, batchify,
+                                                   batch_size)
+        medians, times = interleave({name: functools.partial(time_epoch, ld)
+                                     for name, ld in loaders.items()}, rounds, follow)
+        del loaders
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    extra = {name: medians.pop(name) for name in follow}
+    times = {name: values for name, values in times.items() if name in medians}
+    images_per_s = {name: batch_size / seconds for name, seconds in medians.items()}
+    row = {'case': 'jpeg_loader_' + kind, 'rounds': rounds,
+           'title': '%s from JPEG files, %d-worker loader, B=%d'
+                    % (title.split(' +')[0], WORKERS, batch_size),
+           'unit': 'ms per batch; rounds are epochs of %d batches' % batches,
+           'outputs': [], 'out_bytes': 0, 'images_per_s': images_per_s,
+           **ms_fields(medians, times)}
+    row['ratios'] = {'gluoncv/gluonbatch': medians['gluoncv'] / medians['gluonbatch'],
+                     'mxnet decode/gluonbatch': medians['mxnet decode'] / medians['gluonbatch'],
+                     'gluonbatch/floor': medians['gluonbatch'] / medians['floor'],
+                     'gluoncv/floor': medians['gluoncv'] / medians['floor']}
+    row['checks'] = [ratio_check('%s from JPEG images/s vs gluoncv' % kind,
+                                 row['ratios']['gluoncv/gluonbatch'])]
+    if kind == 'ssd':
+        row['one_core_ms'] = extra['one core']
+        row['checks'] += [
+            value_check('ssd from JPEG, 2 workers', images_per_s['gluonbatch'], 'rec/s',
+                        ('>=', SSD_IMAGES_PER_S)),
+            value_check('ssd from JPEG, one core per image', extra['one core'], 'ms',
+                        ('<=', SSD_ONE_CORE_MS))]
+    else:
+        row['checks'].append(ratio_check('%s from JPEG vs MXNet decode' % kind,
+                                         row['ratios']['mxnet decode/gluonbatch'],
+                                         ('>=', SPEEDUP_GOAL)))
+    return row
+
+
+def case_jpeg_loader_ssd(rng, rounds, quick):
+    """SSD300 from JPEG files: a 2-worker DataLoader, decode included."""
+    return _jpeg_case('ssd', rng, rounds, quick)
+
+
+def case_jpeg_loader_yolo(rng, rounds, quick):
+    """YOLOv3-416 from JPEG files: a 2-worker DataLoader, decode included."""
+    return _jpeg_case('yolo', rng, rounds, quick)
+
+
+def case_jpeg_loader_center_net(rng, rounds, quick):
+    """CenterNet-512 from JPEG files: a 2-worker DataLoader, decode included."""
+    return _jpeg_case('center_net', rng, rounds, quick)
