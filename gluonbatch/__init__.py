@@ -10,7 +10,9 @@ The names most users need are importable from here. The package holds
 - ``memory``: where batches live, and shared-memory recycling;
 - ``targets``: detection training targets in numpy (SSD, YOLOv3, CenterNet, RPN);
 - ``transforms``: the detection presets (they need OpenCV);
-- ``webdataset``: sharded image-text datasets, read at random, resharded and curated;
+- ``webdataset``: sharded image-text datasets, read at random, resharded and curated, and
+  detection datasets converted to shards;
+- ``datasets``: gluoncv's VOC and COCO datasets, their JPEGs decoded faster (same items);
 - ``examples``: the example detection loaders; ``cli``: the ``gluonbatch`` command (which
   ``__main__`` runs: ``python -m gluonbatch``);
 - ``rcnn``: the earlier path of ``batchify.rcnn`` (deprecated);

@@ -10,6 +10,7 @@ nothing here imports a gluonbatch module outside ``_core`` (the layers point one
 - ``imagenet``: the ImageNet channel statistics, the presets' and batchifiers' defaults;
 - ``inference``: output shapes of a traced network per input size, inferred once;
 - ``inputs``: the checks of a detection sample's image and label and of mean / std;
+- ``jpeg``: JPEG decoding by libjpeg-turbo with MXNet's pixels (MXNet for the rest);
 - ``layout``: shape and shard arithmetic;
 - ``memory_settings``: the memory and recycling settings (behind ``gluonbatch.memory``);
 - ``native``: the only ctypes code: views of NDArray memory and its counts;
