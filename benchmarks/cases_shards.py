@@ -37,6 +37,7 @@ from gluonbatch.webdataset import (DetectionShards, ShardWindowSampler, from_voc
 
 from .cases_loader import WORKERS
 from .cases_seeded import epoch_costs
+from .cases_webdataset import copy_files, raw_reads, write_and_remove
 from .cases_transforms import BATCH_SIZE, QUICK_LOADER, target_batchify, untargeted_preset
 from .harness import interleave
 from .rows import ms_fields, ratio_check, value_check
@@ -49,27 +50,6 @@ LOADER_GOAL, READ_GOAL, OPEN_GOAL_MS = 1.0, 0.5, 1000.0
 OPEN_SHARDS = 1000
 #: Batches per epoch of the loaders, and shards per window of the sampler.
 BATCHES, WINDOW = 12, 2
-
-
-def _read_all(dataset, order):
-    """Seconds to read the records ``order`` of ``dataset`` without decoding them."""
-    start = time.perf_counter()
-    for i in order:
-        dataset.read_raw(i)
-    return time.perf_counter() - start
-
-
-def _copy(paths, root, names):
-    """Seconds to copy the files ``paths`` into a new directory of ``root`` (named from
-    ``names``, an iterator); removed after."""
-    target = os.path.join(root, 'copy%d' % next(names))
-    os.makedirs(target)
-    start = time.perf_counter()
-    for path in paths:
-        shutil.copyfile(path, os.path.join(target, os.path.basename(path)))
-    elapsed = time.perf_counter() - start
-    shutil.rmtree(target)
-    return elapsed
 
 
 def _open(path):
@@ -120,8 +100,14 @@ def case_shards(rng, rounds, quick):
                                    sampler=window, batchify_fn=list)}
         order = window.indices(0).tolist()
         many = _many_shards(root, open_shards)
-        follow = {'read_raw': functools.partial(_read_all, shards, order),
-                  'copy': functools.partial(_copy, shards.tar_files, root, itertools.count()),
+        copies = itertools.count()  # a fresh directory for every copy
+
+        def copy():
+            return write_and_remove(os.path.join(root, 'copy%d' % next(copies)),
+                                    functools.partial(copy_files, shards.tar_files),
+                                    make_dir=True)
+
+        follow = {'read_raw': functools.partial(raw_reads, shards, order), 'copy': copy,
                   'open': functools.partial(_open, many)}
         walls = {name: [] for name in loaders}
         medians, times = interleave({name: functools.partial(epoch_costs, ld, batches,

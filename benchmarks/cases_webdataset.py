@@ -21,7 +21,7 @@ from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset, ve
 from .harness import interleave, time_call, time_epoch
 from .rows import check_same, layout_fields, ratio_check, timing_fields
 
-__all__ = ['case_webdataset']
+__all__ = ['case_webdataset', 'raw_reads', 'write_and_remove', 'copy_files']
 
 
 def _read_front_to_back(paths):
@@ -48,7 +48,7 @@ def _verified(path):
         raise RuntimeError('the benchmark dataset has problems: %s' % problems[0])
 
 
-def _raw_reads(ds, indices):
+def raw_reads(ds, indices):
     """Seconds to read the raw records ``indices`` of ``ds`` (no decode), in that order."""
     start = time.perf_counter()
     for i in indices:
@@ -56,7 +56,7 @@ def _raw_reads(ds, indices):
     return time.perf_counter() - start
 
 
-def _write_and_remove(target, write, make_dir=False):
+def write_and_remove(target, write, make_dir=False):
     """Seconds ``write(target)`` takes; ``target`` is removed afterwards."""
     if make_dir:
         os.makedirs(target)
@@ -67,7 +67,7 @@ def _write_and_remove(target, write, make_dir=False):
     return elapsed
 
 
-def _copy_files(paths, target):
+def copy_files(paths, target):
     for path in paths:
         shutil.copyfile(path, os.path.join(target, os.path.basename(path)))
 
@@ -110,16 +110,16 @@ def case_webdataset(rng, rounds, quick):
         targets = itertools.count()  # a fresh directory name for every write
 
         def reshard():
-            return _write_and_remove(
+            return write_and_remove(
                 os.path.join(root, 'reshard%d' % next(targets)),
                 lambda target: ds.to_webdataset(target, None, samples_per_shard=count // shards))
 
         def copy():
-            return _write_and_remove(os.path.join(root, 'copy%d' % next(targets)),
-                                     functools.partial(_copy_files, tars), make_dir=True)
+            return write_and_remove(os.path.join(root, 'copy%d' % next(targets)),
+                                     functools.partial(copy_files, tars), make_dir=True)
 
-        follow = {'random': lambda: _raw_reads(ds, rng.permutation(count).tolist()),
-                  'in_order': lambda: _raw_reads(ds, order),
+        follow = {'random': lambda: raw_reads(ds, rng.permutation(count).tolist()),
+                  'in_order': lambda: raw_reads(ds, order),
                   'tarfile_stream': lambda: time_call(lambda: _stream_tars(tars)),
                   'verify': lambda: time_call(lambda: _verified(source)),
                   'reshard': reshard, 'copyfile': copy}
