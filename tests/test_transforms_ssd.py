@@ -15,6 +15,8 @@ import weakref
 import mxnet as mx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from gluoncv.data.transforms import experimental as gcv_experimental
 from gluoncv.data.transforms.presets import ssd as gcv_ssd
 from gluoncv.data.transforms.presets import yolo as gcv_yolo
@@ -420,6 +422,31 @@ def test_canvas_window_equals_a_built_canvas():
             raise RuntimeError
     with pixels.canvas_window(src, (0, 0, 30, 30), (9, 9), (1., 2., 3.)) as window:
         assert not window[:9].any()  # the reused buffer was zeroed again
+
+
+@settings(deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), interp=st.integers(0, 4),
+       dtype=st.sampled_from([np.uint8, np.float32]), shifted=st.booleans(),
+       size=st.tuples(st.integers(1, 160), st.integers(1, 160)),
+       window=st.tuples(st.integers(0, 200), st.integers(0, 200), st.integers(1, 400),
+                        st.integers(1, 400)),
+       offset=st.tuples(st.integers(0, 200), st.integers(0, 200)))
+def test_resize_window_is_the_resized_canvas_window(seed, interp, dtype, shifted, size,
+                                                    window, offset):
+    """Windows of every sort (all fill, all image, image in some rows, growing and
+    shrinking): within float32 rounding of resizing the whole window, and the zero buffer
+    stays zero for the next window."""
+    rng = np.random.default_rng(seed)
+    src = (rng.integers(0, 256, (int(rng.integers(1, 90)), int(rng.integers(1, 90)), 3))
+           .astype(dtype))
+    shift = rng.uniform(-100, 100, 3) if shifted else None
+    got = pixels.resize_window(src, window, offset, size, interp, shift)
+    with pixels.canvas_window(src, window, offset, shift) as img:
+        want = pixels.resize(img, size, interp)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * max(1, np.abs(want).max()))
+    with scratch.zeros((window[3], size[0], 3)) as zeros:
+        assert not zeros.any()
 
 
 def test_reused_zero_buffer_never_serves_stale_pixels():

@@ -34,8 +34,8 @@ import numpy as np
 from .._core import scratch
 from . import color
 
-__all__ = ['INTERPOLATIONS', 'BILINEAR', 'val_interp', 'window_overlap', 'canvas_window',
-           'fill_shift', 'resize', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw',
+__all__ = ['INTERPOLATIONS', 'BILINEAR', 'AREA', 'val_interp', 'window_overlap',
+           'canvas_window', 'fill_shift', 'resize', 'resize_window', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw',
            'Normalizer']
 
 #: gluoncv's interpolation codes, which OpenCV takes as they are.
@@ -138,6 +138,48 @@ def resize(img, size, interp):
     array([[6, 5, 4, 3]], dtype=uint8)
     """
     return cv2.resize(img, tuple(size), interpolation=INTERPOLATIONS[interp])
+
+
+#: The area code (OpenCV averages where both sides shrink, and interpolates otherwise).
+AREA = 3
+
+
+def resize_window(src, window, offset, size, interp, shift=None):
+    """:func:`resize` of the :func:`canvas_window` ``(src, window, offset, shift)``: a new
+    float32 HWC array of ``size = (width, height)``, within float32 rounding of resizing
+    the whole window, without averaging its rows of fill.
+
+    OpenCV's area averaging (where both sides shrink) costs a pass over every pixel of the
+    window, and an expanded window may span up to 16 times the image. It runs in two
+    passes, across each row then down each column, and a row of fill comes out of the
+    first as zeros: so where the image shows in only some of the window's rows, those
+    rows alone are averaged across, put back among zero rows, and averaged down. The other
+    interpolations cost the same per output pixel whatever the window holds, and are
+    resized whole.
+
+    >>> src = np.full((2, 2, 3), 9, np.uint8)
+    >>> resize_window(src, (0, 0, 4, 8), (0, 4), (2, 2), AREA)[..., 0]
+    array([[0. , 0. ],
+           [4.5, 0. ]], dtype=float32)
+    """
+    width, height = window[2], window[3]
+    overlap = window_overlap(window, offset, src.shape)
+    out_w, out_h = size
+    if overlap is None:  # all fill: resized zeros are zeros
+        return np.zeros((out_h, out_w, 3), np.float32)
+    rows = overlap[0]
+    shown = rows.stop - rows.start
+    if interp != AREA or shown == height or width < out_w or height < out_h:
+        with canvas_window(src, window, offset, shift) as img:
+            return resize(img, size, interp)
+    band = (window[0], window[1] + rows.start, width, shown)
+    with canvas_window(src, band, offset, shift) as img:
+        across = resize(img, (out_w, shown), interp)
+    with scratch.zeros((height, out_w, 3)) as tall:
+        tall[rows] = across
+        out = resize(tall, size, interp)
+        tall[rows] = 0  # the zero buffer's contract: leave it all zeros
+    return out
 
 
 def _shifted(m, shift):

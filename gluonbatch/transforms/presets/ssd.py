@@ -107,8 +107,7 @@ class SSDAugmentation:
         shift = None if covered else pixels.fill_shift(chain, color.apply(self._after,
                                                                           self._fill))
         size = (self._width, self._height)
-        with pixels.canvas_window(src, window, offset, shift) as img:
-            img = pixels.resize(img, size, params.interp)
+        img = pixels.resize_window(src, window, offset, size, params.interp, shift)
         label = tbox.resize(label, (crop.width, crop.height), size)
         label = tbox.flip(label, size, flip_x=params.flip_x)
         if self._normalize:
