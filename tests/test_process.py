@@ -122,3 +122,40 @@ def test_heap_for_large_arrays_leaves_a_process_without_fixed_settings_alone():
         result = subprocess.run([sys.executable, '-c', _HEAP_SCRIPT], capture_output=True,
                                 text=True, env=dict(env, **environ), check=True)
         assert [sums for _, sums in json.loads(result.stdout)] == [1 << 19] * 3
+
+
+class _ThreadsAfterPreset:
+    """A dataset whose item is OpenCV's thread count after a preset ran on an image."""
+
+    def __init__(self):
+        import numpy as np
+        from gluonbatch.transforms.presets.ssd import SSDDefaultValTransform
+        self.preset = SSDDefaultValTransform(16, 16)
+        self.image = np.zeros((8, 8, 3), np.uint8)
+        self.label = np.array([[1., 1., 4., 4., 0.]])
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        import cv2
+        self.preset(self.image, self.label)
+        return cv2.getNumThreads()
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+def test_presets_run_opencv_on_one_thread_in_workers_only(num_workers):
+    """In DataLoader workers OpenCV runs on the calling thread (the workers are the
+    parallelism); the main process keeps its own setting."""
+    import cv2
+    import mxnet as mx
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(2)
+    try:
+        loader = mx.gluon.data.DataLoader(_ThreadsAfterPreset(), batch_size=2,
+                                          num_workers=num_workers, batchify_fn=list)
+        counts = [count for batch in loader for count in batch]
+        assert counts == [1 if num_workers else 2] * 4
+        assert cv2.getNumThreads() == 2
+    finally:
+        cv2.setNumThreads(before)
