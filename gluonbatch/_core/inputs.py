@@ -34,7 +34,6 @@ import numpy as np
 
 from .checks import describe
 from .native import host_view
-from .process import one_kernel_thread_in_workers
 
 __all__ = ['as_numpy', 'check_image', 'image_array', 'label_array', 'channel_values']
 
@@ -122,8 +121,6 @@ def image_array(src, name='image'):
     ...
     TypeError: image must hold real numbers (uint8, another integer or a float dtype; HWC, ...
     """
-    # every preset reads its image here, before its OpenCV kernels run
-    one_kernel_thread_in_workers()
     # a read-only view of the image's memory, not asnumpy's copy (0.3-0.5 ms for 500x375):
     # presets read their input and never write it
     if isinstance(src, mx.np.ndarray):

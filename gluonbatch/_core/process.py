@@ -44,7 +44,7 @@ import uuid
 import weakref
 
 __all__ = ['ProcessLocal', 'shared_by_key', 'SharedByToken', 'in_worker_process',
-           'one_kernel_thread_in_workers', 'share_temp_dir', 'note_shared_arrays', 'BoundedCache', 'file_identity',
+           'share_temp_dir', 'note_shared_arrays', 'BoundedCache', 'file_identity',
            'heap_for_large_arrays']
 
 # Bumped in every forked child; a ProcessLocal made in another generation is stale.
@@ -121,30 +121,6 @@ def in_worker_process():
     False
     """
     return multiprocessing.parent_process() is not None
-
-
-def one_kernel_thread_in_workers():
-    """In a worker process (:func:`in_worker_process`: DataLoader workers are), make
-    OpenCV run its kernels on the calling thread; the main process is left as it is.
-    Settled once per process, so it may be called for every sample.
-
-    The workers are the parallelism. OpenCV's own threads in each worker would compete
-    for the cores the other workers use: with them, SSD300 training samples on 2 cores and
-    2 workers took 10% more CPU time each.
-
-    >>> one_kernel_thread_in_workers()
-    """
-    _KERNEL_THREADS.get()
-
-
-def _one_opencv_thread():
-    if in_worker_process():
-        import cv2  # only where the presets run: they import it anyway
-        cv2.setNumThreads(1)
-    return True
-
-
-_KERNEL_THREADS = ProcessLocal(_one_opencv_thread)
 
 
 def share_temp_dir():
