@@ -82,8 +82,16 @@ def printed_losses(loader, steps, out):
 @pytest.mark.parametrize('num_workers', [0, 2])
 @pytest.mark.parametrize('loader', LOADERS)
 def test_loader_runs_end_to_end(loader, num_workers, capsys):
-    assert MAINS[loader](END_TO_END + ['--num-workers', str(num_workers)]
-                         + SMALL[loader]) == 0
+    import cv2
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(2)
+    try:
+        assert MAINS[loader](END_TO_END + ['--num-workers', str(num_workers)]
+                             + SMALL[loader]) == 0
+        # with workers, OpenCV on one thread: the workers are the parallelism
+        assert cv2.getNumThreads() == (1 if num_workers else 2)
+    finally:
+        cv2.setNumThreads(before)
     out = capsys.readouterr().out
     assert_loader_output(out)
     # every example's train loader is seeded (R-CNN's aspect-ratio buckets too)
