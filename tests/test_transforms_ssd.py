@@ -445,8 +445,29 @@ def test_resize_window_is_the_resized_canvas_window(seed, interp, dtype, shifted
         want = pixels.resize(img, size, interp)
     assert got.shape == want.shape and got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * max(1, np.abs(want).max()))
-    with scratch.zeros((window[3], size[0], 3)) as zeros:
-        assert not zeros.any()
+    for shape in ((window[3], size[0], 3), (window[3], window[2], 3)):  # every lease made
+        with scratch.zeros(shape) as zeros:
+            assert not zeros.any()
+
+
+def test_resize_window_averages_only_the_rows_that_show_the_image(monkeypatch):
+    """Area averaging of a shrinking window with rows of fill builds only the band of
+    rows the image shows in; growing windows and other interpolations the whole window."""
+    built = []
+    whole = pixels.canvas_window
+
+    def recording(src, window, offset=(0, 0), shift=None):
+        built.append(tuple(window))
+        return whole(src, window, offset, shift)
+
+    monkeypatch.setattr(pixels, 'canvas_window', recording)
+    src = np.full((20, 30, 3), 9, np.uint8)
+    pixels.resize_window(src, (0, 0, 60, 80), (10, 30), (12, 16), pixels.AREA)
+    assert built == [(0, 30, 60, 20)]
+    for interp, size in ((pixels.BILINEAR, (12, 16)), (pixels.AREA, (12, 100))):
+        built.clear()
+        pixels.resize_window(src, (0, 0, 60, 80), (10, 30), size, interp)
+        assert built == [(0, 0, 60, 80)]
 
 
 def test_reused_zero_buffer_never_serves_stale_pixels():

@@ -2,7 +2,8 @@
 
 The SSD-family pipeline never builds gluoncv's expanded canvas (up to 16 times the image's
 area, filled with the mean): it fills only the crop window, ``0`` outside the image
-(:func:`canvas_window`), resizes the window in float32 (:func:`resize`), and then applies
+(:func:`canvas_window`), resizes the window in float32 (:func:`resize_window`, which
+averages only the rows that show the image), and then applies
 the whole colour chain as one 3x4 matrix (see :mod:`gluonbatch.transforms.color`) while
 flipping and writing CHW into the output (:func:`affine_chw`, :func:`affine_hwc`).
 
@@ -12,9 +13,10 @@ the *undistorted* mean: the window stores ``pixel - shift`` (``0`` on the fill) 
 final map is ``m(r + shift)``, with ``shift`` the pre-image of the wanted fill colour
 (:func:`fill_shift`).
 
-Windows with fill are leased from the thread's zero buffer (:func:`.scratch.zeros`: no
-fresh pages for a window up to 16 times the image), other windows and the HWC image
-between the colour map and the CHW split from its kept arrays (:func:`.scratch.empty`).
+Windows with fill (and the rows :func:`resize_window` averages down) are leased from the
+thread's zero buffer (:func:`.scratch.zeros`: no fresh pages for a window up to 16 times
+the image), other windows and the HWC image between the colour map and the CHW split from
+its kept arrays (:func:`.scratch.empty`).
 
 Examples
 --------
@@ -35,14 +37,16 @@ from .._core import scratch
 from . import color
 
 __all__ = ['INTERPOLATIONS', 'BILINEAR', 'AREA', 'val_interp', 'window_overlap',
-           'canvas_window', 'fill_shift', 'resize', 'resize_window', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw',
-           'Normalizer']
+           'canvas_window', 'fill_shift', 'resize', 'resize_window', 'affine_chw',
+           'affine_hwc', 'normalize_lut', 'lut_chw', 'Normalizer']
 
 #: gluoncv's interpolation codes, which OpenCV takes as they are.
 INTERPOLATIONS = {0: cv2.INTER_NEAREST, 1: cv2.INTER_LINEAR, 2: cv2.INTER_CUBIC,
                   3: cv2.INTER_AREA, 4: cv2.INTER_LANCZOS4}
 #: The bilinear code (MXNet's ``imresize`` default, the R-CNN presets' resize).
 BILINEAR = 1
+#: The area code (OpenCV averages where both sides shrink, and interpolates otherwise).
+AREA = 3
 
 
 def val_interp(in_size, out_size):
@@ -58,8 +62,8 @@ def val_interp(in_size, out_size):
     if nh > oh and nw > ow:
         return 2
     if nh < oh and nw < ow:
-        return 3
-    return 1
+        return AREA
+    return BILINEAR
 
 
 def window_overlap(window, offset, shape):
@@ -140,23 +144,34 @@ def resize(img, size, interp):
     return cv2.resize(img, tuple(size), interpolation=INTERPOLATIONS[interp])
 
 
-#: The area code (OpenCV averages where both sides shrink, and interpolates otherwise).
-AREA = 3
-
-
 def resize_window(src, window, offset, size, interp, shift=None):
-    """:func:`resize` of the :func:`canvas_window` ``(src, window, offset, shift)``: a new
-    float32 HWC array of ``size = (width, height)``, within float32 rounding of resizing
-    the whole window, without averaging its rows of fill.
+    """:func:`resize` of a :func:`canvas_window`, without averaging the window's rows of
+    fill.
 
     OpenCV's area averaging (where both sides shrink) costs a pass over every pixel of the
     window, and an expanded window may span up to 16 times the image. It runs in two
     passes, across each row then down each column, and a row of fill comes out of the
-    first as zeros: so where the image shows in only some of the window's rows, those
-    rows alone are averaged across, put back among zero rows, and averaged down. The other
-    interpolations cost the same per output pixel whatever the window holds, and are
-    resized whole.
+    first as zeros: so where the image shows in only some of the window's rows, those rows
+    alone are averaged across, put back among zero rows, and averaged down. The other
+    interpolations cost the same per output pixel whatever the window holds, and windows
+    with a side that grows are interpolated rather than averaged: those are resized whole.
 
+    Parameters
+    ----------
+    src, window, offset, shift
+        As for :func:`canvas_window`.
+    size : (int, int)
+        The output's ``(width, height)``.
+    interp : int
+        The interpolation code, 0-4 (:data:`INTERPOLATIONS`).
+
+    Returns
+    -------
+    numpy.ndarray
+        A new float32 HWC array, within float32 rounding of resizing the whole window.
+
+    Examples
+    --------
     >>> src = np.full((2, 2, 3), 9, np.uint8)
     >>> resize_window(src, (0, 0, 4, 8), (0, 4), (2, 2), AREA)[..., 0]
     array([[0. , 0. ],
@@ -166,6 +181,7 @@ def resize_window(src, window, offset, size, interp, shift=None):
     overlap = window_overlap(window, offset, src.shape)
     out_w, out_h = size
     if overlap is None:  # all fill: resized zeros are zeros
+        INTERPOLATIONS[interp]  # an unknown code fails as in resize
         return np.zeros((out_h, out_w, 3), np.float32)
     rows = overlap[0]
     shown = rows.stop - rows.start
