@@ -82,21 +82,43 @@ def printed_losses(loader, steps, out):
 @pytest.mark.parametrize('num_workers', [0, 2])
 @pytest.mark.parametrize('loader', LOADERS)
 def test_loader_runs_end_to_end(loader, num_workers, capsys):
-    import cv2
-    before = cv2.getNumThreads()
-    cv2.setNumThreads(2)
-    try:
-        assert MAINS[loader](END_TO_END + ['--num-workers', str(num_workers)]
-                             + SMALL[loader]) == 0
-        # with workers, OpenCV on one thread: the workers are the parallelism
-        assert cv2.getNumThreads() == (1 if num_workers else 2)
-    finally:
-        cv2.setNumThreads(before)
+    assert MAINS[loader](END_TO_END + ['--num-workers', str(num_workers)]
+                         + SMALL[loader]) == 0
     out = capsys.readouterr().out
     assert_loader_output(out)
     # every example's train loader is seeded (R-CNN's aspect-ratio buckets too)
     assert '%s train: seeded (--seed 0): the same batches' % TITLES[loader] in out, out
     assert 'unseeded' not in out
+
+
+class _Built(Exception):
+    """Raised by a build function once it has seen what it was called with."""
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+def test_examples_run_opencv_on_one_thread_with_workers_until_they_return(num_workers):
+    """With several workers, OpenCV is on one thread before the loaders are built (their
+    workers fork from this setting), and as it was again once the example returns."""
+    import cv2
+    from gluonbatch.examples.runner import loader_parser, run_example
+
+    seen = []
+
+    def build(args):
+        seen.append(cv2.getNumThreads())
+        raise _Built
+
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(2)
+    try:
+        parser = loader_parser('ssd', 'ssd', 2, 'data-shape', NETWORKS['ssd'])
+        with pytest.raises(_Built):
+            run_example('SSD', parser, ['--num-workers', str(num_workers)], build,
+                        ((), ()), None)
+        assert seen == [1 if num_workers > 1 else 2]
+        assert cv2.getNumThreads() == 2
+    finally:
+        cv2.setNumThreads(before)
 
 
 #: the network each single-stage example builds by default

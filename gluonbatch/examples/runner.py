@@ -274,17 +274,23 @@ def run_example(title, parser, argv, build, fields, train_steps):
     presets and batchify) and ``seed``, the train loader's (absent or None: unseeded);
     ``fields`` names the train and the val fields;
     ``train_steps(net, batches, steps, learning_rate=...)`` runs training iterations and
-    returns their losses. With ``--num-workers`` above 0, OpenCV runs on one thread in
-    this process and the workers it forks.
+    returns their losses. With ``--num-workers`` above 1, OpenCV runs on one thread in
+    this process (until the call returns) and so in the workers it forks.
     Returns the exit code: 0, or 1 when a training loss is not a finite number.
     """
     args = parser.parse_args(argv)
-    if args.num_workers:
-        # the workers are the parallelism: OpenCV's own threads in each competed for the
-        # cores of the others (SSD300, 2 workers on 2 cores: 12% more images/s without
-        # them). Set before the workers fork: OpenCV's thread pool does not survive a fork,
-        # and a forked worker that changed it hung.
+    threads = cv2.getNumThreads()
+    if args.num_workers > 1:
+        # set before the workers fork (see "Training from JPEG files" in the docs)
         cv2.setNumThreads(1)
+    try:
+        return _run(title, args, build, fields, train_steps)
+    finally:
+        cv2.setNumThreads(threads)
+
+
+def _run(title, args, build, fields, train_steps):
+    """:func:`run_example` once its arguments are parsed."""
     parts = build(args)
     progress = not args.no_progress
     print(seeding_line(title, parts.get('seed')))
