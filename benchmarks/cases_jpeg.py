@@ -11,16 +11,18 @@ The bench writes VOC-like 500x375 JPEGs in gluoncv's layout
 - ``gluoncv``: gluoncv's dataset, preset (with its targets) and its script's batchify;
 - ``floor``: decoding alone (libjpeg-turbo), 2 workers.
 
-For SSD300 also the time of one sample on one core, two ways: a 1-worker loader (the
-worker does all of a sample's work on one core, recycling its batches' memory, while this
-process only receives them: about 0.05 ms an image), and the same work in this process
-(each batch then in fresh shared memory, which a worker does not pay for). Goals: SSD300
-at least 400 images/s and at most 4.5 ms per image on one core; YOLOv3 and CenterNet at
-least 1.5x the ``mxnet decode`` pipeline.
+For SSD300 also the time of one sample on one core (OpenCV on one thread), two ways: a
+1-worker loader (its worker does all of a sample's work and recycles its batches' memory;
+this process only receives the batches), and the same work in this process, seeded alike
+every round (each batch in fresh shared memory, which a worker does not pay for).
+
+Goals: SSD300 at least 400 images/s and at most 4.5 ms per image on one core; YOLOv3 and
+CenterNet at least 1.5x the ``mxnet decode`` pipeline.
 
 The case functions take ``(rng, rounds, quick)`` and return the case's row with its checks.
 This module imports gluoncv: the runner imports it only to run a case.
 """
+import contextlib
 import functools
 import os
 import random
@@ -28,6 +30,7 @@ import shutil
 import tempfile
 import time
 
+import cv2
 import mxnet as mx
 import numpy as np
 
@@ -50,16 +53,30 @@ SSD_IMAGES_PER_S, SSD_ONE_CORE_MS, SPEEDUP_GOAL = 400.0, 4.5, 1.5
 BATCHES = 4
 
 
+@contextlib.contextmanager
+def _opencv_threads(count):
+    """OpenCV on ``count`` threads in this process within the block."""
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(count)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(before)
+
+
 def _one_core_ms(dataset, preset, batchify, batch_size):
-    """Milliseconds per image of decode, preset and the batch's targets in this process."""
+    """Milliseconds per image of decode, preset and the batch's targets in this process,
+    OpenCV on one thread."""
     random.seed(0)
     np.random.seed(0)
-    start = time.perf_counter()
-    for first in range(0, len(dataset) - batch_size + 1, batch_size):
-        batch = batchify([preset(*dataset[i]) for i in range(first, first + batch_size)])
-        for field in batch:
-            field.wait_to_read()
-    return (time.perf_counter() - start) / (len(dataset) // batch_size * batch_size) * 1e3
+    with _opencv_threads(1):
+        start = time.perf_counter()
+        for first in range(0, len(dataset) - batch_size + 1, batch_size):
+            batch = batchify([preset(*dataset[i]) for i in range(first, first + batch_size)])
+            for field in batch:
+                field.wait_to_read()
+        elapsed = time.perf_counter() - start
+    return elapsed / (len(dataset) // batch_size * batch_size) * 1e3
 
 
 def _jpeg_case(kind, rng, rounds, quick):
@@ -87,21 +104,22 @@ def _jpeg_case(kind, rng, rounds, quick):
                    'gluoncv': loader(files.transform(theirs), script_batchify(kind, gcv)),
                    # the decoded images' heights: the decode, and next to nothing sent back
                    'floor': loader(fast.transform(lambda image, label: image.shape[0]), list)}
-        follow = {}
+        follow, one_core = {}, {}
         if kind == 'ssd':
-            one_worker = mx.gluon.data.DataLoader(
-                fast.transform(preset), batch_size=batch_size, shuffle=True,
-                last_batch='keep', batchify_fn=batchify, num_workers=1)
-            follow['one core'] = lambda: time_epoch(one_worker) / batch_size * 1e3
+            with _opencv_threads(1):  # the worker forks with it: one core does the work
+                one_core['loader'] = mx.gluon.data.DataLoader(
+                    fast.transform(preset), batch_size=batch_size, shuffle=True,
+                    last_batch='keep', batchify_fn=batchify, num_workers=1)
+            follow['one core'] = lambda: time_epoch(one_core['loader']) / batch_size * 1e3
             follow['one core, in process'] = functools.partial(
                 _one_core_ms, fast, preset, batchify, batch_size)
         medians, times = interleave({name: functools.partial(time_epoch, ld)
                                      for name, ld in loaders.items()}, rounds, follow)
         del loaders
-        follow.clear()  # the 1-worker loader's pool goes before its files
+        one_core.clear()  # the 1-worker loader's pool goes before its files
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    extra = {name: medians.pop(name) for name in list(medians) if name.startswith('one core')}
+    extra = {name: medians.pop(name) for name in follow}
     times = {name: values for name, values in times.items() if name in medians}
     images_per_s = {name: batch_size / seconds for name, seconds in medians.items()}
     row = {'case': 'jpeg_loader_' + kind, 'rounds': rounds,
