@@ -22,7 +22,6 @@ CenterNet at least 1.5x the ``mxnet decode`` pipeline.
 The case functions take ``(rng, rounds, quick)`` and return the case's row with its checks.
 This module imports gluoncv: the runner imports it only to run a case.
 """
-import contextlib
 import functools
 import os
 import random
@@ -30,11 +29,11 @@ import shutil
 import tempfile
 import time
 
-import cv2
 import mxnet as mx
 import numpy as np
 
 from gluonbatch.datasets import VOCDetection as FastVOCDetection
+from gluonbatch.examples.runner import opencv_threads
 from gluonbatch.webdataset import make_voc_example
 
 from .cases_loader import WORKERS
@@ -53,23 +52,12 @@ SSD_IMAGES_PER_S, SSD_ONE_CORE_MS, SPEEDUP_GOAL = 400.0, 4.5, 1.5
 BATCHES = 4
 
 
-@contextlib.contextmanager
-def _opencv_threads(count):
-    """OpenCV on ``count`` threads in this process within the block."""
-    before = cv2.getNumThreads()
-    cv2.setNumThreads(count)
-    try:
-        yield
-    finally:
-        cv2.setNumThreads(before)
-
-
 def _one_core_ms(dataset, preset, batchify, batch_size):
     """Milliseconds per image of decode, preset and the batch's targets in this process,
     OpenCV on one thread."""
     random.seed(0)
     np.random.seed(0)
-    with _opencv_threads(1):
+    with opencv_threads(1):
         start = time.perf_counter()
         for first in range(0, len(dataset) - batch_size + 1, batch_size):
             batch = batchify([preset(*dataset[i]) for i in range(first, first + batch_size)])
@@ -106,7 +94,7 @@ def _jpeg_case(kind, rng, rounds, quick):
                    'floor': loader(fast.transform(lambda image, label: image.shape[0]), list)}
         follow, one_core = {}, {}
         if kind == 'ssd':
-            with _opencv_threads(1):  # the worker forks with it: one core does the work
+            with opencv_threads(1):  # the worker forks with it: one core does the work
                 one_core['loader'] = mx.gluon.data.DataLoader(
                     fast.transform(preset), batch_size=batch_size, shuffle=True,
                     last_batch='keep', batchify_fn=batchify, num_workers=1)

@@ -1,5 +1,6 @@
 """What every example loader shares: options, datasets, timed iteration and the summary."""
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -19,7 +20,7 @@ from .synthetic import SyntheticDetection
 
 __all__ = ['loader_parser', 'detection_dataset', 'train_order', 'detector_loaders',
            'time_loader', 'describe_batch', 'print_summary', 'compare_with_gluoncv',
-           'check_losses', 'seeding_line', 'run_example']
+           'check_losses', 'seeding_line', 'run_example', 'opencv_threads']
 
 
 def _directory(text):
@@ -279,14 +280,26 @@ def run_example(title, parser, argv, build, fields, train_steps):
     Returns the exit code: 0, or 1 when a training loss is not a finite number.
     """
     args = parser.parse_args(argv)
-    threads = cv2.getNumThreads()
-    if args.num_workers > 1:
-        # set before the workers fork (see "Training from JPEG files" in the docs)
-        cv2.setNumThreads(1)
-    try:
+    # set before the workers fork (see "Training from JPEG files" in the docs)
+    with opencv_threads(1) if args.num_workers > 1 else contextlib.nullcontext():
         return _run(title, args, build, fields, train_steps)
+
+
+@contextlib.contextmanager
+def opencv_threads(count):
+    """A context in which OpenCV runs on ``count`` threads in this process (and in the
+    processes forked inside it); the setting before it is restored after.
+
+    >>> with opencv_threads(1):
+    ...     cv2.getNumThreads()
+    1
+    """
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(count)
+    try:
+        yield
     finally:
-        cv2.setNumThreads(threads)
+        cv2.setNumThreads(before)
 
 
 def _run(title, args, build, fields, train_steps):
