@@ -705,3 +705,14 @@ def test_an_image_still_being_computed_is_read_when_ready_and_left_as_it_was():
     out, _ = SSDDefaultValTransform(32, 32, mean=(0, 0, 0), std=(1, 1, 1))(image, label)
     np.testing.assert_allclose(np.asarray(out), 217 / 255, rtol=1e-6)
     assert (image.asnumpy() == 217).all()
+
+
+@pytest.mark.parametrize('flip_x', [False, True])
+def test_the_affine_maps_read_uint8_as_its_float32_values_and_never_write_their_input(flip_x):
+    img = np.random.RandomState(2).randint(0, 256, (4, 6, 3)).astype(np.uint8)
+    values = img.astype(np.float32)
+    kept = values.copy()
+    matrix = np.hstack([np.full((3, 3), 0.3), np.ones((3, 1))])
+    for affine in (pixels.affine_chw, pixels.affine_hwc):
+        np.testing.assert_array_equal(affine(img, matrix, flip_x), affine(values, matrix, flip_x))
+        np.testing.assert_array_equal(values, kept)

@@ -207,14 +207,21 @@ def _shifted(m, shift):
     return out
 
 
-def _float32_hwc(img):
-    """``img`` as a C-contiguous float32 HWC array (``cv2.transform`` keeps the input's
-    depth: uint8 would saturate), copied only if not C-contiguous."""
-    if not (isinstance(img, np.ndarray) and img.dtype == np.float32 and img.ndim == 3
-            and img.shape[2] == 3):
-        raise TypeError('img must be a float32 HWC numpy array with 3 channels, got %r'
+@contextlib.contextmanager
+def _float32_values(img):
+    """A context giving ``img`` (HWC, 3 channels, uint8 or float32) as C-contiguous float32
+    values for ``cv2.transform``, which keeps the input's depth (uint8 would saturate): the
+    image itself when it is that already, else a copy in the thread's kept array."""
+    if not (isinstance(img, np.ndarray) and img.dtype in (np.uint8, np.float32)
+            and img.ndim == 3 and img.shape[2] == 3):
+        raise TypeError('img must be a uint8 or float32 HWC numpy array with 3 channels, got %r'
                         % (getattr(img, 'dtype', type(img)),))
-    return img if img.flags.c_contiguous else np.ascontiguousarray(img)
+    if img.dtype == np.float32 and img.flags.c_contiguous:
+        yield img
+        return
+    with scratch.empty('affine.values', img.shape, np.float32) as values:
+        np.copyto(values, img)
+        yield values
 
 
 def affine_chw(img, m, flip_x=False, shift=None, out=None):
@@ -223,7 +230,7 @@ def affine_chw(img, m, flip_x=False, shift=None, out=None):
     Parameters
     ----------
     img : numpy.ndarray
-        HWC float32; may be overwritten (the flip runs in place).
+        HWC uint8 or float32, 3 channels; not written to.
     m : array-like
         3x4: ``m[:, :3] @ pixel + m[:, 3]`` per pixel.
     flip_x : bool
@@ -242,19 +249,19 @@ def affine_chw(img, m, flip_x=False, shift=None, out=None):
     --------
     >>> img = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
     >>> plus_one = np.hstack([np.eye(3), np.ones((3, 1))])
-    >>> affine_chw(img.copy(), plus_one, flip_x=True)[0]
+    >>> affine_chw(img, plus_one, flip_x=True)[0]
     array([[4., 1.]], dtype=float32)
     """
-    img = _float32_hwc(img)
     h, w = img.shape[:2]
     if out is None:
         out = np.empty((3, h, w), np.float32)
-    if flip_x:
-        cv2.flip(img, 1, dst=img)
     # one cv2.transform pass, then a split into the planes: faster than any per-plane
     # arithmetic; the HWC result goes to a kept array, fresh pages cost more than the pass
-    with scratch.empty('affine_chw', img.shape, np.float32) as mapped:
-        result = cv2.transform(img, _shifted(m, shift), dst=mapped)
+    with _float32_values(img) as values, \
+            scratch.empty('affine_chw', img.shape, np.float32) as mapped:
+        result = cv2.transform(values, _shifted(m, shift), dst=mapped)
+        if flip_x:  # a per-pixel map and a mirror commute: mirror the kept array
+            cv2.flip(result, 1, dst=result)
         planes = [out[0], out[1], out[2]]
         for plane, written in zip(planes, cv2.split(result, planes)):
             if written is not plane:  # OpenCV allocated (a plane did not fit): copy
@@ -276,17 +283,29 @@ def affine_hwc(img, m, flip_x=False, shift=None, out=None):
     --------
     >>> img = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
     >>> plus_one = np.hstack([np.eye(3), np.ones((3, 1))])
-    >>> affine_hwc(img.copy(), plus_one, shift=(1, 0, 0))[0, 0]
+    >>> affine_hwc(img, plus_one, shift=(1, 0, 0))[0, 0]
     array([2., 2., 3.], dtype=float32)
     """
-    img = _float32_hwc(img)
-    if flip_x:
-        cv2.flip(img, 1, dst=img)
-    if out is None:
-        return cv2.transform(img, _shifted(m, shift))
-    result = cv2.transform(img, _shifted(m, shift), dst=out)
-    if result is not out:  # OpenCV allocated (``out`` did not fit): copy
-        np.copyto(out, result)
+    m = _shifted(m, shift)
+    # OpenCV maps the rows of a strided ``out`` one by one, and a row's last pixels round
+    # otherwise than in one run: map into contiguous memory only, for the same bits
+    direct = out is None or out.flags.c_contiguous
+    with _float32_values(img) as values:
+        if not flip_x and direct:
+            return _written(out, cv2.transform(values, m, dst=out))
+        with scratch.empty('affine_hwc', values.shape, np.float32) as mapped:
+            cv2.transform(values, m, dst=mapped)
+            if not flip_x:
+                return _written(out, mapped)
+            return _written(out, cv2.flip(mapped, 1, dst=out if direct else None))
+
+
+def _written(out, result):
+    """``out`` holding ``result`` (which an OpenCV call given ``dst=out`` returned: a new
+    array where ``out`` did not fit), or ``result`` itself if ``out`` is ``None``."""
+    if out is None or result is out:
+        return result
+    np.copyto(out, result)
     return out
 
 
