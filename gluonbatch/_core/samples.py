@@ -6,6 +6,7 @@ import mxnet as mx
 import numpy as np
 
 from .checks import check_batch, described
+from .deferred import Deferred
 from .native import host_view
 
 __all__ = ['as_host_array', 'as_host_arrays']
@@ -15,11 +16,13 @@ _NUMERIC_KINDS = 'biuf'
 _SUPPORTED = 'an mx.nd.NDArray, a numpy.ndarray, a list/tuple of numbers or a number'
 
 
-def as_host_array(sample, index):
+def as_host_array(sample, index, deferred=False):
     """A numpy array with the values of ``sample``, without copying arrays already on the host.
 
     NDArrays are waited for and viewed in place; lists, tuples and numbers go through
-    ``np.asarray`` (so Python ints become int64 and floats float64).
+    ``np.asarray`` (so Python ints become int64 and floats float64). A
+    :class:`~gluonbatch._core.deferred.Deferred` sample is returned as it is if
+    ``deferred`` (the caller writes it with :mod:`~gluonbatch._core.write`), else computed.
 
     >>> as_host_array([1, 2], 0)
     array([1, 2])
@@ -30,6 +33,8 @@ def as_host_array(sample, index):
     """
     if isinstance(sample, mx.nd.NDArray):
         return host_view(sample)
+    if isinstance(sample, Deferred):
+        return sample if deferred else np.asarray(sample)
     if isinstance(sample, np.ndarray):
         array = sample
     elif isinstance(sample, (list, tuple, numbers.Real, np.generic)):
@@ -49,7 +54,7 @@ def as_host_array(sample, index):
     return array
 
 
-def as_host_arrays(samples):
+def as_host_arrays(samples, deferred=False):
     """:func:`as_host_array` of every sample of a batch checked by
     :func:`~gluonbatch._core.checks.check_batch`.
 
@@ -57,4 +62,4 @@ def as_host_arrays(samples):
     [(2,), (3,)]
     """
     check_batch(samples)
-    return [as_host_array(sample, index) for index, sample in enumerate(samples)]
+    return [as_host_array(sample, index, deferred) for index, sample in enumerate(samples)]

@@ -3,11 +3,13 @@
 Each sample is copied once into the leading corner of its slot; only the part of the slot
 the sample does not cover is filled with the pad value. Large batches are copied by a few
 threads (numpy releases the GIL while copying), which also spreads the page faults of
-fresh shared memory over the cores.
+fresh shared memory over the cores. A :class:`~gluonbatch._core.deferred.Deferred` sample
+is computed straight into its slot.
 """
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+from .deferred import Deferred
 from .process import ProcessLocal
 
 __all__ = ['write_slot', 'write_batch', 'write_slots']
@@ -50,10 +52,14 @@ def write_slot(slot, sample, pad_val=0):
     array([[ 1, -1, -1],
            [ 2, -1, -1]])
     """
-    if sample.shape == slot.shape:
-        slot[...] = sample
+    padded = sample.shape != slot.shape
+    corner = slot[tuple(slice(0, d) for d in sample.shape)] if padded else slot
+    if isinstance(sample, Deferred) and sample.dtype == slot.dtype:
+        sample.write(corner)
+    else:
+        corner[...] = sample
+    if not padded:
         return
-    slot[tuple(slice(0, d) for d in sample.shape)] = sample
     for region in padding_regions(sample.shape, slot.shape):
         slot[region] = pad_val
 
@@ -81,7 +87,8 @@ def write_batch(out, samples, pad_val=0):
            [2., 3.]], dtype=float32)
     """
     if out.nbytes < SMALL_BATCH_BYTES and out.ndim > 1 and all(
-            sample.shape[1:] == out.shape[2:] for sample in samples):
+            sample.shape[1:] == out.shape[2:] and not isinstance(sample, Deferred)
+            for sample in samples):
         _write_rows(out, samples, pad_val)
         return
     write_slots([(out[index, ...], sample, pad_val) for index, sample in enumerate(samples)],

@@ -64,7 +64,7 @@ class Stack:
 
     def __call__(self, data):
         """Stack ``data``, a list of N samples of equal shape, into an (N, ...) NDArray."""
-        arrays = as_host_arrays(data)
+        arrays = as_host_arrays(data, deferred=True)
         dtype = self._dtype
         if dtype is None:
             if all(isinstance(sample, mx.nd.NDArray) for sample in data):
@@ -143,7 +143,7 @@ class Pad:
 
     def __call__(self, data):
         """Pad and stack ``data``, a list of N samples, per shard."""
-        arrays = as_host_arrays(data)
+        arrays = as_host_arrays(data, deferred=True)
         padded, lengths = self.pad_shards(arrays, shard_bounds(len(arrays), self._num_shards))
         if self._num_shards == 1:
             padded, lengths = padded[0], lengths[0] if lengths else None

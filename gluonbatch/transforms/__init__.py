@@ -16,6 +16,10 @@ What differs, on purpose:
   on average (before normalization).
 - Every train preset takes ``normalize=False`` to return its image HWC before gluoncv's
   ``to_tensor`` / ``normalize``, for batchify functions that normalize as they write.
+- The SSD, YOLOv3 and CenterNet train presets take ``deferred=True`` to return their image
+  as a :class:`~gluonbatch.transforms.deferred.DeferredImage`, whose last pass runs when
+  gluonbatch's batchify functions write it into the batch (the same batch, one copy
+  fewer).
 
 Inputs are an ``mx.nd.NDArray`` or numpy HWC uint8 image and a numpy ``(N, 5+)`` label,
 one row per box ``(xmin, ymin, xmax, ymax, class, ...)``; neither is modified.
@@ -31,6 +35,7 @@ job each:
 - ``affine``: CenterNet's affine warp of pixels and boxes;
 - ``polygons``: Mask R-CNN's instance polygons;
 - ``inference``: the test-time images of the presets' ``load_test`` and ``transform_test``;
+- ``deferred``: the presets' image with its last pass deferred to the batch;
 - ``targets``, ``inputs``, ``scratch``: earlier paths (deprecated) of
   :mod:`gluonbatch.targets` and of two modules of gluonbatch's machinery.
 

@@ -47,6 +47,7 @@ from ..._core.checks import check_int
 from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..._core.inputs import channel_values, image_array, label_array
 from ..affine import get_affine_transform, get_border, warp_boxes, warp_image
+from ..deferred import DeferredImage
 from ..draws import draw_flip
 from ..pixels import Normalizer, affine_chw, affine_hwc
 from ...targets.center_net import CenterNetTargetGenerator, output_grid
@@ -117,12 +118,17 @@ class CenterNetDefaultTrainTransform:
         With ``False`` the image comes back HWC float32 after the colour jitter, in the
         pixel range (gluoncv's image there times 255), so that ``to_tensor`` then
         ``normalize`` of it is the normalized image, as for the other presets.
+    deferred : bool, default False
+        Return the image as a :class:`~gluonbatch.transforms.deferred.DeferredImage`:
+        the warped pixels, whose colour jitter, normalization and CHW split run when a
+        gluonbatch batchify function writes them into the batch (one write instead of a
+        write and a copy). ``numpy.asarray`` of it is the image.
     **kwargs
         Accepted and kept, as gluoncv keeps them (and ignores them).
     """
 
     def __init__(self, width, height, num_class, scale_factor=4, mean=MEAN, std=STD,
-                 data_rng=None, targets=True, normalize=True, **kwargs):
+                 data_rng=None, targets=True, normalize=True, deferred=False, **kwargs):
         self._kwargs = kwargs
         self._width = check_int(width, 'width', minimum=1)
         self._height = check_int(height, 'height', minimum=1)
@@ -137,6 +143,7 @@ class CenterNetDefaultTrainTransform:
         self._eig_vec = jitter.EIG_VEC.copy()
         self._targets = bool(targets)
         self._normalize = bool(normalize)
+        self._deferred = bool(deferred)
         self._target_generator = CenterNetTargetGenerator(
             self._num_class, self._target_width, self._target_height)
 
@@ -177,38 +184,33 @@ class CenterNetDefaultTrainTransform:
         out_w, out_h = self._target_width, self._target_height
         trans_output = get_affine_transform(c, params.scale, (out_w, out_h))
         boxes = warp_boxes(label, trans_output, (out_w, out_h))
-        # intermediate pixels in this thread's kept arrays: fresh pages cost more than the
-        # pixel work (see gluonbatch._core.scratch)
-        shape = (self._height, self._width, 3)
-        # warped in the image's dtype, as gluoncv warps (uint8: OpenCV's fixed point)
-        with scratch.empty('center_net.warped', shape, pixels.dtype) as warped:
-            warp_image(pixels, trans_input, (self._width, self._height), out=warped)
-            image = self._color(warped, params.jitter)
+        # warped in the image's dtype, as gluoncv warps (uint8: OpenCV's fixed point); kept
+        # by a deferred image, else in this thread's kept array (fresh pages cost more
+        # than the pixel work, see gluonbatch._core.scratch)
+        if self._deferred:
+            warped = warp_image(pixels, trans_input, (self._width, self._height))
+            image = DeferredImage(warped, self._color_matrix(warped, params.jitter),
+                                  chw=self._normalize)
+        else:
+            shape = (self._height, self._width, 3)
+            with scratch.empty('center_net.warped', shape, pixels.dtype) as warped:
+                warp_image(pixels, trans_input, (self._width, self._height), out=warped)
+                affine = affine_chw if self._normalize else affine_hwc
+                image = affine(warped, self._color_matrix(warped, params.jitter))
         if not self._targets:
             return image, boxes
         return (image,) + self._target_generator(boxes[:, :4], boxes[:, 4:5])
 
-    def _color(self, warped, params):
-        """The jittered (and normalized, CHW) float32 image of the warped pixels (uint8 or
-        float32; not written to)."""
-        if warped.dtype == np.float32:
-            return self._color_values(warped, params)
-        with scratch.empty('center_net.values', warped.shape, np.float32) as values:
-            np.copyto(values, warped)
-            return self._color_values(values, params)
-
-    def _color_values(self, values, params):
-        """:meth:`_color` of float32 pixel values."""
-        gs_mean = jitter.gray_mean(values) / 255.
+    def _color_matrix(self, warped, params):
+        """The 3x4 map of the warped pixels (uint8 or float32) to the jittered image:
+        normalized (for CHW) or in the pixel range, as the other presets' unnormalized
+        images, so that ``to_tensor`` (/255) then ``normalize`` gives the normalized one."""
+        gs_mean = jitter.gray_mean(warped) / 255.
         if self._normalize:
-            m = jitter.color_matrix(params, gs_mean, 1 / 255., self._mean, self._std,
-                                    self._eig_val, self._eig_vec)
-            return affine_chw(values, m)
-        # in the pixel range, as the other presets' unnormalized images, so that
-        # to_tensor (/255) then normalize gives the normalized image
-        m = jitter.color_matrix(params, gs_mean, 1 / 255., eig_val=self._eig_val,
-                                eig_vec=self._eig_vec) * 255.
-        return affine_hwc(values, m)
+            return jitter.color_matrix(params, gs_mean, 1 / 255., self._mean, self._std,
+                                       self._eig_val, self._eig_vec)
+        return jitter.color_matrix(params, gs_mean, 1 / 255., eig_val=self._eig_val,
+                                   eig_vec=self._eig_vec) * 255.
 
     def __call__(self, src, label):
         """Apply the transform to a training image and its label."""

@@ -36,6 +36,7 @@ import numpy as np
 from .. import boxes as tbox
 from .. import color, draws, pixels
 from ..._core.checks import check_int
+from ..deferred import DeferredImage
 from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..._core.inputs import channel_values, image_array, label_array
 from ...targets.ssd import SSDTargets
@@ -67,14 +68,20 @@ class SSDAugmentation:
     normalize : bool
         ``True`` (gluoncv): CHW float32 after ``to_tensor`` and ``normalize``. ``False``:
         HWC float32 before them.
+    deferred : bool
+        Return the image as a :class:`~gluonbatch.transforms.deferred.DeferredImage`,
+        whose last pass (the colour map, the mirror and the CHW split) runs when a
+        gluonbatch batchify function writes it into the batch: one write instead of a
+        write and a copy. ``numpy.asarray`` of it is the image.
     """
 
-    def __init__(self, width, height, mean=MEAN, std=STD, normalize=True):
+    def __init__(self, width, height, mean=MEAN, std=STD, normalize=True, deferred=False):
         self._width = check_int(width, 'width', minimum=1)
         self._height = check_int(height, 'height', minimum=1)
         mean = channel_values(mean, 'mean')
         std = channel_values(std, 'std', nonzero=True)
         self._normalize = bool(normalize)
+        self._deferred = bool(deferred)
         self._fill = np.asarray(mean, np.float64) * 255
         self._after = color.normalize(mean, std) if self._normalize else color.identity()
 
@@ -88,7 +95,7 @@ class SSDAugmentation:
         """The augmentation ``params`` describes, applied to ``src`` (HWC numpy, uint8 or
         float32: a call reads any other dtype as float32) and ``label``: ``(image,
         boxes)``. ``out`` (C-contiguous float32 of the output's shape) receives the image
-        if given."""
+        if given; else it is a new array, or a deferred image if the preset defers."""
         expand, crop = params.expand, params.crop
         chain = color.compose(color.distort(params.color), self._after)
         offset = (0, 0)
@@ -110,7 +117,9 @@ class SSDAugmentation:
         img = pixels.resize_window(src, window, offset, size, params.interp, shift)
         label = tbox.resize(label, (crop.width, crop.height), size)
         label = tbox.flip(label, size, flip_x=params.flip_x)
-        if self._normalize:
+        if self._deferred and out is None:
+            img = DeferredImage(img, chain, params.flip_x, shift, chw=self._normalize)
+        elif self._normalize:
             img = pixels.affine_chw(img, chain, params.flip_x, shift, out)
         else:
             img = pixels.affine_hwc(img, chain, params.flip_x, shift, out)
@@ -143,13 +152,16 @@ class SSDDefaultTrainTransform(SSDAugmentation):
         The box encoding's stds.
     normalize : bool
         ``False`` returns the image HWC before ``to_tensor`` and ``normalize``.
+    deferred : bool
+        Return the image as a :class:`~gluonbatch.transforms.deferred.DeferredImage`
+        (see :class:`SSDAugmentation`).
     **kwargs
         Passed to the target generator, as in gluoncv.
     """
 
     def __init__(self, width, height, anchors=None, mean=MEAN, std=STD, iou_thresh=0.5,
-                 box_norm=(0.1, 0.1, 0.2, 0.2), normalize=True, **kwargs):
-        super().__init__(width, height, mean, std, normalize)
+                 box_norm=(0.1, 0.1, 0.2, 0.2), normalize=True, deferred=False, **kwargs):
+        super().__init__(width, height, mean, std, normalize, deferred)
         self._targets = None
         if anchors is not None:
             self._targets = SSDTargets(anchors, iou_thresh=iou_thresh, box_norm=box_norm,

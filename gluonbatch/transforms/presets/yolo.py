@@ -46,13 +46,16 @@ class YOLO3DefaultTrainTransform(SSDAugmentation):
         Whether labels carry a mixup ratio as their last column (for the targets).
     normalize : bool
         ``False`` returns the image HWC before ``to_tensor`` and ``normalize``.
+    deferred : bool
+        Return the image as a :class:`~gluonbatch.transforms.deferred.DeferredImage`
+        (see :class:`~gluonbatch.transforms.presets.ssd.SSDAugmentation`).
     **kwargs
         Passed to the target generator, as in gluoncv.
     """
 
     def __init__(self, width, height, net=None, mean=MEAN, std=STD, mixup=False,
-                 normalize=True, **kwargs):
-        super().__init__(width, height, mean, std, normalize)
+                 normalize=True, deferred=False, **kwargs):
+        super().__init__(width, height, mean, std, normalize, deferred)
         self._targets = None
         if net is not None:
             self._targets = YOLO3Targets(net, width, height, mixup=mixup, **kwargs)
