@@ -640,3 +640,18 @@ def test_post_transform_is_gluoncvs(orig_w, orig_h, out_w, out_h):
     ours = center_net.get_post_transform(orig_w, orig_h, out_w, out_h)
     theirs = gcv_center_net.get_post_transform(orig_w, orig_h, out_w, out_h)
     assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs)
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.integers(0, 2 ** 31 - 1))
+def test_the_grey_mean_is_the_mean_of_opencvs_grey_image(height, width, seed):
+    import cv2
+
+    image = np.random.RandomState(seed).randint(0, 256, (height, width, 3)).astype(np.uint8)
+    values = image.astype(np.float32) / 255
+    for pixels_in in (image, values):
+        grey = cv2.cvtColor(np.float32(pixels_in), cv2.COLOR_BGR2GRAY)  # float32 per pixel
+        want = grey.astype(np.float64).mean()
+        assert abs(jitter.gray_mean(pixels_in) - want) <= 1e-6 * max(want, 1e-3)
+    # uint8 values are exact in float32: the same mean either way
+    assert jitter.gray_mean(image) == jitter.gray_mean(image.astype(np.float32))
