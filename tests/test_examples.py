@@ -155,6 +155,18 @@ def test_the_seeded_train_loader_gives_the_same_batches_for_any_num_workers(load
             np.testing.assert_array_equal(field, other_field)
 
 
+@pytest.mark.parametrize('loader', ['ssd', 'yolo', 'center_net'])
+def test_the_train_presets_defer_their_images_to_the_batch(loader):
+    from gluonbatch.examples.runner import loader_parser
+    from gluonbatch.transforms.deferred import DeferredImage
+
+    module = {'ssd': ssd, 'yolo': yolo, 'center_net': center_net}[loader]
+    parser = loader_parser(loader, loader, 2, 'data-shape', NETWORKS[loader])
+    parts = module.build(parser.parse_args(['--samples', '2'] + SMALL[loader]))
+    image = parts['train_data'][0][0]
+    assert isinstance(image, DeferredImage) and image.shape[0] == 3
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('loader', LOADERS)
 def test_loader_script_starts_and_runs_end_to_end(loader):

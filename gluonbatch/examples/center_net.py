@@ -107,7 +107,7 @@ def build(args):
     train_base = detection_dataset(args)
     num_class = len(train_base.classes)
     train_data = train_base.transform(CenterNetDefaultTrainTransform(
-        size, size, num_class=num_class, scale_factor=net.scale, targets=False))
+        size, size, num_class=num_class, scale_factor=net.scale, targets=False, deferred=True))
     val_data = detection_dataset(args, split='val').transform(
         CenterNetDefaultValTransform(size, size))
     order = train_order(args, train_base)  # --shards: a window at a time

@@ -32,7 +32,8 @@ def build(args):
     with autograd.train_mode():
         _, _, anchors = net(mx.nd.zeros((1, 3, size, size)))
     train_base = detection_dataset(args)
-    train_data = train_base.transform(SSDDefaultTrainTransform(size, size))
+    # deferred: the batchify function writes each image's last pass straight into the batch
+    train_data = train_base.transform(SSDDefaultTrainTransform(size, size, deferred=True))
     val_data = detection_dataset(args, split='val').transform(SSDDefaultValTransform(size, size))
     order = train_order(args, train_base)  # --shards: a window at a time
     train_loader, val_loader, val_batchify = detector_loaders(args, train_data, val_data, order)
@@ -48,7 +49,8 @@ def build(args):
                             train_base.transform(transform), seed=None)
 
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
-            'train_batchify': SSDTrainBatchify(anchors), 'val_data': val_data,
+            'train_batchify': SSDTrainBatchify(anchors), 'train_data': train_data,
+            'val_data': val_data,
             'gluoncv_loader': gluoncv_loader, 'val_batchify': val_batchify, 'seed': args.seed}
 
 

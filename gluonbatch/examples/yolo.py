@@ -37,7 +37,8 @@ def build(args):
     net.initialize()
     size = args.data_shape or 320
     train_base = detection_dataset(args)
-    train_data = train_base.transform(YOLO3DefaultTrainTransform(size, size))
+    # deferred: the batchify function writes each image's last pass straight into the batch
+    train_data = train_base.transform(YOLO3DefaultTrainTransform(size, size, deferred=True))
     val_data = detection_dataset(args, split='val').transform(
         YOLO3DefaultValTransform(size, size))
     order = train_order(args, train_base)  # --shards: a window at a time
