@@ -122,8 +122,8 @@ How it measures
   the bench (VOC-like, 500x375): a 2-worker DataLoader, batch 32, decode included, with
   gluonbatch's JPEG path (:mod:`gluonbatch.datasets`), with MXNet's decode, and gluoncv's
   pipeline, decoding alone as the floor. Goals: SSD300 at least 400 images/s and at most
-  4.5 ms per image on one core; YOLOv3 and CenterNet at least 1.5x the pipeline with MXNet's
-  decode.
+  4.5 ms of CPU per image; YOLOv3 and CenterNet at least 1.5x gluonbatch's pipeline as it
+  was with MXNet's decode.
 
 The output is a report, not a test: goals are printed with PASS/MISS next to the measured
 ratio, and the script exits 0 either way. ``--json PATH`` writes the results for plotting;

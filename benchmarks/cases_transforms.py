@@ -102,15 +102,17 @@ def preset_pair(kind, quick):
                 (round(IMAGE_SIZE[0] * short / IMAGE_SIZE[1]), short))
 
 
-def untargeted_preset(kind, quick):
+def untargeted_preset(kind, quick, deferred=True):
     """gluonbatch's train preset of ``kind`` made without targets: ``(image, label)``
-    samples, the label as the preset hands it to its target generator."""
+    samples, the label as the preset hands it to its target generator, the image deferred
+    to the batch (as the examples make it) unless told otherwise."""
     _, size = network_size(kind, quick)
     if kind == 'ssd':
-        return ssd.SSDDefaultTrainTransform(size, size)
+        return ssd.SSDDefaultTrainTransform(size, size, deferred=deferred)
     if kind == 'yolo':
-        return yolo.YOLO3DefaultTrainTransform(size, size)
-    return center_net.CenterNetDefaultTrainTransform(size, size, 20, 4, targets=False)
+        return yolo.YOLO3DefaultTrainTransform(size, size, deferred=deferred)
+    return center_net.CenterNetDefaultTrainTransform(size, size, 20, 4, targets=False,
+                                                     deferred=deferred)
 
 
 def target_batchify(kind, quick):

@@ -127,7 +127,7 @@ def _preamble(facts, rows, quick):
         if row['case'].startswith('jpeg_loader'):
             lines.append('%s: images/s %s%s' % (row['case'], ', '.join(
                 '%s %.1f' % item for item in row['images_per_s'].items()),
-                '; one core %.2f ms per image (1 worker; %.2f in this process)'
+                '; one core %.2f ms of CPU per image (1 worker; %.2f in this process)'
                 % (row['one_core_ms'], row['one_core_in_process_ms'])
                 if 'one_core_ms' in row else ''))
         if row['case'] == 'shards':
