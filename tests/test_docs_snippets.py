@@ -82,6 +82,8 @@ SCRIPT_NAMES = {
     ('README.md', 'SSDDefaultTrainTransform(300, 300, anchors)'): _ANCHORS,
     ('docs/transforms.rst', 'SSDDefaultTrainTransform(300, 300, anchors)'):
         _DETECTION_DATA + _ANCHORS,
+    ('docs/transforms.rst', 'SSDDefaultTrainTransform(300, 300, deferred=True)'):
+        _ANCHORS,
     ('docs/batch_targets.rst', 'SSDTrainBatchify(anchors)'):
         _DETECTION_DATA + "net = zoo_net('ssd_300_vgg16_atrous_voc')\n",
     ('docs/batch_targets.rst', 'YOLO3TrainBatchify(net'):
