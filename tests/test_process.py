@@ -78,7 +78,7 @@ def test_file_identity_changes_with_any_write(tmp_path):
 _HEAP_SCRIPT = """
 import ctypes, json
 import numpy as np
-from gluonbatch._core.process import heap_for_large_arrays
+from gluonbatch._core.heap import heap_for_large_arrays
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (

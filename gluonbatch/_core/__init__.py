@@ -6,14 +6,16 @@ nothing here imports a gluonbatch module outside ``_core`` (the layers point one
 - ``assemble``: what every batchify function builds on: stack, pad per shard, per field;
 - ``checks``: the one input-check policy;
 - ``console``: whether output is a terminal, and the line a stage prints where it is not;
+- ``deferred``: samples computed where they are written (straight into the batch);
 - ``deprecation``: old import paths kept as aliases that warn;
+- ``heap``: glibc's heap settings (its ``mallopt``, through ctypes);
 - ``imagenet``: the ImageNet channel statistics, the presets' and batchifiers' defaults;
 - ``inference``: output shapes of a traced network per input size, inferred once;
 - ``inputs``: the checks of a detection sample's image and label and of mean / std;
 - ``jpeg``: JPEG decoding by libjpeg-turbo with MXNet's pixels (MXNet for the rest);
 - ``layout``: shape and shard arithmetic;
 - ``memory_settings``: the memory and recycling settings (behind ``gluonbatch.memory``);
-- ``native``: the only ctypes code: views of NDArray memory and its counts;
+- ``native``: the ctypes code of MXNet's library: views of NDArray memory and its counts;
 - ``pickling``: the worker reducer, installed on import and reversible;
 - ``process``: per-process state, one at-fork mechanism, objects shipped to forks by token;
 - ``recycle``: recycled shared-memory segments, and the check that MXNet allows them;

@@ -1,4 +1,4 @@
-"""The only ctypes code of gluonbatch: numpy views of an NDArray's host memory, the two
+"""The ctypes code for MXNet's memory: numpy views of an NDArray's host memory, the two
 counts that say who still uses a shared-memory segment, and a zero fill at memset speed.
 
 MXNet copies whenever its own API hands memory to numpy (``asnumpy``); gluonbatch reads

@@ -32,8 +32,6 @@ True
 >>> pids.get() is pids.get()
 True
 """
-import contextlib
-import ctypes
 import functools
 import gc
 import multiprocessing
@@ -44,8 +42,7 @@ import uuid
 import weakref
 
 __all__ = ['ProcessLocal', 'shared_by_key', 'SharedByToken', 'in_worker_process',
-           'share_temp_dir', 'note_shared_arrays', 'BoundedCache', 'file_identity',
-           'heap_for_large_arrays']
+           'share_temp_dir', 'note_shared_arrays', 'BoundedCache', 'file_identity']
 
 # Bumped in every forked child; a ProcessLocal made in another generation is stale.
 _generation = 0
@@ -298,75 +295,3 @@ def file_identity(path):
     stat = os.stat(path)
     return (os.path.abspath(path), stat.st_size, stat.st_ino, stat.st_mtime_ns,
             stat.st_ctime_ns)
-
-
-# glibc's mallopt parameters, and the environment variables that set them at start
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_FIXED = {_M_TRIM_THRESHOLD: 'MALLOC_TRIM_THRESHOLD_', _M_MMAP_THRESHOLD: 'MALLOC_MMAP_THRESHOLD_'}
-_GLIBC_DEFAULT = 128 * 1024
-
-
-class _HeapUsers:
-    """The threads inside :func:`heap_for_large_arrays`, counted under a lock: per
-    process (a forked child starts with none, and with a lock no thread holds)."""
-
-    def __init__(self):
-        self.lock, self.count = threading.Lock(), 0
-
-
-_HEAP_USERS = ProcessLocal(_HeapUsers)
-
-
-def _libc():
-    try:
-        libc = ctypes.CDLL(None)
-        return libc if hasattr(libc, 'mallopt') and hasattr(libc, 'malloc_trim') else None
-    except OSError:
-        return None
-
-
-@contextlib.contextmanager
-def heap_for_large_arrays(size=256 << 20):
-    """Within this block, glibc serves allocations of up to ``size`` bytes from its heap and
-    keeps what is freed, where the process was started with fixed malloc thresholds.
-
-    ``distributed``'s nanny starts every worker with ``MALLOC_TRIM_THRESHOLD_=65536``
-    (``distributed.nanny.pre-spawn-environ``), to return memory to the system early. That
-    also fixes glibc's mmap threshold at 128 KiB: every larger numpy temporary is then a
-    fresh ``mmap``, its pages faulted in one by one, and unmapped when freed, which made
-    resharding on a worker a fifth slower. A process started without those variables
-    adapts its thresholds itself and is left alone. On exit the thresholds are the
-    environment's again and the heap is trimmed. Threads share one setting: it holds while
-    any of them is inside the block.
-
-    Examples
-    --------
-    >>> with heap_for_large_arrays():
-    ...     total = sum(bytearray(1 << 20)[0] for _ in range(3))
-    >>> total
-    0
-    """
-    fixed = {option: os.environ.get(name) for option, name in _FIXED.items()}
-    libc = _libc() if any(value is not None for value in fixed.values()) else None
-    if libc is None:
-        yield
-        return
-    users = _HEAP_USERS.get()
-    with users.lock:
-        users.count += 1
-        if users.count == 1:
-            libc.mallopt(_M_MMAP_THRESHOLD, size)
-            libc.mallopt(_M_TRIM_THRESHOLD, size)
-    try:
-        yield
-    finally:
-        with users.lock:
-            users.count -= 1
-            if not users.count:
-                for option, value in fixed.items():
-                    try:
-                        restored = int(value) if value is not None else _GLIBC_DEFAULT
-                    except ValueError:
-                        restored = _GLIBC_DEFAULT
-                    libc.mallopt(option, restored)
-                libc.malloc_trim(0)

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 
 from .._core.checks import check_int, check_str
-from .._core.process import heap_for_large_arrays
+from .._core.heap import heap_for_large_arrays
 from .._core.wording import plural
 from .commit import BACK, recover, staging
 from .copier import RecordCopier
