@@ -75,10 +75,10 @@ def test_file_identity_changes_with_any_write(tmp_path):
     assert file_identity(path) == file_identity(path)
 
 
-_HEAP_SCRIPT = """
+# a process reporting how many mappings of its own a 4 MiB array takes
+_MALLINFO = """
 import ctypes, json
 import numpy as np
-from gluonbatch._core.heap import heap_for_large_arrays
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (
@@ -93,7 +93,10 @@ def mapped_for_an_array():
     array = np.ones(1 << 19)  # 4 MiB
     mapped = libc.mallinfo2().hblks - before
     return mapped, float(array.sum())
+"""
 
+_HEAP_SCRIPT = _MALLINFO + """
+from gluonbatch._core.heap import heap_for_large_arrays
 outside = mapped_for_an_array()
 with heap_for_large_arrays():
     inside = mapped_for_an_array()
@@ -122,3 +125,22 @@ def test_heap_for_large_arrays_leaves_a_process_without_fixed_settings_alone():
         result = subprocess.run([sys.executable, '-c', _HEAP_SCRIPT], capture_output=True,
                                 text=True, env=dict(env, **environ), check=True)
         assert [sums for _, sums in json.loads(result.stdout)] == [1 << 19] * 3
+
+
+_KEEP_SCRIPT = _MALLINFO + """
+from gluonbatch._core.heap import keep_freed_heap
+kept = keep_freed_heap()
+print(json.dumps([kept, keep_freed_heap(), mapped_for_an_array()]))
+"""
+
+
+@pytest.mark.slow  # fresh interpreters' allocator settings
+def test_keep_freed_heap_puts_large_arrays_on_the_heap_unless_the_start_fixed_it():
+    """Once per process: a 4 MiB array is a heap block after it; a process started with a
+    malloc variable keeps the setting it was started with (the array its own mapping)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith('MALLOC_')}
+    for environ, kept, mappings in (({}, True, 0), ({'MALLOC_TRIM_THRESHOLD_': '65536'},
+                                                    False, 1)):
+        result = subprocess.run([sys.executable, '-c', _KEEP_SCRIPT], capture_output=True,
+                                text=True, env=dict(env, **environ), check=True)
+        assert json.loads(result.stdout) == [kept, kept, [mappings, 1 << 19]]

@@ -32,6 +32,7 @@ import numpy as np
 
 from . import memory_settings, recycle
 from .checks import check_dtype
+from .heap import keep_freed_heap
 from .native import SHARED_CONTEXT, fill_zero, numpy_view
 from .process import in_worker_process
 from .shm import SharedMemoryError, fresh_shared
@@ -80,7 +81,8 @@ def allocate(shape, dtype, zeroed=False):
     ordinary ``cpu(0)`` memory. In a worker process that sends batches to another (a
     DataLoader worker), with recycling on, an output of
     :data:`~gluonbatch._core.recycle.MIN_BYTES` or more is a view on a recycled segment
-    (:mod:`~gluonbatch._core.recycle`).
+    (:mod:`~gluonbatch._core.recycle`), and the process's heap keeps what it frees for the
+    next batch (:func:`~gluonbatch._core.heap.keep_freed_heap`).
 
     Parameters
     ----------
@@ -110,6 +112,7 @@ def allocate(shape, dtype, zeroed=False):
     elif (pool.sends and in_worker_process()
           and int(np.prod(shape)) * dtype.itemsize >= recycle.MIN_BYTES
           and memory_settings.get_recycling()):
+        keep_freed_heap()  # the worker's other memory is reused batch to batch too
         out, fresh = _recycled(pool, shape, dtype)
     else:
         out, fresh = fresh_shared(shape, dtype), True
