@@ -104,6 +104,9 @@ def test_gluoncv_and_the_other_batchify_functions_read_deferred_images_as_arrays
     np.testing.assert_array_equal(gcv_batchify.Stack()(deferred).asnumpy(), want)
     np.testing.assert_array_equal(batchify.Stack(dtype='float16')(deferred).asnumpy(),
                                   want.astype(np.float16))
+    # gluoncv's Pad takes NDArrays, numpy arrays and lists only: numpy.asarray first
+    padded = gcv_batchify.Pad(axis=(1, 2))([np.asarray(image) for image in deferred])
+    np.testing.assert_array_equal(padded.asnumpy(), want)
     appended = batchify.Append()(deferred)
     for got, image in zip(appended, plain):
         np.testing.assert_array_equal(got.asnumpy()[0], image)
@@ -148,9 +151,62 @@ def test_a_deferred_image_written_into_a_padded_slot_is_the_affine_map(
 
 
 def test_a_deferred_image_refuses_what_it_cannot_map():
-    with pytest.raises(TypeError, match='uint8 or float32 HWC'):
-        DeferredImage(np.zeros((2, 2, 3), np.float64), np.zeros((3, 4)))
-    with pytest.raises(TypeError, match='uint8 or float32 HWC'):
-        DeferredImage(np.zeros((2, 2), np.uint8), np.zeros((3, 4)))
-    with pytest.raises(ValueError, match='3x4'):
-        DeferredImage(np.zeros((2, 2, 3), np.uint8), np.zeros((3, 3)))
+    image = np.zeros((2, 2, 3), np.uint8)
+    matrix = np.zeros((3, 4))
+    with pytest.raises(TypeError, match='pixels must be a uint8 or float32 numpy array, '
+                                        'got a numpy.ndarray .* dtype float64'):
+        DeferredImage(image.astype(np.float64), matrix)
+    with pytest.raises(TypeError, match='pixels must be a uint8 or float32 numpy array, '
+                                        'got a list'):
+        DeferredImage(image.tolist(), matrix)
+    with pytest.raises(ValueError, match=r'pixels must be HWC with 3 channels, got shape '
+                                         r'\(2, 2, 4\)'):
+        DeferredImage(np.zeros((2, 2, 4), np.uint8), matrix)
+    with pytest.raises(ValueError, match=r'matrix must have shape \(3, 4\), got shape '
+                                         r'\(3, 3\)'):
+        DeferredImage(image, np.zeros((3, 3)))
+    with pytest.raises(TypeError, match='matrix must be numbers, got a str'):
+        DeferredImage(image, 'abc')
+    with pytest.raises(ValueError, match=r'shift must have shape \(3,\), got shape \(2,\)'):
+        DeferredImage(image, matrix, shift=(1, 2))
+    with pytest.raises(TypeError, match='shift must be numbers'):
+        DeferredImage(image, matrix, shift=('a', 'b', 'c'))
+
+
+def test_a_deferred_image_is_its_own_whatever_happens_to_what_made_it():
+    """Its pixels, matrix and shift are copies, read-only from outside, also once
+    unpickled: changing the arrays it was made from changes nothing."""
+    import pickle
+
+    pixels_in = np.random.RandomState(4).randint(0, 256, (3, 5, 3)).astype(np.uint8)
+    matrix, shift = np.hstack([np.eye(3), np.ones((3, 1))]), np.array([1., 2., 3.])
+    image = DeferredImage(pixels_in, matrix, flip_x=True, shift=shift)
+    want = np.asarray(image)
+    pixels_in[...], matrix[...], shift[...] = 0, 0, 0
+    np.testing.assert_array_equal(np.asarray(image), want)
+    for copy in (image, pickle.loads(pickle.dumps(image))):
+        np.testing.assert_array_equal(np.asarray(copy), want)
+        for array in (copy.pixels, copy.matrix, copy.shift):
+            with pytest.raises(ValueError, match='read-only'):
+                array[...] = 0
+    np.testing.assert_array_equal(np.asarray(image), want)
+
+
+def test_batches_large_enough_for_the_copy_threads_write_every_image_alike():
+    """Above a few MB a batch is written by several threads at once (each with its own
+    scratch arrays): distinct images, and one of them several times, in Stack and Pad."""
+    rng = np.random.RandomState(5)
+    matrix = np.hstack([np.eye(3) * 0.5, np.full((3, 1), 3.0)])
+    distinct = [DeferredImage(rng.randint(0, 256, (300, 300, 3)).astype(np.uint8), matrix,
+                              flip_x=bool(k % 2)) for k in range(6)]
+    images = distinct + [distinct[0]] * 3  # 9 MB of float32: above the threaded size
+    want = [np.asarray(image) for image in images]
+    np.testing.assert_array_equal(batchify.Stack()(images).asnumpy(), np.stack(want))
+    smaller = DeferredImage(np.zeros((290, 280, 3), np.uint8), matrix)
+    padded = batchify.Pad(axis=(1, 2), pad_val=-1, round_to=32)(images + [smaller])
+    padded = padded.asnumpy()
+    assert padded.shape == (10, 3, 320, 320)
+    for got, image in zip(padded, want + [np.asarray(smaller)]):
+        height, width = image.shape[1:]
+        np.testing.assert_array_equal(got[:, :height, :width], image)
+        assert (got[:, height:] == -1).all() and (got[:, :, width:] == -1).all()

@@ -41,15 +41,25 @@ class Deferred(abc.ABC):
     def write(self, out):
         """Fill ``out`` with the values."""
 
+    def array(self, out=None):
+        """The values written into ``out`` (an array of :attr:`shape` and :attr:`dtype`),
+        or into a new array if ``None``; the array."""
+        if out is None:
+            out = np.empty(self.shape, self.dtype)
+        self.write(out)
+        return out
+
     def __array__(self, dtype=None):
         """The values as a new array (``numpy.asarray``, ``mx.nd.array``, gluoncv's
-        batchify functions)."""
-        out = np.empty(self.shape, self.dtype)
-        self.write(out)
+        ``Stack``)."""
+        out = self.array()
         return out if dtype is None else out.astype(dtype, copy=False)
 
-    # a sequence as well: numpy reads a list of them as a batch, not as objects
+    # A sequence too, as arrays are: numpy reads a list of them as a batch of arrays (else
+    # as a list of objects). Indexing computes the values each time: take np.asarray first.
     def __len__(self):
+        if not self.shape:
+            raise TypeError('len() of a 0-d deferred sample')
         return self.shape[0]
 
     def __getitem__(self, index):

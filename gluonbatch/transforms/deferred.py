@@ -8,8 +8,8 @@ into the image's slot of the batch, so the image is written once instead of writ
 copied. The batch is the one the preset with ``deferred=False`` gives, to the bit.
 
 Anything else reads a deferred image as an array, computed then: ``numpy.asarray(image)``
-is the preset's ``deferred=False`` image, and gluoncv's batchify functions (which go
-through ``numpy.asarray``) take it too.
+is the preset's ``deferred=False`` image. gluoncv's ``Stack`` and ``Append`` take it as
+they are; gluoncv's ``Pad`` takes arrays only (``numpy.asarray`` first).
 
 Examples
 --------
@@ -25,6 +25,7 @@ Examples
 """
 import numpy as np
 
+from .._core.checks import described
 from .._core.deferred import Deferred
 from . import pixels as pixel_ops
 
@@ -35,41 +36,90 @@ class DeferredImage(Deferred):
     """An HWC image to be written through a 3x4 colour map (and mirrored if ``flip_x``),
     CHW if ``chw`` else HWC, float32 (:func:`~gluonbatch.transforms.pixels.affine_chw`).
 
+    Its pixels, matrix and shift are its own (copies), read-only from outside: it is
+    written alike any number of times.
+
     Parameters
     ----------
     pixels : numpy.ndarray
-        HWC uint8 or float32 pixels, 3 channels; kept as they are (a read-only view), so
-        the caller leaves them unchanged too.
+        HWC uint8 or float32 pixels, 3 channels (copied; see :meth:`from_owned`).
     matrix : array-like
-        3x4: ``matrix[:, :3] @ pixel + matrix[:, 3]`` per pixel.
+        3x4 numbers: ``matrix[:, :3] @ pixel + matrix[:, 3]`` per pixel.
     flip_x : bool
         Mirror left-right.
     shift : array-like of 3, optional
-        Added to every pixel before ``matrix``.
+        Numbers added to every pixel before ``matrix``.
     chw : bool
         Write ``(3, H, W)``; else ``(H, W, 3)``.
+
+    Raises
+    ------
+    TypeError
+        ``pixels`` is not a uint8 or float32 numpy array, or ``matrix`` or ``shift`` not
+        numbers.
+    ValueError
+        ``pixels`` is not HWC with 3 channels, ``matrix`` not 3x4 or ``shift`` not 3
+        values.
     """
 
     def __init__(self, pixels, matrix, flip_x=False, shift=None, chw=True):
-        if not (isinstance(pixels, np.ndarray) and pixels.dtype in (np.uint8, np.float32)
-                and pixels.ndim == 3 and pixels.shape[2] == 3):
-            raise TypeError('pixels must be a uint8 or float32 HWC numpy array with 3 '
-                            'channels, got %r' % (getattr(pixels, 'dtype', type(pixels)),))
-        matrix = np.array(matrix, np.float64)
-        if matrix.shape != (3, 4):
-            raise ValueError('matrix must be 3x4, got shape %s' % (matrix.shape,))
-        self.pixels = pixels.view()
-        self.pixels.flags.writeable = False  # written any number of times, alike
-        self.matrix = matrix
-        self.shift = None if shift is None else np.array(shift, np.float64)
+        pixel_ops.check_pixels(pixels, 'pixels')
+        self._keep(np.array(pixels), matrix, flip_x, shift, chw)
+
+    @classmethod
+    def from_owned(cls, pixels, matrix, flip_x=False, shift=None, chw=True):
+        """The same, for ``pixels`` no one else holds or writes (a preset's fresh array):
+        kept without a copy."""
+        pixel_ops.check_pixels(pixels, 'pixels')
+        image = cls.__new__(cls)
+        image._keep(pixels, matrix, flip_x, shift, chw)
+        return image
+
+    def _keep(self, pixels, matrix, flip_x, shift, chw):
+        self._pixels = _read_only(pixels)
+        self._matrix = _read_only(_numbers(matrix, 'matrix', (3, 4)))
+        self._shift = None if shift is None else _read_only(_numbers(shift, 'shift', (3,)))
         self.flip_x, self.chw = bool(flip_x), bool(chw)
         height, width = pixels.shape[:2]
         self.shape = (3, height, width) if self.chw else (height, width, 3)
 
+    @property
+    def pixels(self):
+        """The HWC pixels, read-only."""
+        return _read_only(self._pixels)
+
+    @property
+    def matrix(self):
+        """The 3x4 colour map, float64, read-only."""
+        return _read_only(self._matrix)
+
+    @property
+    def shift(self):
+        """The 3 values added before the map (float64, read-only), or ``None``."""
+        return None if self._shift is None else _read_only(self._shift)
+
     def write(self, out):
         """The image into ``out`` (float32 of :attr:`shape`)."""
         affine = pixel_ops.affine_chw if self.chw else pixel_ops.affine_hwc
-        affine(self.pixels, self.matrix, self.flip_x, self.shift, out)
+        affine(self._pixels, self._matrix, self.flip_x, self._shift, out)
 
     def __repr__(self):
         return 'DeferredImage(shape=%s, flip_x=%s)' % (self.shape, self.flip_x)
+
+
+def _read_only(array):
+    """A read-only view of ``array``."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def _numbers(values, name, shape):
+    """``values`` as a new float64 array of ``shape``, or the error saying why not."""
+    try:
+        array = np.array(values, np.float64)
+    except (TypeError, ValueError):
+        raise TypeError('%s must be numbers, got %s' % (name, described(values))) from None
+    if array.shape != shape:
+        raise ValueError('%s must have shape %s, got shape %s' % (name, shape, array.shape))
+    return array

@@ -34,11 +34,12 @@ import cv2
 import numpy as np
 
 from .._core import scratch
+from .._core.checks import described
 from . import color
 
 __all__ = ['INTERPOLATIONS', 'BILINEAR', 'AREA', 'val_interp', 'window_overlap',
-           'canvas_window', 'fill_shift', 'resize', 'resize_window', 'affine_chw',
-           'affine_hwc', 'normalize_lut', 'lut_chw', 'Normalizer']
+           'canvas_window', 'fill_shift', 'resize', 'resize_window', 'check_pixels',
+           'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw', 'Normalizer']
 
 #: gluoncv's interpolation codes, which OpenCV takes as they are.
 INTERPOLATIONS = {0: cv2.INTER_NEAREST, 1: cv2.INTER_LINEAR, 2: cv2.INTER_CUBIC,
@@ -113,9 +114,7 @@ def canvas_window(src, window, offset=(0, 0), shift=None):
             # OpenCV's pass, in float32 as numpy's, writes the strided target rows in place
             # at twice numpy's speed
             scalar = tuple(float(v) for v in np.asarray(shift, np.float32)) + (0.0,)
-            written = cv2.subtract(block, scalar, dst=target, dtype=cv2.CV_32F)
-            if written is not target:  # OpenCV allocated (the target did not fit): copy
-                np.copyto(target, written)
+            _written(target, cv2.subtract(block, scalar, dst=target, dtype=cv2.CV_32F))
         yield out
         if not covered:
             target[...] = 0  # the zero buffer's contract: leave it all zeros
@@ -208,15 +207,28 @@ def _shifted(m, shift):
     return out
 
 
+def check_pixels(img, name='img'):
+    """Raise unless ``img`` is what the colour maps take: a uint8 or float32 numpy array
+    (else ``TypeError``), HWC with 3 channels (else ``ValueError``).
+
+    >>> check_pixels(np.zeros((2, 2, 4), np.uint8))
+    Traceback (most recent call last):
+    ...
+    ValueError: img must be HWC with 3 channels, got shape (2, 2, 4)
+    """
+    if not (isinstance(img, np.ndarray) and img.dtype in (np.uint8, np.float32)):
+        raise TypeError('%s must be a uint8 or float32 numpy array, got %s'
+                        % (name, described(img)))
+    if img.ndim != 3 or img.shape[2] != 3:
+        raise ValueError('%s must be HWC with 3 channels, got shape %s' % (name, img.shape))
+
+
 @contextlib.contextmanager
 def _float32_values(img):
     """A context giving ``img`` (HWC, 3 channels, uint8 or float32) as C-contiguous float32
     values for ``cv2.transform``, which keeps the input's depth (uint8 would saturate): the
     image itself when it is that already, else a copy in the thread's kept array."""
-    if not (isinstance(img, np.ndarray) and img.dtype in (np.uint8, np.float32)
-            and img.ndim == 3 and img.shape[2] == 3):
-        raise TypeError('img must be a uint8 or float32 HWC numpy array with 3 channels, got %r'
-                        % (getattr(img, 'dtype', type(img)),))
+    check_pixels(img)
     if img.dtype == np.float32 and img.flags.c_contiguous:
         yield img
         return
@@ -261,7 +273,9 @@ def affine_chw(img, m, flip_x=False, shift=None, out=None):
     with _float32_values(img) as values, \
             scratch.empty('affine_chw', img.shape, np.float32) as mapped:
         result = cv2.transform(values, _shifted(m, shift), dst=mapped)
-        if flip_x:  # a per-pixel map and a mirror commute: mirror the kept array
+        if flip_x:
+            # mirrored after the map, so the input stays untouched; OpenCV may round a
+            # run's last pixels otherwise, so mirroring first could differ in the last bit
             cv2.flip(result, 1, dst=result)
         planes = [out[0], out[1], out[2]]
         for plane, written in zip(planes, cv2.split(result, planes)):

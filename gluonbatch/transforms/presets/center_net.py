@@ -49,7 +49,7 @@ from ..._core.inputs import channel_values, image_array, label_array
 from ..affine import get_affine_transform, get_border, warp_boxes, warp_image
 from ..deferred import DeferredImage
 from ..draws import draw_flip
-from ..pixels import Normalizer, affine_chw, affine_hwc
+from ..pixels import Normalizer
 from ...targets.center_net import CenterNetTargetGenerator, output_grid
 from .. import inference
 
@@ -184,33 +184,34 @@ class CenterNetDefaultTrainTransform:
         out_w, out_h = self._target_width, self._target_height
         trans_output = get_affine_transform(c, params.scale, (out_w, out_h))
         boxes = warp_boxes(label, trans_output, (out_w, out_h))
-        # warped in the image's dtype, as gluoncv warps (uint8: OpenCV's fixed point); kept
-        # by a deferred image, else in this thread's kept array (fresh pages cost more
-        # than the pixel work, see gluonbatch._core.scratch)
+        # warped in the image's dtype, as gluoncv warps (uint8: OpenCV's fixed point); its
+        # colour pass is the deferred image's, run now into a new array unless deferred
+        size = (self._width, self._height)
         if self._deferred:
-            warped = warp_image(pixels, trans_input, (self._width, self._height))
-            image = DeferredImage(warped, self._color_matrix(warped, params.jitter),
-                                  chw=self._normalize)
+            warped = warp_image(pixels, trans_input, size)  # new: the image keeps it
+            image = self._deferred_image(warped, params.jitter)
         else:
-            shape = (self._height, self._width, 3)
-            with scratch.empty('center_net.warped', shape, pixels.dtype) as warped:
-                warp_image(pixels, trans_input, (self._width, self._height), out=warped)
-                affine = affine_chw if self._normalize else affine_hwc
-                image = affine(warped, self._color_matrix(warped, params.jitter))
+            # this thread's kept array: fresh pages cost more than the pixel work
+            with scratch.empty('center_net.warped', (self._height, self._width, 3),
+                               pixels.dtype) as warped:
+                warp_image(pixels, trans_input, size, out=warped)
+                image = self._deferred_image(warped, params.jitter).array()
         if not self._targets:
             return image, boxes
         return (image,) + self._target_generator(boxes[:, :4], boxes[:, 4:5])
 
-    def _color_matrix(self, warped, params):
-        """The 3x4 map of the warped pixels (uint8 or float32) to the jittered image:
-        normalized (for CHW) or in the pixel range, as the other presets' unnormalized
-        images, so that ``to_tensor`` (/255) then ``normalize`` gives the normalized one."""
+    def _deferred_image(self, warped, params):
+        """The warped pixels (uint8 or float32) with their colour pass: the jitter, then
+        normalized CHW, or in the pixel range HWC as the other presets' unnormalized images
+        (so that ``to_tensor`` (/255) then ``normalize`` gives the normalized one)."""
         gs_mean = jitter.gray_mean(warped) / 255.
         if self._normalize:
-            return jitter.color_matrix(params, gs_mean, 1 / 255., self._mean, self._std,
-                                       self._eig_val, self._eig_vec)
-        return jitter.color_matrix(params, gs_mean, 1 / 255., eig_val=self._eig_val,
-                                   eig_vec=self._eig_vec) * 255.
+            m = jitter.color_matrix(params, gs_mean, 1 / 255., self._mean, self._std,
+                                    self._eig_val, self._eig_vec)
+        else:
+            m = jitter.color_matrix(params, gs_mean, 1 / 255., eig_val=self._eig_val,
+                                    eig_vec=self._eig_vec) * 255.
+        return DeferredImage.from_owned(warped, m, chw=self._normalize)
 
     def __call__(self, src, label):
         """Apply the transform to a training image and its label."""

@@ -36,9 +36,9 @@ import numpy as np
 from .. import boxes as tbox
 from .. import color, draws, pixels
 from ..._core.checks import check_int
-from ..deferred import DeferredImage
 from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..._core.inputs import channel_values, image_array, label_array
+from ..deferred import DeferredImage
 from ...targets.ssd import SSDTargets
 from .. import inference
 
@@ -117,13 +117,12 @@ class SSDAugmentation:
         img = pixels.resize_window(src, window, offset, size, params.interp, shift)
         label = tbox.resize(label, (crop.width, crop.height), size)
         label = tbox.flip(label, size, flip_x=params.flip_x)
+        # the last pass (colour map, mirror, layout) has one home: the deferred image's
+        image = DeferredImage.from_owned(img, chain, params.flip_x, shift,
+                                         chw=self._normalize)
         if self._deferred and out is None:
-            img = DeferredImage(img, chain, params.flip_x, shift, chw=self._normalize)
-        elif self._normalize:
-            img = pixels.affine_chw(img, chain, params.flip_x, shift, out)
-        else:
-            img = pixels.affine_hwc(img, chain, params.flip_x, shift, out)
-        return img, label
+            return image, label
+        return image.array(out), label
 
     def augment(self, src, label):
         """Check the inputs, draw from the global generators and apply."""
