@@ -21,14 +21,12 @@ Examples
 ...     batchify(samples), [mx.cpu(0), mx.cpu(1)], layout=batchify)]
 [((3, 3, 4), cpu(0), [0.0, 1.0, 2.0]), ((2, 3, 6), cpu(1), [3.0, 4.0])]
 """
-from collections.abc import Mapping
-
 import mxnet as mx
 import numpy as np
 
-from ._core.checks import check_int, described
+from ._core.checks import check_int
 from ._core.layout import split_bounds
-from ._core.shard_layout import FIELDS, ROWS, SHARDS, WHOLE, layout_of, resolve_layout
+from ._core.shard_layout import FIELDS, Leaf, layout_of, leaves, parse_batch, resolve_layout
 from ._core.tree import map_arrays
 from ._core.wording import plural
 from .sampler import SplitSampler  # noqa: F401  (its old import path)
@@ -38,105 +36,11 @@ __all__ = ['split_to_devices', 'ShardedLoader']
 
 # --------------------------------------------------------------------------- devices
 
-def _is_array(value):
-    return isinstance(value, mx.nd.NDArray)
-
-
-class _Leaf:
-    """One field of the batch: how it splits (its kind), its value and name for messages."""
-
-    SHARDS, WHOLE, ARRAY, SEQUENCE = SHARDS, WHOLE, 'array', 'sequence'
-
-    def __init__(self, kind, value, name):
-        self.kind, self.value, self.name = kind, value, name
-
-    def rows(self):
-        """Rows of an ARRAY or SEQUENCE field."""
-        return self.value.shape[0] if self.kind == _Leaf.ARRAY else len(self.value)
-
-    def shard_sizes(self):
-        """Rows of each shard of a SHARDS field."""
-        return [array.shape[0] for array in self.value]
-
-
-def _container(value, layout, name):
-    """A tuple/namedtuple/dict batch walked field by field with ``layout``'s items."""
-    if isinstance(layout, tuple):
-        if not isinstance(value, tuple):
-            raise TypeError('%s is %s; its shard layout %r expects a tuple of %d fields'
-                            % (name, described(value), layout, len(layout)))
-        if len(value) != len(layout):
-            raise ValueError('%s has %s; its shard layout %r expects %d'
-                             % (name, plural(len(value), 'field'), layout, len(layout)))
-        return (type(value), [_parse(item, sub, '%s[%d]' % (name, index))
-                              for index, (item, sub) in enumerate(zip(value, layout))])
-    if not isinstance(value, Mapping):
-        raise TypeError('%s is %s; its shard layout expects a dict with keys %s'
-                        % (name, described(value), sorted(map(str, layout))))
-    if set(value) != set(layout):
-        raise ValueError('%s has keys %s; its shard layout expects %s (missing %s, extra %s)'
-                         % (name, sorted(map(str, value)), sorted(map(str, layout)),
-                            sorted(map(str, set(layout) - set(value))),
-                            sorted(map(str, set(value) - set(layout)))))
-    return (type(value), {key: _parse(item, layout[key], '%s[%r]' % (name, key))
-                          for key, item in value.items()})
-
-
-def _each(container, layout):
-    """``layout`` for every item of a tuple or dict."""
-    if isinstance(container, Mapping):
-        return {key: layout for key in container}
-    return (layout,) * len(container)
-
-
-def _parse(value, layout, name):
-    """The batch as a tree of containers and leaves, as ``layout`` declares it (None: the
-    function declared nothing)."""
-    if isinstance(layout, (tuple, Mapping)):
-        return _container(value, layout, name)
-    if layout == SHARDS:
-        if not (isinstance(value, (list, tuple)) and value and all(map(_is_array, value))):
-            raise TypeError('%s is %s; its shard layout says one NDArray per shard'
-                            % (name, described(value)))
-        for index, array in enumerate(value):
-            if array.ndim == 0:
-                raise ValueError('%s: shard %d is a 0-d NDArray; per-shard arrays need a '
-                                 'batch axis' % (name, index))
-        return _Leaf(_Leaf.SHARDS, value, name)
-    if layout == WHOLE:
-        return _Leaf(_Leaf.WHOLE, value, name)
-    if layout == FIELDS and isinstance(value, (list, tuple)):
-        return (type(value), [_parse(item, ROWS, '%s[%d]' % (name, index))
-                              for index, item in enumerate(value)])
-    if isinstance(value, (tuple, Mapping)):
-        return _container(value, _each(value, layout), name)
-    if _is_array(value) and value.ndim:
-        return _Leaf(_Leaf.ARRAY, value, name)
-    if isinstance(value, list) and layout is None and value and all(
-            _is_array(item) and item.ndim for item in value):
-        raise ValueError('%s is a list of %d NDArrays, and the function that made it '
-                         'declares no shard_layout: they could be one per shard, one per '
-                         'sample or one per field. Pass layout= (the batchify function, or '
-                         "'shards', 'rows' or 'fields')" % (name, len(value)))
-    if isinstance(value, list) or isinstance(value, np.ndarray) and value.ndim:
-        return _Leaf(_Leaf.SEQUENCE, value, name)
-    return _Leaf(_Leaf.WHOLE, value, name)
-
-
-def _leaves(tree):
-    if isinstance(tree, _Leaf):
-        yield tree
-        return
-    _, items = tree
-    for item in (items.values() if isinstance(items, dict) else items):
-        yield from _leaves(item)
-
-
 def _bounds(leaves, num_shards, num_devices):
     """The shard boundaries (start, stop) of the batch, checked against every field; [None]
     for the whole batch as one shard."""
-    sharded = [leaf for leaf in leaves if leaf.kind == _Leaf.SHARDS]
-    split = [leaf for leaf in leaves if leaf.kind in (_Leaf.ARRAY, _Leaf.SEQUENCE)]
+    sharded = [leaf for leaf in leaves if leaf.kind == Leaf.SHARDS]
+    split = [leaf for leaf in leaves if leaf.kind in (Leaf.ARRAY, Leaf.SEQUENCE)]
     if sharded:
         first = sharded[0]
         sizes = first.shard_sizes()
@@ -178,18 +82,18 @@ def _bounds(leaves, num_shards, num_devices):
 def _copy(value, ctx):
     """An NDArray as one asynchronous copy on ``ctx`` (never the array itself); any other
     value as it is."""
-    return value.copyto(ctx) if _is_array(value) else value
+    return value.copyto(ctx) if isinstance(value, mx.nd.NDArray) else value
 
 
 def _piece(leaf, shard, bounds, ctx):
     """Device ``shard``'s part of one field; ``bounds`` None means the whole field."""
     value = leaf.value
-    if leaf.kind == _Leaf.WHOLE:  # its NDArrays (a 0-d one, say) copied onto each device
+    if leaf.kind == Leaf.WHOLE:  # its NDArrays (a 0-d one, say) copied onto each device
         return map_arrays(lambda array: _copy(array, ctx), value)
-    if leaf.kind == _Leaf.SHARDS:
+    if leaf.kind == Leaf.SHARDS:
         return _copy(value[shard], ctx)
     part = value if bounds is None else value[bounds[0]:bounds[1]]
-    if leaf.kind == _Leaf.ARRAY:
+    if leaf.kind == Leaf.ARRAY:
         return _copy(part, ctx)  # a slice is a view: one copy
     if isinstance(value, list):
         return [_copy(item, ctx) for item in part]  # Append: one NDArray per sample
@@ -197,7 +101,7 @@ def _piece(leaf, shard, bounds, ctx):
 
 
 def _build(tree, shard, bounds, ctx):
-    if isinstance(tree, _Leaf):
+    if isinstance(tree, Leaf):
         return _piece(tree, shard, bounds, ctx)
     kind, items = tree
     if isinstance(items, dict):
@@ -317,8 +221,8 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
     """
     ctx_list = _check_contexts(ctx_list)
     num_shards = check_int(num_shards, 'num_shards', minimum=1, allow_none=True)
-    tree = _parse(batch, resolve_layout(layout), 'the batch')
-    bounds = _bounds(list(_leaves(tree)), num_shards, len(ctx_list))
+    tree = parse_batch(batch, resolve_layout(layout), 'the batch')
+    bounds = _bounds(list(leaves(tree)), num_shards, len(ctx_list))
     if len(bounds) > len(ctx_list):
         raise ValueError('the batch has %s but only %s %s given; make it with '
                          'num_shards=%d (or fewer) or give %d contexts'

@@ -20,6 +20,9 @@ A function that declares nothing (a plain function, ``default_collate``) has the
 None: tuples and dicts are containers, arrays are split by rows, and a list of NDArrays,
 which could be shards, per-sample arrays or fields, is refused rather than guessed.
 
+:func:`parse_batch` reads a batch by its layout, field by field, into :class:`Leaf` objects
+(:func:`leaves`) that say how each splits.
+
 Examples
 --------
 >>> from gluonbatch.batchify import Tuple, Pad, Stack
@@ -30,9 +33,14 @@ Examples
 """
 from collections.abc import Mapping
 
-from .checks import described
+import mxnet as mx
+import numpy as np
 
-__all__ = ['ROWS', 'SHARDS', 'FIELDS', 'WHOLE', 'layout_of', 'resolve_layout']
+from .checks import described
+from .wording import plural
+
+__all__ = ['ROWS', 'SHARDS', 'FIELDS', 'WHOLE', 'layout_of', 'resolve_layout', 'Leaf',
+           'parse_batch', 'leaves']
 
 ROWS, SHARDS, FIELDS, WHOLE = 'rows', 'shards', 'fields', 'whole'
 _KINDS = (ROWS, SHARDS, FIELDS, WHOLE)
@@ -78,3 +86,101 @@ def resolve_layout(layout):
     if callable(layout) and not isinstance(layout, (str, tuple, Mapping)):
         return _checked(layout_of(layout), 'the shard_layout of %r' % (layout,))
     return _checked(layout, 'layout')
+
+
+def _is_array(value):
+    return isinstance(value, mx.nd.NDArray)
+
+
+class Leaf:
+    """One field of the batch: how it splits (its kind), its value and name for messages."""
+
+    SHARDS, WHOLE, ARRAY, SEQUENCE = SHARDS, WHOLE, 'array', 'sequence'
+
+    def __init__(self, kind, value, name):
+        self.kind, self.value, self.name = kind, value, name
+
+    def rows(self):
+        """Rows of an ARRAY or SEQUENCE field."""
+        return self.value.shape[0] if self.kind == Leaf.ARRAY else len(self.value)
+
+    def shard_sizes(self):
+        """Rows of each shard of a SHARDS field."""
+        return [array.shape[0] for array in self.value]
+
+
+def _container(value, layout, name):
+    """A tuple/namedtuple/dict batch walked field by field with ``layout``'s items."""
+    if isinstance(layout, tuple):
+        if not isinstance(value, tuple):
+            raise TypeError('%s is %s; its shard layout %r expects a tuple of %d fields'
+                            % (name, described(value), layout, len(layout)))
+        if len(value) != len(layout):
+            raise ValueError('%s has %s; its shard layout %r expects %d'
+                             % (name, plural(len(value), 'field'), layout, len(layout)))
+        return (type(value), [parse_batch(item, sub, '%s[%d]' % (name, index))
+                              for index, (item, sub) in enumerate(zip(value, layout))])
+    if not isinstance(value, Mapping):
+        raise TypeError('%s is %s; its shard layout expects a dict with keys %s'
+                        % (name, described(value), sorted(map(str, layout))))
+    if set(value) != set(layout):
+        raise ValueError('%s has keys %s; its shard layout expects %s (missing %s, extra %s)'
+                         % (name, sorted(map(str, value)), sorted(map(str, layout)),
+                            sorted(map(str, set(layout) - set(value))),
+                            sorted(map(str, set(value) - set(layout)))))
+    return (type(value), {key: parse_batch(item, layout[key], '%s[%r]' % (name, key))
+                          for key, item in value.items()})
+
+
+def _each(container, layout):
+    """``layout`` for every item of a tuple or dict."""
+    if isinstance(container, Mapping):
+        return {key: layout for key in container}
+    return (layout,) * len(container)
+
+
+def parse_batch(value, layout, name):
+    """The batch ``value`` (called ``name`` in messages) as a tree of ``(container type,
+    items)`` and :class:`Leaf` objects, as ``layout`` (resolved; None: the function declared
+    nothing) says its fields split; ``TypeError``/``ValueError`` where it does not fit."""
+    if isinstance(layout, (tuple, Mapping)):
+        return _container(value, layout, name)
+    if layout == SHARDS:
+        if not (isinstance(value, (list, tuple)) and value and all(map(_is_array, value))):
+            raise TypeError('%s is %s; its shard layout says one NDArray per shard'
+                            % (name, described(value)))
+        for index, array in enumerate(value):
+            if array.ndim == 0:
+                raise ValueError('%s: shard %d is a 0-d NDArray; per-shard arrays need a '
+                                 'batch axis' % (name, index))
+        return Leaf(Leaf.SHARDS, value, name)
+    if layout == WHOLE:
+        return Leaf(Leaf.WHOLE, value, name)
+    if layout == FIELDS and isinstance(value, (list, tuple)):
+        return (type(value), [parse_batch(item, ROWS, '%s[%d]' % (name, index))
+                              for index, item in enumerate(value)])
+    if isinstance(value, (tuple, Mapping)):
+        return _container(value, _each(value, layout), name)
+    if _is_array(value) and value.ndim:
+        return Leaf(Leaf.ARRAY, value, name)
+    if isinstance(value, list) and layout is None and value and all(
+            _is_array(item) and item.ndim for item in value):
+        raise ValueError('%s is a list of %d NDArrays, and the function that made it '
+                         'declares no shard_layout: they could be one per shard, one per '
+                         'sample or one per field. Pass layout= (the batchify function, or '
+                         "'shards', 'rows' or 'fields')" % (name, len(value)))
+    if isinstance(value, list) or isinstance(value, np.ndarray) and value.ndim:
+        return Leaf(Leaf.SEQUENCE, value, name)
+    return Leaf(Leaf.WHOLE, value, name)
+
+
+
+
+def leaves(tree):
+    """Every :class:`Leaf` of a :func:`parse_batch` tree, in order."""
+    if isinstance(tree, Leaf):
+        yield tree
+        return
+    _, items = tree
+    for item in (items.values() if isinstance(items, dict) else items):
+        yield from leaves(item)
