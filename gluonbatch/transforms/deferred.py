@@ -68,8 +68,8 @@ class DeferredImage(Deferred):
 
     @classmethod
     def from_owned(cls, pixels, matrix, flip_x=False, shift=None, chw=True):
-        """The same, for ``pixels`` no one else holds or writes (a preset's fresh array):
-        kept without a copy."""
+        """The same, keeping a view of ``pixels``: for pixels no one writes while the image
+        lives (a preset's fresh array, or an image written at once)."""
         pixel_ops.check_pixels(pixels, 'pixels')
         image = cls.__new__(cls)
         image._keep(pixels, matrix, flip_x, shift, chw)
