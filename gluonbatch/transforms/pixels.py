@@ -38,7 +38,7 @@ from .._core.checks import described
 from . import color
 
 __all__ = ['INTERPOLATIONS', 'BILINEAR', 'AREA', 'val_interp', 'window_overlap',
-           'canvas_window', 'fill_shift', 'resize', 'resize_window', 'check_pixels',
+           'covers', 'canvas_window', 'fill_shift', 'resize', 'resize_window', 'check_pixels',
            'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw', 'Normalizer']
 
 #: gluoncv's interpolation codes, which OpenCV takes as they are.
@@ -85,6 +85,19 @@ def window_overlap(window, offset, shape):
             slice(y0 - off_y, y1 - off_y), slice(x0 - off_x, x1 - off_x))
 
 
+def covers(overlap, window):
+    """Whether the image shows in all of ``window``, given their ``overlap`` as
+    :func:`window_overlap` returns it.
+
+    >>> covers(window_overlap((1, 0, 2, 2), (0, 0), (3, 3, 3)), (1, 0, 2, 2))
+    True
+    >>> covers(window_overlap((2, 0, 2, 2), (0, 0), (3, 3, 3)), (2, 0, 2, 2))
+    False
+    """
+    return overlap is not None and (overlap[0].stop - overlap[0].start == window[3]
+                                    and overlap[1].stop - overlap[1].start == window[2])
+
+
 @contextlib.contextmanager
 def canvas_window(src, window, offset=(0, 0), shift=None):
     """A context giving the float32 HWC pixels of ``window = (x, y, width, height)`` of a
@@ -98,8 +111,7 @@ def canvas_window(src, window, offset=(0, 0), shift=None):
     width, height = window[2], window[3]
     overlap = window_overlap(window, offset, src.shape)
     shape = (height, width, 3)
-    covered = overlap is not None and (overlap[0].stop - overlap[0].start == height
-                                       and overlap[1].stop - overlap[1].start == width)
+    covered = covers(overlap, window)
     # all image: every value is written, any array does; with fill: the zero buffer
     lease = scratch.empty('canvas_window', shape) if covered else scratch.zeros(shape)
     with lease as out:
@@ -279,8 +291,7 @@ def affine_chw(img, m, flip_x=False, shift=None, out=None):
             cv2.flip(result, 1, dst=result)
         planes = [out[0], out[1], out[2]]
         for plane, written in zip(planes, cv2.split(result, planes)):
-            if written is not plane:  # OpenCV allocated (a plane did not fit): copy
-                np.copyto(plane, written)
+            _written(plane, written)
     return out
 
 

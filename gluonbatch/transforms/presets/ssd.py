@@ -106,9 +106,7 @@ class SSDAugmentation:
             label = tbox.crop(label, crop.box_window)
         window = (crop.x, crop.y, crop.width, crop.height)
         overlap = pixels.window_overlap(window, offset, src.shape)
-        covered = overlap is not None and (overlap[0].stop - overlap[0].start == crop.height
-                                           and overlap[1].stop - overlap[1].start
-                                           == crop.width)
+        covered = pixels.covers(overlap, window)
         # the fill (the undistorted mean, normalized if so) is 0 in the window; the image's
         # pixels are stored minus the colour the chain maps to the fill
         shift = None if covered else pixels.fill_shift(chain, color.apply(self._after,
