@@ -36,6 +36,11 @@ class _HeapUsers:
 _HEAP_USERS = ProcessLocal(_HeapUsers)
 
 
+def _fixed():
+    """The settings this process was started with, by mallopt parameter (None: unset)."""
+    return {option: os.environ.get(name) for option, name in _FIXED.items()}
+
+
 def _libc():
     try:
         libc = ctypes.CDLL(None)
@@ -65,7 +70,7 @@ def heap_for_large_arrays(size=256 << 20):
     >>> total
     0
     """
-    fixed = {option: os.environ.get(name) for option, name in _FIXED.items()}
+    fixed = _fixed()
     libc = _libc() if any(value is not None for value in fixed.values()) else None
     if libc is None:
         yield
@@ -94,7 +99,7 @@ def heap_for_large_arrays(size=256 << 20):
 def _keep():
     """Set the kept heap in this process, unless its start fixed the settings; whether
     set."""
-    if any(os.environ.get(name) is not None for name in _FIXED.values()):
+    if any(value is not None for value in _fixed().values()):
         return False
     libc = _libc()
     if libc is None:
