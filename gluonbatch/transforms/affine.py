@@ -27,6 +27,8 @@ array([[ 2.5,  7.5, 19. , 17.5,  3. ]])
 import cv2
 import numpy as np
 
+from .pixels import written
+
 __all__ = ['get_border', 'get_affine_transform', 'warp_image', 'warp_boxes']
 
 
@@ -108,12 +110,7 @@ def warp_image(pixels, matrix, size, out=None):
     if not pixels.flags.c_contiguous:
         pixels = np.ascontiguousarray(pixels)
     dsize = (int(size[0]), int(size[1]))
-    if out is None:
-        return cv2.warpAffine(pixels, matrix, dsize, flags=cv2.INTER_LINEAR)
-    result = cv2.warpAffine(pixels, matrix, dsize, dst=out, flags=cv2.INTER_LINEAR)
-    if result is not out:  # OpenCV allocated (out did not fit): keep the promise
-        out[...] = result
-    return out
+    return written(out, cv2.warpAffine(pixels, matrix, dsize, dst=out, flags=cv2.INTER_LINEAR))
 
 
 def warp_boxes(label, matrix, size):

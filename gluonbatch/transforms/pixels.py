@@ -39,7 +39,7 @@ from . import color
 
 __all__ = ['INTERPOLATIONS', 'BILINEAR', 'AREA', 'val_interp', 'window_overlap',
            'covers', 'canvas_window', 'fill_shift', 'resize', 'resize_window', 'check_pixels',
-           'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw', 'Normalizer']
+           'written', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw', 'Normalizer']
 
 #: gluoncv's interpolation codes, which OpenCV takes as they are.
 INTERPOLATIONS = {0: cv2.INTER_NEAREST, 1: cv2.INTER_LINEAR, 2: cv2.INTER_CUBIC,
@@ -126,7 +126,7 @@ def canvas_window(src, window, offset=(0, 0), shift=None):
             # OpenCV's pass, in float32 as numpy's, writes the strided target rows in place
             # at twice numpy's speed
             scalar = tuple(float(v) for v in np.asarray(shift, np.float32)) + (0.0,)
-            _written(target, cv2.subtract(block, scalar, dst=target, dtype=cv2.CV_32F))
+            written(target, cv2.subtract(block, scalar, dst=target, dtype=cv2.CV_32F))
         yield out
         if not covered:
             target[...] = 0  # the zero buffer's contract: leave it all zeros
@@ -290,8 +290,8 @@ def affine_chw(img, m, flip_x=False, shift=None, out=None):
             # run's last pixels otherwise, so mirroring first could differ in the last bit
             cv2.flip(result, 1, dst=result)
         planes = [out[0], out[1], out[2]]
-        for plane, written in zip(planes, cv2.split(result, planes)):
-            _written(plane, written)
+        for plane, split in zip(planes, cv2.split(result, planes)):
+            written(plane, split)
     return out
 
 
@@ -318,17 +318,23 @@ def affine_hwc(img, m, flip_x=False, shift=None, out=None):
     direct = out is None or out.flags.c_contiguous
     with _float32_values(img) as values:
         if not flip_x and direct:
-            return _written(out, cv2.transform(values, m, dst=out))
+            return written(out, cv2.transform(values, m, dst=out))
         with scratch.empty('affine_hwc', values.shape, np.float32) as mapped:
             cv2.transform(values, m, dst=mapped)
             if not flip_x:
-                return _written(out, mapped)
-            return _written(out, cv2.flip(mapped, 1, dst=out if direct else None))
+                return written(out, mapped)
+            return written(out, cv2.flip(mapped, 1, dst=out if direct else None))
 
 
-def _written(out, result):
-    """``out`` holding ``result`` (which an OpenCV call given ``dst=out`` returned: a new
-    array where ``out`` did not fit), or ``result`` itself if ``out`` is ``None``."""
+def written(out, result):
+    """``out`` holding ``result``, which an OpenCV call given ``dst=out`` returned: OpenCV
+    writes into ``out`` where it fits (then ``result`` is ``out``) and returns a new array
+    otherwise, copied in here. ``result`` itself if ``out`` is ``None``.
+
+    >>> out = np.zeros((1, 2), np.float32)
+    >>> written(out, cv2.add(np.ones((1, 2), np.float32), 1.0, dst=out)) is out
+    True
+    """
     if out is None or result is out:
         return result
     np.copyto(out, result)
@@ -358,9 +364,8 @@ def lut_chw(img, lut, out=None):
     if out is None:
         out = np.empty((3, h, w), np.float32)
     for k, plane in enumerate(cv2.split(img)):
-        result = cv2.LUT(plane, lut[k], dst=out[k])
-        if not np.shares_memory(result, out[k]):
-            np.copyto(out[k], result)
+        target = out[k]
+        written(target, cv2.LUT(plane, lut[k], dst=target))
     return out
 
 
