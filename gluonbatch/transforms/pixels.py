@@ -35,7 +35,7 @@ import numpy as np
 
 from .._core import scratch
 from .._core.checks import described
-from . import color
+from . import color, reach
 
 __all__ = ['INTERPOLATIONS', 'BILINEAR', 'AREA', 'val_interp', 'window_overlap',
            'covers', 'canvas_window', 'fill_shift', 'resize', 'resize_window', 'check_pixels',
@@ -157,16 +157,16 @@ def resize(img, size, interp):
 
 
 def resize_window(src, window, offset, size, interp, shift=None):
-    """:func:`resize` of a :func:`canvas_window`, without averaging the window's rows of
-    fill.
+    """:func:`resize` of a :func:`canvas_window`, without resizing fill that no output
+    reads, nor averaging the window's rows of fill.
 
-    OpenCV's area averaging (where both sides shrink) costs a pass over every pixel of the
-    window, and an expanded window may span up to 16 times the image. It runs in two
-    passes, across each row then down each column, and a row of fill comes out of the
-    first as zeros: so where the image shows in only some of the window's rows, those rows
-    alone are averaged across, put back among zero rows, and averaged down. The other
-    interpolations cost the same per output pixel whatever the window holds, and windows
-    with a side that grows are interpolated rather than averaged: those are resized whole.
+    - Only the part of the window that outputs reading the image need is built and resized,
+      at the whole window's scale (:func:`.reach.span`); the other outputs are ``0``.
+    - OpenCV's area averaging (where both sides shrink) costs a pass over every pixel of
+      the part. It runs in two passes, across each row then down each column, and a row of
+      fill comes out of the first as zeros: so where the image shows in only some of the
+      part's rows, those rows alone are averaged across, put back among zero rows, and
+      averaged down.
 
     Parameters
     ----------
@@ -195,19 +195,59 @@ def resize_window(src, window, offset, size, interp, shift=None):
     if overlap is None:  # all fill: resized zeros are zeros
         INTERPOLATIONS[interp]  # an unknown code fails as in resize
         return np.zeros((out_h, out_w, 3), np.float32)
-    rows = overlap[0]
+    x = reach.span(overlap[1], width, out_w, interp)
+    y = reach.span(overlap[0], height, out_h, interp)
+    # the part, as a window at (0, 0) of the canvas mirrored about the window as it says
+    view, off_x, off_y = src, offset[0] - window[0], offset[1] - window[1]
+    if x.mirrored:
+        view, off_x = view[:, ::-1], width - off_x - src.shape[1]
+    if y.mirrored:
+        view, off_y = view[::-1], height - off_y - src.shape[0]
+    part = _resize_part(view, (0, 0, x.kept, y.kept), (off_x, off_y),
+                        (out_w / width, out_h / height), interp, shift)
+    if x.kept == width and y.kept == height:
+        return part
+    out = np.empty((out_h, out_w, 3), np.float32)
+    rows = _placed(part.shape[0], out_h, y.mirrored)
+    cols = _placed(part.shape[1], out_w, x.mirrored)
+    out[:rows.start] = 0
+    out[rows.stop:] = 0
+    out[rows, :cols.start] = 0
+    out[rows, cols.stop:] = 0
+    np.copyto(out[rows, cols], part[::-1 if y.mirrored else 1, ::-1 if x.mirrored else 1])
+    return out
+
+
+def _placed(count, out, mirrored):
+    """Where a part's ``count`` outputs go among ``out``: the first, or the last."""
+    return slice(out - count, out) if mirrored else slice(0, count)
+
+
+def _resize_part(src, window, offset, scale, interp, shift):
+    """The window resized by ``scale = (fx, fy)``, averaging down only the rows that show
+    the image (see :func:`resize_window`)."""
+    width, height = window[2], window[3]
+    fx, fy = scale
+    rows = window_overlap(window, offset, src.shape)[0]
     shown = rows.stop - rows.start
-    if interp != AREA or shown == height or width < out_w or height < out_h:
+    if interp != AREA or shown == height or fx > 1 or fy > 1:
         with canvas_window(src, window, offset, shift) as img:
-            return resize(img, size, interp)
+            return _scaled(img, fx, fy, interp)
     band = (window[0], window[1] + rows.start, width, shown)
     with canvas_window(src, band, offset, shift) as img:
-        across = resize(img, (out_w, shown), interp)
-    with scratch.zeros((height, out_w, 3)) as tall:
+        across = _scaled(img, fx, 1.0, interp)
+    with scratch.zeros((height,) + across.shape[1:]) as tall:
         tall[rows] = across
-        out = resize(tall, size, interp)
+        out = _scaled(tall, 1.0, fy, interp)
         tall[rows] = 0  # the zero buffer's contract: leave it all zeros
     return out
+
+
+def _scaled(img, fx, fy, interp):
+    """``cv2.resize`` by the factors ``fx, fy``: a whole image resized by ``out / in`` gets
+    ``out`` samples and the very arithmetic of a resize to that size, and a part of it
+    keeps the whole's sample positions."""
+    return cv2.resize(img, None, fx=fx, fy=fy, interpolation=INTERPOLATIONS[interp])
 
 
 def _shifted(m, shift):
