@@ -22,7 +22,7 @@ from gluoncv.data.transforms.presets import ssd as gcv_ssd
 from gluoncv.data.transforms.presets import yolo as gcv_yolo
 
 from gluonbatch._core import scratch
-from gluonbatch.transforms import boxes, color, draws, pixels
+from gluonbatch.transforms import boxes, color, draws, pixels, reach
 from gluonbatch.transforms.presets import center_net, rcnn, ssd, yolo
 
 #: max |difference| of normalized train images (float32 resizes by two OpenCV versions)
@@ -474,11 +474,14 @@ def test_resize_window_averages_only_the_rows_that_show_the_image(monkeypatch):
 
 @pytest.mark.parametrize('interp', range(5))
 @pytest.mark.parametrize('corner', ['start', 'end'])
-def test_resize_window_resizes_only_the_part_its_outputs_read(monkeypatch, interp, corner):
+@pytest.mark.parametrize('size', [(100, 75), (100, 400)])
+def test_resize_window_resizes_only_the_part_its_outputs_read(monkeypatch, interp, corner,
+                                                             size):
     """Outputs whose taps read fill alone are zeros, so the window is built and resized only
     up to the outputs that read the image: from the window's start for every interpolation,
-    from its end (mirrored) for linear, cubic and Lanczos, whose taps sit symmetrically.
-    The image is the whole window's resize, within float32 rounding of sample positions."""
+    from its end (mirrored) where the resize treats both ends alike (not nearest, nor area
+    where a side grows). The image is the whole window's resize, within float32 rounding of
+    sample positions."""
     built = []
     whole = pixels.canvas_window
 
@@ -488,18 +491,18 @@ def test_resize_window_resizes_only_the_part_its_outputs_read(monkeypatch, inter
 
     rng = np.random.default_rng(interp)
     src = random_image(rng, 30, 40)
-    window, size, shift = (5, 7, 400, 300), (100, 75), (10., -20., 30.)
+    window, shift = (5, 7, 400, 300), (10., -20., 30.)
     offset = (5, 7) if corner == 'start' else (365, 277)   # the window's top left or bottom right
     with whole(src, window, offset, shift) as img:
         want = pixels.resize(img, size, interp)
     monkeypatch.setattr(pixels, 'canvas_window', recording)
     got = pixels.resize_window(src, window, offset, size, interp, shift)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
-    if corner == 'end' and interp in (0, pixels.AREA):    # positions lean to the start
+    assert built and all(part[:2] in ((0, 0), (0, 270)) for part in built)
+    if corner == 'end' and not reach.symmetric(interp, window[2:], size):
         assert built in ([(0, 0, 400, 300)], [(0, 270, 400, 30)])  # whole, or its band
     else:
-        assert len(built) == 1 and built[0][:2] == (0, 0)
-        assert built[0][2] < 400 / 2 and built[0][3] < 300 / 2
+        assert built[0][2] < 400 / 2 and built[-1][3] < 300 / 2
 
 
 def test_reused_zero_buffer_never_serves_stale_pixels():

@@ -195,8 +195,7 @@ def resize_window(src, window, offset, size, interp, shift=None):
     if overlap is None:  # all fill: resized zeros are zeros
         INTERPOLATIONS[interp]  # an unknown code fails as in resize
         return np.zeros((out_h, out_w, 3), np.float32)
-    x = reach.span(overlap[1], width, out_w, interp)
-    y = reach.span(overlap[0], height, out_h, interp)
+    x, y = reach.spans(overlap[0], overlap[1], (width, height), size, interp)
     # the part, as a window at (0, 0) of the canvas mirrored about the window as it says
     view, off_x, off_y = src, offset[0] - window[0], offset[1] - window[1]
     if x.mirrored:

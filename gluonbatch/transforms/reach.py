@@ -11,33 +11,36 @@ An output ``d`` of a resize by ``scale`` reads its source around ``(d + 0.5) * s
 (OpenCV's positions): positions that depend on the part's start, not on its end. So the
 part keeps the window's start and ends past the image's reach: its outputs are the
 window's, and the rest are ``0``. The part may instead keep the window's end, resized
-mirrored, for the interpolations whose taps sit symmetrically about that position (linear,
-cubic, Lanczos); their positions are then computed from the other end, the same up to
-OpenCV's float32 rounding of positions. Nearest (``floor(d * scale)``) and area (its
-cells start at ``d * scale``, and where a side grows it interpolates from
-``floor(d * scale)``) lean one way: their parts keep the window's start.
+mirrored, where the resize treats both ends alike (:func:`symmetric`: linear, cubic,
+Lanczos, and area where both sides shrink); its positions are then computed from the other
+end, the same up to OpenCV's float32 rounding of them. Nearest (``floor(d * scale)``) and
+area where a side grows (it interpolates from ``floor(d * scale)`` then) lean one way:
+their parts keep the window's start.
 
 Examples
 --------
 >>> # an image in the first 100 of a 2000-pixel-wide window, resized to 416
 >>> span(slice(0, 100), 2000, 416, 4)
 Span(kept=201, mirrored=False)
->>> span(slice(1900, 2000), 2000, 416, 4)    # in the last 100: mirrored
+>>> span(slice(1900, 2000), 2000, 416, 4, mirror=True)    # in the last 100
 Span(kept=201, mirrored=True)
->>> span(slice(1900, 2000), 2000, 416, 3)    # area keeps the window's start
-Span(kept=2000, mirrored=False)
+>>> spans(slice(0, 50), slice(1900, 2000), (2000, 100), (416, 416), 4)  # y grows
+(Span(kept=201, mirrored=True), Span(kept=66, mirrored=False))
+>>> spans(slice(0, 50), slice(1900, 2000), (2000, 100), (416, 416), 3)  # area: no mirror
+(Span(kept=2000, mirrored=False), Span(kept=60, mirrored=False))
 """
 import math
 from typing import NamedTuple
 
-__all__ = ['SPARE', 'Span', 'kept', 'span']
+__all__ = ['SPARE', 'Span', 'kept', 'symmetric', 'span', 'spans']
 
 #: Source pixels an output's taps reach past its position, by interpolation code
 #: (nearest, linear, cubic, area, Lanczos); the scale is added to these (area averages a
 #: scale's width, nearest rounds down by up to a scale).
 _RADIUS = {0: 1, 1: 1, 2: 2, 3: 1, 4: 4}
-#: The interpolation codes whose parts may keep the window's end, mirrored.
-_SYMMETRIC = (1, 2, 4)
+#: The interpolation codes whose taps sit symmetrically about a sample's position
+#: (linear, cubic, Lanczos), and area's.
+_SYMMETRIC, _AREA = (1, 2, 4), 3
 #: Outputs resized past the last one that reads the image: OpenCV's vector loops and its
 #: border handling may round a row's last outputs otherwise, so these (all ``0``) absorb it.
 SPARE = 16
@@ -71,13 +74,38 @@ def kept(stop, length, out, interp):
     return part
 
 
-def span(shown, length, out, interp):
+def symmetric(interp, size, out_size):
+    """Whether OpenCV's resize of ``size = (width, height)`` to ``out_size`` with the
+    interpolation code ``interp`` treats both ends of each axis alike (up to float
+    rounding): linear, cubic and Lanczos do; area does where both sides shrink (it
+    averages cells then, and interpolates from ``floor(d * scale)`` otherwise); nearest
+    does not.
+
+    >>> symmetric(4, (100, 100), (416, 416)), symmetric(3, (500, 500), (416, 416))
+    (True, True)
+    >>> symmetric(3, (100, 500), (416, 416)), symmetric(0, (500, 500), (416, 416))
+    (False, False)
+    """
+    if interp == _AREA:
+        return size[0] >= out_size[0] and size[1] >= out_size[1]
+    return interp in _SYMMETRIC
+
+
+def span(shown, length, out, interp, mirror=False):
     """The :class:`Span` of an axis of ``length`` pixels, of which ``shown`` (a slice) shows
-    the image, to resize to ``out`` with the interpolation code ``interp`` (0-4): the
-    shorter of the part from the start and, for linear, cubic and Lanczos, the part from
-    the end."""
+    the image, to resize to ``out`` with the interpolation code ``interp`` (0-4): the part
+    from the start or, if ``mirror`` (see :func:`symmetric`) and it is shorter, the part
+    from the end."""
     forward = kept(shown.stop, length, out, interp)
-    if interp not in _SYMMETRIC:
+    if not mirror:
         return Span(forward, False)
     backward = kept(length - shown.start, length, out, interp)
     return Span(backward, True) if backward < forward else Span(forward, False)
+
+
+def spans(rows, cols, size, out_size, interp):
+    """The ``(x, y)`` :class:`Span` of a window of ``size = (width, height)`` whose ``rows``
+    and ``cols`` (slices) show the image, to resize to ``out_size`` with ``interp``."""
+    mirror = symmetric(interp, size, out_size)
+    return (span(cols, size[0], out_size[0], interp, mirror),
+            span(rows, size[1], out_size[1], interp, mirror))
