@@ -7,7 +7,11 @@ pixel apart). Labels are drawn to reach the crop's corners: no boxes, tiny and d
 boxes, boxes past the image, float32, float64 and integer coordinates, extra columns.
 """
 import gc
+import json
+import os
 import random
+import subprocess
+import sys
 import threading
 import warnings
 import weakref
@@ -503,6 +507,55 @@ def test_resize_window_resizes_only_the_part_its_outputs_read(monkeypatch, inter
         assert built in ([(0, 0, 400, 300)], [(0, 270, 400, 30)])  # whole, or its band
     else:
         assert built[0][2] < 400 / 2 and built[-1][3] < 300 / 2
+
+
+_SPIN_SCRIPT = """
+import json, os, random, threading
+import numpy as np
+from gluonbatch.transforms.presets import ssd, yolo
+
+
+def spent(work):
+    # CPU seconds of this thread and of the process's other threads while work runs
+    def cpu():
+        me, mine, others = str(threading.get_native_id()), 0.0, 0.0
+        for tid in os.listdir('/proc/self/task'):
+            with open('/proc/self/task/%s/schedstat' % tid) as handle:
+                seconds = int(handle.read().split()[0]) / 1e9
+            mine, others = (mine + seconds, others) if tid == me else (mine, others + seconds)
+        return mine, others
+    before = cpu()
+    work()
+    after = cpu()
+    return after[0] - before[0], after[1] - before[1]
+
+
+image = np.random.RandomState(0).randint(0, 256, (120, 160, 3)).astype(np.uint8)
+label = np.array([[10., 10., 100., 80., 1.]])
+presets = [ssd.SSDDefaultTrainTransform(96, 96), yolo.YOLO3DefaultTrainTransform(96, 96)]
+random.seed(0)
+np.random.seed(0)
+matrix = np.array([[1.0, 0.2, 0.1], [0.1, 0.9, 0.2], [0.0, 0.3, 1.1]])
+print(json.dumps({
+    'presets': spent(lambda: [preset(image, label) for _ in range(400) for preset in presets]),
+    'lapack': spent(lambda: [np.linalg.inv(matrix) for _ in range(20000)])}))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self/task'), reason='reads /proc')
+def test_presets_leave_the_blas_threads_asleep():
+    """A LAPACK call wakes the BLAS library's threads, which spin a while after it: called
+    for every expanded image, they would never sleep and would take a core from the other
+    DataLoader workers. The presets' colour maps are inverted without LAPACK: the process's
+    other threads stay idle while the presets run (in a fresh interpreter, against LAPACK's
+    own inverse as the control)."""
+    result = subprocess.run([sys.executable, '-c', _SPIN_SCRIPT], capture_output=True,
+                            text=True, check=True, timeout=300)
+    spent = json.loads(result.stdout)
+    (lapack_main, lapack_others), (main, others) = spent['lapack'], spent['presets']
+    if lapack_others < 0.3 * lapack_main:
+        pytest.skip('the BLAS threads do not spin here (one thread, or a passive library)')
+    assert others < 0.1 * main, spent
 
 
 def test_reused_zero_buffer_never_serves_stale_pixels():
