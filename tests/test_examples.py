@@ -121,6 +121,22 @@ def test_examples_run_opencv_on_one_thread_with_workers_until_they_return(num_wo
         cv2.setNumThreads(before)
 
 
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+def test_a_timed_loader_lets_its_workers_finish_and_exit(num_workers):
+    """An example stops loading after --batches batches and winds the loader's workers
+    down: they finish what they began and exit, so none is terminated while sending a
+    batch back (which can leave the result queue locked and hang the pool's shutdown)."""
+    import multiprocessing
+    from gluonbatch.examples.runner import time_loader
+
+    before = set(multiprocessing.active_children())
+    loader = mx.gluon.data.DataLoader(mx.gluon.data.SimpleDataset(list(range(64))),
+                                      batch_size=2, num_workers=num_workers)
+    batches, samples, _, first, _ = time_loader(loader, 3, 'test', progress=False)
+    assert (batches, samples) == (3, 6) and first.asnumpy().tolist() == [0, 1]
+    assert not set(multiprocessing.active_children()) - before
+
+
 #: the network each single-stage example builds by default
 NETWORKS = {'ssd': 'ssd_300_mobilenet0.25_voc', 'yolo': 'yolo3_mobilenet0.25_voc',
             'center_net': center_net.DEFAULT_NETWORK}

@@ -2,6 +2,7 @@
 import argparse
 import contextlib
 import math
+import multiprocessing.pool
 import os
 import sys
 import time
@@ -168,7 +169,8 @@ def time_loader(loader, batches, description, progress=True):
     """Iterate up to ``batches`` batches; returns (batches, samples, seconds, first, kept).
 
     ``kept`` holds the batches themselves (for training steps); the clock includes waiting
-    for every NDArray, since MXNet is asynchronous. The bar (``progress``) is drawn only
+    for every NDArray, since MXNet is asynchronous. The loader's workers are wound down
+    after (:func:`wind_down`): it is not iterated again. The bar (``progress``) is drawn only
     on a terminal: elsewhere the summary line each stage prints is the progress.
     """
     from tqdm import tqdm
@@ -187,7 +189,20 @@ def time_loader(loader, batches, description, progress=True):
             break
     seconds = time.perf_counter() - start
     bar.close()
+    wind_down(loader)
     return len(kept), samples, seconds, (kept[0] if kept else None), kept
+
+
+def wind_down(loader):
+    """Let an MXNet DataLoader's worker processes finish the batches they have begun and
+    exit. Otherwise the loader, once collected, terminates them wherever they are, and a
+    worker killed while sending a batch back leaves the result queue's lock held, which
+    hangs the pool's shutdown (a CPython ``multiprocessing.Pool`` limitation). Loaders
+    without a process pool are left as they are."""
+    pool = getattr(loader, '_worker_pool', None)
+    if isinstance(pool, multiprocessing.pool.Pool):
+        pool.close()
+        pool.join()
 
 
 def _batch_size(batch):
