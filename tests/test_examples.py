@@ -5,6 +5,7 @@ a fresh interpreter runs only where it is what is tested: each ``scripts/*_loade
 the installed ``gluonbatch`` command starting up (the slow tier).
 """
 import math
+import os
 import pathlib
 import random
 import re
@@ -135,6 +136,34 @@ def test_a_timed_loader_lets_its_workers_finish_and_exit(num_workers):
     batches, samples, _, first, _ = time_loader(loader, 3, 'test', progress=False)
     assert (batches, samples) == (3, 6) and first.asnumpy().tolist() == [0, 1]
     assert not set(multiprocessing.active_children()) - before
+
+
+class _DiesFrom(mx.gluon.data.Dataset):
+    """Items ``0 .. first - 1``; reading a later one ends the process (a crashed worker)."""
+
+    def __init__(self, first):
+        self.first = first
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, index):
+        if index >= self.first:
+            os._exit(1)
+        return index
+
+
+def test_winding_down_a_loader_whose_worker_died_returns():
+    """A worker that died with a batch never finishes it: the wind-down waits as long as
+    the loader's timeout, then terminates the pool, as MXNet's own shutdown would, and the
+    example goes on (waiting for the pool to finish its tasks would never return)."""
+    from gluonbatch.examples.runner import time_loader
+
+    # numpy batches: they come back through the result queue alone, not the dead worker
+    loader = mx.gluon.data.DataLoader(_DiesFrom(4), batch_size=2, num_workers=2, timeout=2,
+                                      batchify_fn=np.array)
+    batches, _, _, first, _ = time_loader(loader, 1, 'test', progress=False)
+    assert batches == 1 and first.tolist() == [0, 1]
 
 
 #: the network each single-stage example builds by default

@@ -5,6 +5,7 @@ import math
 import multiprocessing.pool
 import os
 import sys
+import threading
 import time
 
 import cv2
@@ -21,7 +22,7 @@ from .synthetic import SyntheticDetection
 
 __all__ = ['loader_parser', 'detection_dataset', 'train_order', 'detector_loaders',
            'time_loader', 'describe_batch', 'print_summary', 'compare_with_gluoncv',
-           'check_losses', 'seeding_line', 'run_example', 'opencv_threads']
+           'check_losses', 'seeding_line', 'run_example', 'opencv_threads', 'wind_down']
 
 
 def _directory(text):
@@ -195,14 +196,33 @@ def time_loader(loader, batches, description, progress=True):
 
 def wind_down(loader):
     """Let an MXNet DataLoader's worker processes finish the batches they have begun and
-    exit. Otherwise the loader, once collected, terminates them wherever they are, and a
-    worker killed while sending a batch back leaves the result queue's lock held, which
-    hangs the pool's shutdown (a CPython ``multiprocessing.Pool`` limitation). Loaders
-    without a process pool are left as they are."""
+    exit, so that none is killed while it sends a batch back.
+
+    Collected, the loader terminates its workers wherever they are, and a worker killed
+    while sending a batch back leaves the result queue's lock held: the pool's shutdown
+    then hangs (a CPython ``multiprocessing.Pool`` limitation). The wait is bounded by the
+    loader's ``timeout``: a worker that died with a batch never finishes it, and the pool
+    is terminated then, as before. Loaders without worker processes are left as they are.
+
+    Examples
+    --------
+    >>> import multiprocessing
+    >>> loader = mx.gluon.data.DataLoader(list(range(8)), batch_size=2, num_workers=2)
+    >>> first = next(iter(loader))
+    >>> wind_down(loader)
+    >>> [p for p in multiprocessing.active_children() if p.name.startswith('ForkPool')]
+    []
+    """
     pool = getattr(loader, '_worker_pool', None)
-    if isinstance(pool, multiprocessing.pool.Pool):
-        pool.close()
-        pool.join()
+    if not isinstance(pool, multiprocessing.pool.Pool) or \
+            isinstance(pool, multiprocessing.pool.ThreadPool):
+        return
+    pool.close()
+    joining = threading.Thread(target=pool.join, daemon=True)
+    joining.start()
+    joining.join(getattr(loader, '_timeout', None))
+    if joining.is_alive():
+        pool.terminate()
 
 
 def _batch_size(batch):
