@@ -97,7 +97,7 @@ def compose(*matrices):
 
 
 def invert(m):
-    """The inverse map of an invertible ``m`` (else ``ValueError``).
+    """The inverse map of an invertible 3x4 ``m`` (else ``ValueError``).
 
     The 3x3 inverse is the adjugate over the determinant, not LAPACK's: a LAPACK call
     wakes the BLAS library's threads, which then spin for a while after it, and a preset
@@ -112,6 +112,8 @@ def invert(m):
     ValueError: the colour map is not invertible (determinant 0.0)
     """
     m = np.asarray(m, dtype=np.float64)
+    if m.shape != (3, 4):
+        raise ValueError('a colour map is 3x4, got shape %s' % (m.shape,))
     rows = m[:, :3]
     # row i of the cofactor matrix: row i+1 cross row i+2
     cofactors = np.cross(rows[[1, 2, 0]], rows[[2, 0, 1]])

@@ -180,7 +180,13 @@ def resize_window(src, window, offset, size, interp, shift=None):
     Returns
     -------
     numpy.ndarray
-        A new float32 HWC array, within float32 rounding of resizing the whole window.
+        A new float32 HWC array, within float32 rounding of resizing the whole window
+        (of its sample positions, for a part resized from the window's end).
+
+    Raises
+    ------
+    ValueError
+        If the window or the output is empty.
 
     Examples
     --------
@@ -190,8 +196,11 @@ def resize_window(src, window, offset, size, interp, shift=None):
            [4.5, 0. ]], dtype=float32)
     """
     width, height = window[2], window[3]
-    overlap = window_overlap(window, offset, src.shape)
     out_w, out_h = size
+    if min(width, height, out_w, out_h) < 1:
+        raise ValueError('a window of %dx%d resized to %dx%d: both must be at least 1x1'
+                         % (width, height, out_w, out_h))
+    overlap = window_overlap(window, offset, src.shape)
     if overlap is None:  # all fill: resized zeros are zeros
         INTERPOLATIONS[interp]  # an unknown code fails as in resize
         return np.zeros((out_h, out_w, 3), np.float32)

@@ -95,7 +95,13 @@ def span(shown, length, out, interp, mirror=False):
     """The :class:`Span` of an axis of ``length`` pixels, of which ``shown`` (a slice) shows
     the image, to resize to ``out`` with the interpolation code ``interp`` (0-4): the part
     from the start or, if ``mirror`` (see :func:`symmetric`) and it is shorter, the part
-    from the end."""
+    from the end.
+
+    >>> span(slice(1000, 1100), 2000, 416, 1)      # from the start: up to past the image
+    Span(kept=1193, mirrored=False)
+    >>> span(slice(1000, 1100), 2000, 416, 1, mirror=True)   # from the end: past it too
+    Span(kept=1097, mirrored=True)
+    """
     forward = kept(shown.stop, length, out, interp)
     if not mirror:
         return Span(forward, False)
@@ -105,7 +111,12 @@ def span(shown, length, out, interp, mirror=False):
 
 def spans(rows, cols, size, out_size, interp):
     """The ``(x, y)`` :class:`Span` of a window of ``size = (width, height)`` whose ``rows``
-    and ``cols`` (slices) show the image, to resize to ``out_size`` with ``interp``."""
+    and ``cols`` (slices) show the image, to resize to ``out_size`` with ``interp``, parts
+    from the end allowed where the resize is :func:`symmetric`.
+
+    >>> spans(slice(0, 375), slice(1500, 2000), (2000, 1500), (416, 416), 4)
+    (Span(kept=600, mirrored=True), Span(kept=455, mirrored=False))
+    """
     mirror = symmetric(interp, size, out_size)
     return (span(cols, size[0], out_size[0], interp, mirror),
             span(rows, size[1], out_size[1], interp, mirror))
