@@ -146,6 +146,11 @@ MOVED = {
     'gluonbatch.transforms.scratch': 'gluonbatch._core.scratch',
 }
 
+#: (old module, name) -> the module a single name moved to.
+MOVED_NAMES = {('gluonbatch.transforms.pixels', name): 'gluonbatch.transforms.windows'
+               for name in ('window_overlap', 'covers', 'canvas_window', 'fill_shift',
+                            'resize_window')}
+
 
 def _import_quietly(module):
     with warnings.catch_warnings():
@@ -158,7 +163,17 @@ def test_every_public_module_imports_with_its_names(module):
     imported = _import_quietly(module)
     missing = [name for name in PUBLIC[module] if not hasattr(imported, name)]
     assert not missing, '%s lacks %s' % (module, missing)
-    assert set(PUBLIC[module]) <= set(getattr(imported, '__all__', ())), module
+    kept = {name for name in PUBLIC[module] if (module, name) not in MOVED_NAMES}
+    assert kept <= set(getattr(imported, '__all__', ())), module
+
+
+@pytest.mark.parametrize('module, name', sorted(MOVED_NAMES))
+def test_a_moved_name_gives_the_object_of_its_new_home_with_a_warning(module, name):
+    new = MOVED_NAMES[module, name]
+    with pytest.warns(DeprecationWarning, match='moved to %s' % new):
+        old = getattr(importlib.import_module(module), name)
+    assert old is getattr(importlib.import_module(new), name)
+    assert name in importlib.import_module(new).__all__
 
 
 @pytest.mark.parametrize('old', sorted(MOVED))

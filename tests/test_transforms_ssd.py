@@ -26,7 +26,7 @@ from gluoncv.data.transforms.presets import ssd as gcv_ssd
 from gluoncv.data.transforms.presets import yolo as gcv_yolo
 
 from gluonbatch._core import scratch
-from gluonbatch.transforms import boxes, color, draws, pixels, reach
+from gluonbatch.transforms import boxes, color, draws, pixels, reach, windows
 from gluonbatch.transforms.presets import center_net, rcnn, ssd, yolo
 
 #: max |difference| of normalized train images (float32 resizes by two OpenCV versions)
@@ -416,15 +416,15 @@ def test_canvas_window_equals_a_built_canvas():
         w, h = min(w, canvas.shape[1] - x), min(h, canvas.shape[0] - y)
         if w < 1 or h < 1:
             continue
-        with pixels.canvas_window(src, (x, y, w, h), offset, shift) as window:
+        with windows.canvas_window(src, (x, y, w, h), offset, shift) as window:
             np.testing.assert_array_equal(window, canvas[y:y + h, x:x + w])
-    with pixels.canvas_window(src, (0, 0, 40, 40), (0, 0), None):
-        with pixels.canvas_window(src, (0, 0, 30, 30), (2, 2), (1., 2., 3.)) as inner:
+    with windows.canvas_window(src, (0, 0, 40, 40), (0, 0), None):
+        with windows.canvas_window(src, (0, 0, 30, 30), (2, 2), (1., 2., 3.)) as inner:
             assert inner[0, 0].tolist() == [0, 0, 0] and inner[2, 2, 0] == src[0, 0, 0] - 1
     with pytest.raises(RuntimeError):
-        with pixels.canvas_window(src, (0, 0, 30, 30), (5, 5), (1., 2., 3.)):
+        with windows.canvas_window(src, (0, 0, 30, 30), (5, 5), (1., 2., 3.)):
             raise RuntimeError
-    with pixels.canvas_window(src, (0, 0, 30, 30), (9, 9), (1., 2., 3.)) as window:
+    with windows.canvas_window(src, (0, 0, 30, 30), (9, 9), (1., 2., 3.)) as window:
         assert not window[:9].any()  # the reused buffer was zeroed again
 
 
@@ -457,8 +457,8 @@ def test_resize_window_is_the_resized_canvas_window(seed, interp, dtype, shifted
     src = (rng.integers(0, 256, (int(rng.integers(1, 90)), int(rng.integers(1, 90)), 3))
            .astype(dtype))
     shift = rng.uniform(-100, 100, 3) if shifted else None
-    got = pixels.resize_window(src, window, offset, size, interp, shift)
-    with pixels.canvas_window(src, window, offset, shift) as img:
+    got = windows.resize_window(src, window, offset, size, interp, shift)
+    with windows.canvas_window(src, window, offset, shift) as img:
         want = pixels.resize(img, size, interp)
     assert got.shape == want.shape and got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=0,
@@ -472,19 +472,19 @@ def test_resize_window_averages_only_the_rows_that_show_the_image(monkeypatch):
     """Area averaging of a shrinking window with rows of fill builds only the band of
     rows the image shows in; growing windows and other interpolations the whole window."""
     built = []
-    whole = pixels.canvas_window
+    whole = windows.canvas_window
 
     def recording(src, window, offset=(0, 0), shift=None):
         built.append(tuple(window))
         return whole(src, window, offset, shift)
 
-    monkeypatch.setattr(pixels, 'canvas_window', recording)
+    monkeypatch.setattr(windows, 'canvas_window', recording)
     src = np.full((20, 30, 3), 9, np.uint8)
-    pixels.resize_window(src, (0, 0, 60, 80), (10, 30), (12, 16), pixels.AREA)
+    windows.resize_window(src, (0, 0, 60, 80), (10, 30), (12, 16), pixels.AREA)
     assert built == [(0, 30, 60, 20)]
     for interp, size in ((pixels.BILINEAR, (12, 16)), (pixels.AREA, (12, 100))):
         built.clear()
-        pixels.resize_window(src, (0, 0, 60, 80), (10, 60), size, interp)
+        windows.resize_window(src, (0, 0, 60, 80), (10, 60), size, interp)
         assert built == [(0, 0, 60, 80)]
 
 
@@ -499,7 +499,7 @@ def test_resize_window_resizes_only_the_part_its_outputs_read(monkeypatch, inter
     where a side grows). The image is the whole window's resize, within float32 rounding of
     sample positions."""
     built = []
-    whole = pixels.canvas_window
+    whole = windows.canvas_window
 
     def recording(src, window, offset=(0, 0), shift=None):
         built.append(tuple(window))
@@ -511,8 +511,8 @@ def test_resize_window_resizes_only_the_part_its_outputs_read(monkeypatch, inter
     offset = (5, 7) if corner == 'start' else (365, 277)   # the window's top left or bottom right
     with whole(src, window, offset, shift) as img:
         want = pixels.resize(img, size, interp)
-    monkeypatch.setattr(pixels, 'canvas_window', recording)
-    got = pixels.resize_window(src, window, offset, size, interp, shift)
+    monkeypatch.setattr(windows, 'canvas_window', recording)
+    got = windows.resize_window(src, window, offset, size, interp, shift)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
     assert built and all(part[:2] in ((0, 0), (0, 270)) for part in built)
     if corner == 'end' and not reach.symmetric(interp, window[2:], size):
@@ -524,7 +524,7 @@ def test_resize_window_resizes_only_the_part_its_outputs_read(monkeypatch, inter
 @pytest.mark.parametrize('window, size', [((0, 0, 0, 5), (4, 4)), ((0, 0, 5, 5), (4, 0))])
 def test_resize_window_of_nothing_is_a_value_error(window, size):
     with pytest.raises(ValueError, match='at least 1x1'):
-        pixels.resize_window(np.zeros((4, 4, 3), np.uint8), window, (0, 0), size, 1)
+        windows.resize_window(np.zeros((4, 4, 3), np.uint8), window, (0, 0), size, 1)
 
 
 def test_a_colour_map_that_cannot_be_inverted_is_a_value_error():
@@ -541,8 +541,8 @@ def test_resize_window_of_a_voc_image_expanded_four_times(interp, offset):
     resized to 416: the part resized is within the position rounding of the whole."""
     rng = np.random.default_rng(interp)
     src, window, shift = random_image(rng, 375, 500), (0, 0, 3000, 2250), (10., -20., 30.)
-    got = pixels.resize_window(src, window, offset, (416, 416), interp, shift)
-    with pixels.canvas_window(src, window, offset, shift) as img:
+    got = windows.resize_window(src, window, offset, (416, 416), interp, shift)
+    with windows.canvas_window(src, window, offset, shift) as img:
         want = pixels.resize(img, (416, 416), interp)
     np.testing.assert_allclose(got, want, rtol=0,
                                atol=position_rounding(window, interp) * np.abs(want).max())
@@ -611,16 +611,16 @@ def test_reused_zero_buffer_never_serves_stale_pixels():
     src = random_image(rng, 13, 17)
     shift = (-1., -2., -3.)                  # stored pixels are all >= 1: none look like fill
     for offset in ((0, 0), (20, 3), (5, 30), (60, 60)):
-        with pixels.canvas_window(src, (0, 0, 48, 48), offset, shift) as window:
+        with windows.canvas_window(src, (0, 0, 48, 48), offset, shift) as window:
             mask = np.ones(window.shape[:2], bool)
             mask[offset[1]:offset[1] + 13, offset[0]:offset[0] + 17] = False
             assert not window[mask].any()
             assert (window[~mask] >= 1).all()
     with pytest.raises(RuntimeError):
-        with pixels.canvas_window(src, (0, 0, 48, 48), (2, 2), shift) as window:
+        with windows.canvas_window(src, (0, 0, 48, 48), (2, 2), shift) as window:
             window[...] = 7                   # against the rules, then an error
             raise RuntimeError
-    with pixels.canvas_window(src, (0, 0, 48, 48), (60, 60), shift) as window:
+    with windows.canvas_window(src, (0, 0, 48, 48), (60, 60), shift) as window:
         assert not window.any()
     with scratch.zeros((48, 48, 3)) as zeros:  # the buffer itself is all zeros again
         assert not zeros.any()

@@ -31,6 +31,7 @@ job each:
 - ``boxes``: box arithmetic, following gluoncv's dtype rules;
 - ``color``: colour operations as affine matrices;
 - ``pixels``: the OpenCV pixel kernels;
+- ``windows``: the crop window of an expanded canvas, built and resized without it;
 - ``reach``: how much of a crop window a resize's outputs read;
 - ``jitter``: CenterNet's colour jitter;
 - ``affine``: CenterNet's affine warp of pixels and boxes;
