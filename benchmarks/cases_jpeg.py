@@ -18,7 +18,8 @@ For SSD300 also the CPU time of one sample (OpenCV on one thread; every process 
 counted, so the copy threads of a batch count too), two ways: a 1-worker loader (its worker
 does all of a sample's work and recycles its batches' memory; this process only receives
 the batches), and the same work in this process, seeded alike every round (each batch in
-fresh shared memory, which a worker does not pay for).
+fresh shared memory, which a worker does not pay for), with its stages: the decode, the
+preset, and the batch (targets and writes).
 
 Goals: SSD300 at least 400 images/s and at most 4.5 ms of CPU per image. For YOLOv3 and
 CenterNet the ratio to ``mxnet decode`` is reported, without a goal: their goal, 1.5x the
@@ -34,6 +35,7 @@ import os
 import random
 import shutil
 import tempfile
+import time
 
 import mxnet as mx
 import numpy as np
@@ -58,19 +60,32 @@ SSD_IMAGES_PER_S, SSD_ONE_CORE_MS = 400.0, 4.5
 BATCHES = 4
 
 
-def _one_core_ms(dataset, preset, batchify, batch_size):
+def _one_core_ms(dataset, preset, batchify, batch_size, stages):
     """CPU milliseconds per image of decode, preset and the batch's targets in this process
-    (every thread counted), OpenCV on one thread."""
+    (every thread counted), OpenCV on one thread; each stage's share appended to
+    ``stages`` (name -> list): the decode and the preset in this thread's CPU time, the
+    batch (targets and writes, with the threads that write it) the rest."""
     random.seed(0)
     np.random.seed(0)
+    decode = augment = 0.0
     with opencv_threads(1):
         before = process_tree_cpu_seconds()
         for first in range(0, len(dataset) - batch_size + 1, batch_size):
-            batch = batchify([preset(*dataset[i]) for i in range(first, first + batch_size)])
-            for field in batch:
+            samples = []
+            for index in range(first, first + batch_size):
+                start = time.thread_time()
+                item = dataset[index]
+                middle = time.thread_time()
+                samples.append(preset(*item))
+                decode, augment = decode + middle - start, augment + time.thread_time() - middle
+            for field in batchify(samples):
                 field.wait_to_read()
         spent = process_tree_cpu_seconds() - before
-    return spent / (len(dataset) // batch_size * batch_size) * 1e3
+    images = len(dataset) // batch_size * batch_size
+    for name, seconds in (('decode', decode), ('preset', augment),
+                          ('batch', spent - decode - augment)):
+        stages.setdefault(name, []).append(seconds / images * 1e3)
+    return spent / images * 1e3
 
 
 def _jpeg_case(kind, rng, rounds, quick):
@@ -88,7 +103,7 @@ def _jpeg_case(kind, rng, rounds, quick):
             VOCDetection(voc, splits=[(2007, 'trainval')])
         preset, batchify = untargeted_preset(kind, quick), target_batchify(kind, quick)
         before = untargeted_preset(kind, quick, deferred=False)
-        one_core = {}
+        one_core, stages = {}, {}
 
         def loader(dataset, batchify_fn, workers=WORKERS):
             return mx.gluon.data.DataLoader(dataset, batch_size=batch_size, shuffle=True,
@@ -110,7 +125,7 @@ def _jpeg_case(kind, rng, rounds, quick):
             follow['one core'] = lambda: epoch_costs(one_core['loader'], batches,
                                                      []) / batch_size * 1e3
             follow['one core, in process'] = functools.partial(
-                _one_core_ms, fast, preset, batchify, batch_size)
+                _one_core_ms, fast, preset, batchify, batch_size, stages)
         medians, times = interleave({name: functools.partial(time_epoch, ld)
                                      for name, ld in loaders.items()}, rounds, follow)
         del loaders, ours, theirs_decode
@@ -135,6 +150,9 @@ def _jpeg_case(kind, rng, rounds, quick):
     if kind == 'ssd':
         row['one_core_ms'] = extra['one core']
         row['one_core_in_process_ms'] = extra['one core, in process']
+        # the first of each stage's values is the warm-up's
+        row['one_core_stages_ms'] = {name: float(np.median(values[1:]))
+                                     for name, values in stages.items()}
         row['checks'] += [
             value_check('ssd from JPEG, 2 workers', images_per_s['gluonbatch'], 'rec/s',
                         ('>=', SSD_IMAGES_PER_S)),

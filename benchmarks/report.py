@@ -127,8 +127,9 @@ def _preamble(facts, rows, quick):
         if row['case'].startswith('jpeg_loader'):
             lines.append('%s: images/s %s%s' % (row['case'], ', '.join(
                 '%s %.1f' % item for item in row['images_per_s'].items()),
-                '; one core %.2f ms of CPU per image (1 worker; %.2f in this process)'
-                % (row['one_core_ms'], row['one_core_in_process_ms'])
+                '; one core %.2f ms of CPU per image (1 worker; %.2f in this process: %s)'
+                % (row['one_core_ms'], row['one_core_in_process_ms'], ', '.join(
+                    '%s %.2f' % item for item in row.get('one_core_stages_ms', {}).items()))
                 if 'one_core_ms' in row else ''))
         if row['case'] == 'shards':
             lines.append('shards: images/s %s; raw reads %.0f records/s vs copying the shards '
