@@ -19,11 +19,14 @@ __all__ = ['warn_moved']
 
 
 def warn_moved(old, new):
-    """Warn that module ``old``, being imported, moved to ``new`` (a ``DeprecationWarning``).
+    """Warn that module ``old``, being imported, moved to ``new`` (a ``DeprecationWarning``),
+    or that the name ``old``, being read, did.
 
-    Called at the top level of the alias module ``old``.
+    Called at the top level of the alias module ``old``, or from the module ``__getattr__``
+    that gives the moved name.
     """
-    # level 3 is the importer of ``old``: warnings skips the import machinery's frames
+    # level 3 is the importer of ``old`` (warnings skips the import machinery's frames),
+    # or the code that read the name through ``__getattr__``
     warnings.warn('%s is deprecated: it moved to %s, import that instead' % (old, new),
                   DeprecationWarning, stacklevel=3)
 

@@ -20,13 +20,13 @@ Examples
 array([1., 1., 1.], dtype=float32)
 """
 import contextlib
-import warnings
 
 import cv2
 import numpy as np
 
 from .._core import scratch
 from .._core.checks import described
+from .._core.deprecation import warn_moved
 from . import color
 
 __all__ = ['INTERPOLATIONS', 'BILINEAR', 'AREA', 'val_interp', 'resize', 'check_pixels',
@@ -272,9 +272,7 @@ class Normalizer:
 def __getattr__(name):
     """The names that moved to :mod:`gluonbatch.transforms.windows`, with a warning."""
     if name in _MOVED_TO_WINDOWS:
-        warnings.warn('gluonbatch.transforms.pixels.%s is deprecated: it moved to '
-                      'gluonbatch.transforms.windows, import it from there' % name,
-                      DeprecationWarning, stacklevel=2)
+        warn_moved('%s.%s' % (__name__, name), 'gluonbatch.transforms.windows.%s' % name)
         from . import windows
         return getattr(windows, name)
     raise AttributeError('module %r has no attribute %r' % (__name__, name))
