@@ -174,8 +174,6 @@ def parse_batch(value, layout, name):
     return Leaf(Leaf.WHOLE, value, name)
 
 
-
-
 def leaves(tree):
     """Every :class:`Leaf` of a :func:`parse_batch` tree, in order."""
     if isinstance(tree, Leaf):

@@ -7,8 +7,9 @@ interpolation, a 50% horizontal flip, then ``to_tensor`` and ``normalize``. Here
 random number is drawn first (:mod:`gluonbatch.transforms.draws`, same generators, same
 order as gluoncv), then the pixels go through one fused path
 (:mod:`gluonbatch.transforms.windows`, :mod:`gluonbatch.transforms.pixels`): only the crop
-window of the canvas is filled, it is resized in float32, and the colour distortion, ``to_tensor`` and ``normalize`` run as one
-3x4 matrix on the output-size image while it is flipped and written CHW.
+window of the canvas is filled, the part of it the output reads is resized in float32, and
+the colour distortion, ``to_tensor`` and ``normalize`` run as one 3x4 matrix on the
+output-size image while it is flipped and written CHW.
 
 Differences from gluoncv, on purpose: images (and targets) are C-contiguous float32 numpy
 arrays, not NDArrays; images equal gluoncv's within float32 rounding and the difference
@@ -110,7 +111,7 @@ class SSDAugmentation:
         # the fill (the undistorted mean, normalized if so) is 0 in the window; the image's
         # pixels are stored minus the colour the chain maps to the fill
         shift = None if covered else windows.fill_shift(chain, color.apply(self._after,
-                                                                          self._fill))
+                                                                           self._fill))
         size = (self._width, self._height)
         img = windows.resize_window(src, window, offset, size, params.interp, shift)
         label = tbox.resize(label, (crop.width, crop.height), size)
