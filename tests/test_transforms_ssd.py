@@ -468,17 +468,23 @@ def test_resize_window_is_the_resized_canvas_window(seed, interp, dtype, shifted
             assert not zeros.any()
 
 
-def test_resize_window_averages_only_the_rows_that_show_the_image(monkeypatch):
-    """Area averaging of a shrinking window with rows of fill builds only the band of
-    rows the image shows in; growing windows and other interpolations the whole window."""
-    built = []
+@pytest.fixture
+def built(monkeypatch):
+    """The windows ``resize_window`` builds (``canvas_window``'s calls), in order."""
+    calls = []
     whole = windows.canvas_window
 
     def recording(src, window, offset=(0, 0), shift=None):
-        built.append(tuple(window))
+        calls.append(tuple(window))
         return whole(src, window, offset, shift)
 
     monkeypatch.setattr(windows, 'canvas_window', recording)
+    return calls
+
+
+def test_resize_window_averages_only_the_rows_that_show_the_image(built):
+    """Area averaging of a shrinking window with rows of fill builds only the band of
+    rows the image shows in; growing windows and other interpolations the whole window."""
     src = np.full((20, 30, 3), 9, np.uint8)
     windows.resize_window(src, (0, 0, 60, 80), (10, 30), (12, 16), pixels.AREA)
     assert built == [(0, 30, 60, 20)]
@@ -491,27 +497,19 @@ def test_resize_window_averages_only_the_rows_that_show_the_image(monkeypatch):
 @pytest.mark.parametrize('interp', range(5))
 @pytest.mark.parametrize('corner', ['start', 'end'])
 @pytest.mark.parametrize('size', [(100, 75), (100, 400)])
-def test_resize_window_resizes_only_the_part_its_outputs_read(monkeypatch, interp, corner,
-                                                             size):
+def test_resize_window_resizes_only_the_part_its_outputs_read(built, interp, corner, size):
     """Outputs whose taps read fill alone are zeros, so the window is built and resized only
     up to the outputs that read the image: from the window's start for every interpolation,
     from its end (mirrored) where the resize treats both ends alike (not nearest, nor area
     where a side grows). The image is the whole window's resize, within float32 rounding of
     sample positions."""
-    built = []
-    whole = windows.canvas_window
-
-    def recording(src, window, offset=(0, 0), shift=None):
-        built.append(tuple(window))
-        return whole(src, window, offset, shift)
-
     rng = np.random.default_rng(interp)
     src = random_image(rng, 30, 40)
     window, shift = (5, 7, 400, 300), (10., -20., 30.)
     offset = (5, 7) if corner == 'start' else (365, 277)   # the window's top left or bottom right
-    with whole(src, window, offset, shift) as img:
+    with windows.canvas_window(src, window, offset, shift) as img:
         want = pixels.resize(img, size, interp)
-    monkeypatch.setattr(windows, 'canvas_window', recording)
+    built.clear()
     got = windows.resize_window(src, window, offset, size, interp, shift)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
     assert built and all(part[:2] in ((0, 0), (0, 270)) for part in built)
