@@ -32,7 +32,8 @@ setup(
     long_description_content_type='text/markdown',
     packages=find_packages(include=['gluonbatch', 'gluonbatch.*']),
     python_requires='>=3.11',
-    install_requires=['mxnet>=1.9.1,<2', 'numpy>=1.23,<1.24'],
+    # threadpoolctl: the BLAS and OpenMP thread pools limited to one thread in the workers.
+    install_requires=['mxnet>=1.9.1,<2', 'numpy>=1.23,<1.24', 'threadpoolctl>=3.1'],
     extras_require={
         # The example loaders use gluoncv's networks, transforms and losses; its Mask R-CNN
         # transform rasterises polygons with pycocotools.

@@ -4,7 +4,8 @@ The names most users need are importable from here. The package holds
 
 - ``batchify``: the batchify functions, the detection and R-CNN batchifiers among them;
 - ``collate``: ``default_collate``, for samples of any nesting;
-- ``dataloader``: drop-in for ``gluoncv.data.dataloader``: loaders and their worker pool;
+- ``dataloader``: :class:`DataLoader` (MXNet's, surviving its workers; seeded, resumable)
+  and a drop-in for ``gluoncv.data.dataloader``;
 - ``sharding``: batches split onto devices; ``sampler``: the dataset split onto ranks;
 - ``seeded``: seeded loading, the same batches for any workers, devices or ranks, resumable;
 - ``memory``: where batches live, and shared-memory recycling;
@@ -23,6 +24,7 @@ The names most users need are importable from here. The package holds
 (2, 2)
 """
 from . import dataloader
+from .dataloader import DataLoader
 from ._core.checks import BatchifyUsageError
 from .batchify import (Append, CenterNetTrainBatchify, Dict, List, NamedTuple, NormalizedStack,
                        Pad, SSDTrainBatchify, Stack, Tuple, YOLO3TrainBatchify)
@@ -40,5 +42,5 @@ install_reducer()
 __all__ = ['Stack', 'Pad', 'Append', 'Tuple', 'List', 'Dict', 'NamedTuple',
            'NormalizedStack', 'SSDTrainBatchify', 'YOLO3TrainBatchify', 'CenterNetTrainBatchify',
            'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify', 'Collate', 'default_collate',
-           'dataloader', 'set_memory', 'get_memory', 'use_memory', 'SharedMemoryError',
+           'DataLoader', 'dataloader', 'set_memory', 'get_memory', 'use_memory', 'SharedMemoryError',
            'BatchifyUsageError', 'install_reducer', 'restore_mxnet_reducer', '__version__']

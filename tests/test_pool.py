@@ -397,20 +397,25 @@ class Killing(mx.gluon.data.Dataset):
 ALL_OF_TEN = [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
 
 
+def replacement_warnings(caught):
+    return [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)
+            and 'replaces it' in str(w.message)]
+
+
 @pytest.mark.parametrize('which', LOADERS)
 @pytest.mark.parametrize('num_workers', [1, 2])
-def test_a_worker_dying_while_loading_is_named_with_its_batch(which, num_workers):
+def test_a_worker_dying_while_loading_is_replaced_and_its_batch_loaded_again(which,
+                                                                             num_workers):
     dataset = Killing(kill_at=1)
-    # A short timeout: the death must be reported as a death, not as a batch that is late.
-    loader = pooled(which, dataset, batch_size=3, num_workers=num_workers, timeout=30)
-    with pytest.raises(RuntimeError) as info:
-        list(loader)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        loader = pooled(which, dataset, batch_size=3, num_workers=num_workers, timeout=30)
+        assert firsts(loader) == ALL_OF_TEN
     pid = dataset.killed.value
     assert pid > 0 and gone(pid)
-    assert str(info.value).startswith(
-        'DataLoader worker process %d died while loading dataset samples [0, 1, 2]' % pid)
-    # The pool replaced the worker: later passes deliver every batch.
-    assert firsts(loader) == ALL_OF_TEN
+    (said,) = replacement_warnings(caught)
+    assert said.startswith('DataLoader worker process %d killed by signal 9 (SIGKILL) while '
+                           'loading dataset samples [0, 1, 2]' % pid)
     assert firsts(loader) == ALL_OF_TEN
 
 
@@ -452,28 +457,23 @@ class DiesAfterSending(mx.gluon.data.Dataset):
 
 @pytest.mark.parametrize('which', LOADERS)
 @pytest.mark.parametrize('num_workers', [1, 2])
-def test_a_batch_sent_by_a_worker_that_died_is_a_runtime_error(which, num_workers):
+def test_a_batch_sent_by_a_worker_that_died_is_received_all_the_same(which, num_workers):
     dataset = DiesAfterSending()
-    loader = pooled(which, dataset, batch_size=2, num_workers=num_workers, timeout=30)
-    batches = iter(loader)
-    assert firsts([next(batches)]) == [[0, 1]]
-    dataset.go.value = 1
-    wait_until(lambda: dataset.dead.value > 0 and gone(dataset.dead.value),
-               'the worker to die')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        loader = pooled(which, dataset, batch_size=2, num_workers=num_workers, timeout=30)
+        batches = iter(loader)
+        assert firsts([next(batches)]) == [[0, 1]]
+        dataset.go.value = 1
+        # (dead until reaped: the loader reaps it when it next waits for a batch)
+        wait_until(lambda: dataset.dead.value > 0, 'the worker to kill itself')
+        # Its descriptors travelled inside the message: the batch it sent arrives.
+        assert firsts(batches) == [[i, i + 1] for i in range(2, 20, 2)]
     pid, sent, dying = dataset.dead.value, dataset.sent.value, dataset.dying.value
-    # The batches before the one it sent arrive; that one cannot: its file descriptors
-    # went with the worker. Not an EOFError: an error naming the worker, the batch it died
-    # loading and the batch that cannot be received.
-    for number in range(1, sent):
-        assert firsts([next(batches)]) == [[2 * number, 2 * number + 1]]
-    with pytest.raises(RuntimeError) as info:
-        next(batches)
-    message = str(info.value)
-    assert message.startswith('DataLoader worker process %d died while loading dataset samples '
-                              '%s' % (pid, [2 * dying, 2 * dying + 1])), message
-    assert ('the batch of dataset samples %s it had sent could not be received'
-            % [2 * sent, 2 * sent + 1]) in message, message
-    assert isinstance(info.value.__cause__, (EOFError, OSError))
+    assert gone(pid)
+    (said,) = replacement_warnings(caught)
+    assert 'process %d' % pid in said and str([2 * dying, 2 * dying + 1]) in said
+    assert str([2 * sent, 2 * sent + 1]) not in said  # received, not loaded again
     assert firsts(loader) == [[i, i + 1] for i in range(0, 20, 2)]
 
 
@@ -495,22 +495,20 @@ class Stuck(Filled):
 
 
 @pytest.mark.parametrize('num_workers', [1, 2])
-def test_a_batch_that_is_late_names_its_samples_and_worker(num_workers):
+def test_a_batch_that_stalls_every_worker_is_a_poison_batch(num_workers):
     dataset = Stuck()
-    loader = pooled('detection', dataset, batch_size=2, num_workers=num_workers, timeout=3)
-    with pytest.raises(RuntimeError) as info:
-        next(iter(loader))
-    # On a loaded machine the worker may not even have started the batch within 3 s.
-    said = re.fullmatch(r'the batch of dataset samples \[0, 1\] did not arrive within 3 s: '
-                        r'(worker process (\d+) is still loading it \(stuck\?\)|'
-                        r'no worker process has started loading it)', str(info.value))
-    assert said, str(info.value)
-    wait_until(lambda: dataset.stuck.value, 'the worker to start the batch')
-    if said.group(2):
-        assert int(said.group(2)) == dataset.stuck.value
-    assert not gone(dataset.stuck.value)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        loader = pooled('detection', dataset, batch_size=2, num_workers=num_workers,
+                        timeout=1)
+        with pytest.raises(RuntimeError) as info:
+            list(loader)
+    message = str(info.value)
+    assert message.startswith('dataset samples [0, 1] are a poison batch'), message
+    assert message.count('stopped answering for 1 s') == 2
+    assert len(replacement_warnings(caught)) == 2
     dataset.release.value = 1
-    # The next pass takes the late batch off the worker's hands and starts afresh.
+    # The loader goes on: the next pass delivers every batch.
     assert firsts(loader) == [[0, 1], [2, 3], [4]]
 
 

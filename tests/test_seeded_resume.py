@@ -262,7 +262,7 @@ BAD_STATES = {
     'a list': (lambda state: list(state.items()), TypeError, 'state must be the dict'),
     'json text': (json.dumps, TypeError, 'got str'),
     'no batch': (_without('batch'), ValueError, 'state lacks batch'),
-    'no format': (_without('format'), ValueError, 'state lacks format'),
+    'no seed': (_without('seed'), ValueError, 'state lacks seed'),
     'other format': (_edited(format='gluonbatch.loader/0'), ValueError,
                      "format 'gluonbatch.loader/0'"),
     'other seed': (_edited(seed=SEED + 1), ValueError, "state['seed'] is %d" % (SEED + 1)),

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from gluonbatch.dataloader.pool import PooledLoader
+from gluonbatch import DataLoader
 from gluonbatch.seeded import SeededBatchSampler
 from gluonbatch.webdataset import ImageTextPairDataset, ShardWindowSampler
 from helpers import ID, examples
@@ -281,7 +281,7 @@ def window_loader(last_batch, num_workers, part_index=0, num_parts=2, window=2, 
     data = Shards(LENGTHS)
     sampler = ShardWindowSampler(data, window=window, seed=seed, num_parts=num_parts,
                                  part_index=part_index)
-    return sampler, PooledLoader(data.transform(noisy), batch_size=batch_size, sampler=sampler,
+    return sampler, DataLoader(data.transform(noisy), batch_size=batch_size, sampler=sampler,
                                  seed=seed, last_batch=last_batch, batchify_fn=list,
                                  num_workers=num_workers)
 
@@ -343,19 +343,19 @@ def test_the_loader_checks_the_window_sampler_it_is_given():
     data = Shards(LENGTHS)
     with pytest.raises(ValueError, match=re.escape(
             'seed=%d but the ShardWindowSampler has seed=3: give both the same seed' % SEED)):
-        PooledLoader(data, batch_size=2, sampler=ShardWindowSampler(data, seed=3), seed=SEED)
+        DataLoader(data, batch_size=2, sampler=ShardWindowSampler(data, seed=3), seed=SEED)
     with pytest.raises(ValueError, match=re.escape(
             'the ShardWindowSampler is for 5 samples, but the dataset has 19')):
-        PooledLoader(data, batch_size=2, sampler=ShardWindowSampler([2, 3], seed=SEED),
+        DataLoader(data, batch_size=2, sampler=ShardWindowSampler([2, 3], seed=SEED),
                      seed=SEED)
     with pytest.raises(ValueError, match=re.escape(
             'shuffle=True with a sampler: the ShardWindowSampler says whether to shuffle')):
-        PooledLoader(data, batch_size=2, shuffle=True, seed=SEED,
+        DataLoader(data, batch_size=2, shuffle=True, seed=SEED,
                      sampler=ShardWindowSampler(data, seed=SEED))
     with pytest.raises(ValueError, match='takes a SplitSampler .* or a ShardWindowSampler'):
-        PooledLoader(data, batch_size=2, seed=SEED,
+        DataLoader(data, batch_size=2, seed=SEED,
                      sampler=mx.gluon.data.SequentialSampler(len(data)))
-    unshuffled = PooledLoader(data, batch_size=4, seed=SEED, sampler=ShardWindowSampler(
+    unshuffled = DataLoader(data, batch_size=4, seed=SEED, sampler=ShardWindowSampler(
         data, seed=SEED, shuffle=False, num_parts=3, part_index=2), batchify_fn=list)
     assert [list(batch) for batch in unshuffled] == [[14, 15, 16, 17], [18, 0, 1]]
     assert unshuffled.state_dict()['shuffle'] is False
@@ -380,7 +380,7 @@ def test_a_state_resumes_only_with_the_order_it_was_saved_with():
         with pytest.raises(ValueError, match=message):
             resuming.load_state_dict(state)
         assert resuming.state_dict()['batch'] == 0
-    plain = PooledLoader(Shards(LENGTHS), batch_size=2 * BATCH, shuffle=True, seed=SEED,
+    plain = DataLoader(Shards(LENGTHS), batch_size=2 * BATCH, shuffle=True, seed=SEED,
                          last_batch='discard')
     with pytest.raises(ValueError, match=re.escape("but this sampler has no order")):
         plain.load_state_dict(state)

@@ -23,6 +23,7 @@ nothing here imports a gluonbatch module outside ``_core`` (the layers point one
 - ``scratch``: per-thread scratch arrays, reused from sample to sample;
 - ``shard_layout``: how each field of a batch splits across devices;
 - ``shm``: fresh shared memory that fails safely (``SharedMemoryError``);
+- ``threads``: OpenCV, BLAS and OpenMP on one thread in a DataLoader worker;
 - ``tree``: walking nested batches;
 - ``wording``: counts and type names in messages (``1 record``, ``an int``);
 - ``write``: writing samples into their slots of a batch.

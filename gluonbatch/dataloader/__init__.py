@@ -1,22 +1,14 @@
-"""Drop-in for ``gluoncv.data.dataloader``: default batchify functions and loaders.
+"""``gluonbatch.DataLoader``, and a drop-in for ``gluoncv.data.dataloader``.
 
-Every batch is written once into ``cpu_shared`` memory, so the ``_mp_`` variants are the
-same functions as their plain twins; both names exist so that gluoncv code keeps working.
-``DetectionDataLoader`` and ``RandomTransformDataLoader`` run their own worker pool; an
-error while loading a batch is raised as the original exception, with notes naming the
-dataset indices of the batch and, from a worker, the worker's traceback.
-
-The names below are the public API; the modules:
-
-- ``batchify_fns``: the default batchify functions (``default_batchify_fn`` and the rest);
-- ``loaders``: ``DetectionDataLoader`` and ``RandomTransformDataLoader``;
-- ``pool``: the worker pool under both loaders (``PooledLoader``), in the main process;
-- ``worker``: what runs in the pool's worker processes, and the task claims they share
-  with the main process;
-- ``shutdown``: how the workers end: stuck ones terminated, and all of them stopped when a
-  loader closes (``close()``, a ``with`` block, garbage collection);
-- ``resume``: what ``seed=`` adds: the seeded batch sampler a loader builds, and its state
-  for ``state_dict`` / ``load_state_dict``.
+- ``loader``: :class:`DataLoader`, MXNet's DataLoader whose runs survive their workers;
+- ``loaders``: gluoncv's ``DetectionDataLoader`` and ``RandomTransformDataLoader`` on it;
+- ``pool``: its worker processes, started, replaced and stopped (the whole story is there);
+  ``worker``: what runs in them; ``channel``: the messages between them and the loader;
+  ``thread_pool``: workers as threads (``thread_pool=True``);
+- ``resume``: what ``seed=`` adds: the seeded batch sampler and the loader's state;
+- ``batchify_fns``: gluoncv's default batchify functions. Every batch is written once into
+  ``cpu_shared`` memory, so the ``_mp_`` variants are the same functions as their plain
+  twins; both names exist so that gluoncv code keeps working.
 
 ``split_to_devices``, ``ShardedLoader`` (:mod:`gluonbatch.sharding`) and ``SplitSampler``
 (:mod:`gluonbatch.sampler`) are importable from here too, as from gluoncv's.
@@ -36,8 +28,9 @@ from ..sharding import ShardedLoader, split_to_devices
 from .batchify_fns import (default_batchify_fn, default_mp_batchify_fn,
                            default_mp_pad_batchify_fn, default_pad_batchify_fn,
                            tsn_mp_batchify_fn)
+from .loader import DataLoader
 from .loaders import DetectionDataLoader, RandomTransformDataLoader
 
-__all__ = ['default_batchify_fn', 'default_mp_batchify_fn', 'default_pad_batchify_fn',
+__all__ = ['DataLoader', 'default_batchify_fn', 'default_mp_batchify_fn', 'default_pad_batchify_fn',
            'default_mp_pad_batchify_fn', 'tsn_mp_batchify_fn', 'DetectionDataLoader',
            'RandomTransformDataLoader', 'split_to_devices', 'ShardedLoader', 'SplitSampler']

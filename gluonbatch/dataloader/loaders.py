@@ -1,9 +1,5 @@
-"""gluoncv's detection data loaders, on gluonbatch's worker pool (:mod:`.pool`).
-
-``DetectionDataLoader`` and ``RandomTransformDataLoader`` run their own worker pool; an
-error while loading a batch is raised as the original exception, with notes naming the
-dataset indices of the batch and, from a worker, the worker's traceback.
-"""
+"""gluoncv's detection data loaders, as thin layers over
+:class:`~gluonbatch.dataloader.loader.DataLoader` (its workers, errors, seeds and state)."""
 import warnings
 
 import numpy as np
@@ -11,12 +7,12 @@ import numpy as np
 from .._core.checks import check_int, describe
 from ..seeded.keys import batch_choice
 from .batchify_fns import default_batchify_fn, default_pad_batchify_fn
-from .pool import PooledLoader
+from .loader import DataLoader
 
 __all__ = ['DetectionDataLoader', 'RandomTransformDataLoader']
 
 
-class DetectionDataLoader(PooledLoader):
+class DetectionDataLoader(DataLoader):
     """Data loader for detection datasets whose labels have different numbers of objects.
 
     Deprecated in gluoncv in favour of ``mx.gluon.data.DataLoader`` with batchify
@@ -37,7 +33,7 @@ class DetectionDataLoader(PooledLoader):
         Seeded loading: every epoch's order and every sample's augmentation a function of
         ``(seed, epoch, position)``, the same batches for any ``num_workers``, resumable
         with :meth:`state_dict` / :meth:`load_state_dict` (see
-        :class:`~gluonbatch.dataloader.pool.PooledLoader`). None: gluoncv's behaviour.
+        :class:`~gluonbatch.dataloader.loader.DataLoader`). None: gluoncv's behaviour.
 
     Raises
     ------
@@ -52,22 +48,9 @@ class DetectionDataLoader(PooledLoader):
     message unchanged) with notes naming its dataset indices and, from a worker, the
     worker's traceback.
 
-    A worker process that dies (the out-of-memory killer, say) raises a ``RuntimeError``
-    naming its pid and the dataset indices of the batch it was loading, as soon as it is
-    seen dead, and also the batch it had sent before (whose shared memory then cannot be
-    received) if that is the one awaited. The pool starts a new worker, so the next pass
-    works.
-
-    Leaving a pass early (``break``) gives back the batches it had in flight: those that
-    have arrived are freed at once, the others when the next pass begins, which first
-    waits for them, for at most ``timeout`` and 10 seconds (also with ``timeout=None``);
-    a worker still loading one then is terminated and replaced.
-
-    ``close()`` stops the worker processes, freeing the batches in flight first; a
-    ``with`` block closes the loader as it ends, and garbage collection closes a loader
-    that was not. Idle workers leave on their own, busy ones are terminated; nothing is
-    left in the temp directory or ``/dev/shm``. Iterating a closed loader raises
-    ``ValueError``.
+    Workers that die or stall are replaced and their batches loaded again, passes left
+    early resume where they stopped, and ``close()`` or a ``with`` block stops the
+    workers, as for :class:`~gluonbatch.dataloader.loader.DataLoader`.
 
     Examples
     --------
@@ -135,7 +118,7 @@ class DetectionDataLoader(PooledLoader):
                          seed=seed)
 
 
-class RandomTransformDataLoader(PooledLoader):
+class RandomTransformDataLoader(DataLoader):
     """DataLoader that applies a transform chosen at random every ``interval`` batches.
 
     Multi-scale training: e.g. one YOLOv3 transform per input size, switched every 10
@@ -178,11 +161,8 @@ class RandomTransformDataLoader(PooledLoader):
 
     Notes
     -----
-    Errors while loading, dead workers, passes left early and shutting down are handled
-    as in :class:`DetectionDataLoader`: the original exception, with notes naming the
-    dataset indices and any worker's traceback; a ``RuntimeError`` naming a dead worker and
-    the batch it was loading; the batches of a pass left early freed; ``close()``, a
-    ``with`` block or garbage collection stopping the workers.
+    Errors while loading, dead workers, passes left early and closing are handled as by
+    :class:`~gluonbatch.dataloader.loader.DataLoader`.
 
     Examples
     --------
@@ -218,7 +198,8 @@ class RandomTransformDataLoader(PooledLoader):
         self._current = None
         super().__init__(dataset, batch_size, shuffle, sampler, last_batch, batch_sampler,
                          batchify_fn or default_batchify_fn, num_workers, pin_memory,
-                         pin_device_id, prefetch, timeout, transforms=transform_fns, seed=seed)
+                         pin_device_id, prefetch, timeout=timeout, transforms=transform_fns,
+                         seed=seed)
 
     def _start_epoch(self):
         # gluoncv draws once as a pass begins and again for its first batch; drawing the

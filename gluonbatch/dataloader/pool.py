@@ -1,460 +1,318 @@
-"""The worker pool behind ``DetectionDataLoader`` and ``RandomTransformDataLoader``.
+"""The worker processes of a :class:`~gluonbatch.dataloader.loader.DataLoader`: how they
+start, load, die, are replaced and stop. This is the one place that tells it.
 
-The workers (:mod:`gluonbatch.dataloader.worker`) are forked once, with the dataset, the
-transforms and the batchify function, and send batches back as pickled bytes whose
-NDArrays travel as shared-memory file descriptors. An error while loading a batch is
-raised as the original exception (same type, arguments and message), with notes
-(``BaseException.add_note``) naming the dataset indices of the batch and, from a worker,
-the worker's traceback.
+**Start.** Each worker is a fork of the training process (:func:`~.worker.serve`), with a
+channel of its own: a Unix socket pair (:mod:`~.channel`). The main process hands every
+task to one worker, so it always knows which worker holds which batches, and in which
+order they come back. It waits on every channel and on every worker's process sentinel at
+once (``multiprocessing.connection.wait``): an answer wakes it, and so does a worker's
+exit, busy or idle, the moment it happens. There is no shared queue, lock or table a dying
+worker could leave half-written.
 
-A worker that dies is a ``RuntimeError`` naming its pid and the dataset indices of the
-batch it was loading. Every task carries a sequence number, and the worker that starts it
-records its pid in a small array shared with the main process
-(:class:`~gluonbatch.dataloader.worker.Claims`); the main process waits for a batch in
-short slices and, between them, asks whether the worker loading it still lives. A batch
-whose worker died after sending it cannot be unpickled (its file descriptors left with the
-worker): the error then names the batch that worker was loading as it died, found among
-the tasks not yet received by its claim, and the batch that could not be received.
+**Answers.** A batch's shared-memory arrays travel as file descriptors inside the message
+(``SCM_RIGHTS``). The kernel holds them until the main process reads the message, so a
+batch a worker sent before it died is still received, and is not loaded again.
 
-A pass over the data left early (a ``break``) gives its batches in flight back: those
-already arrived are unpickled and dropped at once, which frees their shared memory; the
-others are as the next pass begins: before it hands the workers anything, it waits for
-them for at most ``timeout`` and ten seconds. A worker still loading one then is stuck, or
-slow on a batch nobody wants: it is terminated, and the pool starts another. Sequence
-numbers are never reused within a loader, and the claims have room for many times the
-tasks in flight, so a task left behind is never mistaken for a task of the current pass.
+**Death.** A worker that exits (any signal, ``os._exit``, a segfault in a decoder) is
+reaped at once. Its complete answers are taken, a message it was writing is dropped, and
+every task it still held is given to the others and to the worker started in its place.
+Each replacement warns once (``RuntimeWarning``): the pid, the signal or exit code, and
+the dataset indices issued again. A seeded batch is a function of its keys alone, so the
+stream stays identical; an unseeded epoch loses no sample and repeats none.
 
-:meth:`PooledLoader.close` (or the end of a ``with`` block, or garbage collection) frees
-the batches in flight the same way, then lets the workers leave on their own, so that
-their exit handlers run (:mod:`~gluonbatch.dataloader.shutdown`); workers still busy are
-terminated. Workers use the main process's multiprocessing temp directory, so that even a
-terminated or killed worker leaves nothing in ``/tmp`` once the main process exits.
+**Stall.** A worker holding tasks that has not answered for ``timeout`` seconds (stopped,
+deadlocked) is killed (SIGKILL, which a stopped process obeys too) and dealt with as dead;
+one loading a batch of a pass left early, after at most :data:`ABANDONED_SECONDS`. The
+stall of a batch nobody waits for counts no strike, and the batch is not loaded again.
+
+**Poison.** The task a worker was loading when it died or stalled gets a strike; a task
+with two strikes raises a ``RuntimeError`` naming its dataset indices, the pids and what
+happened to them, instead of killing worker after worker. More than ``max_restarts``
+replacements in a loader's life raise a ``RuntimeError`` too.
+
+**Inheritance.** A replacement forks the training process as it is when the death is seen:
+its Python objects, the network's parameters, open files. MXNet stops its engine around a
+fork and starts it again on both sides, so engine threads are not inherited in a running
+state; the dataset, transforms and batchify function are the loader's own objects, as at
+the loader's start. Workers run OpenCV and BLAS on one thread each, ignore Ctrl-C (the
+training process handles it) and close the channels of other workers they inherited.
+
+**Stop.** :meth:`WorkerPool.close` closes the main process's end of every channel: an idle
+worker reads the end of its channel and exits, a busy one exits when it cannot send its
+batch. Those not gone within :data:`LEAVE_SECONDS` are killed. All are reaped, so no
+child, zombie, ``/dev/shm`` file or temp directory outlives ``close()``; descriptors of
+answers never read are released by the kernel with the socket.
 
 Examples
 --------
->>> import numpy as np, mxnet as mx
->>> from gluonbatch.batchify import Stack
->>> data = mx.gluon.data.SimpleDataset([np.full(2, i, 'float32') for i in range(5)])
->>> with PooledLoader(data, batch_size=2, batchify_fn=Stack(), num_workers=1) as loader:
-...     [batch.asnumpy()[:, 0].tolist() for batch in loader]
-[[0.0, 1.0], [2.0, 3.0], [4.0]]
+>>> from gluonbatch.dataloader.worker import Job
+>>> pool = WorkerPool(Job([10, 20, 30], [], list, False, False), num_workers=2, timeout=60)
+>>> pool.submit(Task(0, [2, 0], None))
+>>> answers = []
+>>> while not answers:
+...     answers = pool.collect()
+>>> [(task.sequence, ok, value) for task, ok, value in answers]
+[(0, True, [30, 10])]
+>>> pool.close()
 """
 import collections
-import itertools
 import multiprocessing
-import numbers
+import multiprocessing.connection
+import os
 import pickle
-import sys
+import signal
 import time
+import warnings
 
 import mxnet as mx
 
-from .._core.checks import check_int, describe
-from .._core.process import share_temp_dir
-from .._core.tree import map_arrays
-from ..seeded import KeyBatch
-from .resume import Resumable, seeded_batch_sampler
-from .shutdown import alive, stop_stragglers, stop_workers, wait_until_gone
-from .worker import (CONTEXT, Claims, add_note, dataset_indices, indices_note, load_batch,
-                     load_batch_in_worker, owned_by, pick, raise_worker_error,
-                     set_worker_state)
+from .._core.pickling import close_fds, loads_with_fds
+from .channel import Reader, send, socket_pair
+from .worker import SEQUENCE, Job, dataset_indices, serve
 
-__all__ = ['PooledLoader', 'load_batch']
+__all__ = ['CONTEXT', 'LEAVE_SECONDS', 'ABANDONED_SECONDS', 'STRIKES', 'Task', 'WorkerPool']
 
-#: Seconds between looks at the worker loading a batch the main process waits for.
-_POLL = 0.05
-#: Seconds a batch may take to arrive after the worker that returned it died (the pool's
-#: result thread may still be passing it on).
-_GRACE = 1.0
-#: Seconds at most that a pass waits for the batches of a pass left before it (and ``close``
-#: for those in flight), however long ``timeout`` is: workers still loading one then are
-#: terminated, since nobody waits for their batch.
-_DRAIN_LIMIT = 10.0
-#: Seconds the workers get to leave when the loader closes, then to be terminated.
-_LEAVE_LIMIT = 5.0
-#: What unpickling a batch raises when its file descriptors cannot be fetched from the
-#: worker that sent it (ConnectionError and FileNotFoundError are OSErrors).
-_TRANSPORT_ERRORS = (EOFError, OSError)
+#: Fork, not spawn or forkserver: workers inherit the dataset, transforms and batchify
+#: function, which need not pickle.
+CONTEXT = multiprocessing.get_context('fork')
+#: Seconds workers get to leave when the pool closes, before they are killed.
+LEAVE_SECONDS = 5.0
+#: Seconds at most a worker may spend on a batch of a pass left early, however long
+#: ``timeout`` is: nobody waits for that batch, and the batches behind it are wanted.
+ABANDONED_SECONDS = 10.0
+#: Deaths or stalls while loading a task that make it a poison sample.
+STRIKES = 2
 
 
-def _check_timeout(timeout):
-    """``timeout`` as a float (None: infinity): TypeError if it is not a real number,
-    ValueError unless it is above 0."""
-    if timeout is None:  # gluoncv's loaders waited without limit then
-        return float('inf')
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
-        raise TypeError('timeout must be a number of seconds, got %r (%s)'
-                        % (timeout, describe(timeout)))
-    if not timeout > 0:
-        raise ValueError('timeout must be a number of seconds > 0, got %r' % (timeout,))
-    return float(timeout)
+class Task:
+    """One batch to load: its sequence number (never reused in a loader), what the sampler
+    gave (indices, or a :class:`~gluonbatch.seeded.KeyBatch`), the transform's index, and
+    the workers it killed or stalled (``strikes``: ``(pid, what happened)``)."""
+
+    __slots__ = ('sequence', 'batch', 'transform', 'strikes', 'abandoned')
+
+    def __init__(self, sequence, batch, transform):
+        self.sequence, self.batch, self.transform = sequence, batch, transform
+        self.strikes = []
+        self.abandoned = False  # its pass was left early: nobody waits for it
+
+    @property
+    def indices(self):
+        """The batch's dataset indices."""
+        return dataset_indices(self.batch)
 
 
-class _Task:
-    """A batch handed to the pool: its sequence number, dataset indices and result."""
+class _Worker:
+    """A worker process, the main process's end of its channel, and the tasks it holds in
+    the order it answers them."""
 
-    __slots__ = ('sequence', 'indices', 'result', 'received', 'batch')
-
-    def __init__(self, sequence, indices, result, batch):
-        self.sequence, self.indices, self.result = sequence, indices, result
-        self.batch = batch  # what the sampler gave: indices, or a KeyBatch
-        self.received = False  # the result was taken: nothing of it is left to free
+    def __init__(self, process, sock):
+        self.process, self.sock, self.reader = process, sock, Reader(sock)
+        self.tasks = collections.deque()
+        self.answered = time.monotonic()  # when it last answered, or was given work idle
 
 
-class PooledLoader(Resumable, mx.gluon.data.DataLoader):
-    """A DataLoader whose errors keep their type and name the dataset indices that failed.
+def describe_exit(exitcode):
+    """How a process ended, from its ``exitcode``: ``'killed by signal 9 (SIGKILL)'`` or
+    ``'exited with code 3'``.
 
-    An exception raised while loading a batch (by the dataset, a transform or the
-    batchify function) reaches the caller as the very exception raised -- its type,
-    ``args``, ``str`` and attributes such as ``errno`` and ``filename`` unchanged -- with
-    notes (``__notes__``, shown below the traceback) naming the batch's dataset indices
-    and, when a worker loaded it, that worker's traceback. An exception a worker cannot
-    send back (it does not pickle, or not rebuild from its pickle) arrives as a
-    ``RuntimeError`` naming its type and message, with the same notes.
+    >>> describe_exit(-9), describe_exit(3)
+    ('killed by signal 9 (SIGKILL)', 'exited with code 3')
+    """
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = 'unknown'
+        return 'killed by signal %d (%s)' % (-exitcode, name)
+    return 'exited with code %s' % exitcode
 
-    A worker process that dies (killed by the out-of-memory killer, say) raises a
-    ``RuntimeError`` naming its pid and the dataset indices of the batch it was loading,
-    as soon as it is seen dead (within about a tenth of a second), and of the batch this
-    process waited for if that is another one (sent by the worker before it died, and lost
-    with it). A batch that does not arrive within ``timeout`` seconds raises a
-    ``RuntimeError`` naming its indices and the worker loading it, if one started. The
-    pool replaces a dead worker, so the next pass works.
 
-    A pass over the data left early (``break``, or an error) gives back the batches it
-    had in flight: those that have arrived are freed at once, the others as the next pass
-    begins, which first waits for them (up to ``timeout`` and at most 10 seconds in all,
-    even with ``timeout=None``; the workers load them first anyway). A worker still
-    loading one then is terminated and replaced. So however often a loop breaks off, the
-    loader holds the shared memory of at most ``prefetch`` batches it no longer needs,
-    and never more than one pass does.
-
-    :meth:`close` stops the workers: the batches in flight are freed first (waited for as
-    above), then the workers leave on their own, or are terminated if some are still
-    busy. Afterwards iterating raises ``ValueError``. A ``with`` block closes the loader
-    as it ends, and garbage collection closes one that was not. Nothing is left in the
-    temp directory: what multiprocessing makes there for a worker is removed as it leaves,
-    or, for a worker terminated or killed, as this process exits.
-
-    Workers receive the dataset, the transforms and the batchify function once, when the
-    pool starts, so none of them is pickled per batch (lambdas work too). Subclasses pick
-    the transform of every batch by its index in ``transforms`` (``_transform_for``).
+class WorkerPool:
+    """Worker processes that load tasks, replaced when they die or stall.
 
     Parameters
     ----------
-    dataset, batch_size, shuffle, sampler, last_batch, batch_sampler, batchify_fn :
-        As for ``mx.gluon.data.DataLoader``.
-    num_workers : int, default 0
-        Worker processes; 0 loads every batch in this process.
-    pin_memory, pin_device_id :
-        As for ``mx.gluon.data.DataLoader``.
-    prefetch : int, optional
-        Batches in flight with workers, at least 1; default ``2 * num_workers``.
-    timeout : float or None, default 120
-        Seconds to wait for a worker's batch before raising (a stuck worker); None waits
-        without limit. A worker seen dead raises at once.
-    transforms : sequence of callables
-        The transforms ``_transform_for`` picks from, applied as ``dataset.transform``.
-    seed : int or None, default None
-        Seeded loading (:mod:`gluonbatch.seeded`): the order of every epoch, and every
-        sample's random draws, from ``(seed, epoch, position)``, the same batches for any
-        ``num_workers``; :meth:`state_dict` and :meth:`load_state_dict` resume at any batch.
-        The batches come from ``batch_size``, ``shuffle`` and ``last_batch`` (and a
-        :class:`~gluonbatch.sampler.SplitSampler`'s rank, or a
-        :class:`~gluonbatch.webdataset.ShardWindowSampler`'s order and rank, made with
-        the same seed), or a :class:`~gluonbatch.seeded.SeededBatchSampler`. None:
-        unseeded, as MXNet's loader.
-
-    Raises
-    ------
-    TypeError
-        ``num_workers``, ``prefetch`` or ``seed`` is not an integer (``prefetch`` and
-        ``seed`` may be None), or ``timeout`` is not a number (or None).
-    ValueError
-        ``num_workers`` is negative, ``prefetch`` below 1 or ``timeout`` not positive; a
-        ``seed`` outside ``[0, 2**64)``, or with a sampler other than a ``SplitSampler``
-        or a ``ShardWindowSampler`` (of another seed or dataset length).
-
-    Examples
-    --------
-    >>> import numpy as np, mxnet as mx
-    >>> from gluonbatch.batchify import Stack
-    >>> data = mx.gluon.data.SimpleDataset([np.full(2, i, 'float32') for i in range(6)])
-    >>> with PooledLoader(data, batch_size=2, batchify_fn=Stack(), num_workers=2) as loader:
-    ...     for batch in loader:
-    ...         break  # the batches in flight are freed as the next pass begins
-    ...     len(list(loader))
-    3
-    >>> try:
-    ...     next(iter(loader))
-    ... except ValueError as error:
-    ...     print(str(error).split(';')[0])
-    this PooledLoader is closed (by close() or at the end of its with block)
+    job : Job
+        What every worker inherits.
+    num_workers : int
+        Worker processes, at least 1.
+    timeout : float
+        Seconds a worker holding tasks may go without answering before it is deemed stuck
+        (``inf``: never).
+    max_restarts : int, default 10
+        Replacements allowed in the pool's life.
     """
 
-    def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
-                 batch_sampler=None, batchify_fn=None, num_workers=0, pin_memory=False,
-                 pin_device_id=0, prefetch=None, timeout=120, transforms=(), seed=None):
-        num_workers = check_int(num_workers, 'num_workers', minimum=0)
-        prefetch = check_int(prefetch, 'prefetch', minimum=1, allow_none=True)
-        timeout = _check_timeout(timeout)
-        if seed is not None:
-            batch_sampler = seeded_batch_sampler(len(dataset), seed, batch_size, shuffle,
-                                                 sampler, last_batch, batch_sampler)
-            batch_size, shuffle, sampler, last_batch = None, False, None, None
-            seed = batch_sampler.seed
-        self._seed = seed
-        self._owned = {}  # transform index -> generators it owns (seeded, no workers)
-        self._delivered = None  # batches the pass under way delivered (None: no pass)
-        super().__init__(dataset=dataset, batch_size=batch_size, shuffle=shuffle,
-                         sampler=sampler, last_batch=last_batch, batch_sampler=batch_sampler,
-                         batchify_fn=batchify_fn, num_workers=0, pin_memory=pin_memory,
-                         pin_device_id=pin_device_id)
-        self._num_workers = num_workers
-        self._prefetch = prefetch if prefetch is not None else max(1, 2 * num_workers)
-        self._timeout = timeout
-        self._transforms = list(transforms)
-        self._worker_pool = None
-        self._sequences = itertools.count()
-        self._abandoned = collections.deque()  # tasks of passes left early, still running
-        self._tasks = {}  # sequence: task, of every task whose result was not taken
-        self._closed = False
-        if self._num_workers:
-            # Many times the tasks in flight: no slot is taken over while asked about.
-            self._claims = Claims(max(64, 4 * (self._prefetch + 1)))
-            share_temp_dir()  # what terminated workers leave there goes as this process exits
-            self._worker_pool = CONTEXT.Pool(
-                self._num_workers, initializer=set_worker_state,
-                initargs=(self._dataset, self._transforms, self._batchify_fn, self._claims))
+    def __init__(self, job: Job, num_workers: int, timeout: float, max_restarts: int = 10):
+        self._job, self._timeout, self._max_restarts = job, timeout, max_restarts
+        self.restarts = 0
+        self._broken = None  # why the pool can load no more, once it cannot
+        self._workers = []
+        mx.nd.waitall()  # no engine operation in flight while forking
+        for _ in range(num_workers):
+            self._workers.append(self._start())
 
-    def _transform_for(self, batch_index, epoch=None):
-        """Index into ``transforms`` of the transform for batch ``batch_index`` (of the pass
-        over ``epoch``, when seeded); None: no transform."""
-        return None
+    @property
+    def pids(self) -> list:
+        """The worker processes' pids."""
+        return [worker.process.pid for worker in self._workers]
 
-    def _numbered(self):
-        """The pass's batches from the sampler, each as ``(transform index, batch)``."""
-        for batch_index, batch in enumerate(self._batch_sampler):
-            if isinstance(batch, KeyBatch):
-                yield self._transform_for(batch.number, batch.epoch), batch
-            else:
-                yield self._transform_for(batch_index), batch
+    @property
+    def outstanding(self) -> int:
+        """Tasks handed to workers and not yet answered."""
+        return sum(len(worker.tasks) for worker in self._workers)
 
-    def _deliver(self, batch):
-        if self._pin_memory:
-            pinned = mx.context.cpu_pinned(self._pin_device_id)
-            return map_arrays(lambda array: array.as_in_context(pinned), batch)
-        return batch
+    def _start(self):
+        ours, theirs = socket_pair()
+        process = CONTEXT.Process(target=serve, args=(theirs, self._job), daemon=True,
+                                  name='gluonbatch-worker')
+        process.start()
+        theirs.close()
+        return _Worker(process, ours)
 
-    def _start_epoch(self):
-        """Called as each pass over the data begins."""
-
-    def __iter__(self):
-        self._check_open()
-        self._start_epoch()
-        if self._seed is not None:
-            self._delivered = 0
+    def submit(self, task: Task) -> None:
+        """Hand ``task`` to the worker holding fewest tasks."""
+        self._check_working()
+        worker = min(self._workers, key=lambda each: len(each.tasks))
+        if not worker.tasks:
+            worker.answered = time.monotonic()
+        worker.tasks.append(task)
         try:
-            if self._worker_pool is None:
-                yield from self._iter_here()
-            else:
-                yield from self._iter_workers()
-        finally:
-            self._delivered = None
-
-    def _iter_here(self):
-        for transform_index, indices in self._numbered():
-            self._check_open()
-            transform = pick(self._transforms, transform_index)
-            owned = (owned_by(self._owned, self._dataset, self._transforms, transform_index)
-                     if isinstance(indices, KeyBatch) else None)
-            try:
-                batch = load_batch(self._dataset, indices, transform, self._batchify_fn, owned)
-            except Exception as error:
-                add_note(error, indices_note(dataset_indices(indices)))
-                raise
-            self._delivering(indices)
-            yield self._deliver(batch)
-
-    def _iter_workers(self):
-        # A pass left early may still have batches in flight: the pool would run them
-        # first anyway, and waiting for them keeps no more batches in shared memory than
-        # one pass has.
-        self._drain_abandoned()
-        pending = collections.deque()
-        try:
-            for transform_index, indices in self._numbered():
-                pending.append(self._submit(transform_index, indices))
-                if len(pending) > self._prefetch:
-                    yield self._receive_first(pending)
-            while pending:
-                yield self._receive_first(pending)
-        finally:
-            # Runs when the loop breaks off too (the generator is closed).
-            self._abandon(pending)
-
-    def _submit(self, transform_index, indices):
-        self._check_open()
-        sequence = next(self._sequences)
-        result = self._worker_pool.apply_async(
-            load_batch_in_worker, (sequence, indices, transform_index))
-        task = self._tasks[sequence] = _Task(sequence, dataset_indices(indices), result,
-                                             indices)
-        return task
-
-    def _receive_first(self, pending):
-        # Taken off only once received: a task that fails to arrive is given back.
-        batch = self._receive(pending[0])
-        self._delivering(pending.popleft().batch)
-        return batch
-
-    def _receive(self, task):
-        self._check_open()
-        loaded, pid, payload = self._wait(task)
-        if not loaded:
-            raise_worker_error(payload)
-        try:
-            batch = pickle.loads(payload)
-        except _TRANSPORT_ERRORS as error:
-            cause = '%s: %s' % (type(error).__name__, error)
-            if not wait_until_gone(pid, _GRACE):
-                raise RuntimeError('the batch of dataset samples %s could not be received '
-                                   'from DataLoader worker process %d, which is still running '
-                                   '(%s)' % (task.indices, pid, cause)) from error
-            raise self._death(pid, 'the batch of dataset samples %s it had sent could not be '
-                                   'received (%s)' % (task.indices, cause),
-                              'the batch of dataset samples %s could not be received from '
-                              'DataLoader worker process %d, which died after sending it (%s)'
-                              % (task.indices, pid, cause)) from error
-        return self._deliver(batch)
-
-    def _held_by(self, pid):
-        """The task worker ``pid`` was loading (it claimed it, and did not return it), or
-        None."""
-        for task in self._tasks.values():
-            if self._claims.lookup(task.sequence) == (pid, False):
-                return task
-        return None
-
-    def _death(self, pid, what_else, otherwise):
-        """The RuntimeError for worker ``pid`` seen dead: it names the batch the worker
-        was loading as it died and then ``what_else`` (what became of a batch it had
-        finished); ``otherwise`` is the message if it was loading none."""
-        held = self._held_by(pid)
-        if held is None:
-            return RuntimeError(otherwise)
-        return RuntimeError('DataLoader worker process %d died while loading dataset samples '
-                            '%s (killed, by the out-of-memory killer say, or exited); %s'
-                            % (pid, held.indices, what_else))
-
-    def _wait(self, task, deadline=None):
-        """The task's result; a RuntimeError if its worker died, or at the ``deadline``
-        (``time.monotonic()``; by default ``timeout`` seconds from now)."""
-        if deadline is None:
-            deadline = time.monotonic() + self._timeout
-        gone_since = None
-        while True:
-            try:
-                outcome = task.result.get(max(0, min(_POLL, deadline - time.monotonic())))
-                task.received = True
-                self._tasks.pop(task.sequence, None)
-                return outcome
-            except multiprocessing.TimeoutError:
-                pass
-            claim = self._claims.lookup(task.sequence)
-            if claim is not None and not alive(claim[0]):
-                pid, returned = claim
-                if not returned:
-                    raise RuntimeError('DataLoader worker process %d died while loading '
-                                       'dataset samples %s (killed, by the out-of-memory '
-                                       'killer say, or exited)' % (pid, task.indices))
-                # It returned the batch before dying: the pool may still be passing it on.
-                gone_since = gone_since or time.monotonic()
-                if time.monotonic() - gone_since > _GRACE:
-                    raise self._death(pid, 'the batch of dataset samples %s it had loaded '
-                                           'never arrived' % (task.indices,),
-                                      'DataLoader worker process %d died after loading '
-                                      'dataset samples %s, before their batch arrived'
-                                      % (pid, task.indices))
-            if time.monotonic() >= deadline:
-                if claim is None:
-                    where = 'no worker process has started loading it'
-                elif claim[1]:
-                    where = 'worker process %d returned it, but it never arrived' % claim[0]
-                else:
-                    where = 'worker process %d is still loading it (stuck?)' % claim[0]
-                raise RuntimeError('the batch of dataset samples %s did not arrive within '
-                                   '%g s: %s' % (task.indices, self._timeout, where))
-
-    def _abandon(self, tasks):
-        """Free the batches of a pass left early that have arrived; keep the others."""
-        if self._closed:  # close() took care of them
-            return
-        for task in tasks:
-            if task.received:
-                continue
-            if task.result.ready():
-                self._discard(task)
-            else:
-                self._abandoned.append(task)
-
-    def _drain_abandoned(self):
-        """Wait for the batches of passes left early, and free them: up to ``timeout``
-        in all, and never more than ``_DRAIN_LIMIT`` seconds (``timeout`` may be None).
-
-        Then the workers still loading one are terminated (the pool starts others); a
-        batch no worker has started yet is kept, to be waited for by the next pass.
-        """
-        deadline = time.monotonic() + min(self._timeout, _DRAIN_LIMIT)
-        for task in self._abandoned:
-            self._discard(task, deadline)
-        self._abandoned = collections.deque(stop_stragglers(
-            [task for task in self._abandoned if not task.received], self._claims))
-
-    def _discard(self, task, deadline=None):
-        try:
-            loaded, _, payload = self._wait(task, deadline)
-            if loaded:
-                pickle.loads(payload)  # fetches its descriptors, and lets them go
-        except Exception:  # noqa: a batch nobody waits for has no one to tell
+            send(worker.sock, pickle.dumps((task.sequence, task.batch, task.transform),
+                                           pickle.HIGHEST_PROTOCOL))
+        except OSError:  # it died: its sentinel says so, and the task goes to another
             pass
 
-    def _check_open(self):
-        if self._closed:
-            raise ValueError('this %s is closed (by close() or at the end of its with block); '
-                             'make a new loader to load batches again' % type(self).__name__)
+    def collect(self, timeout=None) -> list:
+        """Wait up to ``timeout`` seconds (None: until something happens) for answers;
+        ``[(task, ok, value)]``, ``value`` the batch or the pickled error. Deaths and stalls
+        seen meanwhile are dealt with (see the module)."""
+        self._check_working()
+        stall_in = self._stall_in()
+        if timeout is None or (stall_in is not None and stall_in < timeout):
+            timeout = stall_in
+        handles = {}
+        for worker in self._workers:
+            handles[worker.sock] = handles[worker.process.sentinel] = worker
+        ready = multiprocessing.connection.wait(list(handles), timeout)
+        answers = []
+        for worker in {handles[handle] for handle in ready}:
+            answers.extend(self._read(worker))
+            if worker.reader.closed or not worker.process.is_alive():
+                answers.extend(self._replace(worker, None))
+        now = time.monotonic()
+        for worker in list(self._workers):
+            if worker.tasks and now - worker.answered >= self._patience(worker):
+                answers.extend(self._replace(worker, 'stopped answering for %g s'
+                                             % self._patience(worker)))
+        return answers
 
-    def close(self):
-        """Stop the worker processes, freeing the shared memory of the batches in flight
-        first; iterating afterwards raises ValueError. Closing again does nothing.
+    def _check_working(self):
+        if self._broken is not None:
+            raise RuntimeError(self._broken)
 
-        The batches not yet received (of passes running or left early) are waited for,
-        for at most ``timeout`` and 10 seconds, and freed. Then, if no batch is pending,
-        the workers leave on their own, which removes what multiprocessing made for them
-        in the temp directory; else, and if they do not leave within 5 seconds, they are
-        terminated. Leaving a ``with`` block closes the loader, and so does garbage
-        collection of a loader not closed.
-        """
-        if getattr(self, '_closed', True):  # closed, or never fully made
-            return
-        self._closed = True
-        pool, self._worker_pool = self._worker_pool, None
-        if pool is None:
-            return
-        # Every batch not yet received; those that arrive in time are freed at once. As the
-        # interpreter exits, multiprocessing has already terminated the workers.
-        if not sys.is_finalizing():
-            self._abandoned = collections.deque(
-                sorted(self._tasks.values(), key=lambda task: task.sequence))
-            self._drain_abandoned()
-        idle = all(task.result.ready() for task in self._tasks.values())
-        stop_workers(pool, idle, _LEAVE_LIMIT)
+    def _patience(self, worker):
+        """Seconds ``worker`` may go without answering: ``timeout``, and at most
+        :data:`ABANDONED_SECONDS` for a batch nobody waits for (even with no timeout)."""
+        if worker.tasks and worker.tasks[0].abandoned:
+            return min(self._timeout, ABANDONED_SECONDS)
+        return self._timeout
 
-    def __enter__(self):
-        self._check_open()
-        return self
+    def _stall_in(self):
+        """Seconds until the first worker holding tasks counts as stuck, or None."""
+        times = [worker.answered + self._patience(worker) for worker in self._workers
+                 if worker.tasks]
+        if not times or min(times) == float('inf'):
+            return None
+        return max(0.0, min(times) - time.monotonic())
 
-    def __exit__(self, *exc_info):
-        self.close()
+    def _read(self, worker):
+        answers = []
+        for payload, fds in worker.reader.available():
+            (sequence,) = SEQUENCE.unpack_from(payload)
+            task = worker.tasks.popleft()
+            if task.sequence != sequence:  # answers come in order: anything else is a bug
+                close_fds(fds)
+                raise RuntimeError('worker process %d answered task %d, expected %d'
+                                   % (worker.process.pid, sequence, task.sequence))
+            ok, value = loads_with_fds(memoryview(payload)[SEQUENCE.size:], fds)
+            worker.answered = time.monotonic()
+            answers.append((task, ok, value))
+        return answers
 
-    def __del__(self):
-        self.close()
+    def _replace(self, worker, stalled):
+        """Reap ``worker`` (killed first if ``stalled`` says why), take its answers, start
+        another, and give its tasks out again; RuntimeError for a poison task or too many
+        restarts."""
+        pid = worker.process.pid
+        if stalled is not None:
+            _kill(worker.process)
+        worker.process.join(None if stalled else LEAVE_SECONDS)
+        if worker.process.exitcode is None:  # closed its channel, yet lives on
+            _kill(worker.process)
+            worker.process.join()
+        answers = self._read(worker)  # sent before it died: the kernel kept them
+        worker.reader.drop_partial()
+        worker.sock.close()
+        self._workers.remove(worker)
+        cause = stalled or describe_exit(worker.process.exitcode)
+        lost = [task for task in worker.tasks if not task.abandoned]
+        if lost and lost[0] is worker.tasks[0]:
+            lost[0].strikes.append((pid, cause))
+        poisoned = [task for task in lost if len(task.strikes) >= STRIKES]
+        if self.restarts >= self._max_restarts:
+            self._broken = (
+                'DataLoader worker process %d %s%s; the loader has replaced %d workers, '
+                'its max_restarts: it loads no more (raise max_restarts if workers are '
+                'expected to die this often)' % (pid, cause, _holding(lost), self.restarts))
+            raise RuntimeError(self._broken)
+        self.restarts += 1
+        mx.nd.waitall()
+        self._workers.append(self._start())
+        warnings.warn('DataLoader worker process %d %s%s; worker process %d replaces it%s'
+                      % (pid, cause, _holding(lost), self._workers[-1].process.pid,
+                         ' and loads them again' if lost else ''),
+                      RuntimeWarning, stacklevel=4)
+        for task in lost:
+            if task not in poisoned:
+                self.submit(task)
+        if poisoned:
+            task = poisoned[0]
+            raise RuntimeError(
+                'dataset samples %s are a poison batch: loading them cost %d worker '
+                'processes (%s); it is not loaded again. Find what in these samples kills '
+                'or stalls a worker (a corrupt image a decoder crashes on, say)'
+                % (task.indices, len(task.strikes),
+                   '; '.join('process %d %s' % strike for strike in task.strikes)))
+        return answers
+
+    def close(self) -> None:
+        """Stop every worker (see the module); closing again does nothing."""
+        workers, self._workers = self._workers, []
+        self._broken = 'the loader is closed'
+        for worker in workers:
+            worker.sock.close()  # idle: end of file; busy: its answer cannot be sent
+        deadline = time.monotonic() + LEAVE_SECONDS
+        for worker in workers:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+        for worker in workers:
+            if worker.process.exitcode is None:
+                _kill(worker.process)
+                worker.process.join()
+            worker.reader.drop_partial()
+
+
+def _holding(tasks):
+    """What a dead worker held, for its message."""
+    if not tasks:
+        return ' while idle'
+    return ' while loading dataset samples %s' % '; '.join(str(task.indices)
+                                                           for task in tasks)
+
+
+def _kill(process):
+    try:
+        os.kill(process.pid, signal.SIGKILL)
+    except ProcessLookupError:  # gone already
+        pass

@@ -21,23 +21,27 @@ Examples
 'length': 1000, 'shuffle': True, 'last_batch': 'rollover'}
 >>> checked_state(dict(state, batch=30)) == dict(state, batch=30)
 True
+>>> checked_state(sampler.state_dict()) == sampler.state_dict()   # a sampler's loads too
+True
 >>> checked_state(dict(state, format='another/2'))  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ValueError: state has format 'another/2', but this loader reads 'gluonbatch.loader/1': ...
+ValueError: state has format 'another/2', but this loader reads states of format \
+'gluonbatch.loader/1' (a gluonbatch loader's) or of none (a SeededBatchSampler's): ...
 """
-from .._core.checks import describe
+from .._core.checks import check_int, describe
 from ..sampler import SplitSampler
 from ..seeded import KeyBatch, SeededBatchSampler
 from ..seeded.keys import check_seed
 from ..seeded.sampler import ORDER_ATTRIBUTES
+from ..seeded.state import LOADER_FORMAT, check_format
 
 __all__ = ['FORMAT', 'KEYS', 'Resumable', 'seeded_batch_sampler', 'loader_state',
            'checked_state']
 
-#: The ``format`` of a loader's state dict.
-FORMAT = 'gluonbatch.loader/1'
-#: The keys of a loader's state dict.
+#: The ``format`` of a loader's state dict (a sampler's state is the same dict without it).
+FORMAT = LOADER_FORMAT
+#: The keys of a loader's state dict (all but ``format`` in a sampler's).
 KEYS = ('format', 'seed', 'epoch', 'batch', 'global_batch_size', 'length', 'shuffle',
         'last_batch')
 
@@ -99,30 +103,44 @@ def loader_state(sampler_state):
 
 def checked_state(state):
     """``state`` if it is a loader's state dict (a dict of the right ``format``, with every
-    key); TypeError or ValueError naming what is wrong. The sampler checks the values."""
+    key) or a :class:`~gluonbatch.seeded.SeededBatchSampler`'s, which is the same dict
+    without ``format``; TypeError or ValueError naming what is wrong. The sampler checks
+    the values."""
     if not isinstance(state, dict):
         raise TypeError('state must be the dict state_dict() returned, got %s'
                         % describe(state))
-    missing = [key for key in KEYS if key not in state]
+    # a sampler's state means what a loader's does: it is the loader's without a format
+    missing = [key for key in KEYS if key not in state and key != 'format']
     if missing:
-        raise ValueError('state lacks %s; a loader state has %s: pass a dict from '
-                         'state_dict()' % (', '.join(missing), ', '.join(KEYS)))
-    if state['format'] != FORMAT:
-        raise ValueError('state has format %r, but this loader reads %r: pass a dict from a '
-                         "gluonbatch loader's state_dict()" % (state['format'], FORMAT))
+        raise ValueError("state lacks %s; a loader state has %s (a sampler's all but "
+                         'format): pass a dict from state_dict()'
+                         % (', '.join(missing), ', '.join(KEYS)))
+    check_format(state, 'this loader')
     return state
 
 
 class Resumable:
     """What a seeded loader adds: its state (:meth:`state_dict`, :meth:`load_state_dict`)
     and its epochs (:meth:`set_epoch`). The loader sets ``_seed`` and ``_batch_sampler``,
-    counts what it delivers in ``_delivered`` (None between passes) and calls
-    :meth:`_delivering` as each batch reaches the caller."""
+    counts what it delivers in ``_delivered`` (None between passes), calls
+    :meth:`_delivering` as each batch reaches the caller and :meth:`_end_pass` as a pass
+    ends, finished or not."""
 
     def _delivering(self, batch):
         """Note that the sampler's ``batch`` is about to reach the caller."""
         if isinstance(batch, KeyBatch):
             self._delivered += 1
+
+    def _end_pass(self):
+        """The next pass begins where :meth:`state_dict` says: after the last batch
+        delivered, in the same epoch if the pass was left early."""
+        epoch, self._epoch_set = getattr(self, '_epoch_set', None), None
+        if epoch is not None:  # set_epoch() during the pass has the last word
+            self._batch_sampler.set_epoch(epoch)
+        elif self._seed is not None and self._delivered is not None:
+            self._batch_sampler.load_state_dict(
+                self._batch_sampler.state_after(self._delivered))
+        self._delivered = None
 
     def _seeded_only(self, method):
         if self._seed is None:
@@ -133,8 +151,9 @@ class Resumable:
         """Where the run is: a small JSON-serializable dict naming the next batch (``epoch``
         and ``batch``) beside the ``seed``, what else the batch numbers depend on
         (``global_batch_size``, ``length``, ``shuffle``, ``last_batch``) and a ``format``.
-        Taken during a pass, the batch after the last one delivered; after a finished pass,
-        the next epoch's first. A seeded loader only (ValueError otherwise)."""
+        Taken during a pass or after one left early (``break``), the batch after the last
+        one delivered, in the same epoch; after a finished pass, the next epoch's first. A
+        seeded loader only (ValueError otherwise)."""
         self._seeded_only('state_dict')
         if self._delivered is None:
             return loader_state(self._batch_sampler.state_dict())
@@ -151,11 +170,13 @@ class Resumable:
 
     def set_epoch(self, epoch):
         """Make the next pass the first batch of ``epoch`` (each pass advances the epoch
-        by itself; this sets it, as a distributed sampler's ``set_epoch`` does). A pass
-        under way is not changed, and :meth:`state_dict` names its position until it
-        ends: call it between passes."""
+        by itself; this sets it, as a distributed sampler's ``set_epoch`` does). Called
+        during a pass, it takes effect as the pass ends."""
         if self._seed is not None:
-            self._batch_sampler.set_epoch(epoch)
+            if self._delivered is not None:
+                self._epoch_set = check_int(epoch, 'epoch', minimum=0)
+            else:
+                self._batch_sampler.set_epoch(epoch)
             return
         sampler = getattr(self._batch_sampler, '_sampler', None)
         if not hasattr(sampler, 'set_epoch'):

@@ -1,17 +1,11 @@
-"""What runs in the worker processes of :class:`~gluonbatch.dataloader.pool.PooledLoader`,
-and what they share with the main process.
+"""What runs in a worker process of :class:`~gluonbatch.dataloader.loader.DataLoader`.
 
-Workers are forked (an explicit ``fork`` context, whatever the platform's default): each
-receives the dataset, the candidate transforms, the batchify function and the task claims
-once, when the pool starts, by inheriting them rather than by pickling them per batch, so
-lambdas work. A worker keeps them in a :class:`~gluonbatch._core.process.ProcessLocal`, so
-the state of one process is never mistaken for another's.
-
-A worker returns a batch as pickled bytes whose NDArrays travel as shared-memory file
-descriptors, or an error pickled with notes naming the batch's dataset indices and the
-worker's traceback. Before it loads a task, and again once it has returned it, it records
-its pid for the task's sequence number in :class:`Claims`, so the main process can tell
-which worker died holding which batch.
+A worker is a fork of the training process (:mod:`~gluonbatch.dataloader.pool` tells its
+whole life): it inherits the :class:`Job` -- the dataset, the transforms, the batchify
+function, numpy mode -- so none of them need pickle, and lambdas work. :func:`serve`
+reads tasks from its channel and answers each with its batch, whose shared-memory arrays
+travel as file descriptors inside the message, or with the error, pickled with notes
+naming the batch's dataset indices and the worker's traceback.
 
 Examples
 --------
@@ -19,84 +13,80 @@ Examples
 [3, 1]
 """
 import io
-import mmap
-import multiprocessing
 import os
 import pickle
+import signal
+import struct
 import traceback
-from multiprocessing.reduction import ForkingPickler
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
-from .._core.process import ProcessLocal
+from mxnet.util import set_np
+
+from .._core.pickling import close_fds, dumps_with_fds
+from .._core.threads import one_thread_per_worker
 from ..seeded import KeyBatch
 from ..seeded.keys import owned_generators, read_seeded
+from .channel import Reader, close_inherited, send
 
-__all__ = ['CONTEXT', 'Claims', 'set_worker_state', 'load_batch', 'load_batch_in_worker',
-           'dataset_indices', 'owned_by', 'pick', 'add_note', 'indices_note', 'raise_worker_error']
+__all__ = ['Job', 'serve', 'SEQUENCE', 'load_batch', 'dataset_indices', 'owned_by', 'pick',
+           'add_note', 'indices_note', 'error_payload', 'raise_worker_error']
 
-#: Fork, not spawn or forkserver: the workers inherit the dataset, transforms and
-#: batchify function, which need not be picklable.
-CONTEXT = multiprocessing.get_context('fork')
-
-# In a worker: what the pool initializer handed over; empty in any other process.
-_worker_state = ProcessLocal(dict)
+#: What leads every answer: the sequence number of the task it answers.
+SEQUENCE = struct.Struct('<Q')
 
 
-def set_worker_state(dataset, transforms, batchify_fn, claims):
-    """Pool initializer: runs once in every worker process."""
-    _worker_state.get().update(dataset=dataset, transforms=transforms,
-                               batchify_fn=batchify_fn, claims=claims)
+class Job(NamedTuple):
+    """What every worker of a loader inherits as it is forked."""
+
+    dataset: Any
+    transforms: Sequence[Callable]
+    batchify_fn: Callable
+    numpy_shape: bool
+    numpy_array: bool
 
 
-class Claims:
-    """Which worker process loads which task, in memory shared with the workers.
+def serve(sock, job: Job) -> None:
+    """A worker process's life: answer the tasks arriving at ``sock`` until the loader
+    closes its end (or sends None).
 
-    Slot ``sequence % size`` holds one 64-bit number packing the task's sequence number,
-    the worker's pid and whether the worker has returned the batch. One number is written
-    with one store, so the main process never reads half a claim, and a slot that a later
-    task has taken over is told apart by its sequence number. There is no lock: a worker
-    killed while holding it would block the main process.
-
-    Parameters
-    ----------
-    size : int
-        Slots; more than the tasks that can be in flight at once, so that the slot of a
-        task is not taken over while the main process may still ask about it.
-
-    Examples
-    --------
-    >>> claims = Claims(4)
-    >>> claims.mark(6, 1234)
-    >>> claims.lookup(6), claims.lookup(2), claims.lookup(7)
-    ((1234, False), None, None)
-    >>> claims.mark(6, 1234, returned=True)
-    >>> claims.lookup(6)
-    (1234, True)
+    A task is ``(sequence, batch, transform index)``; the answer is the sequence number,
+    then ``(True, batch)`` or ``(False, pickled error)`` pickled with the batch's
+    descriptors beside it.
     """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
+    close_inherited()  # other workers' channels: the loader alone may hold them open
+    one_thread_per_worker()
+    set_np(shape=job.numpy_shape, array=job.numpy_array)
+    reader, owned = Reader(sock), {}
+    while True:
+        message = reader.next()
+        if message is None:
+            return
+        payload, fds = message
+        close_fds(fds)
+        task = pickle.loads(payload)
+        if task is None:
+            return
+        sequence, batch, transform_index = task
+        answer, fds = _answer(job, owned, batch, transform_index)
+        try:
+            send(sock, SEQUENCE.pack(sequence) + answer, fds)
+        except OSError:  # the loader closed its end: nobody waits for the batch
+            return
+        finally:
+            close_fds(fds)  # the message holds its own references
 
-    _PID_BITS = 23  # Linux pids stay below 2 ** 22
 
-    def __init__(self, size):
-        self._size = size
-        # An anonymous shared mapping, inherited by the forked workers: no file, and freed
-        # with the last process that maps it (multiprocessing's Array would keep a
-        # /dev/shm arena open in this process for good).
-        self._memory = mmap.mmap(-1, 8 * size)
-        self._memory.write(b'\xff' * (8 * size))  # every slot -1: unclaimed
-        self._slots = memoryview(self._memory).cast('q')
-
-    def mark(self, sequence, pid, returned=False):
-        """In a worker: task ``sequence`` is loaded (or was returned) by process ``pid``."""
-        if pid >> self._PID_BITS:
-            return  # no room for it: the task stays unclaimed, and only the timeout applies
-        self._slots[sequence % self._size] = (
-            sequence << (self._PID_BITS + 1) | int(returned) << self._PID_BITS | pid)
-
-    def lookup(self, sequence):
-        """``(pid, returned)`` of the worker that started task ``sequence``, or None."""
-        value = self._slots[sequence % self._size]
-        if value < 0 or value >> (self._PID_BITS + 1) != sequence:
-            return None
-        return value & ((1 << self._PID_BITS) - 1), bool(value >> self._PID_BITS & 1)
+def _answer(job, owned, batch, transform_index):
+    """The pickled answer to one task, and the descriptors to pass with it."""
+    try:
+        generators = (owned_by(owned, job.dataset, job.transforms, transform_index)
+                      if isinstance(batch, KeyBatch) else None)
+        value = load_batch(job.dataset, batch, pick(job.transforms, transform_index),
+                           job.batchify_fn, generators)
+        return dumps_with_fds((True, value))
+    except Exception as error:
+        return pickle.dumps((False, error_payload(error, dataset_indices(batch)))), []
 
 
 def add_note(error, note):
@@ -150,7 +140,7 @@ def pick(transforms, index):
     return None if index is None else transforms[index]
 
 
-def _error_payload(error, indices):
+def error_payload(error, indices):
     """``error`` pickled with the notes to add to it: its dataset indices, this traceback.
 
     The notes travel beside the exception (which is left as it is), so a worker that
@@ -193,26 +183,3 @@ def raise_worker_error(payload):
     raise error
 
 
-def load_batch_in_worker(sequence, indices, transform_index):
-    """``(True, pid, pickled batch)``, or ``(False, pid, pickled error)`` if loading failed.
-
-    The task is marked with this process's pid as it starts and as it is returned, so the
-    main process can tell a worker that died while loading it.
-    """
-    state = _worker_state.get()
-    pid = os.getpid()
-    state['claims'].mark(sequence, pid)
-    try:
-        owned = owned_by(state.setdefault('owned', {}), state['dataset'], state['transforms'],
-                         transform_index) if isinstance(indices, KeyBatch) else None
-        batch = load_batch(state['dataset'], indices,
-                           pick(state['transforms'], transform_index), state['batchify_fn'],
-                           owned)
-        # NDArrays travel as shared-memory file descriptors (MXNet registers the reducer).
-        outcome = True, pid, bytes(ForkingPickler.dumps(batch, pickle.HIGHEST_PROTOCOL))
-    except Exception as error:
-        # Returned, not raised: the pool would wrap it, and could hang on one that fails
-        # to unpickle.
-        outcome = False, pid, _error_payload(error, dataset_indices(indices))
-    state['claims'].mark(sequence, pid, returned=True)
-    return outcome

@@ -8,8 +8,8 @@ ranks, and resumable at any batch.
 - :class:`SeededDataset`: a dataset read with its generators seeded from each key, for
   ``mx.gluon.data.DataLoader``;
 - the modules: ``sampler`` (:class:`SeededBatchSampler`), ``buckets``
-  (:class:`SeededBucketSampler`), ``dataset`` (:class:`SeededDataset`) and ``keys`` (the
-  derivations themselves).
+  (:class:`SeededBucketSampler`), ``dataset`` (:class:`SeededDataset`), ``keys`` (the
+  derivations themselves) and ``state`` (what a saved state may say, checked).
 
 gluonbatch's loaders take ``seed=`` and build both themselves.
 

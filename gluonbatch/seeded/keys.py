@@ -49,15 +49,18 @@ import numpy as np
 from .._core.checks import check_int
 from .._core.process import ProcessLocal
 
-__all__ = ['SampleKey', 'BatchStart', 'check_seed', 'epoch_order', 'seed_sample',
-           'seed_batch', 'batch_choice', 'bucket_generator', 'window_generator',
-           'owned_generators', 'read_seeded']
+__all__ = ['SampleKey', 'BatchStart', 'check_seed', 'check_epoch', 'epoch_order',
+           'seed_sample', 'seed_batch', 'batch_choice', 'bucket_generator',
+           'window_generator', 'owned_generators', 'read_seeded']
 
 #: What a key is for: its tag in the hash, so that two purposes never share a key.
 _ORDER, _SAMPLE, _OWNED, _CHOICE, _BATCH, _BUCKET, _WINDOW = (
     b'order', b'sample', b'owned', b'choice', b'batch', b'bucket', b'window')
 #: Seeds, epochs and positions are packed as unsigned 64-bit numbers.
 _LIMIT = 2 ** 64
+#: Epochs are below this: a pass's last batch may roll over into the next epoch, whose
+#: number must still pack into 64 bits (and a numpy int64 holds every epoch).
+EPOCH_LIMIT = 2 ** 63
 #: Containers larger than this are not searched for generators (a dataset's records).
 _SEARCH_ITEMS = 64
 #: How many attributes deep :func:`owned_generators` looks (dataset, transform, closure...).
@@ -116,6 +119,20 @@ def check_seed(seed, name='seed'):
     if not 0 <= seed < _LIMIT:
         raise ValueError('%s must be an integer in [0, 2**64), got %d' % (name, seed))
     return seed
+
+
+def check_epoch(epoch, name='epoch'):
+    """``epoch`` as an int in ``[0, 2**63)``: TypeError if not an integer, else ValueError.
+
+    >>> check_epoch(10 ** 30, "state['epoch']")
+    Traceback (most recent call last):
+    ...
+    ValueError: state['epoch'] must be below 2**63, got 1000000000000000000000000000000
+    """
+    epoch = check_int(epoch, name, minimum=0)
+    if epoch >= EPOCH_LIMIT:
+        raise ValueError('%s must be below 2**63, got %d' % (name, epoch))
+    return epoch
 
 
 def _digest(tag, counters, size=64):

@@ -18,38 +18,15 @@ which reads shards a few at a time); the rank's batches are then consecutive run
 """
 import numpy as np
 
-from .._core.checks import check_choice, check_int, check_part, describe, described
-from .keys import BatchStart, SampleKey, check_seed, epoch_order
+from .._core.checks import check_choice, check_int, check_part, described
+from .keys import BatchStart, SampleKey, check_epoch, check_seed, epoch_order
+from .state import LAST_BATCH, check_description, position
 
 __all__ = ['SeededBatchSampler', 'KeyBatch']
 
-#: What happens to an epoch's last, incomplete global batch.
-LAST_BATCH = ('keep', 'discard', 'pad', 'rollover')
-
-
-#: What a state says of the sampler that made it, beside where the run is (``epoch``,
-#: ``batch``): what its batch numbers mean. A sampler with an ``order`` adds ``'order'``,
-#: the order's ``description``.
-DESCRIPTION = ('seed', 'global_batch_size', 'length', 'shuffle', 'last_batch')
 #: What an ``order`` of :class:`SeededBatchSampler` has beside ``indices(epoch)`` and a length.
 ORDER_ATTRIBUTES = ('indices', 'seed', 'shuffle', 'num_parts', 'part_index', 'length',
                     'description')
-
-
-def _described(state, key):
-    """``state[key]`` (one of :data:`DESCRIPTION`) as the sampler's attribute of that name
-    would be: TypeError or ValueError if it could be no sampler's."""
-    value, name = state[key], 'state[%r]' % key
-    if key == 'seed':
-        return check_seed(value, name)
-    if key == 'last_batch':
-        return check_choice(value, name, LAST_BATCH)
-    if key == 'shuffle':
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError('%s must be True or False, got %r (%s)'
-                            % (name, value, describe(value)))
-        return bool(value)
-    return check_int(value, name, minimum=1 if key == 'global_batch_size' else 0)
 
 
 class KeyBatch(list):
@@ -116,6 +93,13 @@ class SeededBatchSampler:
     epoch : int
         The epoch of the next pass; each pass advances it by one.
 
+    Notes
+    -----
+    A pass is under way from ``iter(sampler)`` until that iterator is exhausted, and one
+    left unfinished (a ``break``, its iterator collected) stays under way until the next
+    ``iter()``, :meth:`load_state_dict` or :meth:`set_epoch`: meanwhile :meth:`state_dict`
+    raises, and :meth:`state_after` names a position in the pass.
+
     Examples
     --------
     >>> sampler = SeededBatchSampler(5, 2, seed=1, shuffle=False)
@@ -157,7 +141,9 @@ class SeededBatchSampler:
                 % (self.num_parts, self.global_batch, self.batch_size, self.num_parts,
                    self.length))
         self.epoch, self._start = 0, 0
-        self._pass = None  # (epoch, first batch) of the pass under way
+        self._pass = None  # (epoch, first batch) of the last pass begun
+        self._passes = 0  # passes begun: a pass's number tells it from a later one
+        self._under_way = None  # the number of the pass under way, None between passes
         self._orders = {}
 
     def _take_order(self, order):
@@ -194,20 +180,50 @@ class SeededBatchSampler:
                                       else ', order=%r' % (self._source,)))
 
     def set_epoch(self, epoch):
-        """Start the next pass at the first batch of ``epoch``."""
-        self.epoch, self._start = check_int(epoch, 'epoch', minimum=0), 0
+        """Start the next pass at the first batch of ``epoch`` (in ``[0, 2**63)``); a pass
+        under way is over."""
+        self.epoch, self._start = check_epoch(epoch), 0
+        self._under_way = None
 
     def state_dict(self):
         """Where the next pass starts, ``epoch`` and ``batch``, beside what the batch
         numbers mean (``seed``, ``global_batch_size``, ``length``, ``shuffle``,
         ``last_batch``, and with an ``order`` its ``description`` as ``'order'``, which
-        :meth:`load_state_dict` checks): a JSON-serializable dict."""
+        :meth:`load_state_dict` checks): a JSON-serializable dict.
+
+        Between passes only, outside the loop over the DataLoader: while a pass is under
+        way, ValueError. The sampler cannot know the batch a DataLoader delivered last, as
+        it reads the sampler ahead of its batches (one with workers reads the pass's end a
+        few batches before it delivers them); :meth:`state_after` says, counting what the
+        script received.
+
+        >>> sampler = SeededBatchSampler(5, 2, seed=1)
+        >>> batches = iter(sampler)
+        >>> first = next(batches)
+        >>> sampler.state_dict()  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: state_dict() was called while the pass of epoch 0 is under way: ...
+        >>> sampler.state_after(1)['batch']
+        1
+        >>> rest = list(batches)
+        >>> sampler.state_dict()['epoch'], sampler.state_dict()['batch']
+        (1, 0)
+        """
+        if self._under_way is not None:
+            raise ValueError(
+                'state_dict() was called while the pass of epoch %d is under way: a '
+                'DataLoader reads the sampler ahead of the batches it delivers, so the '
+                'sampler cannot tell which batch comes next; after batch i of the pass, save '
+                'sampler.state_after(i + 1), or take state_dict() between passes (a pass left '
+                'early stays under way until the next iter(), load_state_dict() or '
+                'set_epoch())' % self._pass[0])
         return self._state(self.epoch, self._start)
 
     def state_after(self, delivered):
-        """The state of a run whose pass under way (the one the last ``iter()`` began) has
-        delivered ``delivered`` batches: resuming from it continues with the next batch
-        or, after the pass's last, with the first of the next epoch.
+        """The state of a run whose last pass begun (by the last ``iter()``; under way or
+        over) has delivered ``delivered`` batches: resuming from it continues with the next
+        batch or, after the pass's last, with the first of the next epoch.
 
         MXNet's DataLoader iterates the sampler ahead of the batches it delivers (its
         prefetch), so a script counts what it received: ``state_after(i + 1)`` after
@@ -247,61 +263,44 @@ class SeededBatchSampler:
     def load_state_dict(self, state):
         """Start the next pass at batch ``state['batch']`` of epoch ``state['epoch']``
         (past its last batch: the next epoch's first); the batches before it are not
-        computed.
+        computed, and a pass under way is over.
 
-        ``state`` is a dict from :meth:`state_dict` or :meth:`state_after`, or one with
-        ``epoch`` and ``batch`` alone. What else it says of its sampler must be this
-        sampler's, or its batch numbers would name other samples: ValueError naming what
-        differs. ``num_parts`` may differ, with the same global batch size (elastic),
-        but not with an ``order``, whose ``description`` a state records (it holds the
-        number of parts).
+        ``state`` is a dict from :meth:`state_dict` or :meth:`state_after`, a gluonbatch
+        loader's state (its ``format`` aside, the same dict), or one with ``epoch`` and
+        ``batch`` alone. TypeError for a field of the wrong type, ValueError for a bad
+        value, each naming the field: an epoch outside ``[0, 2**63)``, a batch outside
+        the epoch's, another ``format``. What else the state says of its sampler must be
+        this sampler's, or its batch numbers would name other samples: ValueError naming
+        what differs, down to the entry of an ``order``'s description. ``num_parts`` may
+        differ, with the same global batch size (elastic), but not with an ``order``,
+        whose ``description`` holds the number of parts. Nothing changes unless the state
+        loads.
+
+        >>> sampler = SeededBatchSampler(5, 2, seed=1)
+        >>> sampler.load_state_dict({'epoch': 10 ** 30, 'batch': 0})
+        Traceback (most recent call last):
+        ...
+        ValueError: state['epoch'] must be below 2**63, got 1000000000000000000000000000000
+        >>> sampler.load_state_dict({'epoch': 2, 'batch': 4})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: state['batch'] is 4, but epoch 2 has 3 batches: ...
+        >>> sampler.load_state_dict(dict(sampler.state_dict(), format='gluonbatch.loader/1'))
         """
-        if not isinstance(state, dict):
-            raise TypeError('state must be a dict with epoch and batch, got %s'
-                            % describe(state))
-        missing = sorted({'epoch', 'batch'} - set(state))
-        if missing:
-            raise ValueError('state lacks %s; it has %s' % (', '.join(missing),
-                                                              sorted(map(str, state))))
-        epoch = check_int(state['epoch'], "state['epoch']", minimum=0)
-        batch = check_int(state['batch'], "state['batch']", minimum=0)
+        epoch, batch = position(state)
         ours = self._state(epoch, 0)
-        for key in DESCRIPTION:
-            if key in state and _described(state, key) != ours[key]:
-                raise ValueError(
-                    "state[%r] is %r, but this sampler's %s is %r: the state is of a run "
-                    'with other batches; resume with the %s it was saved with'
-                    % (key, state[key], key, ours[key], key))
-        self._check_order(state, ours)
-        if batch > self.batches_in(epoch):
+        check_description(state, ours)
+        count = self.batches_in(epoch)
+        if batch > count:
             raise ValueError("state['batch'] is %d, but epoch %d has %d batches: the state "
-                             'is of another run, or was edited'
-                             % (batch, epoch, self.batches_in(epoch)))
-        position = self._state(epoch, batch)
-        self.epoch, self._start = position['epoch'], position['batch']
-
-    def _check_order(self, state, ours):
-        """ValueError unless ``state`` is of this sampler's order (a state of ``epoch`` and
-        ``batch`` alone says nothing of it, and passes)."""
-        if 'order' not in state and not any(key in state for key in DESCRIPTION):
-            return
-        theirs, mine = state.get('order'), ours.get('order')
-        if theirs == mine:
-            return
-        if mine is None:
-            raise ValueError("state['order'] is %r, but this sampler has no order: the state "
-                             'is of a run with an order (a ShardWindowSampler); resume with '
-                             'it' % (theirs,))
-        if 'order' not in state:
-            raise ValueError("the state has no 'order', but this sampler's order is %r: the "
-                             'state is of a run without one; resume without it' % (mine,))
-        raise ValueError("state['order'] is %r, but this sampler's order is %r: the state is "
-                         'of a run with other batches; resume with the order it was saved '
-                         'with' % (theirs, mine))
+                             'is of another run, or was edited' % (batch, epoch, count))
+        resumed = self._state(epoch, batch)  # past the epoch's last batch: the next's first
+        self.epoch, self._start = resumed['epoch'], resumed['batch']
+        self._under_way = None
 
     def batches_in(self, epoch):
-        """How many batches the pass of ``epoch`` has."""
-        first, stop = self._span(check_int(epoch, 'epoch', minimum=0))
+        """How many batches the pass of ``epoch`` (in ``[0, 2**63)``) has."""
+        first, stop = self._span(check_epoch(epoch))
         return stop - first
 
     def __len__(self):
@@ -309,9 +308,18 @@ class SeededBatchSampler:
 
     def __iter__(self):
         epoch, start = self.epoch, self._start
+        batches = self.batches(epoch, start)
         self.epoch, self._start = epoch + 1, 0
-        self._pass = epoch, start
-        return self.batches(epoch, start)
+        self._pass, self._passes = (epoch, start), self._passes + 1
+        self._under_way = self._passes
+        return self._walk(batches, self._passes)
+
+    def _walk(self, batches, number):
+        """The batches of pass ``number``; their end ends the pass (a pass left early
+        stays under way: how far its batches got is not known)."""
+        yield from batches
+        if self._under_way == number:  # not a pass begun since, still under way
+            self._under_way = None
 
     def batches(self, epoch, start=0):
         """An iterator over the batches of the pass of ``epoch`` from batch ``start`` on (no
@@ -326,21 +334,19 @@ class SeededBatchSampler:
     def batch(self, epoch, number):
         """Batch ``number`` of the pass of ``epoch``, a :class:`KeyBatch`; ValueError for a
         number past the epoch's batches."""
-        number = self._checked_number(epoch, number)
+        epoch, number = check_epoch(epoch), self._checked_number(epoch, number)
         first, _ = self._span(epoch)
         low = (first + number) * self._step + self._offset
         high = low + self.batch_size
-        if self.last_batch == 'rollover':  # positions count through all epochs
-            stream = np.arange(low, high)
-            epochs, positions = np.divmod(stream, self._count)
+        # Python ints: with rollover, positions count through all epochs, past int64
+        if self.last_batch == 'rollover':
+            walked = [divmod(p, self._count) for p in range(low, high)]
         else:
             if self.last_batch == 'keep':
                 high = min(high, self._count)
-            positions = np.arange(low, high)
-            epochs = np.full(len(positions), epoch)
-        keys = [SampleKey(self.seed, int(e), self._key_position(p),
-                          int(self._order(e)[p % self._count]))
-                for e, p in zip(epochs.tolist(), positions.tolist())]
+            walked = [(epoch, p) for p in range(low, high)]
+        keys = [SampleKey(self.seed, e, self._key_position(p),
+                          int(self._order(e)[p % self._count])) for e, p in walked]
         return KeyBatch(keys, epoch, number)
 
     def _key_position(self, position):

@@ -1,0 +1,96 @@
+"""One thread per DataLoader worker: OpenCV's and the BLAS / OpenMP libraries' thread pools
+run on one thread in a forked worker process, the training process's left as they are.
+
+With several workers, the workers are the parallelism: OpenCV's threads and BLAS threads
+in each worker compete for the cores of the others. :func:`one_thread_per_worker` is
+called first thing in a freshly forked worker (it changes process-wide settings, so never
+in the training process). It covers the libraries already loaded in the worker and,
+through the environment variables they read when they load, those it loads later.
+
+OpenCV is set with ``cv2.setNumThreads(0)``, not ``1``: setting 1 stops the pool's threads
+at once, and in a forked child whose parent's threads had gone idle it waits forever for
+them to leave a condition variable they wait on only in the parent (opencv-python
+4.8.1.78: 10 children hung of 10 forked 50 ms after the parent's last parallel call, 8 of
+15 forked right after it). Setting 0 leaves the pool alone and runs every OpenCV function
+on the calling thread; ``cv2.getNumThreads()`` then reports 1. Do not change it again in
+the worker.
+
+A first call costs a worker about 3 ms when its parent had run threadpoolctl once (which
+keeps the resolved paths of the libraries loaded, about 190 with MXNet), 8-9 ms otherwise;
+a repeated call about 1.3 ms.
+
+Examples
+--------
+>>> import multiprocessing
+>>> import cv2
+>>> context = multiprocessing.get_context('fork')
+>>> receive, send = context.Pipe(duplex=False)
+>>> def worker():
+...     one_thread_per_worker()
+...     send.send(cv2.getNumThreads())
+>>> process = context.Process(target=worker)
+>>> process.start()
+>>> send.close()  # the worker's end: if it dies, recv() fails, not waits
+>>> receive.recv()
+1
+>>> process.join()
+>>> process.exitcode
+0
+"""
+import os
+import sys
+
+import threadpoolctl
+
+__all__ = ['one_thread_per_worker', 'LOAD_TIME_VARIABLES']
+
+#: The variables a library reads when it loads (OpenCV: when its pool is first used), each
+#: set to ``'1'`` in the worker for the libraries it loads, and the processes it starts,
+#: after the call. ``OPENBLAS_CORETYPE`` (the CPU kernels OpenBLAS picks) is not touched.
+LOAD_TIME_VARIABLES = ('OPENCV_FOR_THREADS_NUM', 'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS',
+                       'MKL_NUM_THREADS')
+
+
+def one_thread_per_worker() -> None:
+    """Run OpenCV, BLAS and OpenMP on one thread in this process, from now on.
+
+    Call it in a freshly forked DataLoader worker, before it loads anything. OpenCV, if
+    imported, runs its functions on the calling thread (``cv2.getNumThreads()`` is 1); the
+    BLAS and OpenMP libraries loaded (numpy's OpenBLAS among them) are limited to one thread
+    by threadpoolctl; and :data:`LOAD_TIME_VARIABLES` are set to ``'1'`` in
+    ``os.environ``, so that an OpenCV or BLAS library loaded later runs on one thread too.
+    MXNet's engine settings are left alone. Calling it again changes nothing.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    In a forked child, every BLAS and OpenMP library loaded then runs on one thread:
+
+    >>> import multiprocessing
+    >>> import threadpoolctl
+    >>> context = multiprocessing.get_context('fork')
+    >>> receive, send = context.Pipe(duplex=False)
+    >>> def worker():
+    ...     one_thread_per_worker()
+    ...     send.send({pool['num_threads'] for pool in threadpoolctl.threadpool_info()})
+    >>> process = context.Process(target=worker)
+    >>> process.start()
+    >>> send.close()
+    >>> receive.recv()
+    {1}
+    >>> process.join()
+    """
+    for name in LOAD_TIME_VARIABLES:
+        os.environ[name] = '1'
+    # Only an OpenCV already imported: importing it here would cost a worker about 23 ms,
+    # and one imported later reads OPENCV_FOR_THREADS_NUM. None in sys.modules blocks
+    # the import (as without OpenCV).
+    cv2 = sys.modules.get('cv2')
+    if cv2 is not None:
+        # 0, not 1: see the module's docstring (1 can hang a forked child).
+        cv2.setNumThreads(0)
+    # Applied when made (the object would restore the limits only as a context manager).
+    threadpoolctl.threadpool_limits(1)
