@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import random
 import signal
+import threading
 import warnings
 
 import mxnet as mx
@@ -242,8 +243,20 @@ def test_killing_workers_during_close_leaves_nothing_behind(num_workers):
     batches = iter(loader)
     next(batches)
     assert data.started.wait(60)
-    os.kill(loader.worker_pids[-1], signal.SIGKILL)  # dead, not yet seen
-    loader.close()  # the gated worker never answers: killed after the grace period
+    gated = data.pid.value
+    for pid in loader.worker_pids:
+        if pid != gated:
+            os.kill(pid, signal.SIGKILL)  # dead before close(), not yet seen
+
+    def kill_while_closing():
+        # close() has begun once the loader lists no workers; the gated one is busy
+        wait_until(lambda: loader.worker_pids == [], 'close() to begin')
+        os.kill(gated, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_while_closing)
+    killer.start()
+    loader.close()
+    killer.join()
     data.release()
     del batches
     gc.collect()

@@ -1,5 +1,5 @@
 """Seeded loaders' batches and their resumable state: what ``seed=`` adds to
-:class:`~gluonbatch.dataloader.pool.PooledLoader`.
+:class:`~gluonbatch.dataloader.loader.DataLoader`.
 
 With a seed the loader's batches come from a
 :class:`~gluonbatch.seeded.SeededBatchSampler` built from the loader's own arguments
