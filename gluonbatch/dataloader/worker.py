@@ -18,7 +18,7 @@ import pickle
 import signal
 import struct
 import traceback
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from mxnet.util import set_np
 
