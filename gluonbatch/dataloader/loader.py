@@ -240,8 +240,10 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
         exhausted = False
         while True:
             self._check_open()
-            # Tasks of passes left early count too: no more than prefetch batches in flight.
-            while not exhausted and self._workers.outstanding <= self._prefetch:
+            # In flight: batches with workers (of passes left early too) and those arrived
+            # ahead of their turn; one more than prefetch while the next is awaited.
+            while (not exhausted
+                   and self._workers.outstanding + len(arrived) <= self._prefetch):
                 try:
                     transform_index, batch = next(batches)
                 except StopIteration:
