@@ -6,13 +6,17 @@ The bench writes VOC-like 500x375 JPEGs in gluoncv's layout
 
 - ``gluonbatch``: :class:`gluonbatch.datasets.VOCDetection` (libjpeg-turbo's decode with
   MXNet's pixels), gluonbatch's preset without targets, its image deferred to the batch,
-  and the batch's targets, the workers forked with OpenCV on one thread (as the examples
-  run them);
+  and the batch's targets, the workers forked with OpenCV on one thread (as
+  :class:`gluonbatch.DataLoader` runs its workers);
 - ``mxnet decode``: the same but for gluoncv's ``VOCDetection`` (MXNet decodes) and the
   preset's image written, then copied into the batch: the ratio is the gain of the JPEG
   path and of the deferred images (the presets' own gains since are in both);
 - ``gluoncv``: gluoncv's dataset, preset (with its targets) and its script's batchify;
 - ``floor``: decoding alone (libjpeg-turbo), 2 workers.
+
+Every column is MXNet's own ``DataLoader``, so that they differ by the data path alone,
+not by the loader; the first two (and SSD's 1-worker loader) fork their workers inside
+``_opencv_threads(1)``.
 
 For SSD300 also the CPU time of one sample (OpenCV on one thread; every process and thread
 counted, so the copy threads of a batch count too), two ways: a 1-worker loader (its worker
@@ -30,6 +34,7 @@ side by side with the older source tree.
 The case functions take ``(rng, rounds, quick)`` and return the case's row with its checks.
 This module imports gluoncv: the runner imports it only to run a case.
 """
+import contextlib
 import functools
 import os
 import random
@@ -41,7 +46,6 @@ import mxnet as mx
 import numpy as np
 
 from gluonbatch.datasets import VOCDetection as FastVOCDetection
-from gluonbatch.examples.runner import opencv_threads
 from gluonbatch.webdataset import make_voc_example
 
 from .cases_loader import WORKERS
@@ -60,6 +64,29 @@ SSD_IMAGES_PER_S, SSD_ONE_CORE_MS = 400.0, 4.5
 BATCHES = 4
 
 
+@contextlib.contextmanager
+def _opencv_threads(count):
+    """OpenCV on ``count`` threads in this process, and in the processes forked meanwhile
+    (MXNet's DataLoader forks its workers as it is made); the setting before is restored.
+
+    Set here, before the workers fork, never in them: ``cv2.setNumThreads(1)`` in a forked
+    child can hang (see :mod:`gluonbatch._core.threads`).
+
+    >>> import cv2
+    >>> with _opencv_threads(1):
+    ...     cv2.getNumThreads()
+    1
+    """
+    import cv2
+
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(count)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(before)
+
+
 def _one_core_ms(dataset, preset, batchify, batch_size, stages):
     """CPU milliseconds per image of decode, preset and the batch's targets in this process
     (every thread counted), OpenCV on one thread; each stage's share appended to
@@ -68,7 +95,7 @@ def _one_core_ms(dataset, preset, batchify, batch_size, stages):
     random.seed(0)
     np.random.seed(0)
     decode = augment = 0.0
-    with opencv_threads(1):
+    with _opencv_threads(1):
         before = process_tree_cpu_seconds()
         for first in range(0, len(dataset) - batch_size + 1, batch_size):
             samples = []
@@ -110,7 +137,7 @@ def _jpeg_case(kind, rng, rounds, quick):
                                             last_batch='keep', batchify_fn=batchify_fn,
                                             num_workers=workers)
 
-        with opencv_threads(1):  # the workers fork with it, as the examples' workers do
+        with _opencv_threads(1):  # the workers fork with it: one thread each, as ours run
             ours = loader(fast.transform(preset), batchify)
             theirs_decode = loader(files.transform(before), batchify)
             if kind == 'ssd':  # one worker: one core does all of a sample's work

@@ -11,18 +11,18 @@ Each worker creates the ``dist_sync`` kvstore, takes its part of a synthetic dat
 ``gluonbatch.sampler.SplitSampler(len, num_workers, rank, shuffle=True)`` (or, with
 ``--webdataset DIR``, its shards of an image-text dataset; with ``--shards DIR``, its
 equal part of a detection dataset on shards in ``gluonbatch.webdataset.ShardWindowSampler``'s
-order, a window of ``--shard-window`` shards at a time), batches it with gluonbatch
-(``Pad(num_shards=D)`` per device), splits every batch onto ``--devices`` CPU contexts
-with ``ShardedLoader`` and trains with ``gluon.Trainer(..., kvstore=kv)``. With
-``--report-dir`` every worker writes ``rank<R>.json``: the sample ids it loaded per epoch
-and its final parameters.
+order, a window of ``--shard-window`` shards at a time), loads it with a
+``gluonbatch.DataLoader`` (``--num-loader-workers`` worker processes, replaced if they
+die), batches it with gluonbatch (``Pad(num_shards=D)`` per device), splits every batch
+onto ``--devices`` CPU contexts with ``ShardedLoader`` and trains with
+``gluon.Trainer(..., kvstore=kv)``. With ``--report-dir`` every worker writes
+``rank<R>.json``: the sample ids it loaded per epoch and its final parameters.
 
 With ``--loader-seed S`` loading is seeded: each sample is augmented (a flip and a gain
 drawn from numpy's and Python's generators) and named by its id and the SHA-256 of its
-augmented image, and the rank's batches come from
-``gluonbatch.seeded.SeededBatchSampler(len, batch_size, S, num_parts=num_workers,
-part_index=rank)`` over a ``gluonbatch.seeded.SeededDataset``: the ranks' batches of a
-step, concatenated in rank order, are the global batch one rank loads with a
+augmented image, and the rank's batches come from the loader made with ``seed=S`` and the
+rank's ``SplitSampler`` (or ``ShardWindowSampler``, of seed ``S``): the ranks' batches of
+a step, concatenated in rank order, are the global batch one rank loads with a
 ``--batch-size`` ``num_workers`` times as large, samples and augmentations alike. The
 report then lists every step's sample names (``batches``).
 
@@ -43,11 +43,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
+from gluonbatch import DataLoader  # noqa: E402
 from gluonbatch._core.argtypes import HelpFormatter  # noqa: E402
 from gluonbatch.batchify import List, Pad, Stack, Tuple  # noqa: E402
 from gluonbatch.dataloader import ShardedLoader  # noqa: E402
 from gluonbatch.sampler import SplitSampler  # noqa: E402
-from gluonbatch.seeded import SeededBatchSampler, SeededDataset  # noqa: E402
 
 
 def synthetic_dataset(num_samples, seed):
@@ -110,8 +110,8 @@ def webdataset_dataset(path, id_col, rank, num_workers):
 
 
 def shard_loader(args, rank, num_workers):
-    """This rank's ``(sampler, loader)`` over the detection shards of ``--shards``: every
-    rank opens the whole dataset and reads its equal part of the window order."""
+    """This rank's loader over the detection shards of ``--shards``: every rank opens the
+    whole dataset and reads its equal part of the window order."""
     from gluonbatch.webdataset import ShardWindowSampler
 
     dataset = ShardSamples(args.shards)
@@ -120,37 +120,34 @@ def shard_loader(args, rank, num_workers):
                                num_parts=num_workers, part_index=rank, last_part=args.last_part)
     batchify = Tuple(Pad(axis=(1, 2), num_shards=args.devices), Stack(), List())
     if args.loader_seed is None:
-        return order, mx.gluon.data.DataLoader(
-            dataset, batch_size=args.batch_size, sampler=order, last_batch='keep',
-            batchify_fn=batchify, num_workers=args.num_loader_workers)
-    sampler = SeededBatchSampler(len(dataset), args.batch_size, args.loader_seed,
-                                 last_batch='keep', order=order)
-    return sampler, mx.gluon.data.DataLoader(
-        SeededDataset(dataset.transform(Augment())), batch_sampler=sampler,
-        batchify_fn=batchify, num_workers=args.num_loader_workers)
+        return DataLoader(dataset, batch_size=args.batch_size, sampler=order,
+                          last_batch='keep', batchify_fn=batchify,
+                          num_workers=args.num_loader_workers)
+    # the seeded loader follows the window order (of the same seed) and takes its rank
+    return DataLoader(dataset.transform(Augment()), batch_size=args.batch_size, sampler=order,
+                      last_batch='keep', batchify_fn=batchify,
+                      num_workers=args.num_loader_workers, seed=args.loader_seed)
 
 
 def make_loader(args, rank, num_workers, ctx_list):
-    """This rank's ``(sampler, loader)``: the loader a ``ShardedLoader`` over ``ctx_list``,
-    the sampler the one whose ``set_epoch`` starts an epoch."""
+    """This rank's loader: a ``ShardedLoader`` over ``ctx_list`` of a ``gluonbatch.DataLoader``
+    (its ``set_epoch`` starts an epoch; ``loader.loader.close()`` stops its workers)."""
     if args.shards:
         if args.webdataset:
             raise SystemExit('give --shards (detection) or --webdataset (image-text), not both')
-        sampler, batches = shard_loader(args, rank, num_workers)
-        return sampler, ShardedLoader(batches, ctx_list)
+        return ShardedLoader(shard_loader(args, rank, num_workers), ctx_list)
     batchify = Tuple(Pad(axis=(1, 2), num_shards=args.devices), Stack(), List())
     if args.loader_seed is not None:
         if args.webdataset:
             raise SystemExit('--loader-seed takes the synthetic dataset, not --webdataset')
         dataset = synthetic_dataset(args.samples, args.seed).transform(Augment())
-        # every rank its slice of each global batch; set_epoch as SplitSampler's
-        sampler = SeededBatchSampler(
-            len(dataset), args.batch_size, args.loader_seed, shuffle=True,
+        # every rank its slice of each global batch: the seeded loader takes the
+        # SplitSampler's rank (the seed orders the samples; its own seed is not used)
+        batches = DataLoader(
+            dataset, batch_size=args.batch_size,
+            sampler=SplitSampler(len(dataset), num_workers, rank, shuffle=True),
             last_batch={'pad': 'pad', 'drop': 'discard'}[args.last_part],
-            num_parts=num_workers, part_index=rank)
-        batches = mx.gluon.data.DataLoader(SeededDataset(dataset), batch_sampler=sampler,
-                                           batchify_fn=batchify,
-                                           num_workers=args.num_loader_workers)
+            batchify_fn=batchify, num_workers=args.num_loader_workers, seed=args.loader_seed)
     else:
         if args.webdataset:
             dataset = webdataset_dataset(args.webdataset, args.id_col, rank, num_workers)
@@ -160,10 +157,10 @@ def make_loader(args, rank, num_workers, ctx_list):
             dataset = synthetic_dataset(args.samples, args.seed)
             sampler = SplitSampler(len(dataset), num_workers, rank, shuffle=True,
                                    seed=args.seed, last_part=args.last_part)
-        batches = mx.gluon.data.DataLoader(
+        batches = DataLoader(
             dataset, batch_size=args.batch_size, sampler=sampler, last_batch='keep',
             batchify_fn=batchify, num_workers=args.num_loader_workers)
-    return sampler, ShardedLoader(batches, ctx_list)
+    return ShardedLoader(batches, ctx_list)
 
 
 def build_net(ctx_list, seed):
@@ -222,7 +219,7 @@ def main(argv=None):
     ctx_list = [mx.cpu(i) for i in range(args.devices)]
     started = time.time()
 
-    sampler, loader = make_loader(args, rank, num_workers, ctx_list)
+    loader = make_loader(args, rank, num_workers, ctx_list)
 
     net = build_net(ctx_list, args.seed)
     trainer = mx.gluon.Trainer(net.collect_params(), 'sgd',
@@ -231,7 +228,7 @@ def main(argv=None):
 
     seen, steps, losses, step, epoch = {}, [], [], 0, 0
     while step < args.steps:
-        sampler.set_epoch(epoch)
+        loader.set_epoch(epoch)
         ids = seen.setdefault(str(epoch), [])
         for per_device in loader:
             batch_size = sum(len(names) for _, _, names in per_device)
@@ -259,6 +256,7 @@ def main(argv=None):
                 break
         epoch += 1
     mx.nd.waitall()
+    loader.loader.close()  # stop the loader's workers now, not as the interpreter exits
 
     params = parameters(net)
     report = {'rank': rank, 'num_workers': num_workers, 'steps': step,

@@ -78,7 +78,7 @@ SCRIPT_NAMES = {
     ('README.md', 'dataset.transform(train_transform)'):
         _DETECTION_DATA + _TRANSFORM,
     ('docs/migration.rst', 'dataset.transform(train_transform)'):
-        _DETECTION_DATA + _TRANSFORM,
+        _DETECTION_DATA + _TRANSFORM + _SCRIPT_ARGS,
     ('README.md', 'SSDDefaultTrainTransform(300, 300, anchors)'): _ANCHORS,
     ('docs/transforms.rst', 'SSDDefaultTrainTransform(300, 300, anchors)'):
         _DETECTION_DATA + _ANCHORS,

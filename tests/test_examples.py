@@ -5,7 +5,6 @@ a fresh interpreter runs only where it is what is tested: each ``scripts/*_loade
 the installed ``gluonbatch`` command starting up (the slow tier).
 """
 import math
-import os
 import pathlib
 import random
 import re
@@ -92,78 +91,62 @@ def test_loader_runs_end_to_end(loader, num_workers, capsys):
     assert 'unseeded' not in out
 
 
-class _Built(Exception):
-    """Raised by a build function once it has seen what it was called with."""
+class _OpenCVThreads(mx.gluon.data.Dataset):
+    """Eight samples, each the number of threads OpenCV runs on where it is read."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        import cv2
+        return cv2.getNumThreads()
 
 
 @pytest.mark.parametrize('num_workers', [0, 1, 2])
-def test_examples_run_opencv_on_one_thread_with_workers_until_they_return(num_workers):
-    """With several workers, OpenCV is on one thread before the loaders are built (their
-    workers fork from this setting), and as it was again once the example returns."""
+def test_the_examples_workers_run_opencv_on_one_thread_and_this_process_keeps_its_own(
+        num_workers):
+    """The examples set no thread count: their loaders' workers run OpenCV on one thread by
+    themselves, and this process keeps its setting (which a loader without workers uses)."""
     import cv2
-    from gluonbatch.examples.runner import loader_parser, run_example
+    from gluonbatch.examples.runner import detector_loaders, loader_parser
 
-    seen = []
-
-    def build(args):
-        seen.append(cv2.getNumThreads())
-        raise _Built
-
+    args = loader_parser('ssd', 'ssd', 2, 'data-shape', NETWORKS['ssd']).parse_args(
+        ['--num-workers', str(num_workers)])
     before = cv2.getNumThreads()
     cv2.setNumThreads(2)
     try:
-        parser = loader_parser('ssd', 'ssd', 2, 'data-shape', NETWORKS['ssd'])
-        with pytest.raises(_Built):
-            run_example('SSD', parser, ['--num-workers', str(num_workers)], build,
-                        ((), ()), None)
-        assert seen == [1 if num_workers > 1 else 2]
+        train_loader, val_loader, _ = detector_loaders(args, _OpenCVThreads(), _OpenCVThreads())
+        with train_loader(list) as loader, val_loader:
+            seen = {count for batch in loader for count in batch}
+        assert seen == {1 if num_workers else 2}
         assert cv2.getNumThreads() == 2
     finally:
         cv2.setNumThreads(before)
 
 
-@pytest.mark.parametrize('num_workers', [0, 1, 2])
-def test_a_timed_loader_lets_its_workers_finish_and_exit(num_workers):
-    """An example stops loading after --batches batches and winds the loader's workers
-    down: they finish what they began and exit, so none is terminated while sending a
-    batch back (which can leave the result queue locked and hang the pool's shutdown)."""
+@pytest.mark.parametrize('num_workers', [0, 2])
+def test_an_example_leaves_no_worker_process_behind(num_workers, capsys):
+    """Each loader is closed once timed, its workers stopped: none outlives the example,
+    though it stopped loading after --batches batches."""
     import multiprocessing
-    from gluonbatch.examples.runner import time_loader
 
     before = set(multiprocessing.active_children())
-    loader = mx.gluon.data.DataLoader(mx.gluon.data.SimpleDataset(list(range(64))),
-                                      batch_size=2, num_workers=num_workers)
-    batches, samples, _, first, _ = time_loader(loader, 3, 'test', progress=False)
-    assert (batches, samples) == (3, 6) and first.asnumpy().tolist() == [0, 1]
+    assert ssd.main(END_TO_END + ['--num-workers', str(num_workers), '--compare-gluoncv']
+                    + SMALL['ssd']) == 0
+    assert_loader_output(capsys.readouterr().out)
     assert not set(multiprocessing.active_children()) - before
 
 
-class _DiesFrom(mx.gluon.data.Dataset):
-    """Items ``0 .. first - 1``; reading a later one ends the process (a crashed worker)."""
-
-    def __init__(self, first):
-        self.first = first
-
-    def __len__(self):
-        return 64
-
-    def __getitem__(self, index):
-        if index >= self.first:
-            os._exit(1)
-        return index
-
-
-def test_winding_down_a_loader_whose_worker_died_returns():
-    """A worker that died with a batch never finishes it: the wind-down waits as long as
-    the loader's timeout, then terminates the pool, as MXNet's own shutdown would, and the
-    example goes on (waiting for the pool to finish its tasks would never return)."""
+def test_a_timed_loader_is_left_open_for_its_owner():
+    from gluonbatch import DataLoader
     from gluonbatch.examples.runner import time_loader
 
-    # numpy batches: they come back through the result queue alone, not the dead worker
-    loader = mx.gluon.data.DataLoader(_DiesFrom(4), batch_size=2, num_workers=2, timeout=2,
-                                      batchify_fn=np.array)
-    batches, _, _, first, _ = time_loader(loader, 1, 'test', progress=False)
-    assert batches == 1 and first.tolist() == [0, 1]
+    with DataLoader(mx.gluon.data.SimpleDataset(list(range(64))), batch_size=2,
+                    num_workers=2) as loader:
+        batches, samples, _, first, _ = time_loader(loader, 3, 'test', progress=False)
+        assert (batches, samples) == (3, 6) and first.asnumpy().tolist() == [0, 1]
+        # the owner may go on: the next pass starts a new epoch, unseeded as MXNet's
+        assert len(list(loader)) == 32
 
 
 #: the network each single-stage example builds by default

@@ -4,9 +4,9 @@ Train batches come from :class:`gluonbatch.batchify.rcnn.FasterRCNNTrainBatchify
 :class:`gluonbatch.batchify.rcnn.MaskRCNNTrainBatchify` with ``num_shards`` shards, fed by a
 batch sampler that groups images of similar aspect ratio (so little of each batch is padding):
 gluoncv's ``SplitSortedBucketSampler`` in its scripts, here its seeded counterpart
-:class:`~gluonbatch.seeded.SeededBucketSampler` (the same batches for any ``--num-workers``);
-validation batches are ``Append()`` per field (image, boxes and scale; for Mask R-CNN
-image and image info).
+:class:`~gluonbatch.seeded.SeededBucketSampler` in a seeded :class:`gluonbatch.DataLoader`
+(the same batches for any ``--num-workers``); validation batches are ``Append()`` per field
+(image, boxes and scale; for Mask R-CNN image and image info).
 ``--train-steps K`` runs K iterations of the RPN and R-CNN losses (and the mask loss),
 backward and an SGD step, one forward per shard as on one device per shard.
 """
@@ -19,7 +19,8 @@ from mxnet import autograd, gluon
 
 from ..batchify import Append, Tuple
 from ..batchify.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
-from ..seeded import SeededBucketSampler, SeededDataset
+from ..dataloader import DataLoader
+from ..seeded import SeededBucketSampler
 from .runner import detection_dataset, loader_parser, run_example, shard_list
 
 TRAIN_FIELDS = {'faster': ('image', 'boxes', 'rpn_cls_targets', 'rpn_box_targets',
@@ -63,29 +64,30 @@ def build(kind, args):
         warnings.simplefilter('ignore')
         train_transform = train_cls(short, max_size, net, multi_stage=multi_stage)
     train_base = detection_dataset(args, masks=kind == 'mask')
-    train_data = SeededDataset(train_base.transform(train_transform))
+    train_data = train_base.transform(train_transform)
     val_data = detection_dataset(args, masks=kind == 'mask', split='val').transform(
         val_cls(short, max_size))
     ratios = aspect_ratios(train_base)
     sampler = SeededBucketSampler(ratios, args.batch_size, seed=args.seed)
 
     def train_loader(batchify_fn):
-        return gluon.data.DataLoader(train_data, batch_sampler=sampler,
-                                     batchify_fn=batchify_fn, num_workers=args.num_workers)
+        # seed= (the sampler's): each sample read with its generators seeded from its key
+        return DataLoader(train_data, batch_sampler=sampler, batchify_fn=batchify_fn,
+                          num_workers=args.num_workers, seed=args.seed)
 
-    val_loader = gluon.data.DataLoader(val_data, args.num_shards, shuffle=False,
-                                       last_batch='keep', num_workers=args.num_workers,
-                                       batchify_fn=Tuple([Append() for _ in VAL_FIELDS[kind]]))
+    val_loader = DataLoader(val_data, args.num_shards, shuffle=False, last_batch='keep',
+                            num_workers=args.num_workers,
+                            batchify_fn=Tuple([Append() for _ in VAL_FIELDS[kind]]))
 
     def gluoncv_loader(gcv):
-        """gluoncv's script's loader: its preset and its batchify."""
+        """gluoncv's script's loader: its preset, sampler and batchify, unseeded."""
         from gluoncv.data.transforms.presets import rcnn as theirs
 
         with warnings.catch_warnings():
             warnings.simplefilter('ignore')
             transform = getattr(theirs, train_cls.__name__)(short, max_size, net,
                                                             multi_stage=multi_stage)
-        return gluon.data.DataLoader(
+        return DataLoader(
             train_base.transform(transform),
             batch_sampler=SplitSortedBucketSampler(ratios, args.batch_size, shuffle=True,
                                                    seed=args.seed),

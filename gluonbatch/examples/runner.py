@@ -1,14 +1,10 @@
 """What every example loader shares: options, datasets, timed iteration and the summary."""
 import argparse
-import contextlib
 import math
-import multiprocessing.pool
 import os
 import sys
-import threading
 import time
 
-import cv2
 import mxnet as mx
 import numpy as np
 
@@ -17,12 +13,12 @@ from ..batchify import Pad, Stack, Tuple
 from .._core.argtypes import HelpFormatter, non_negative_int, positive_float, positive_int
 from .._core.console import is_terminal
 from .._core.wording import plural
-from ..seeded import SeededBatchSampler, SeededDataset
+from ..dataloader import DataLoader
 from .synthetic import SyntheticDetection
 
 __all__ = ['loader_parser', 'detection_dataset', 'train_order', 'detector_loaders',
            'time_loader', 'describe_batch', 'print_summary', 'compare_with_gluoncv',
-           'check_losses', 'seeding_line', 'run_example', 'opencv_threads', 'wind_down']
+           'check_losses', 'seeding_line', 'run_example']
 
 
 def _directory(text):
@@ -130,34 +126,30 @@ def train_order(args, dataset):
 
 def detector_loaders(args, train_data, val_data, order=None):
     """The loaders gluoncv's single-stage detector scripts (SSD, YOLOv3, CenterNet) build,
-    the training one seeded.
+    each a :class:`gluonbatch.DataLoader`, the training one seeded.
 
     Returns ``(train_loader, val_loader, val_batchify)``: ``train_loader(batchify_fn)``
     makes the shuffled training loader (``last_batch='rollover'``) with a batchify
-    function over ``train_data``, seeded from ``--seed`` (a
-    :class:`~gluonbatch.seeded.SeededDataset` read in the batches of a
-    :class:`~gluonbatch.seeded.SeededBatchSampler`: the same batches for any
-    ``--num-workers``), in ``order`` if given (:func:`train_order`);
-    ``train_loader(batchify_fn, dataset, seed=None)`` makes the
-    loader gluoncv's script makes, unseeded, over ``dataset``. The validation loader
-    keeps the last batch and stacks images beside labels padded with -1, in
-    ``--num-shards`` shards.
+    function over ``train_data``, seeded from ``--seed`` (the same batches for any
+    ``--num-workers``), in ``order`` if given (:func:`train_order`: the order's seed is
+    ``--seed`` too); ``train_loader(batchify_fn, dataset, seed=None)`` makes, over
+    ``dataset``, the loader gluoncv's script makes: its arguments, unseeded. The validation
+    loader keeps the last batch and stacks images beside labels padded with -1, in
+    ``--num-shards`` shards. Close each loader (``with`` or ``close()``) when done with it.
     """
     def train_loader(batchify_fn, dataset=None, seed=args.seed):
         dataset = train_data if dataset is None else dataset
         if seed is None:  # as gluoncv's scripts: the generators as the workers find them
-            return mx.gluon.data.DataLoader(dataset, args.batch_size, shuffle=True,
-                                            batchify_fn=batchify_fn, last_batch='rollover',
-                                            num_workers=args.num_workers)
-        sampler = SeededBatchSampler(len(dataset), args.batch_size, seed=seed,
-                                     last_batch='rollover', order=order)
-        return mx.gluon.data.DataLoader(SeededDataset(dataset), batch_sampler=sampler,
-                                        batchify_fn=batchify_fn, num_workers=args.num_workers)
+            return DataLoader(dataset, args.batch_size, shuffle=True, last_batch='rollover',
+                              batchify_fn=batchify_fn, num_workers=args.num_workers)
+        # a ShardWindowSampler gives the order (and whether to shuffle) itself
+        return DataLoader(dataset, args.batch_size, shuffle=order is None, sampler=order,
+                          last_batch='rollover', batchify_fn=batchify_fn,
+                          num_workers=args.num_workers, seed=seed)
 
     val_batchify = Tuple(Stack(), Pad(pad_val=-1, num_shards=args.num_shards))
-    val_loader = mx.gluon.data.DataLoader(val_data, args.batch_size, shuffle=False,
-                                          last_batch='keep', batchify_fn=val_batchify,
-                                          num_workers=args.num_workers)
+    val_loader = DataLoader(val_data, args.batch_size, shuffle=False, last_batch='keep',
+                            batchify_fn=val_batchify, num_workers=args.num_workers)
     return train_loader, val_loader, val_batchify
 
 
@@ -170,9 +162,17 @@ def time_loader(loader, batches, description, progress=True):
     """Iterate up to ``batches`` batches; returns (batches, samples, seconds, first, kept).
 
     ``kept`` holds the batches themselves (for training steps); the clock includes waiting
-    for every NDArray, since MXNet is asynchronous. The loader's workers are wound down
-    after (:func:`wind_down`): it is not iterated again. The bar (``progress``) is drawn only
-    on a terminal: elsewhere the summary line each stage prints is the progress.
+    for every NDArray, since MXNet is asynchronous. The loader is left open: its owner
+    closes it. The bar (``progress``) is drawn only on a terminal: elsewhere the summary
+    line each stage prints is the progress.
+
+    Examples
+    --------
+    >>> data = mx.gluon.data.SimpleDataset([np.full(2, i, 'float32') for i in range(8)])
+    >>> with DataLoader(data, batch_size=2) as loader:
+    ...     batches, samples, seconds, first, kept = time_loader(loader, 3, 'test', False)
+    >>> batches, samples, first.shape, len(kept)
+    (3, 6, (2, 2), 3)
     """
     from tqdm import tqdm
 
@@ -190,39 +190,7 @@ def time_loader(loader, batches, description, progress=True):
             break
     seconds = time.perf_counter() - start
     bar.close()
-    wind_down(loader)
     return len(kept), samples, seconds, (kept[0] if kept else None), kept
-
-
-def wind_down(loader):
-    """Let an MXNet DataLoader's worker processes finish the batches they have begun and
-    exit, so that none is killed while it sends a batch back.
-
-    Collected, the loader terminates its workers wherever they are, and a worker killed
-    while sending a batch back leaves the result queue's lock held: the pool's shutdown
-    then hangs (a CPython ``multiprocessing.Pool`` limitation). The wait is bounded by the
-    loader's ``timeout``: a worker that died with a batch never finishes it, and the pool
-    is terminated then, as before. Loaders without worker processes are left as they are.
-
-    Examples
-    --------
-    >>> import multiprocessing
-    >>> loader = mx.gluon.data.DataLoader(list(range(8)), batch_size=2, num_workers=2)
-    >>> first = next(iter(loader))
-    >>> wind_down(loader)
-    >>> [p for p in multiprocessing.active_children() if p.name.startswith('ForkPool')]
-    []
-    """
-    pool = getattr(loader, '_worker_pool', None)
-    if not isinstance(pool, multiprocessing.pool.Pool) or \
-            isinstance(pool, multiprocessing.pool.ThreadPool):
-        return
-    pool.close()
-    joining = threading.Thread(target=pool.join, daemon=True)
-    joining.start()
-    joining.join(getattr(loader, '_timeout', None))
-    if joining.is_alive():
-        pool.terminate()
 
 
 def _batch_size(batch):
@@ -260,10 +228,12 @@ def print_summary(title, counts, names):
 
 
 def compare_with_gluoncv(ours, theirs, batches, progress):
-    """Load ``batches`` batches with each loader; print and return the ratio."""
+    """Load ``batches`` batches with each loader (:class:`gluonbatch.DataLoader`), closing
+    each after; print and return the ratio."""
     timings = {}
     for name, loader in (('gluonbatch', ours), ('gluoncv', theirs)):
-        _, _, seconds, _, _ = time_loader(loader, batches, 'compare ' + name, progress)
+        with loader:
+            _, _, seconds, _, _ = time_loader(loader, batches, 'compare ' + name, progress)
         timings[name] = seconds
     ratio = timings['gluoncv'] / timings['gluonbatch']
     print('gluonbatch %.3f s vs gluoncv %.3f s for %s: %.2fx'
@@ -308,45 +278,23 @@ def run_example(title, parser, argv, build, fields, train_steps):
     batchify function), ``val_loader``, ``train_batchify`` and ``gluoncv_loader`` (a
     function of gluoncv's batchify module: the loader gluoncv's own script builds, its
     presets and batchify) and ``seed``, the train loader's (absent or None: unseeded);
+    the loaders are :class:`gluonbatch.DataLoader`, each closed once it has been timed.
     ``fields`` names the train and the val fields;
     ``train_steps(net, batches, steps, learning_rate=...)`` runs training iterations and
-    returns their losses. With ``--num-workers`` above 1, OpenCV runs on one thread in
-    this process (until the call returns) and so in the workers it forks.
+    returns their losses. The loaders' workers run OpenCV and BLAS on one thread each by
+    themselves; this process's settings are left as they are.
     Returns the exit code: 0, or 1 when a training loss is not a finite number.
     """
     args = parser.parse_args(argv)
-    # set before the workers fork (see "Training from JPEG files" in the docs)
-    with opencv_threads(1) if args.num_workers > 1 else contextlib.nullcontext():
-        return _run(title, args, build, fields, train_steps)
-
-
-@contextlib.contextmanager
-def opencv_threads(count):
-    """A context in which OpenCV runs on ``count`` threads in this process (and in the
-    processes forked inside it); the setting before it is restored after.
-
-    >>> with opencv_threads(1):
-    ...     cv2.getNumThreads()
-    1
-    """
-    before = cv2.getNumThreads()
-    cv2.setNumThreads(count)
-    try:
-        yield
-    finally:
-        cv2.setNumThreads(before)
-
-
-def _run(title, args, build, fields, train_steps):
-    """:func:`run_example` once its arguments are parsed."""
     parts = build(args)
     progress = not args.no_progress
     print(seeding_line(title, parts.get('seed')))
-    counts = time_loader(parts['train_loader'](parts['train_batchify']), args.batches,
-                         title + ' train', progress)
+    with parts['train_loader'](parts['train_batchify']) as loader:
+        counts = time_loader(loader, args.batches, title + ' train', progress)
     print_summary(title + ' train', counts, fields[0])
-    print_summary(title + ' val', time_loader(parts['val_loader'], args.batches,
-                                              title + ' val', progress), fields[1])
+    with parts['val_loader'] as loader:
+        val_counts = time_loader(loader, args.batches, title + ' val', progress)
+    print_summary(title + ' val', val_counts, fields[1])
     if args.compare_gluoncv:
         from gluoncv.data import batchify as gcv
         # ours seeded, gluoncv's as its script makes it

@@ -4,6 +4,7 @@ import numpy as np
 
 from .._core.layout import shard_bounds
 from .._core.wording import plural
+from ..seeded import SeededDataset
 from .picture import draw_detection_batch
 from .runner import shard_list
 
@@ -29,8 +30,9 @@ def show_batch(loader, args, path):
     if loader == 'faster_rcnn':
         from .rcnn import build
         parts = build('faster', args)
-        indices = next(iter(parts['sampler']))
-        samples = [parts['train_data'][i] for i in indices]
+        # the train loader's first batch, each sample read as the seeded loader reads it
+        seeded = SeededDataset(parts['train_data'])
+        samples = [seeded[key] for key in next(iter(parts['sampler']))]
         batch = parts['train_batchify'](samples)
         images, labels = shard_list(batch[0]), shard_list(batch[1])
         title = 'Faster R-CNN train batch: %s in %s, each padded to its own largest ' \
