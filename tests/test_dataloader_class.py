@@ -140,3 +140,74 @@ def test_bad_max_restarts_is_refused(value):
 
 def test_gluoncvs_loaders_are_layers_over_it():
     assert issubclass(DetectionDataLoader, DataLoader)
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+def test_mxnets_seeded_route_through_this_loader_gives_the_seeded_batches(num_workers):
+    from gluonbatch.seeded import SeededDataset
+    sampler = SeededBatchSampler(len(Noisy()), 4, seed=3)
+    with DataLoader(SeededDataset(Noisy()), batch_sampler=sampler,
+                    num_workers=num_workers) as loader:
+        first = next(iter(loader))
+        assert (loader.state_dict()['epoch'], loader.state_dict()['batch']) == (0, 1)
+        rest = digests(loader)
+    seeded = digests(DataLoader(Noisy(), batch_size=4, shuffle=True, seed=3))
+    assert [hashlib.sha256(first.asnumpy().tobytes()).hexdigest()] + rest == seeded
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+def test_a_state_loaded_during_a_pass_has_the_last_word(num_workers):
+    with DataLoader(Noisy(), batch_size=4, shuffle=True, seed=3,
+                    num_workers=num_workers) as loader:
+        later = dict(loader.state_dict(), epoch=2, batch=3)
+        for number, _ in enumerate(loader):
+            if number == 1:
+                loader.load_state_dict(later)
+        assert (loader.state_dict()['epoch'], loader.state_dict()['batch']) == (2, 3)
+        resumed = digests(loader)
+    fresh = DataLoader(Noisy(), batch_size=4, shuffle=True, seed=3)
+    fresh.load_state_dict(later)
+    assert resumed == digests(fresh)
+
+
+def test_a_stuck_thread_raises_after_timeout_instead_of_hanging():
+    import threading
+    release = threading.Event()
+
+    class Stuck(Noisy):
+        def __getitem__(self, index):
+            if index == 0:
+                release.wait(60)
+            return super().__getitem__(index)
+
+    loader = DataLoader(Stuck(), batch_size=4, num_workers=2, thread_pool=True, timeout=1)
+    try:
+        with pytest.raises(RuntimeError, match='loader thread is stuck'):
+            list(loader)
+    finally:
+        release.set()
+        loader.close()
+
+
+def test_a_child_forked_elsewhere_does_not_keep_the_workers_channels_open():
+    """A worker sees its channel end when the loader closes it, however many other
+    processes were forked meanwhile (MXNet's own loader's workers, say)."""
+    import multiprocessing
+    import os
+    import signal
+    loader = DataLoader(Noisy(), batch_size=4, num_workers=1)
+    (worker,) = [child for child in multiprocessing.active_children()
+                 if child.pid in loader.worker_pids]
+    read_end, write_end = os.pipe()
+    other = os.fork()
+    if other == 0:  # holds whatever it inherited until told to go
+        os.read(read_end, 1)
+        os._exit(0)
+    try:
+        loader.close()
+        assert worker.exitcode == 0  # left on its own: not killed after the grace period
+    finally:
+        os.write(write_end, b'x')
+        os.waitpid(other, 0)
+        os.close(read_end)
+        os.close(write_end)

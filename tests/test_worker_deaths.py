@@ -385,7 +385,7 @@ def test_a_replacement_forked_after_training_steps_loads_the_same_batches():
         stream, losses, killed = [], [], []
         with warnings.catch_warnings(record=True):
             warnings.simplefilter('always')
-            with DataLoader(Images(), batch_size=4, shuffle=True, seed=9,
+            with DataLoader(Images(64), batch_size=4, shuffle=True, seed=9,
                             num_workers=2) as loader:
                 for number, batch in enumerate(loader):
                     stream.append(hashlib.sha256(batch.asnumpy().tobytes()).hexdigest())
@@ -461,3 +461,29 @@ def test_no_more_than_prefetch_batches_wait_ahead_of_a_slow_consumer(num_workers
                 wait_until(lambda: idle(pid), 'worker %d idle' % pid)
             # the batch awaited next, and prefetch more
             assert data.read.value <= delivered + prefetch + 1
+
+
+@pytest.mark.parametrize('num_workers', [2, 4])
+def test_workers_killed_together_cost_no_batch_a_strike_it_did_not_earn(num_workers):
+    """The out-of-memory killer often takes several workers at once: each is replaced,
+    and a batch handed to one dead worker is not struck for another's death."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        with DataLoader(Noisy(), batch_size=2, shuffle=True, seed=5,
+                        num_workers=num_workers) as loader:
+            stream = digests(loader, 1)
+            for pid in loader.worker_pids:  # all of them, idle between passes
+                wait_until(lambda: idle(pid), 'worker %d idle' % pid)
+            for pid in loader.worker_pids[:2]:
+                os.kill(pid, signal.SIGKILL)
+            stream += digests(loader, 1)
+            busy = loader.worker_pids[:2]  # and two at once in the middle of a pass
+            batches = iter(loader)
+            stream.append(hashlib.sha256(next(batches).asnumpy().tobytes()).hexdigest())
+            for pid in busy:
+                os.kill(pid, signal.SIGKILL)
+            stream += [hashlib.sha256(b.asnumpy().tobytes()).hexdigest() for b in batches]
+            assert loader.restarts == 4
+    assert stream == reference(3)
+    assert len([w for w in caught if 'replaces it' in str(w.message)]) == 4
+    assert children_left() == []

@@ -20,6 +20,7 @@ Examples
 [(b'hello', 1)]
 """
 import array
+import os
 import socket
 import struct
 import weakref
@@ -49,12 +50,16 @@ def socket_pair() -> tuple[socket.socket, socket.socket]:
 
 
 def close_inherited() -> None:
-    """In a freshly forked worker: close the loader's ends of every channel, inherited
-    with the fork. Only the loader may hold them, so that a worker sees its own channel
-    close (end of file) when the loader closes it or dies."""
+    """In a forked child: close the loader's ends of every channel, inherited with the
+    fork. Only the loader may hold them, so that a worker sees its own channel close (end
+    of file) when the loader closes it or dies. Runs in every child forked (``os.fork``,
+    MXNet's own loader's workers too)."""
     for sock in list(_loader_ends):
         sock.close()
     _loader_ends.clear()
+
+
+os.register_at_fork(after_in_child=close_inherited)
 
 
 def send(sock: socket.socket, payload: bytes, fds=()) -> None:
@@ -112,7 +117,7 @@ class Reader:
     def _packet(self, flags):
         """Read one packet: the message it completes, None, or ``_EMPTY`` if none waits."""
         try:
-            data, ancillary, _, _ = self._sock.recvmsg(
+            data, ancillary, flags, _ = self._sock.recvmsg(
                 CHUNK + _HEADER.size, socket.CMSG_SPACE(FDS_PER_PACKET * _FD_BYTES), flags)
         except BlockingIOError:
             return _EMPTY
@@ -121,6 +126,11 @@ class Reader:
             # is still queued, and the end of the channel follows it.
             return None
         fds = _descriptors(ancillary)
+        if flags & socket.MSG_CTRUNC:  # the kernel dropped descriptors this process had no room for
+            close_fds(fds)
+            self.drop_partial()
+            raise OSError('a message arrived without some of its file descriptors: this process '
+                          'has too many open files (raise the limit: ulimit -n)')
         if not data and not fds:  # the other end is gone
             self.closed = True
             self.drop_partial()

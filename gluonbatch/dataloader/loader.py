@@ -14,7 +14,7 @@ from mxnet.util import is_np_array, is_np_shape
 
 from .._core.checks import check_int, describe
 from .._core.tree import map_arrays
-from ..seeded import KeyBatch
+from ..seeded import KeyBatch, SeededBatchSampler
 from .batchify_fns import default_batchify_fn
 from .pool import Task, WorkerPool
 from .resume import Resumable, seeded_batch_sampler
@@ -141,6 +141,8 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
         prefetch = check_int(prefetch, 'prefetch', minimum=1, allow_none=True)
         max_restarts = check_int(max_restarts, 'max_restarts', minimum=0)
         timeout = _check_timeout(timeout)
+        if seed is None and isinstance(batch_sampler, SeededBatchSampler):
+            seed = batch_sampler.seed  # its batches are seeded: so are the loader's
         if seed is not None:
             batch_sampler = seeded_batch_sampler(len(dataset), seed, batch_size, shuffle,
                                                  sampler, last_batch, batch_sampler)
@@ -165,8 +167,8 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
         if num_workers:
             job = Job(self._dataset, self._transforms, self._batchify_fn, is_np_shape(),
                       is_np_array())
-            self._workers = (ThreadWorkers(job, num_workers) if self._thread_pool else
-                             WorkerPool(job, num_workers, timeout, max_restarts))
+            self._workers = (ThreadWorkers(job, num_workers, timeout) if self._thread_pool
+                             else WorkerPool(job, num_workers, timeout, max_restarts))
 
     @property
     def worker_pids(self) -> list:
@@ -188,7 +190,9 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
 
     def _numbered(self):
         """The pass's batches from the sampler, each as ``(transform index, batch)``."""
-        for batch_index, batch in enumerate(self._batch_sampler):
+        batches = iter(self._batch_sampler)
+        self._begin_pass()  # the sampler's pass has begun: count what it delivers
+        for batch_index, batch in enumerate(batches):
             if isinstance(batch, KeyBatch):
                 yield self._transform_for(batch.number, batch.epoch), batch
             else:
@@ -203,8 +207,6 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
     def __iter__(self):
         self._check_open()
         self._start_epoch()
-        if self._seed is not None:
-            self._delivered = 0
         try:
             if self._workers is None:
                 yield from self._iter_here()

@@ -68,7 +68,7 @@ import mxnet as mx
 
 from .._core.pickling import close_fds, loads_with_fds
 from .channel import Reader, send, socket_pair
-from .worker import SEQUENCE, Job, dataset_indices, serve
+from .worker import SEQUENCE, Job, dataset_indices, error_payload, serve
 
 __all__ = ['CONTEXT', 'LEAVE_SECONDS', 'ABANDONED_SECONDS', 'STRIKES', 'Task', 'WorkerPool']
 
@@ -108,6 +108,7 @@ class _Worker:
 
     def __init__(self, process, sock):
         self.process, self.sock, self.reader = process, sock, Reader(sock)
+        self.gone = False  # a task could not be sent to it: it died
         self.tasks = collections.deque()
         self.answered = time.monotonic()  # when it last answered, or was given work idle
 
@@ -148,6 +149,7 @@ class WorkerPool:
         self._job, self._timeout, self._max_restarts = job, timeout, max_restarts
         self.restarts = 0
         self._broken = None  # why the pool can load no more, once it cannot
+        self._unsent = []  # tasks no live worker took: given out as workers are replaced
         self._workers = []
         mx.nd.waitall()  # no engine operation in flight while forking
         for _ in range(num_workers):
@@ -161,28 +163,40 @@ class WorkerPool:
     @property
     def outstanding(self) -> int:
         """Tasks handed to workers and not yet answered."""
-        return sum(len(worker.tasks) for worker in self._workers)
+        return sum(len(worker.tasks) for worker in self._workers) + len(self._unsent)
 
     def _start(self):
         ours, theirs = socket_pair()
         process = CONTEXT.Process(target=serve, args=(theirs, self._job), daemon=True,
                                   name='gluonbatch-worker')
-        process.start()
-        theirs.close()
+        try:
+            process.start()
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
         return _Worker(process, ours)
 
     def submit(self, task: Task) -> None:
-        """Hand ``task`` to the worker holding fewest tasks."""
+        """Hand ``task`` to the live worker holding fewest tasks (or keep it for the next
+        :meth:`collect`, if none takes it)."""
         self._check_working()
-        worker = min(self._workers, key=lambda each: len(each.tasks))
-        if not worker.tasks:
-            worker.answered = time.monotonic()
-        worker.tasks.append(task)
-        try:
-            send(worker.sock, pickle.dumps((task.sequence, task.batch, task.transform),
-                                           pickle.HIGHEST_PROTOCOL))
-        except OSError:  # it died: its sentinel says so, and the task goes to another
-            pass
+        message = pickle.dumps((task.sequence, task.batch, task.transform),
+                               pickle.HIGHEST_PROTOCOL)
+        for worker in sorted(self._workers, key=lambda each: len(each.tasks)):
+            if worker.gone:
+                continue
+            try:
+                send(worker.sock, message)
+            except OSError:  # it died: its sentinel says so too
+                worker.gone = True
+                continue
+            if not worker.tasks:
+                worker.answered = time.monotonic()
+            worker.tasks.append(task)
+            return
+        self._unsent.append(task)
 
     def collect(self, timeout=None) -> list:
         """Wait up to ``timeout`` seconds (None: until something happens) for answers;
@@ -192,6 +206,8 @@ class WorkerPool:
         stall_in = self._stall_in()
         if timeout is None or (stall_in is not None and stall_in < timeout):
             timeout = stall_in
+        if self._unsent:
+            timeout = 0
         handles = {}
         for worker in self._workers:
             handles[worker.sock] = handles[worker.process.sentinel] = worker
@@ -199,13 +215,14 @@ class WorkerPool:
         answers = []
         for worker in {handles[handle] for handle in ready}:
             answers.extend(self._read(worker))
-            if worker.reader.closed or not worker.process.is_alive():
-                answers.extend(self._replace(worker, None))
-        now = time.monotonic()
+        now, lost = time.monotonic(), []
         for worker in list(self._workers):
-            if worker.tasks and now - worker.answered >= self._patience(worker):
-                answers.extend(self._replace(worker, 'stopped answering for %g s'
-                                             % self._patience(worker)))
+            if worker.gone or worker.reader.closed or not worker.process.is_alive():
+                lost.append((worker, None))
+            elif worker.tasks and now - worker.answered >= self._patience(worker):
+                lost.append((worker, 'stopped answering for %g s' % self._patience(worker)))
+        if lost or self._unsent:
+            answers.extend(self._replace(lost))
         return answers
 
     def _check_working(self):
@@ -228,64 +245,83 @@ class WorkerPool:
         return max(0.0, min(times) - time.monotonic())
 
     def _read(self, worker):
-        answers = []
-        for payload, fds in worker.reader.available():
+        answers, messages = [], worker.reader.available()
+        for number, (payload, fds) in enumerate(messages):
             (sequence,) = SEQUENCE.unpack_from(payload)
+            if not worker.tasks or worker.tasks[0].sequence != sequence:
+                for _, rest in messages[number:]:  # answers come in order: this is a bug
+                    close_fds(rest)
+                raise RuntimeError('worker process %d answered task %d, which it did not '
+                                   'hold' % (worker.process.pid, sequence))
             task = worker.tasks.popleft()
-            if task.sequence != sequence:  # answers come in order: anything else is a bug
-                close_fds(fds)
-                raise RuntimeError('worker process %d answered task %d, expected %d'
-                                   % (worker.process.pid, sequence, task.sequence))
-            ok, value = loads_with_fds(memoryview(payload)[SEQUENCE.size:], fds)
+            try:
+                ok, value = loads_with_fds(memoryview(payload)[SEQUENCE.size:], fds)
+            except Exception as error:  # out of descriptors or memory, say: this batch's
+                ok, value = False, error_payload(error, task.indices)
             worker.answered = time.monotonic()
             answers.append((task, ok, value))
         return answers
 
-    def _replace(self, worker, stalled):
-        """Reap ``worker`` (killed first if ``stalled`` says why), take its answers, start
-        another, and give its tasks out again; RuntimeError for a poison task or too many
-        restarts."""
-        pid = worker.process.pid
-        if stalled is not None:
-            _kill(worker.process)
-        worker.process.join(None if stalled else LEAVE_SECONDS)
-        if worker.process.exitcode is None:  # closed its channel, yet lives on
-            _kill(worker.process)
-            worker.process.join()
-        answers = self._read(worker)  # sent before it died: the kernel kept them
-        worker.reader.drop_partial()
-        worker.sock.close()
-        self._workers.remove(worker)
-        cause = stalled or describe_exit(worker.process.exitcode)
-        lost = [task for task in worker.tasks if not task.abandoned]
-        if lost and lost[0] is worker.tasks[0]:
-            lost[0].strikes.append((pid, cause))
-        poisoned = [task for task in lost if len(task.strikes) >= STRIKES]
-        if self.restarts >= self._max_restarts:
-            self._broken = (
-                'DataLoader worker process %d %s%s; the loader has replaced %d workers, '
-                'its max_restarts: it loads no more (raise max_restarts if workers are '
-                'expected to die this often)' % (pid, cause, _holding(lost), self.restarts))
-            raise RuntimeError(self._broken)
-        self.restarts += 1
-        mx.nd.waitall()
-        self._workers.append(self._start())
-        warnings.warn('DataLoader worker process %d %s%s; worker process %d replaces it%s'
-                      % (pid, cause, _holding(lost), self._workers[-1].process.pid,
-                         ' and loads them again' if lost else ''),
-                      RuntimeWarning, stacklevel=4)
-        for task in lost:
+    def _replace(self, lost):
+        """Reap the workers of ``lost`` (``(worker, why it stalled or None)``; a stalled
+        one is killed first), take their answers, start others and give their tasks out
+        again, tasks nobody took before too. RuntimeError for a poison batch or too many
+        restarts; every dead worker is reaped first, so a task handed to a worker that died
+        beside another is not struck for it."""
+        answers, reports, orphans = [], [], self._unsent
+        self._unsent = []
+        for worker, stalled in lost:
+            if stalled is not None:
+                _kill(worker.process)
+            worker.process.join(LEAVE_SECONDS)
+            if worker.process.exitcode is None:  # closed its channel, yet lives on
+                _kill(worker.process)
+                worker.process.join(LEAVE_SECONDS)
+            answers.extend(self._read(worker))  # sent before it died: the kernel kept them
+            worker.reader.drop_partial()
+            worker.sock.close()
+            self._workers.remove(worker)
+            cause = stalled or describe_exit(worker.process.exitcode)
+            held = [task for task in worker.tasks if not task.abandoned]
+            if held and held[0] is worker.tasks[0]:  # what it was loading
+                held[0].strikes.append((worker.process.pid, cause))
+            # a stall on a batch nobody waits for is the loop's break, not the worker's fault
+            counts = not (stalled and worker.tasks and worker.tasks[0].abandoned)
+            reports.append((worker.process.pid, cause, held, counts))
+            orphans.extend(held)
+        poisoned = [task for task in orphans if len(task.strikes) >= STRIKES]
+        self._restart(reports)
+        for task in orphans:
             if task not in poisoned:
                 self.submit(task)
+        for pid, cause, held, _ in reports:
+            warnings.warn('DataLoader worker process %d %s%s; a new worker process replaces '
+                          'it%s' % (pid, cause, _holding(held),
+                                    ' and loads them again' if held else ''),
+                          RuntimeWarning, stacklevel=5)
         if poisoned:
-            task = poisoned[0]
-            raise RuntimeError(
-                'dataset samples %s are a poison batch: loading them cost %d worker '
-                'processes (%s); it is not loaded again. Find what in these samples kills '
-                'or stalls a worker (a corrupt image a decoder crashes on, say)'
-                % (task.indices, len(task.strikes),
-                   '; '.join('process %d %s' % strike for strike in task.strikes)))
+            raise RuntimeError(_poison_message(poisoned[0]))
         return answers
+
+    def _restart(self, reports):
+        """Start a worker for each dead one of ``reports``; RuntimeError past
+        ``max_restarts`` or when no process can be started."""
+        for pid, cause, held, counts in reports:
+            if counts and self.restarts >= self._max_restarts:
+                self._broken = (
+                    'DataLoader worker process %d %s%s; the loader has replaced %d workers, '
+                    'its max_restarts: it loads no more (raise max_restarts if workers are '
+                    'expected to die this often)' % (pid, cause, _holding(held),
+                                                     self.restarts))
+                raise RuntimeError(self._broken)
+            self.restarts += counts
+            mx.nd.waitall()
+            try:
+                self._workers.append(self._start())
+            except OSError as error:  # out of memory or processes: no worker to be had
+                self._broken = ('no worker process could be started in place of process %d '
+                                '(%s): %s' % (pid, cause, error))
+                raise RuntimeError(self._broken) from error
 
     def close(self) -> None:
         """Stop every worker (see the module); closing again does nothing."""
@@ -299,8 +335,16 @@ class WorkerPool:
         for worker in workers:
             if worker.process.exitcode is None:
                 _kill(worker.process)
-                worker.process.join()
+                worker.process.join(LEAVE_SECONDS)  # a process in the kernel may take longer
             worker.reader.drop_partial()
+
+
+def _poison_message(task):
+    return ('dataset samples %s are a poison batch: loading them cost %d worker processes '
+            '(%s); it is not loaded again. Find what in these samples kills or stalls a '
+            'worker (a corrupt image a decoder crashes on, say)'
+            % (task.indices, len(task.strikes),
+               '; '.join('process %d %s' % strike for strike in task.strikes)))
 
 
 def _holding(tasks):

@@ -29,7 +29,7 @@ Traceback (most recent call last):
 ValueError: state has format 'another/2', but this loader reads states of format \
 'gluonbatch.loader/1' (a gluonbatch loader's) or of none (a SeededBatchSampler's): ...
 """
-from .._core.checks import check_int, describe
+from .._core.checks import describe
 from ..sampler import SplitSampler
 from ..seeded import KeyBatch, SeededBatchSampler
 from ..seeded.keys import check_seed
@@ -121,26 +121,32 @@ def checked_state(state):
 
 class Resumable:
     """What a seeded loader adds: its state (:meth:`state_dict`, :meth:`load_state_dict`)
-    and its epochs (:meth:`set_epoch`). The loader sets ``_seed`` and ``_batch_sampler``,
-    counts what it delivers in ``_delivered`` (None between passes), calls
-    :meth:`_delivering` as each batch reaches the caller and :meth:`_end_pass` as a pass
-    ends, finished or not."""
+    and its epochs (:meth:`set_epoch`). The loader sets ``_seed`` and ``_batch_sampler``
+    and calls :meth:`_begin_pass` once the sampler's pass has begun, :meth:`_delivering`
+    as each batch reaches the caller and :meth:`_end_pass` as the pass ends, finished or
+    not. The position of a pass under way is the batches it delivered (``_delivered``,
+    None between passes); a position set during it (:meth:`set_epoch`,
+    :meth:`load_state_dict`) has the last word as it ends."""
+
+    _delivered = None
+    _position_set = False
+
+    def _begin_pass(self):
+        if self._seed is not None:
+            self._delivered, self._position_set = 0, False
 
     def _delivering(self, batch):
         """Note that the sampler's ``batch`` is about to reach the caller."""
-        if isinstance(batch, KeyBatch):
+        if self._delivered is not None and isinstance(batch, KeyBatch):
             self._delivered += 1
 
     def _end_pass(self):
         """The next pass begins where :meth:`state_dict` says: after the last batch
         delivered, in the same epoch if the pass was left early."""
-        epoch, self._epoch_set = getattr(self, '_epoch_set', None), None
-        if epoch is not None:  # set_epoch() during the pass has the last word
-            self._batch_sampler.set_epoch(epoch)
-        elif self._seed is not None and self._delivered is not None:
+        if self._delivered is not None and not self._position_set:
             self._batch_sampler.load_state_dict(
                 self._batch_sampler.state_after(self._delivered))
-        self._delivered = None
+        self._delivered, self._position_set = None, False
 
     def _seeded_only(self, method):
         if self._seed is None:
@@ -155,7 +161,7 @@ class Resumable:
         one delivered, in the same epoch; after a finished pass, the next epoch's first. A
         seeded loader only (ValueError otherwise)."""
         self._seeded_only('state_dict')
-        if self._delivered is None:
+        if self._delivered is None or self._position_set:
             return loader_state(self._batch_sampler.state_dict())
         return loader_state(self._batch_sampler.state_after(self._delivered))
 
@@ -167,16 +173,15 @@ class Resumable:
         or a batch beyond its epoch."""
         self._seeded_only('load_state_dict')
         self._batch_sampler.load_state_dict(checked_state(state))
+        self._position_set = self._delivered is not None  # during a pass: it wins
 
     def set_epoch(self, epoch):
         """Make the next pass the first batch of ``epoch`` (each pass advances the epoch
         by itself; this sets it, as a distributed sampler's ``set_epoch`` does). Called
         during a pass, it takes effect as the pass ends."""
         if self._seed is not None:
-            if self._delivered is not None:
-                self._epoch_set = check_int(epoch, 'epoch', minimum=0)
-            else:
-                self._batch_sampler.set_epoch(epoch)
+            self._batch_sampler.set_epoch(epoch)
+            self._position_set = self._delivered is not None  # during a pass: it wins
             return
         sampler = getattr(self._batch_sampler, '_sampler', None)
         if not hasattr(sampler, 'set_epoch'):

@@ -32,8 +32,8 @@ class ThreadWorkers:
     restarts = 0  # threads are never replaced
     pids: list = []  # no worker processes
 
-    def __init__(self, job: Job, num_workers: int):
-        self._job, self._owned = job, {}
+    def __init__(self, job: Job, num_workers: int, timeout: float = float('inf')):
+        self._job, self._owned, self._timeout = job, {}, timeout
         self._executor = concurrent.futures.ThreadPoolExecutor(
             num_workers, thread_name_prefix='gluonbatch-loader',
             initializer=set_np, initargs=(job.numpy_shape, job.numpy_array))
@@ -52,17 +52,23 @@ class ThreadWorkers:
                           if isinstance(task.batch, KeyBatch) else None)
             value = True, load_batch(job.dataset, task.batch, pick(job.transforms, task.transform),
                                      job.batchify_fn, generators)
-        except Exception as error:  # as from a worker process: with its notes
+        except BaseException as error:  # as from a worker process: with its notes
             value = False, error_payload(error, dataset_indices(task.batch))
         self._finished.put((task,) + value)
 
     def collect(self, timeout=None) -> list:
-        """Wait up to ``timeout`` seconds (None: without limit) for a finished task;
-        ``[(task, ok, value)]``."""
+        """Wait up to ``timeout`` seconds (None: ``timeout`` of the pool) for a finished
+        task; ``[(task, ok, value)]``. RuntimeError if none finished within the pool's
+        ``timeout``: a thread is stuck, and cannot be replaced."""
+        limit = self._timeout if timeout is None else min(timeout, self._timeout)
         try:
-            finished = [self._finished.get(timeout=timeout)]
+            finished = [self._finished.get(timeout=None if limit == float('inf') else limit)]
         except queue.Empty:
-            return []
+            if timeout is not None and timeout < self._timeout:
+                return []
+            raise RuntimeError('no batch was loaded within %g s: a loader thread is stuck '
+                               '(threads cannot be replaced as worker processes are)'
+                               % self._timeout) from None
         while True:
             try:
                 finished.append(self._finished.get_nowait())
@@ -72,5 +78,6 @@ class ThreadWorkers:
         return finished
 
     def close(self) -> None:
-        """Let the threads finish what they hold, and stop them."""
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        """Drop the tasks not begun; threads busy finish theirs on their own (a stuck one
+        is not waited for)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)

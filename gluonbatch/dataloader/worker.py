@@ -26,7 +26,7 @@ from .._core.pickling import close_fds, dumps_with_fds
 from .._core.threads import one_thread_per_worker
 from ..seeded import KeyBatch
 from ..seeded.keys import owned_generators, read_seeded
-from .channel import Reader, close_inherited, send
+from .channel import Reader, send
 
 __all__ = ['Job', 'serve', 'SEQUENCE', 'load_batch', 'dataset_indices', 'owned_by', 'pick',
            'add_note', 'indices_note', 'error_payload', 'raise_worker_error']
@@ -54,7 +54,6 @@ def serve(sock, job: Job) -> None:
     descriptors beside it.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
-    close_inherited()  # other workers' channels: the loader alone may hold them open
     one_thread_per_worker()
     set_np(shape=job.numpy_shape, array=job.numpy_array)
     reader, owned = Reader(sock), {}
