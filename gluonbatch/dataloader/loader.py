@@ -76,7 +76,8 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
         Load in threads of this process instead of worker processes.
     timeout : float or None, default 120
         Seconds a worker holding batches may go without answering before it is deemed
-        stuck, killed and replaced; None: never.
+        stuck, killed and replaced; None: never. With ``thread_pool``, a ``RuntimeError``
+        if no batch is loaded within it (a thread cannot be replaced).
     auto_reload : bool, default False
         Accepted for MXNet's signature; every pass makes a fresh iterator anyway.
     seed : int or None, default None

@@ -27,8 +27,9 @@ class DetectionDataLoader(DataLoader):
     num_workers : int, default 0
         Worker processes; 0 loads every batch in this process.
     timeout : float or None, default 120
-        Seconds to wait for a worker's batch before raising (a stuck worker); None waits
-        without limit. A worker that died raises at once.
+        Seconds a worker holding batches may go without answering before it is deemed
+        stuck, killed and replaced (:class:`~gluonbatch.dataloader.loader.DataLoader`);
+        None: never.
     seed : int or None, default None
         Seeded loading: every epoch's order and every sample's augmentation a function of
         ``(seed, epoch, position)``, the same batches for any ``num_workers``, resumable
@@ -111,8 +112,9 @@ class DetectionDataLoader(DataLoader):
 
     def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
                  batch_sampler=None, batchify_fn=None, num_workers=0, timeout=120, seed=None):
-        warnings.warn('DetectionDataLoader is deprecated; use mxnet.gluon.data.DataLoader '
-                      'with gluonbatch batchify functions', stacklevel=2)
+        warnings.warn('DetectionDataLoader is deprecated; use gluonbatch.DataLoader (or '
+                      'mxnet.gluon.data.DataLoader) with gluonbatch batchify functions',
+                      stacklevel=2)
         super().__init__(dataset, batch_size, shuffle, sampler, last_batch, batch_sampler,
                          batchify_fn or default_pad_batchify_fn, num_workers, timeout=timeout,
                          seed=seed)
@@ -143,8 +145,9 @@ class RandomTransformDataLoader(DataLoader):
     prefetch : int, optional
         Batches in flight with workers, at least 1; default ``2 * num_workers``.
     timeout : float or None, default 120
-        Seconds to wait for a worker's batch before raising (a stuck worker); None waits
-        without limit. A worker that died raises at once.
+        Seconds a worker holding batches may go without answering before it is deemed
+        stuck, killed and replaced (:class:`~gluonbatch.dataloader.loader.DataLoader`);
+        None: never.
     seed : int or None, default None
         Seeded loading, as for :class:`DetectionDataLoader`; the transform of every batch
         (YOLOv3's input size) is then a function of ``(seed, epoch, batch number)`` too.

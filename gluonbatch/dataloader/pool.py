@@ -5,8 +5,9 @@ start, load, die, are replaced and stop. This is the one place that tells it.
 channel of its own: a Unix socket pair (:mod:`~.channel`). The main process hands every
 task to one worker, so it always knows which worker holds which batches, and in which
 order they come back. It waits on every channel and on every worker's process sentinel at
-once (``multiprocessing.connection.wait``): an answer wakes it, and so does a worker's
-exit, busy or idle, the moment it happens. There is no shared queue, lock or table a dying
+once (``multiprocessing.connection.wait``) whenever it waits for a batch: an answer wakes
+it, and so does a worker's exit, busy or idle, at once. (While the training process
+computes, nobody watches: a death is seen when it next waits, with no timeout to run out.) There is no shared queue, lock or table a dying
 worker could leave half-written.
 
 **Answers.** A batch's shared-memory arrays travel as file descriptors inside the message
