@@ -1,11 +1,14 @@
 """A SeededBatchSampler's state cannot be taken or loaded wrong.
 
-``state_dict()`` during a pass raises (MXNet's DataLoader reads the sampler ahead of what
-it delivers, so the sampler cannot know the next batch) and points to ``state_after(i +
-1)``, which resumes a DataLoader's pass with exactly the batches left; between passes it
-names the next pass's start. ``load_state_dict`` refuses absurd states -- negative,
-beyond 2**63, booleans, another order -- naming the field, and a sampler's state and a
-loader's load into each other.
+``state_dict()`` while a pass is under way raises (MXNet's DataLoader reads the sampler
+ahead of what it delivers, so the sampler cannot know the next batch) and points to
+``state_after(i + 1)``, which resumes a DataLoader's pass with exactly the batches left.
+A pass is under way from ``iter()`` until the next ``load_state_dict()`` or
+``set_epoch()``, even once its iterator is exhausted: one with workers reads the pass's
+end a few batches before it delivers them. Before any pass, and after those two,
+``state_dict()`` names the next pass's start. ``load_state_dict`` refuses absurd states --
+negative, beyond 2**63, booleans, another order -- naming the field, and a sampler's state
+and a loader's load into each other.
 """
 import gc
 import json
@@ -58,30 +61,60 @@ def test_state_dict_during_a_pass_raises_and_names_state_after():
     next(batches)
     message = raises_under_way(one, 3)
     assert 'state_after(i + 1)' in message and 'after batch i of the pass' in message
-    assert 'between passes' in message
+    assert 'until load_state_dict() or set_epoch()' in message
+    assert 'between passes' not in message  # no such time: an exhausted pass goes on
     assert where(one.state_after(1)) == (3, 2)  # state_after says, during the pass
 
 
 @pytest.mark.parametrize('last_batch', LAST_BATCHES)
-def test_after_the_pass_is_exhausted_the_state_names_the_next_epoch(last_batch):
+def test_an_exhausted_pass_stays_under_way_and_state_after_names_the_next_epoch(last_batch):
     one = sampler(last_batch)
     assert where(one.state_dict()) == (0, 0)
-    for epoch in range(3):
+    for epoch in range(4):
         batches = iter(one)
         raises_under_way(one, epoch)  # begun, not a batch taken yet
         count = len(list(batches))
-        assert where(one.state_dict()) == (epoch + 1, 0)
-        # state_after still names positions in the pass just over
+        assert count == one.batches_in(epoch)
+        raises_under_way(one, epoch)  # exhausted, and still under way
+        # state_after names positions in the pass, its end the next epoch's first batch
         assert where(one.state_after(count)) == (epoch + 1, 0)
+        assert where(one.state_after(count - 1)) == (epoch, count - 1)
+        raises_under_way(one, epoch)  # state_after ends nothing
+        if epoch % 2:
+            one.set_epoch(epoch + 1)
+        else:
+            one.load_state_dict(one.state_after(count))
+        assert where(one.state_dict()) == (epoch + 1, 0)  # either ends the pass
 
 
-def test_a_pass_of_no_batches_ends_when_its_iterator_does():
+@pytest.mark.parametrize('last_batch', LAST_BATCHES)
+def test_a_new_iter_starts_the_next_epoch_by_itself_over_an_exhausted_pass(last_batch):
+    one = sampler(last_batch)
+    first, second = list(one), list(one)  # never ended: each iter() a new pass
+    assert [batch.epoch for batch in first + second] == [0] * len(first) + [1] * len(second)
+    raises_under_way(one, 1)
+    assert where(one.state_after(len(second))) == (2, 0)
+    assert where(one.state_after(0)) == (1, 0)  # the last pass begun's
+    with pytest.raises(ValueError, match=re.escape(
+            'delivered is %d, but the pass of epoch 1' % (len(second) + 1))):
+        one.state_after(len(second) + 1)
+
+
+def test_a_pass_of_no_batches_stays_under_way_and_state_after_names_the_next_epoch():
     empty = SeededBatchSampler(2, 5, SEED, last_batch='rollover')  # epoch 0 has no batch
-    assert empty.batches_in(0) == 0
+    assert empty.batches_in(0) == 0 and empty.batches_in(2) == 1
     batches = iter(empty)
     raises_under_way(empty, 0)
     assert list(batches) == []
+    raises_under_way(empty, 0)
+    state = empty.state_after(0)  # all the pass has: the next epoch's first batch
+    assert where(state) == (1, 0)
+    empty.load_state_dict(state)
     assert where(empty.state_dict()) == (1, 0)
+    assert list(empty) == []  # epoch 1, no batch either
+    empty.set_epoch(2)
+    assert where(empty.state_dict()) == (2, 0)
+    assert [batch.epoch for batch in empty] == [2]
 
 
 def test_a_pass_left_early_stays_under_way_even_once_collected():
@@ -106,7 +139,7 @@ def test_set_epoch_and_load_state_dict_end_a_pass_left_early(end, expected):
     assert where(one.state_dict()) == expected
 
 
-def test_a_new_pass_is_under_way_until_its_own_iterator_ends():
+def test_a_new_pass_is_under_way_until_load_state_dict_or_set_epoch():
     one = sampler()
     first = iter(one)
     next(first)
@@ -114,7 +147,10 @@ def test_a_new_pass_is_under_way_until_its_own_iterator_ends():
     raises_under_way(one, 1)
     list(first)  # the older pass's end does not end the newer one
     raises_under_way(one, 1)
-    list(second)
+    count = len(list(second))
+    raises_under_way(one, 1)  # nor does its own end
+    assert where(one.state_after(count)) == (2, 0)  # state_after counts in the newer one
+    one.load_state_dict(one.state_after(count))
     assert where(one.state_dict()) == (2, 0)
 
 
@@ -133,8 +169,16 @@ def test_a_bucket_sampler_raises_during_a_pass_too():
     batches = iter(buckets)
     next(batches)
     raises_under_way(buckets, 0)
-    list(batches)
+    count = 1 + len(list(batches))
+    assert count == buckets.batches_in(0)
+    raises_under_way(buckets, 0)  # exhausted, still under way, as a SeededBatchSampler's
+    assert where(buckets.state_after(count)) == (1, 0)
+    buckets.load_state_dict(buckets.state_after(count))
     assert where(buckets.state_dict()) == (1, 0)
+    list(buckets)
+    raises_under_way(buckets, 1)
+    buckets.set_epoch(4)
+    assert where(buckets.state_dict()) == (4, 0)
 
 
 # --------------------------------------------------------------------------- MXNet's DataLoader
@@ -165,6 +209,68 @@ def test_a_dataloaders_pass_resumes_from_state_after_with_exactly_the_batches_le
         assert rest == (reference[0][i + 1:] if i + 1 < count else reference[1]), i
 
 
+MX_BATCHES = 10  # batches of an epoch of the loader with workers
+
+
+class ReadCounting(SeededBatchSampler):
+    """A SeededBatchSampler that records how far its passes were read (``read``: the
+    highest batch number made, plus one), to show the loader reading ahead."""
+
+    read = 0
+
+    def batch(self, epoch, number):
+        self.read = max(self.read, number + 1)
+        return super().batch(epoch, number)
+
+
+@pytest.mark.parametrize('thread_pool', [False, True], ids=['processes', 'threads'])
+def test_a_loader_with_workers_reads_the_end_early_and_state_dict_never_names_a_position(
+        thread_pool):
+    """The reason a pass stays under way once its iterator is exhausted: MXNet's DataLoader
+    with workers reads the sampler's end a few batches (its prefetch) before it delivers
+    them, so after batch 6 here the sampler is exhausted with batches still to come. A
+    ``state_dict()`` naming the next epoch then would skip them: it raises instead, after
+    every batch, and ``state_after(i + 1)`` resumes with exactly the batches left."""
+    data = mx.gluon.data.SimpleDataset(list(range(MX_BATCHES * BATCH)))
+
+    def plain(sampler_):
+        return mx.gluon.data.DataLoader(SeededDataset(data), batch_sampler=sampler_)
+
+    def values(loader):
+        return [batch.asnumpy().tolist() for batch in loader]
+
+    reference = plain(SeededBatchSampler(len(data), BATCH, SEED))
+    reference = [values(reference) for _ in range(2)]  # epochs 0 and 1, uninterrupted
+    assert len(reference[0]) == MX_BATCHES
+    one = ReadCounting(len(data), BATCH, SEED)
+    loader = mx.gluon.data.DataLoader(SeededDataset(data), batch_sampler=one, num_workers=2,
+                                      thread_pool=thread_pool)
+    try:
+        received, read, states = [], [], []
+        for i, batch in enumerate(loader):
+            received.append(batch.asnumpy().tolist())
+            read.append(one.read)
+            raises_under_way(one, 0)  # whatever the loader has read of the sampler
+            states.append(json.loads(json.dumps(one.state_after(i + 1))))
+        raises_under_way(one, 0)  # the pass delivered, still under way
+        assert received == reference[0]
+        # the loader read the sampler to its end with batches 7, 8 and 9 still to come
+        assert all(read[i] == MX_BATCHES for i in (6, 7, 8, 9)), read
+        for i in range(MX_BATCHES):
+            assert where(states[i]) == ((0, i + 1) if i + 1 < MX_BATCHES else (1, 0))
+            resumed = SeededBatchSampler(len(data), BATCH, SEED)
+            resumed.load_state_dict(states[i])
+            assert where(resumed.state_dict()) == where(states[i])
+            assert values(plain(resumed)) == (reference[0][i + 1:] if i + 1 < MX_BATCHES
+                                              else reference[1]), i
+        one.load_state_dict(states[-1])  # ends the pass: the next epoch's first batch
+        assert where(one.state_dict()) == (1, 0)
+        assert values(loader) == reference[1]
+    finally:
+        del loader  # closes its worker pool
+        gc.collect()
+
+
 @settings(max_examples=examples(60), deadline=None)
 @given(length=st.integers(1, 25), batch_size=st.integers(1, 5),
        last_batch=st.sampled_from(LAST_BATCHES),
@@ -184,8 +290,7 @@ def test_state_after_roundtrips_to_the_next_batch_of_an_uninterrupted_pass(
         next(batches)
     state = json.loads(json.dumps(running.state_after(delivered)))
     assert set(state) == SAMPLER_KEYS
-    assert where(state) == ((epoch, delivered) if delivered < count or not count
-                            else (epoch + 1, 0))
+    assert where(state) == ((epoch, delivered) if delivered < count else (epoch + 1, 0))
     # the uninterrupted run: the rest of this pass, then the next pass
     uninterrupted = keys(batches) + keys(running)
     resumed = fresh()
@@ -338,6 +443,11 @@ def test_a_loaders_state_loads_into_a_sampler_and_resumes_the_same_batches(last_
     one.load_state_dict(state)
     assert where(one.state_dict()) == (0, 1)
     assert list(resuming) == reference[1:]
+    raises_under_way(one, 0)  # MXNet's loader exhausted the pass: it is still under way
+    after = one.state_after(len(reference) - 1)
+    assert dict(after, format=FORMAT) == dict(pooled(last_batch).state_dict(), epoch=1,
+                                              batch=0)
+    one.load_state_dict(after)
     assert dict(one.state_dict(), format=FORMAT) == dict(pooled(last_batch).state_dict(),
                                                          epoch=1, batch=0)
 
@@ -360,8 +470,10 @@ def test_states_stay_json_with_the_same_keys():
     batches = iter(one)
     next(batches)
     during = one.state_after(1)
-    list(batches)
-    for state in (during, one.state_dict()):
+    count = 1 + len(list(batches))
+    after = one.state_after(count)
+    one.load_state_dict(after)
+    for state in (during, after, one.state_dict()):
         assert set(state) == SAMPLER_KEYS and json.loads(json.dumps(state)) == state
     ordered = window_sampler().state_dict()
     assert set(ordered) == SAMPLER_KEYS | {'order'}

@@ -171,6 +171,14 @@ def test_load_state_dict_resumes_at_any_batch(length, batch_size, last_batch, ep
     assert position(sampler) == (epoch, start)
     assert len(sampler) == count
     assert [list(batch) for batch in sampler] == every[start:]
+    # exhausted, the pass is still under way (a DataLoader with workers reads the pass's
+    # end before it delivers it): state_after names the next epoch, and loading it ends
+    # the pass
+    with pytest.raises(ValueError, match='under way'):
+        sampler.state_dict()
+    after = sampler.state_after(count - start)
+    assert (after['epoch'], after['batch']) == (epoch + 1, 0)
+    sampler.load_state_dict(after)
     assert position(sampler) == (epoch + 1, 0)
     assert [list(batch) for batch in sampler] == [list(b) for b in sampler.batches(epoch + 1)]
 
@@ -187,8 +195,16 @@ def test_passes_advance_the_epoch_and_set_epoch_sets_the_next():
     sampler.load_state_dict({'epoch': 0, 'batch': 2})
     sampler.set_epoch(0)  # restarts the epoch at its first batch
     assert list(sampler) == first
-    state = sampler.state_dict()
+    with pytest.raises(ValueError, match='under way'):  # exhausted, still under way
+        sampler.state_dict()
+    state = sampler.state_after(len(first))
     assert json.loads(json.dumps(state)) == state
+    assert (state['epoch'], state['batch']) == (1, 0) and sampler.epoch == 1
+    sampler.load_state_dict(state)
+    assert sampler.state_dict() == state
+    assert list(sampler) == second
+    sampler.set_epoch(3)  # set_epoch ends the exhausted pass too
+    assert position(sampler) == (3, 0)
 
 
 def test_a_key_batch_pickles_with_its_epoch_and_number():

@@ -95,9 +95,9 @@ class SeededBatchSampler:
 
     Notes
     -----
-    A pass is under way from ``iter(sampler)`` until that iterator is exhausted, and one
-    left unfinished (a ``break``, its iterator collected) stays under way until the next
-    ``iter()``, :meth:`load_state_dict` or :meth:`set_epoch`: meanwhile :meth:`state_dict`
+    A pass is under way from ``iter(sampler)`` until the next :meth:`load_state_dict` or
+    :meth:`set_epoch`, even once its iterator is exhausted (a DataLoader with workers reads
+    the pass's end a few batches before it delivers them): meanwhile :meth:`state_dict`
     raises, and :meth:`state_after` names a position in the pass.
 
     Examples
@@ -143,7 +143,9 @@ class SeededBatchSampler:
         self.epoch, self._start = 0, 0
         self._pass = None  # (epoch, first batch) of the last pass begun
         self._passes = 0  # passes begun: a pass's number tells it from a later one
-        self._under_way = None  # the number of the pass under way, None between passes
+        # the number of the pass under way, None before any pass and once
+        # load_state_dict() or set_epoch() ended it (an exhausted pass goes on)
+        self._under_way = None
         self._orders = {}
 
     def _take_order(self, order):
@@ -191,11 +193,11 @@ class SeededBatchSampler:
         ``last_batch``, and with an ``order`` its ``description`` as ``'order'``, which
         :meth:`load_state_dict` checks): a JSON-serializable dict.
 
-        Between passes only, outside the loop over the DataLoader: while a pass is under
-        way, ValueError. The sampler cannot know the batch a DataLoader delivered last, as
-        it reads the sampler ahead of its batches (one with workers reads the pass's end a
-        few batches before it delivers them); :meth:`state_after` says, counting what the
-        script received.
+        Before any pass, or after :meth:`load_state_dict` or :meth:`set_epoch`: once a
+        pass began, ValueError. The sampler cannot know the batch a DataLoader delivered
+        last, as it reads the sampler ahead of its batches (one with workers reads the
+        pass's end a few batches before it delivers them); :meth:`state_after` says,
+        counting what the script received.
 
         >>> sampler = SeededBatchSampler(5, 2, seed=1)
         >>> batches = iter(sampler)
@@ -206,7 +208,10 @@ class SeededBatchSampler:
         ValueError: state_dict() was called while the pass of epoch 0 is under way: ...
         >>> sampler.state_after(1)['batch']
         1
-        >>> rest = list(batches)
+        >>> rest = list(batches)   # exhausted, the pass is still under way
+        >>> sampler.state_after(3)['epoch'], sampler.state_after(3)['batch']
+        (1, 0)
+        >>> sampler.load_state_dict(sampler.state_after(3))   # ends it
         >>> sampler.state_dict()['epoch'], sampler.state_dict()['batch']
         (1, 0)
         """
@@ -215,9 +220,8 @@ class SeededBatchSampler:
                 'state_dict() was called while the pass of epoch %d is under way: a '
                 'DataLoader reads the sampler ahead of the batches it delivers, so the '
                 'sampler cannot tell which batch comes next; after batch i of the pass, save '
-                'sampler.state_after(i + 1), or take state_dict() between passes (a pass left '
-                'early stays under way until the next iter(), load_state_dict() or '
-                'set_epoch())' % self._pass[0])
+                'sampler.state_after(i + 1) (a pass stays under way, its batches read or '
+                'not, until load_state_dict() or set_epoch())' % self._pass[0])
         return self._state(self.epoch, self._start)
 
     def state_after(self, delivered):
@@ -227,7 +231,8 @@ class SeededBatchSampler:
 
         MXNet's DataLoader iterates the sampler ahead of the batches it delivers (its
         prefetch), so a script counts what it received: ``state_after(i + 1)`` after
-        batch ``i`` of the pass.
+        batch ``i`` of the pass. After the pass's last batch (``delivered`` all the pass
+        has, none for a pass of no batch), the next epoch's first batch.
 
         >>> sampler = SeededBatchSampler(5, 2, seed=1)
         >>> sampler.load_state_dict({'epoch': 3, 'batch': 1})
@@ -246,6 +251,8 @@ class SeededBatchSampler:
             raise ValueError('delivered is %d, but the pass of epoch %d began at batch %d of '
                              '%d: it delivers at most %d'
                              % (delivered, epoch, start, count, count - start))
+        if not count:  # a pass of no batch is over as it begins: the next epoch's first
+            return self._state(epoch + 1, 0)
         return self._state(epoch, start + delivered)
 
     def _state(self, epoch, batch):
@@ -312,14 +319,7 @@ class SeededBatchSampler:
         self.epoch, self._start = epoch + 1, 0
         self._pass, self._passes = (epoch, start), self._passes + 1
         self._under_way = self._passes
-        return self._walk(batches, self._passes)
-
-    def _walk(self, batches, number):
-        """The batches of pass ``number``; their end ends the pass (a pass left early
-        stays under way: how far its batches got is not known)."""
-        yield from batches
-        if self._under_way == number:  # not a pass begun since, still under way
-            self._under_way = None
+        return batches
 
     def batches(self, epoch, start=0):
         """An iterator over the batches of the pass of ``epoch`` from batch ``start`` on (no
