@@ -4,19 +4,20 @@ start, load, die, are replaced and stop. This is the one place that tells it.
 **Start.** Each worker is a fork of the training process (:func:`~.worker.serve`), with a
 channel of its own: a Unix socket pair (:mod:`~.channel`). The main process hands every
 task to one worker, so it always knows which worker holds which batches, and in which
-order they come back. It waits on every channel and on every worker's process sentinel at
-once (``multiprocessing.connection.wait``) whenever it waits for a batch: an answer wakes
-it, and so does a worker's exit, busy or idle, at once. (While the training process
-computes, nobody watches: a death is seen when it next waits, with no timeout to run out.) There is no shared queue, lock or table a dying
-worker could leave half-written.
+order they come back. Whenever it waits for a batch, it waits on every channel and on
+every worker's process sentinel at once (``multiprocessing.connection.wait``): an answer
+wakes it, and so does a worker's exit, busy or idle. (While the training process computes,
+nobody watches: a death is seen as the loader next waits, with no timeout to run out.)
+There is no shared queue, lock or table a dying worker could leave half-written.
 
 **Answers.** A batch's shared-memory arrays travel as file descriptors inside the message
 (``SCM_RIGHTS``). The kernel holds them until the main process reads the message, so a
 batch a worker sent before it died is still received, and is not loaded again.
 
 **Death.** A worker that exits (any signal, ``os._exit``, a segfault in a decoder) is
-reaped at once. Its complete answers are taken, a message it was writing is dropped, and
-every task it still held is given to the others and to the worker started in its place.
+reaped as soon as it is seen. Its complete answers are taken, a message it was writing is
+dropped, and every task it still held is given to the others and to the worker started in
+its place, once every worker seen dead is reaped (workers often die together).
 Each replacement warns once (``RuntimeWarning``): the pid, the signal or exit code, and
 the dataset indices issued again. A seeded batch is a function of its keys alone, so the
 stream stays identical; an unseeded epoch loses no sample and repeats none.
