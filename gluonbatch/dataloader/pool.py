@@ -69,6 +69,7 @@ import warnings
 import mxnet as mx
 
 from .._core.pickling import close_fds, loads_with_fds
+from .._core.threads import before_forking_workers
 from .channel import Reader, send, socket_pair
 from .worker import SEQUENCE, Job, dataset_indices, error_payload, serve
 
@@ -154,6 +155,7 @@ class WorkerPool:
         self._unsent = []  # tasks no live worker took: given out as workers are replaced
         self._workers = []
         mx.nd.waitall()  # no engine operation in flight while forking
+        before_forking_workers()
         for _ in range(num_workers):
             self._workers.append(self._start())
 
