@@ -57,8 +57,8 @@ def reference(epochs, **kwargs):
     return digests(DataLoader(Noisy(), batch_size=2, shuffle=True, seed=5, **kwargs), epochs)
 
 
-def children_left():
-    """Child processes of this one that still exist (zombies included)."""
+def _children():
+    """``(pid, state)`` of every child process of this one (zombies included)."""
     mine, left = os.getpid(), []
     for entry in os.listdir('/proc'):
         if entry.isdigit():
@@ -70,6 +70,21 @@ def children_left():
             if int(fields[1]) == mine:
                 left.append((int(entry), fields[0]))
     return left
+
+
+_before_test = set()
+
+
+@pytest.fixture(autouse=True)
+def _children_before():
+    """The children this process had as the test began (other tests' clusters, say)."""
+    _before_test.clear()
+    _before_test.update(pid for pid, _ in _children())
+
+
+def children_left():
+    """Child processes started during the test that still exist (zombies included)."""
+    return [(pid, state) for pid, state in _children() if pid not in _before_test]
 
 
 def wait_until(predicate, what, limit=20000):
