@@ -211,3 +211,14 @@ def test_a_child_forked_elsewhere_does_not_keep_the_workers_channels_open():
         os.waitpid(other, 0)
         os.close(read_end)
         os.close(write_end)
+
+
+def test_gluoncvs_loaders_pass_max_restarts_on():
+    import warnings
+    from gluonbatch.dataloader import RandomTransformDataLoader
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # DetectionDataLoader is deprecated, as in gluoncv
+        with pytest.raises(ValueError, match='max_restarts'):
+            DetectionDataLoader(Noisy(), batch_size=2, max_restarts=-1)
+    with pytest.raises(ValueError, match='max_restarts'):
+        RandomTransformDataLoader([lambda x: x], Noisy(), batch_size=2, max_restarts=-1)

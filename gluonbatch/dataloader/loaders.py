@@ -7,7 +7,7 @@ import numpy as np
 from .._core.checks import check_int, describe
 from ..seeded.keys import batch_choice
 from .batchify_fns import default_batchify_fn, default_pad_batchify_fn
-from .loader import DataLoader
+from .loader import MAX_RESTARTS, DataLoader
 
 __all__ = ['DetectionDataLoader', 'RandomTransformDataLoader']
 
@@ -35,6 +35,9 @@ class DetectionDataLoader(DataLoader):
         ``(seed, epoch, position)``, the same batches for any ``num_workers``, resumable
         with :meth:`state_dict` / :meth:`load_state_dict` (see
         :class:`~gluonbatch.dataloader.loader.DataLoader`). None: gluoncv's behaviour.
+    max_restarts : int, default 10
+        Worker replacements allowed in the loader's life, as for
+        :class:`~gluonbatch.dataloader.loader.DataLoader`.
 
     Raises
     ------
@@ -111,13 +114,14 @@ class DetectionDataLoader(DataLoader):
     """
 
     def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
-                 batch_sampler=None, batchify_fn=None, num_workers=0, timeout=120, seed=None):
+                 batch_sampler=None, batchify_fn=None, num_workers=0, timeout=120, seed=None,
+                 max_restarts=MAX_RESTARTS):
         warnings.warn('DetectionDataLoader is deprecated; use gluonbatch.DataLoader (or '
                       'mxnet.gluon.data.DataLoader) with gluonbatch batchify functions',
                       stacklevel=2)
         super().__init__(dataset, batch_size, shuffle, sampler, last_batch, batch_sampler,
                          batchify_fn or default_pad_batchify_fn, num_workers, timeout=timeout,
-                         seed=seed)
+                         seed=seed, max_restarts=max_restarts)
 
 
 class RandomTransformDataLoader(DataLoader):
@@ -151,6 +155,8 @@ class RandomTransformDataLoader(DataLoader):
     seed : int or None, default None
         Seeded loading, as for :class:`DetectionDataLoader`; the transform of every batch
         (YOLOv3's input size) is then a function of ``(seed, epoch, batch number)`` too.
+    max_restarts : int, default 10
+        As for :class:`DetectionDataLoader`.
 
     Raises
     ------
@@ -190,7 +196,7 @@ class RandomTransformDataLoader(DataLoader):
     def __init__(self, transform_fns, dataset, interval=1, batch_size=None, shuffle=False,
                  sampler=None, last_batch=None, batch_sampler=None, batchify_fn=None,
                  num_workers=0, pin_memory=False, pin_device_id=0, prefetch=None, timeout=120,
-                 seed=None):
+                 seed=None, max_restarts=MAX_RESTARTS):
         transform_fns = list(transform_fns)
         if not transform_fns:
             raise ValueError('RandomTransformDataLoader needs at least one transform')
@@ -202,7 +208,7 @@ class RandomTransformDataLoader(DataLoader):
         super().__init__(dataset, batch_size, shuffle, sampler, last_batch, batch_sampler,
                          batchify_fn or default_batchify_fn, num_workers, pin_memory,
                          pin_device_id, prefetch, timeout=timeout, transforms=transform_fns,
-                         seed=seed)
+                         seed=seed, max_restarts=max_restarts)
 
     def _start_epoch(self):
         # gluoncv draws once as a pass begins and again for its first batch; drawing the
