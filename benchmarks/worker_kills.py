@@ -34,7 +34,8 @@ child processes left, zombies included. A teardown that has not returned within
 the parent kills whatever is left of the group, so nothing outlives a run, then counts and
 removes the files the run left: in its own ``TMPDIR`` (multiprocessing's ``pymp-*``
 directories, say) and, in ``/dev/shm``, MXNet's shared-memory files named after one of the
-run's processes (``mx_<pid>_<id>``).
+run's processes (``mx_<pid>_<id>``; the child notes the pid of every worker forked, the
+replacements too).
 
 **Times** (``time.monotonic`` in the child): from the kill to the next batch delivered
 (often one that had arrived before the kill), and the longest wait for a batch after the
@@ -63,6 +64,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
@@ -216,6 +218,26 @@ def _where(error):
     return '%s %s' % (os.path.basename(frame.filename), frame.name)
 
 
+def _watch_children(threads):
+    """A set that a daemon thread fills, every 10 ms, with the pids of the child processes
+    the threads ``threads`` (native ids) forked: workers that die before the run ends are
+    named in it too."""
+    seen = set()
+
+    def watch():
+        while True:
+            for tid in threads:
+                try:
+                    with open('/proc/self/task/%d/children' % tid) as handle:
+                        seen.update(int(pid) for pid in handle.read().split())
+                except OSError:  # the thread has ended
+                    pass
+            time.sleep(0.01)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return seen
+
+
 def _child(name, run, kill, deadline, report_fd):
     def report(event, **fields):
         # Straight to the descriptor: nothing buffered for a forked worker to write again.
@@ -225,20 +247,26 @@ def _child(name, run, kill, deadline, report_fd):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         loader = _make_loader(name)
+        # The threads that fork workers: this one, and MXNet's pool's worker handler.
+        forkers = [threading.main_thread().native_id]
+        if name == 'mxnet':
+            forkers.append(loader._worker_pool._worker_handler.native_id)
+        seen = _watch_children(forkers)
         report('loop_start')
         outcome = _epoch(loader, name, kill_at, victim, deadline)
         if name == 'gluonbatch':
             outcome['restarts'] = loader.restarts
         outcome['runtime_warnings'] = sum(issubclass(w.category, RuntimeWarning)
                                           for w in caught)
-    report('loop_end', kill_at=kill_at, victim=victim, **outcome)
+    report('loop_end', kill_at=kill_at, victim=victim, seen=sorted(seen), **outcome)
     start = time.monotonic()
     if name == 'mxnet':
         del loader
         gc.collect()
     else:
         loader.close()
-    report('done', teardown_s=time.monotonic() - start, children=_children())
+    report('done', teardown_s=time.monotonic() - start, children=_children(),
+           seen=sorted(seen))
 
 
 # --------------------------------------------------------------------------- the parent
@@ -329,7 +357,7 @@ def run_one(name, run, kill, deadline):
     # What the run left in its TMPDIR and in /dev/shm, counted, then removed.
     record['tmp_left'] = sorted(os.listdir(scratch))
     shutil.rmtree(scratch, ignore_errors=True)
-    ours = {child.pid, *record.get('pids', ()),
+    ours = {child.pid, *record.get('pids', ()), *record.get('seen', ()),
             *(int(entry.split(':')[0]) for entry in
               record.get('children', []) + record['stragglers'])}
     record['shm_left'] = sorted(name for name in set(os.listdir(_SHM)) - shm_before
