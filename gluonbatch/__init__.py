@@ -16,7 +16,6 @@ The names most users need are importable from here. The package holds
 - ``datasets``: gluoncv's VOC and COCO datasets, their JPEGs decoded faster (same items);
 - ``examples``: the example detection loaders; ``cli``: the ``gluonbatch`` command (which
   ``__main__`` runs: ``python -m gluonbatch``);
-- ``rcnn``: the earlier path of ``batchify.rcnn`` (deprecated);
 - ``_core``: the machinery under them all.
 
 >>> import gluonbatch

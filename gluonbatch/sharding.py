@@ -6,7 +6,7 @@ pads every shard of a batch separately and declares which fields are sharded in 
 device, returning one tuple per device, and :class:`ShardedLoader` does it for every batch
 of a loader. A batch with no sharded field is split by rows across all the devices, like
 ``gluon.utils.split_and_load``. Many machines: :class:`gluonbatch.sampler.SplitSampler`
-gives every rank its own part of the dataset (importable from here too, its former home).
+gives every rank its own part of the dataset.
 
 Examples
 --------
@@ -29,7 +29,6 @@ from ._core.layout import split_bounds
 from ._core.shard_layout import FIELDS, Leaf, layout_of, leaves, parse_batch, resolve_layout
 from ._core.tree import map_arrays
 from ._core.wording import plural
-from .sampler import SplitSampler  # noqa: F401  (its old import path)
 
 __all__ = ['split_to_devices', 'ShardedLoader']
 

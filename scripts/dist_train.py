@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 from gluonbatch import DataLoader  # noqa: E402
 from gluonbatch._core.argtypes import HelpFormatter  # noqa: E402
 from gluonbatch.batchify import List, Pad, Stack, Tuple  # noqa: E402
-from gluonbatch.dataloader import ShardedLoader  # noqa: E402
+from gluonbatch.sharding import ShardedLoader  # noqa: E402
 from gluonbatch.sampler import SplitSampler  # noqa: E402
 
 

@@ -19,7 +19,7 @@ from helpers import imported_names
 
 PACKAGE = pathlib.Path(gluonbatch.__file__).resolve().parent
 
-PUBLIC_MODULES = ['gluonbatch', 'gluonbatch.batchify', 'gluonbatch.rcnn', 'gluonbatch.collate',
+PUBLIC_MODULES = ['gluonbatch', 'gluonbatch.batchify', 'gluonbatch.collate',
                   'gluonbatch.dataloader', 'gluonbatch.sharding', 'gluonbatch.memory',
                   'gluonbatch.webdataset', 'gluonbatch.cli', 'gluonbatch.examples',
                   'gluonbatch.sampler']

@@ -16,9 +16,9 @@ from gluonbatch import memory
 from gluonbatch.batchify import (Append, Dict, List, NamedTuple, Pad, Stack, Tuple,
                                  dict_batchify_fn, ms_batchify_fn)
 from gluonbatch.collate import default_collate
-from gluonbatch.dataloader import (DetectionDataLoader, ShardedLoader, default_batchify_fn,
-                                   default_pad_batchify_fn, split_to_devices,
-                                   tsn_mp_batchify_fn)
+from gluonbatch.dataloader import (DetectionDataLoader, default_batchify_fn,
+                                   default_pad_batchify_fn, tsn_mp_batchify_fn)
+from gluonbatch.sharding import ShardedLoader, split_to_devices
 from gluonbatch.batchify.rcnn import (FasterRCNNTrainBatchify, FeatureShapes,
                                       MaskRCNNTrainBatchify)
 from helpers import SHARED, batch_leaves, examples, settled, shm_held, tiny_rcnn_net

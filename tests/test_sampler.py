@@ -4,15 +4,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import gluonbatch.dataloader
-import gluonbatch.sharding
 from gluonbatch.sampler import SplitSampler
 from helpers import examples
-
-
-def test_old_import_paths_name_the_same_class():
-    assert gluonbatch.sharding.SplitSampler is SplitSampler
-    assert gluonbatch.dataloader.SplitSampler is SplitSampler
 
 
 @settings(max_examples=examples(60), deadline=None)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from gluonbatch.batchify import Pad, Stack, Tuple
-from gluonbatch.dataloader import DetectionDataLoader, ShardedLoader
+from gluonbatch.dataloader import DetectionDataLoader
+from gluonbatch.sharding import ShardedLoader
 from gluonbatch.examples.synthetic import SyntheticDetection
 from gluonbatch.sampler import SplitSampler
 from gluonbatch.transforms.presets.rcnn import FasterRCNNDefaultTrainTransform

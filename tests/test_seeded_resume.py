@@ -30,7 +30,8 @@ import pytest
 
 import resume_child
 from gluonbatch.batchify import Pad, Stack, Tuple
-from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader, SplitSampler
+from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
+from gluonbatch.sampler import SplitSampler
 from gluonbatch.seeded import SeededBatchSampler, SeededDataset
 from resume_child import (BATCH_SIZE, SAMPLES, SEED, augmentation, batch_digest, dataset,
                           logged, samples)

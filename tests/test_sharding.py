@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gluonbatch.batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
-from gluonbatch.dataloader import ShardedLoader, split_to_devices
+from gluonbatch.sharding import ShardedLoader, split_to_devices
 from gluonbatch.batchify.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 from helpers import examples, tiny_rcnn_net
 from tiers import each_value

@@ -1,7 +1,6 @@
 """Shard discovery and the split of shards into parts (ranks)."""
 import logging
 import os
-import warnings
 
 import pytest
 
@@ -10,26 +9,18 @@ from gluonbatch.webdataset import ImageTextPairDataset
 from helpers import ID, make_dataset
 
 
-def open_part(path, spelling, num_parts, part_index):
-    """Part ``part_index`` of ``num_parts``, by the new keywords or the deprecated ones."""
-    if spelling == 'parts':
-        with warnings.catch_warnings():
-            warnings.simplefilter('error', DeprecationWarning)  # the new spelling never warns
-            return ImageTextPairDataset.from_webdataset(path, ID, num_parts=num_parts,
-                                                        part_index=part_index)
-    with pytest.warns(DeprecationWarning, match='rank= and world_size= are deprecated'):
-        return ImageTextPairDataset.from_webdataset(path, ID, rank=part_index,
-                                                    world_size=num_parts)
+def open_part(path, num_parts, part_index):
+    return ImageTextPairDataset.from_webdataset(path, ID, num_parts=num_parts,
+                                                part_index=part_index)
 
 
-@pytest.mark.parametrize('spelling', ['parts', 'ranks'])
 @pytest.mark.parametrize('num_shards', [1, 3, 5])
-def test_parts_are_disjoint_and_cover_every_shard(tmp_path, num_shards, spelling):
+def test_parts_are_disjoint_and_cover_every_shard(tmp_path, num_shards):
     path = str(tmp_path)
     make_dataset(path, sizes=[2] * num_shards)
     everything = ImageTextPairDataset.from_webdataset(path, ID)
     for num_parts in range(1, 7):
-        parts = [open_part(path, spelling, num_parts, part_index)
+        parts = [open_part(path, num_parts, part_index)
                  for part_index in range(num_parts)]
         tars = [tar for part in parts for tar in part.tar_files]
         assert sorted(tars) == everything.tar_files and len(set(tars)) == len(tars)
@@ -43,36 +34,16 @@ def test_parts_are_disjoint_and_cover_every_shard(tmp_path, num_shards, spelling
                 assert part[len(part) - 1][2][ID] == part.metadata[ID].compute().iloc[-1]
 
 
-@pytest.mark.parametrize('spelling', ['parts', 'ranks'])
-def test_part_without_shards_is_empty(data, caplog, spelling):
+def test_part_without_shards_is_empty(data, caplog):
     path, _ = data
     with caplog.at_level(logging.WARNING, logger='gluonbatch.webdataset'):
-        ds = open_part(path, spelling, 5, 4)
+        ds = open_part(path, 5, 4)
     assert len(ds) == 0 and ds.tar_files == [] and list(ds.metadata.columns) == [ID]
     assert 'part 4 of 5 gets no shard' in caplog.text
     with pytest.raises(IndexError):
         ds[0]
 
 
-def test_deprecated_rank_spellings_still_work(data):
-    path, _ = data
-    with pytest.warns(DeprecationWarning):
-        ds = ImageTextPairDataset(path, ID, rank=1, world_size=2)
-    assert (ds.num_parts, ds.part_index) == (2, 1)
-    with pytest.warns(DeprecationWarning, match='use part_index'):
-        assert ds.rank == 1
-    with pytest.warns(DeprecationWarning, match='use num_parts'):
-        assert ds.world_size == 2
-    assert 'part_index=1, num_parts=2' in repr(ds)
-    with pytest.raises(TypeError, match='give part_index or its deprecated alias rank'):
-        ImageTextPairDataset.from_webdataset(path, ID, part_index=0, rank=0, world_size=2)
-    with pytest.raises(TypeError, match='give num_parts or its deprecated alias world_size'):
-        ImageTextPairDataset.from_webdataset(path, ID, num_parts=2, world_size=2)
-    with pytest.raises(TypeError):  # keywords only: a positional 2 is neither part nor rank
-        ImageTextPairDataset.from_webdataset(path, ID, 0, 2)
-
-
-@pytest.mark.parametrize('spelling', ['parts', 'ranks'])
 @pytest.mark.parametrize('part_index, num_parts, error, message', [
     (2, 2, ValueError, r'part_index must be in \[0, num_parts\); got part_index 2 with '
                        r'num_parts 2'),
@@ -81,9 +52,9 @@ def test_deprecated_rank_spellings_still_work(data):
     (0.0, 1, TypeError, r'part_index must be an integer, got 0.0 \(float\)'),
     (True, 2, TypeError, r'part_index must be an integer, got True \(bool\)'),
     (0, '2', TypeError, r"num_parts must be an integer, got '2' \(str\)")])
-def test_bad_part_arguments(data, spelling, part_index, num_parts, error, message):
+def test_bad_part_arguments(data, part_index, num_parts, error, message):
     with pytest.raises(error, match=message):
-        open_part(data[0], spelling, num_parts, part_index)
+        open_part(data[0], num_parts, part_index)
 
 
 def test_missing_directory_or_no_shards(tmp_path):

@@ -7,7 +7,6 @@ nothing here imports a gluonbatch module outside ``_core`` (the layers point one
 - ``checks``: the one input-check policy;
 - ``console``: whether output is a terminal, and the line a stage prints where it is not;
 - ``deferred``: samples computed where they are written (straight into the batch);
-- ``deprecation``: old import paths kept as aliases that warn;
 - ``heap``: glibc's heap settings (its ``mallopt``, through ctypes);
 - ``imagenet``: the ImageNet channel statistics, the presets' and batchifiers' defaults;
 - ``inference``: output shapes of a traced network per input size, inferred once;

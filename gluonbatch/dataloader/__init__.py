@@ -10,9 +10,6 @@
   ``cpu_shared`` memory, so the ``_mp_`` variants are the same functions as their plain
   twins; both names exist so that gluoncv code keeps working.
 
-``split_to_devices``, ``ShardedLoader`` (:mod:`gluonbatch.sharding`) and ``SplitSampler``
-(:mod:`gluonbatch.sampler`) are importable from here too, as from gluoncv's.
-
 Examples
 --------
 >>> import numpy as np
@@ -23,8 +20,6 @@ Examples
 >>> images.shape, labels.shape, labels.asnumpy()[0, 1, 0]
 ((2, 3, 2, 2), (2, 3, 5), -1.0)
 """
-from ..sampler import SplitSampler
-from ..sharding import ShardedLoader, split_to_devices
 from .batchify_fns import (default_batchify_fn, default_mp_batchify_fn,
                            default_mp_pad_batchify_fn, default_pad_batchify_fn,
                            tsn_mp_batchify_fn)
@@ -33,4 +28,4 @@ from .loaders import DetectionDataLoader, RandomTransformDataLoader
 
 __all__ = ['DataLoader', 'default_batchify_fn', 'default_mp_batchify_fn', 'default_pad_batchify_fn',
            'default_mp_pad_batchify_fn', 'tsn_mp_batchify_fn', 'DetectionDataLoader',
-           'RandomTransformDataLoader', 'split_to_devices', 'ShardedLoader', 'SplitSampler']
+           'RandomTransformDataLoader']

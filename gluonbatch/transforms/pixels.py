@@ -8,10 +8,6 @@ other presets resize (:func:`resize`) and normalize (:class:`Normalizer`) here t
 image between the colour map and the CHW split lives in the thread's kept arrays
 (:func:`.scratch.empty`): fresh pages would cost more than the pass.
 
-``window_overlap``, ``covers``, ``canvas_window``, ``fill_shift`` and ``resize_window``
-moved to :mod:`gluonbatch.transforms.windows`; importing them from here still works, with
-a ``DeprecationWarning``.
-
 Examples
 --------
 >>> import numpy as np
@@ -26,15 +22,10 @@ import numpy as np
 
 from .._core import scratch
 from .._core.checks import described
-from .._core.deprecation import warn_moved
 from . import color
 
 __all__ = ['INTERPOLATIONS', 'BILINEAR', 'AREA', 'val_interp', 'resize', 'check_pixels',
            'written', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw', 'Normalizer']
-
-#: The names that moved to :mod:`gluonbatch.transforms.windows`.
-_MOVED_TO_WINDOWS = ('window_overlap', 'covers', 'canvas_window', 'fill_shift',
-                     'resize_window')
 
 #: gluoncv's interpolation codes, which OpenCV takes as they are.
 INTERPOLATIONS = {0: cv2.INTER_NEAREST, 1: cv2.INTER_LINEAR, 2: cv2.INTER_CUBIC,
@@ -268,11 +259,3 @@ class Normalizer:
             return lut_chw(img, self.lut, out)
         return affine_chw(img, self.matrix, out=out)
 
-
-def __getattr__(name):
-    """The names that moved to :mod:`gluonbatch.transforms.windows`, with a warning."""
-    if name in _MOVED_TO_WINDOWS:
-        warn_moved('%s.%s' % (__name__, name), 'gluonbatch.transforms.windows.%s' % name)
-        from . import windows
-        return getattr(windows, name)
-    raise AttributeError('module %r has no attribute %r' % (__name__, name))

@@ -1,17 +1,16 @@
 """The dataset: :class:`ImageTextPairDataset`, random access to a sharded image-text dataset."""
 import logging
 import os
-import warnings
 
 import dask.dataframe as dd
 
-from .._core.checks import check_str
+from .._core.checks import check_part, check_str
 from .._core.wording import plural
 from .commit import reading
 from .metadata import count_records, lazy_metadata
 from .reader import RecordReader
 from .sharded import ShardedRecords
-from .shards import Shard, find_shards, part_arguments, select_part
+from .shards import Shard, find_shards, select_part
 from .reshard import reshard
 from .writer import save_metadata
 
@@ -74,11 +73,9 @@ class ImageTextPairDataset(ShardedRecords):
     >>> tmp.cleanup()
     """
 
-    def __init__(self, path, id_col, *, num_parts=None, part_index=None, use_index=True,
-                 rank=None, world_size=None):
+    def __init__(self, path, id_col, *, num_parts=1, part_index=0, use_index=True):
         check_str(id_col, 'id_col')
-        self.num_parts, self.part_index = part_arguments(num_parts, part_index, rank,
-                                                         world_size, stacklevel=2)
+        self.num_parts, self.part_index = check_part(num_parts, part_index)
         self.path = os.path.abspath(os.fspath(path))
         self.id_col = id_col
         # between commits: one a killed run left half done is settled first
@@ -96,8 +93,7 @@ class ImageTextPairDataset(ShardedRecords):
         self._reader = RecordReader(self._shards, id_col)
 
     @classmethod
-    def from_webdataset(cls, path, id_col, *, num_parts=None, part_index=None, use_index=True,
-                        rank=None, world_size=None):
+    def from_webdataset(cls, path, id_col, *, num_parts=1, part_index=0, use_index=True):
         """Open the dataset in directory ``path``.
 
         Parameters
@@ -118,9 +114,6 @@ class ImageTextPairDataset(ShardedRecords):
             Use the ``.idx`` files present. Without one (or with ``False``) a shard's tar
             headers are scanned once, when the shard is first used (one of its records
             read, or its metadata checked against them); no file is written either way.
-        rank, world_size : int, optional
-            Deprecated aliases of ``part_index`` and ``num_parts`` (a DeprecationWarning);
-            giving both spellings of one is a TypeError.
 
         Raises
         ------
@@ -151,25 +144,10 @@ class ImageTextPairDataset(ShardedRecords):
         ...            for part in (0, 1)])
         [4, 2]
         """
-        num_parts, part_index = part_arguments(num_parts, part_index, rank, world_size,
-                                               stacklevel=2)
         return cls(path, id_col, num_parts=num_parts, part_index=part_index,
                    use_index=use_index)
 
     # ---------------------------------------------------------------- properties
-
-    @property
-    def rank(self):
-        """Deprecated alias of :attr:`part_index`."""
-        warnings.warn('rank is deprecated; use part_index', DeprecationWarning, stacklevel=2)
-        return self.part_index
-
-    @property
-    def world_size(self):
-        """Deprecated alias of :attr:`num_parts`."""
-        warnings.warn('world_size is deprecated; use num_parts', DeprecationWarning,
-                      stacklevel=2)
-        return self.num_parts
 
     def __repr__(self):
         return ('%s(%r, id_col=%r, shards=%d, records=%d%s)'

@@ -7,9 +7,7 @@ reads: shard ``k``, in numeric order, belongs to part ``k % num_parts``.
 import contextlib
 import os
 import re
-import warnings
 
-from .._core.checks import check_part
 from .._core.wording import plural
 
 SHARD_FILE = re.compile(r'^(\d+)\.(tar|parquet|idx)$')
@@ -105,30 +103,6 @@ def find_shards(directory):
                                        stem + '.' + other, os.path.join(directory, '*.' + ext),
                                        plural(len(stems), 'shard file'), other))
     return sorted(tars, key=stem_order), found['idx']
-
-
-def part_arguments(num_parts, part_index, rank=None, world_size=None, stacklevel=2):
-    """Checked ``(num_parts, part_index)``; ``world_size`` and ``rank`` are their deprecated
-    aliases (a DeprecationWarning). None means the default: 1 part, part 0.
-
-    >>> part_arguments(4, 3)
-    (4, 3)
-    >>> part_arguments(2, 2)
-    Traceback (most recent call last):
-    ...
-    ValueError: part_index must be in [0, num_parts); got part_index 2 with num_parts 2
-    """
-    if rank is not None or world_size is not None:
-        warnings.warn('rank= and world_size= are deprecated; use part_index= and num_parts= '
-                      '(the same meaning)', DeprecationWarning, stacklevel=stacklevel + 1)
-        for name, value, alias, given in (('part_index', part_index, 'rank', rank),
-                                          ('num_parts', num_parts, 'world_size', world_size)):
-            if given is not None and value is not None:
-                raise TypeError('give %s or its deprecated alias %s, not both' % (name, alias))
-        part_index = rank if rank is not None else part_index
-        num_parts = world_size if world_size is not None else num_parts
-    return check_part(1 if num_parts is None else num_parts,
-                      0 if part_index is None else part_index)
 
 
 def select_part(stems, num_parts, part_index):
