@@ -50,7 +50,7 @@ How it measures
   the same interleaved loop; the medians of the two workers' medians are reported.
 
 * **The webdataset case** reads a sharded image-text dataset (``NNNNN.tar`` + ``.parquet``
-  + ``.idx``, small JPEGs) with :class:`gluonbatch.webdataset.ImageTextPairDataset`. Its
+  + ``.idx``, small JPEGs) with :class:`gluonbatch.curation.ImageTextPairDataset`. Its
   gluonbatch and gluoncv contenders are whole shuffled epochs of the same 2-worker
   DataLoader (random access, JPEG decode, then ``Tuple(Pad(axis=(0, 1)), List(), List())``
   of gluonbatch or gluoncv's ``Pad``); its floor is reading the same tar bytes front to back
@@ -111,8 +111,8 @@ How it measures
 * **The shards case** (``benchmarks.cases_shards``) writes a VOC-like dataset of real
   500x375 JPEGs in gluoncv's layout, converts it to shards and times, in interleaved
   rounds, the SSD300 training loader (gluonbatch's preset and batch targets, 2 workers,
-  batch 32) over :class:`~gluonbatch.webdataset.DetectionShards` in a
-  :class:`~gluonbatch.webdataset.ShardWindowSampler`'s order against the same loader over
+  batch 32) over :class:`~gluonbatch.detection.DetectionShards` in a
+  :class:`~gluonbatch.samplers.ShardWindowSampler`'s order against the same loader over
   gluoncv's ``VOCDetection`` on the files (goal: at least as many images/s), decoding
   alone as the floor; every record read without decoding against copying the shard files
   (goal: at least half the copy's records/s); and opening a dataset of 1,000 shards and
@@ -120,7 +120,7 @@ How it measures
 
 * **The JPEG cases** (``benchmarks.cases_jpeg``) time training from JPEG files written by
   the bench (VOC-like, 500x375): a 2-worker DataLoader, batch 32, decode included, with
-  gluonbatch's JPEG path (:mod:`gluonbatch.datasets`), with MXNet's decode, and gluoncv's
+  gluonbatch's JPEG path (:mod:`gluonbatch.detection.gluoncv_datasets`), with MXNet's decode, and gluoncv's
   pipeline, decoding alone as the floor. Goals: SSD300 at least 400 images/s and at most
   4.5 ms of CPU per image. YOLOv3's and CenterNet's ratio to the pipeline with MXNet's
   decode is printed without a goal: it has today's presets too, where their goal (1.5x)

@@ -41,10 +41,10 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from gluonbatch.webdataset import ImageTextPairDataset
-from gluonbatch.webdataset.commit import FORWARD, staging
-from gluonbatch.webdataset.writer import (ShardWriter, commit_shards, id_digits,
-                                          write_parquet)
+from gluonbatch.curation import ImageTextPairDataset
+from gluonbatch.shards.commit import FORWARD, staging
+from gluonbatch.curation.metadata_writer import arrow_table, write_parquet
+from gluonbatch.shards.writer import ShardWriter, commit_shards, id_digits
 
 from .harness import ForkServer, host_steal, interleave, python_env
 from .rows import ms_fields, ratio_check
@@ -79,7 +79,7 @@ def _write_metadata_set(path, records, shards, rng):
             writer = ShardWriter(stage.path, stem, 0)
             for key in ids:
                 writer.add(key, [('txt', b'')])
-            writer.finish(frame)
+            writer.finish(arrow_table(frame))
         commit_shards(stage, stems, FORWARD)
     return path
 

@@ -1,10 +1,10 @@
 """Cases ``jpeg_loader_ssd``, ``_yolo`` and ``_center_net``: training from JPEG files.
 
 The bench writes VOC-like 500x375 JPEGs in gluoncv's layout
-(:func:`~gluonbatch.webdataset.make_voc_example`) and times, in interleaved rounds, a
+(:func:`~gluonbatch.detection.make_voc_example`) and times, in interleaved rounds, a
 2-worker DataLoader (batch 32) reading them, decode included:
 
-- ``gluonbatch``: :class:`gluonbatch.datasets.VOCDetection` (libjpeg-turbo's decode with
+- ``gluonbatch``: :class:`gluonbatch.detection.gluoncv_datasets.VOCDetection` (libjpeg-turbo's decode with
   MXNet's pixels), gluonbatch's preset without targets, its image deferred to the batch,
   and the batch's targets, the workers forked with OpenCV on one thread (as
   :class:`gluonbatch.DataLoader` runs its workers);
@@ -45,8 +45,8 @@ import time
 import mxnet as mx
 import numpy as np
 
-from gluonbatch.datasets import VOCDetection as FastVOCDetection
-from gluonbatch.webdataset import make_voc_example
+from gluonbatch.detection.gluoncv_datasets import VOCDetection as FastVOCDetection
+from gluonbatch.detection import make_voc_example
 
 from .cases_loader import WORKERS
 from .cases_seeded import epoch_costs, process_tree_cpu_seconds

@@ -26,8 +26,8 @@ import time
 import dask
 import numpy as np
 
-from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
-from gluonbatch.webdataset.tar import scan_tar
+from gluonbatch.curation import ImageTextPairDataset, make_example_dataset
+from gluonbatch.shards.tar import scan_tar
 
 from .cases_curation import (curation_row, local_clusters, run_script, timed_phase,
                              timed_run)
@@ -70,7 +70,7 @@ def reshard_seconds(scheduler, source, target, samples_per_shard, warmup):
     Examples
     --------
     >>> import tempfile
-    >>> from gluonbatch.webdataset import make_example_dataset
+    >>> from gluonbatch.curation import make_example_dataset
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     source = make_example_dataset(os.path.join(tmp, 's'), num_shards=2,
     ...                                   samples_per_shard=4, index=True)
@@ -106,7 +106,7 @@ def fresh_reads(mode, source, *args):
     mode : str
         ``'idx'``, args ``i``: open with the ``.idx`` files and read record ``i``; returns
         ``{'open_first': ms}``. ``'scan'``, args ``i`` and the tar of its shard: that tar's
-        :func:`~gluonbatch.webdataset.tar.scan_tar` alone, then open without the ``.idx``
+        :func:`~gluonbatch.shards.tar.scan_tar` alone, then open without the ``.idx``
         files and read record ``i``; returns ``{'scan_tar': ms, 'open_first': ms}``.
         ``'random'``, args a seed and a count: open, then read ``count`` records at random
         positions; ``'sequential'``, args a start and a count: open, then read ``count``
@@ -128,7 +128,7 @@ def fresh_reads(mode, source, *args):
     Examples
     --------
     >>> import tempfile
-    >>> from gluonbatch.webdataset import make_example_dataset
+    >>> from gluonbatch.curation import make_example_dataset
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     path = make_example_dataset(tmp, num_shards=2, samples_per_shard=4, index=True)
     ...     first = fresh_reads('scan', path, 5, os.path.join(path, '00001.tar'))
@@ -171,7 +171,7 @@ def fresh_reads(mode, source, *args):
 _READS = 200
 
 _FRESH_SCRIPT = ('import json, sys\n'
-                 'import gluonbatch.webdataset\n'
+                 'import gluonbatch.curation\n'
                  'from benchmarks.cases_reshard import fresh_reads\n'
                  'print(json.dumps(fresh_reads(*sys.argv[1:])))\n')
 

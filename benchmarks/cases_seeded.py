@@ -5,7 +5,7 @@ JPEGs decoded in the workers, gluonbatch's train preset with its targets, the tr
 script's batchify; 2 workers, batch 32), seeded and unseeded, in the same interleaved
 rounds: gluonbatch's loader (``DetectionDataLoader``, ``seed=0`` against ``seed=None``)
 and MXNet's DataLoader (a :class:`~gluonbatch.seeded.SeededDataset` with a
-:class:`~gluonbatch.seeded.SeededBatchSampler` against the plain dataset and
+:class:`~gluonbatch.samplers.SeededBatchSampler` against the plain dataset and
 ``batch_size``). The goal: seeding costs at most 2%. Measured as CPU seconds per batch of
 all the loader's processes (every thread), the ratio of each round's seeded epoch to the
 unseeded one of the same round, median over rounds; on a shared machine these ratios
@@ -36,7 +36,8 @@ import numpy as np
 
 from gluonbatch import batchify as gb
 from gluonbatch.dataloader import DetectionDataLoader
-from gluonbatch.seeded import SeededBatchSampler, SeededDataset
+from gluonbatch.samplers import SeededBatchSampler
+from gluonbatch.seeded import SeededDataset
 from gluonbatch.seeded.keys import read_seeded
 
 from .cases_loader import WORKERS, data_loader

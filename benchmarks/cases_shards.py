@@ -1,12 +1,12 @@
 """Case ``shards``: training from detection shards against training from the files.
 
 A VOC-like dataset of real 500x375 JPEGs (2-8 boxes each) is written in gluoncv's layout
-(:func:`~gluonbatch.webdataset.make_voc_example`) and converted to shards
-(:func:`~gluonbatch.webdataset.from_voc`). Then, in the same interleaved rounds:
+(:func:`~gluonbatch.detection.make_voc_example`) and converted to shards
+(:func:`~gluonbatch.detection.from_voc`). Then, in the same interleaved rounds:
 
 - ``gluonbatch``: the SSD300 training loader (gluonbatch's preset without targets and the
-  batch's targets, 2 workers, batch 32) over :class:`~gluonbatch.webdataset.DetectionShards`
-  in :class:`~gluonbatch.webdataset.ShardWindowSampler`'s order;
+  batch's targets, 2 workers, batch 32) over :class:`~gluonbatch.detection.DetectionShards`
+  in :class:`~gluonbatch.samplers.ShardWindowSampler`'s order;
 - ``gluoncv``: the same loader over gluoncv's ``VOCDetection`` on the same files, shuffled;
 - ``floor``: decoding alone, the same records from the shards, 2 workers.
 
@@ -32,8 +32,8 @@ import time
 
 import mxnet as mx
 
-from gluonbatch.webdataset import (DetectionShards, ShardWindowSampler, from_voc,
-                                   make_voc_example)
+from gluonbatch.detection import DetectionShards, from_voc, make_voc_example
+from gluonbatch.samplers import ShardWindowSampler
 
 from .cases_loader import WORKERS
 from .cases_seeded import epoch_costs

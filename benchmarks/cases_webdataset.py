@@ -16,7 +16,8 @@ import gluoncv.data.batchify as gcv
 import mxnet as mx
 
 from gluonbatch import batchify as gb
-from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset, verify
+from gluonbatch.curation import ImageTextPairDataset, make_example_dataset
+from gluonbatch.shards import verify
 
 from .harness import interleave, time_call, time_epoch
 from .rows import check_same, layout_fields, ratio_check, timing_fields

@@ -1,22 +1,8 @@
 """gluonbatch: fast, shared-memory mini-batches for MXNet Gluon computer-vision training.
 
-The names most users need are importable from here. The package holds
-
-- ``batchify``: the batchify functions, the detection and R-CNN batchifiers among them;
-- ``collate``: ``default_collate``, for samples of any nesting;
-- ``dataloader``: :class:`DataLoader` (MXNet's, surviving its workers; seeded, resumable)
-  and a drop-in for ``gluoncv.data.dataloader``;
-- ``sharding``: batches split onto devices; ``sampler``: the dataset split onto ranks;
-- ``seeded``: seeded loading, the same batches for any workers, devices or ranks, resumable;
-- ``memory``: where batches live, and shared-memory recycling;
-- ``targets``: detection training targets in numpy (SSD, YOLOv3, CenterNet, RPN);
-- ``transforms``: the detection presets (they need OpenCV);
-- ``webdataset``: sharded image-text datasets, read at random, resharded and curated, and
-  detection datasets converted to shards;
-- ``datasets``: gluoncv's VOC and COCO datasets, their JPEGs decoded faster (same items);
-- ``examples``: the example detection loaders; ``cli``: the ``gluonbatch`` command (which
-  ``__main__`` runs: ``python -m gluonbatch``);
-- ``_core``: the machinery under them all.
+The names most users need are importable from here: the batchify functions, ``Collate``,
+the memory settings and :class:`DataLoader`, MXNet's loader made to survive its workers,
+seeded and resumable. The README's "Where things are" maps the rest.
 
 >>> import gluonbatch
 >>> gluonbatch.Stack()([[1, 2], [3, 4]]).shape

@@ -8,9 +8,9 @@ Run under ``scripts/launch_local.py`` (or MXNet's ``tools/launch.py``), which se
         python scripts/dist_train.py --steps 4 --report-dir /tmp/reports
 
 Each worker creates the ``dist_sync`` kvstore, takes its part of a synthetic dataset with
-``gluonbatch.sampler.SplitSampler(len, num_workers, rank, shuffle=True)`` (or, with
+``gluonbatch.samplers.split.SplitSampler(len, num_workers, rank, shuffle=True)`` (or, with
 ``--webdataset DIR``, its shards of an image-text dataset; with ``--shards DIR``, its
-equal part of a detection dataset on shards in ``gluonbatch.webdataset.ShardWindowSampler``'s
+equal part of a detection dataset on shards in ``gluonbatch.samplers.ShardWindowSampler``'s
 order, a window of ``--shard-window`` shards at a time), loads it with a
 ``gluonbatch.DataLoader`` (``--num-loader-workers`` worker processes, replaced if they
 die), batches it with gluonbatch (``Pad(num_shards=D)`` per device), splits every batch
@@ -46,8 +46,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 from gluonbatch import DataLoader  # noqa: E402
 from gluonbatch._core.argtypes import HelpFormatter  # noqa: E402
 from gluonbatch.batchify import List, Pad, Stack, Tuple  # noqa: E402
-from gluonbatch.sharding import ShardedLoader  # noqa: E402
-from gluonbatch.sampler import SplitSampler  # noqa: E402
+from gluonbatch.devices import ShardedLoader  # noqa: E402
+from gluonbatch.samplers.split import SplitSampler  # noqa: E402
 
 
 def synthetic_dataset(num_samples, seed):
@@ -77,7 +77,7 @@ class ShardSamples(mx.gluon.data.Dataset):
     of its size, the number of objects / 10, the record's key)."""
 
     def __init__(self, path):
-        from gluonbatch.webdataset import DetectionShards
+        from gluonbatch.detection import DetectionShards
 
         self.shards = DetectionShards(path)
         self.shard_lengths = self.shards.shard_lengths
@@ -94,7 +94,7 @@ class ShardSamples(mx.gluon.data.Dataset):
 
 def webdataset_dataset(path, id_col, rank, num_workers):
     """This rank's shards of an image-text dataset: (CHW float image, target, id)."""
-    from gluonbatch.webdataset import ImageTextPairDataset
+    from gluonbatch.curation import ImageTextPairDataset
 
     dataset = ImageTextPairDataset.from_webdataset(path, id_col, num_parts=num_workers,
                                                    part_index=rank)
@@ -112,7 +112,7 @@ def webdataset_dataset(path, id_col, rank, num_workers):
 def shard_loader(args, rank, num_workers):
     """This rank's loader over the detection shards of ``--shards``: every rank opens the
     whole dataset and reads its equal part of the window order."""
-    from gluonbatch.webdataset import ShardWindowSampler
+    from gluonbatch.samplers import ShardWindowSampler
 
     dataset = ShardSamples(args.shards)
     seed = args.seed if args.loader_seed is None else args.loader_seed

@@ -1,5 +1,5 @@
 """Stop a curation write at each of its file-system steps in turn: the driver behind
-``test_webdataset_commit.py``, run in its own process.
+``test_shards_commit.py``, run in its own process.
 
 ``python commit_faults.py OPERATION SOURCE WORK MODE``
 
@@ -26,7 +26,7 @@ import traceback
 import dask
 import pyarrow.parquet as pq
 
-from gluonbatch.webdataset import ImageTextPairDataset
+from gluonbatch.curation import ImageTextPairDataset
 
 STOPPED = 86  # a child's exit code when it was stopped at its step
 ID = 'key'

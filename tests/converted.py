@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from gluonbatch.webdataset import ImageTextPairDataset
+from gluonbatch.curation import ImageTextPairDataset
 
 from helpers import ID
 

@@ -26,7 +26,7 @@ import pandas as pd
 from hypothesis import settings
 from PIL import Image
 
-from gluonbatch.webdataset import write_index
+from gluonbatch.shards import write_index
 
 #: Where every NDArray gluonbatch returns lives (default memory setting).
 SHARED = mx.Context('cpu_shared', 0)
@@ -338,7 +338,7 @@ def add_column(ds, name, values):
 def read_everything(path, id_col=ID, **kwargs):
     """Open the dataset at ``path``, compute its metadata and read every record: what
     raises the errors of any shard (they are raised when a shard is first used)."""
-    from gluonbatch.webdataset import ImageTextPairDataset
+    from gluonbatch.curation import ImageTextPairDataset
 
     ds = ImageTextPairDataset.from_webdataset(path, id_col, **kwargs)
     ds.metadata.compute()

@@ -33,7 +33,7 @@ from gluonbatch.batchify import (CenterNetTrainBatchify, Pad, SSDTrainBatchify,
                                  YOLO3TrainBatchify)
 from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
 from gluonbatch.examples.synthetic import SyntheticDetection
-from gluonbatch.sharding import split_to_devices
+from gluonbatch.devices import split_to_devices
 from gluonbatch.transforms.presets import center_net, ssd, yolo
 from helpers import SHARED, assert_unchanged, examples, overwrite_all, snapshot
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from mxnet import npx
 
 from gluonbatch.batchify import NormalizedStack, Pad, Stack, Tuple
-from gluonbatch.sharding import split_to_devices
+from gluonbatch.devices import split_to_devices
 from helpers import SHARED, assert_unchanged, examples, overwrite_all, snapshot
 
 

@@ -233,7 +233,7 @@ def test_the_wheel_holds_no_benchmarks(monkeypatch):
     monkeypatch.chdir(ROOT)  # setup.py finds its packages from where it is run
 
     packages = run_setup(str(ROOT / 'setup.py'), stop_after='init').packages
-    assert 'gluonbatch' in packages and 'gluonbatch.webdataset' in packages
+    assert 'gluonbatch' in packages and 'gluonbatch.shards' in packages
     assert not [name for name in packages if name.split('.')[0] == 'benchmarks'
                 or name.startswith('gluonbatch.bench')], packages
 

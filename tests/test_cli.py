@@ -15,7 +15,7 @@ from gluonbatch import cli
 from gluonbatch.cli.usage import parsers
 from gluonbatch.examples import ssd
 from gluonbatch.examples.runner import loader_parser, time_loader
-from gluonbatch.webdataset import make_example_dataset
+from gluonbatch.curation import make_example_dataset
 
 
 def test_counts_of_one_are_singular(tmp_path, capsys):

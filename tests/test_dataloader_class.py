@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from gluonbatch import DataLoader, Stack
 from gluonbatch.dataloader import DetectionDataLoader
-from gluonbatch.seeded import SeededBatchSampler
+from gluonbatch.samplers import SeededBatchSampler
 
 
 class Noisy(mx.gluon.data.Dataset):

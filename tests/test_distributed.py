@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from gluonbatch.webdataset import ImageTextPairDataset, make_example_dataset
+from gluonbatch.curation import ImageTextPairDataset, make_example_dataset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCH = os.path.join(ROOT, 'scripts', 'launch_local.py')
@@ -166,7 +166,7 @@ def test_the_training_script_names_objects_that_exist():
     with open(TRAIN, encoding='utf-8') as script:
         docstring = ast.get_docstring(ast.parse(script.read()))
     names = re.findall(r'gluonbatch(?:\.\w+)+', docstring)
-    assert 'gluonbatch.sampler.SplitSampler' in names
+    assert 'gluonbatch.samplers.split.SplitSampler' in names
     for name in names:
         module, _, attribute = name.rpartition('.')
         assert hasattr(importlib.import_module(module), attribute), name
@@ -175,7 +175,7 @@ def test_the_training_script_names_objects_that_exist():
 def test_detection_shards_split_equally_by_rank(tmp_path):
     """--shards: every rank reads its equal part of the window order; together the parts
     are the dataset, each record once."""
-    from gluonbatch.webdataset import DetectionShards, from_voc, make_voc_example
+    from gluonbatch.detection import DetectionShards, from_voc, make_voc_example
 
     root = make_voc_example(str(tmp_path / 'voc'), num_images=12, size=(64, 48), seed=2)
     shards = from_voc(root, str(tmp_path / 'shards'), splits=[(2007, 'trainval')],

@@ -59,7 +59,8 @@ _NET_AND_TRAINER = ('from mxnet import gluon\n'
 _SEEDED_LOADERS = '''
 from gluonbatch.batchify import Tuple, Stack, Pad
 from gluonbatch.dataloader import RandomTransformDataLoader
-from gluonbatch.seeded import SeededBatchSampler, SeededDataset
+from gluonbatch.samplers import SeededBatchSampler
+from gluonbatch.seeded import SeededDataset
 batchify_fn = Tuple(Stack(), Pad(pad_val=-1))
 resized = [lambda image, label, size=size: (
     mx.image.imresize(image, size, size).transpose((2, 0, 1)), label) for size in (32, 64)]

@@ -429,7 +429,7 @@ def test_picture_draws_heatmaps_over_the_images(tmp_path):
 @pytest.fixture(scope='module')
 def voc_shards(tmp_path_factory):
     """Detection shards converted from a small VOC: 12 images in 3 shards."""
-    from gluonbatch.webdataset import from_voc, make_voc_example
+    from gluonbatch.detection import from_voc, make_voc_example
 
     base = tmp_path_factory.mktemp('voc-shards')
     root = make_voc_example(str(base / 'voc'), num_images=12, size=(160, 120), seed=5)
@@ -456,7 +456,7 @@ def test_shards_train_batches_follow_the_window_order_for_any_num_workers(voc_sh
     (each batch's labels those of the order's samples), the same for 0, 1 and 2 workers."""
     from gluonbatch.examples.runner import (detection_dataset, detector_loaders,
                                             loader_parser, train_order)
-    from gluonbatch.webdataset import ShardWindowSampler
+    from gluonbatch.samplers import ShardWindowSampler
 
     def label_batches(num_workers):
         args = loader_parser('ssd', 'ssd', 2, 'data-shape', NETWORKS['ssd']).parse_args(

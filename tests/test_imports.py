@@ -20,9 +20,10 @@ from helpers import imported_names
 PACKAGE = pathlib.Path(gluonbatch.__file__).resolve().parent
 
 PUBLIC_MODULES = ['gluonbatch', 'gluonbatch.batchify', 'gluonbatch.collate',
-                  'gluonbatch.dataloader', 'gluonbatch.sharding', 'gluonbatch.memory',
-                  'gluonbatch.webdataset', 'gluonbatch.cli', 'gluonbatch.examples',
-                  'gluonbatch.sampler']
+                  'gluonbatch.dataloader', 'gluonbatch.devices', 'gluonbatch.memory',
+                  'gluonbatch.shards', 'gluonbatch.curation', 'gluonbatch.detection',
+                  'gluonbatch.samplers', 'gluonbatch.seeded', 'gluonbatch.cli',
+                  'gluonbatch.examples']
 
 #: Libraries ``import gluonbatch`` must not load beyond what ``import mxnet`` loads itself
 #: (MXNet's image module imports OpenCV).
@@ -120,9 +121,9 @@ def test_importing_gluonbatch_loads_no_heavy_library_that_mxnet_does_not(fresh):
     by_mxnet = _succeeded(fresh['mxnet'])
     assert set(fresh['gluonbatch']) - set(by_mxnet) == set()
     assert set(by_mxnet) <= set(fresh['gluonbatch'])
-    # the check sees them: the webdataset module loads its data-frame libraries
-    _, by_webdataset = _succeeded(fresh['modules']['gluonbatch.webdataset'])
-    assert {'dask', 'pyarrow'} <= set(by_webdataset)
+    # the check sees them: curation loads its data-frame libraries
+    _, by_curation = _succeeded(fresh['modules']['gluonbatch.curation'])
+    assert {'dask', 'pyarrow'} <= set(by_curation)
 
 
 def test_a_program_that_imported_gluonbatch_forks_children_with_their_collector_untouched(

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from PIL import Image
 
 from gluonbatch._core import jpeg
-from gluonbatch.webdataset.decode import decode_image
+from gluonbatch.shards.decode import decode_image
 
 from helpers import examples
 

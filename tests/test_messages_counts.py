@@ -3,7 +3,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from gluonbatch import sharding
+from gluonbatch import devices as sharding
 from gluonbatch.batchify import Pad, Stack, Tuple
 from gluonbatch.batchify.fields import NamedTuple
 

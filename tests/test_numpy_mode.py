@@ -18,7 +18,7 @@ from gluonbatch.batchify import (Append, Dict, List, NamedTuple, Pad, Stack, Tup
 from gluonbatch.collate import default_collate
 from gluonbatch.dataloader import (DetectionDataLoader, default_batchify_fn,
                                    default_pad_batchify_fn, tsn_mp_batchify_fn)
-from gluonbatch.sharding import ShardedLoader, split_to_devices
+from gluonbatch.devices import ShardedLoader, split_to_devices
 from gluonbatch.batchify.rcnn import (FasterRCNNTrainBatchify, FeatureShapes,
                                       MaskRCNNTrainBatchify)
 from helpers import SHARED, batch_leaves, examples, settled, shm_held, tiny_rcnn_net

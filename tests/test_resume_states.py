@@ -20,8 +20,9 @@ from hypothesis import given, settings, strategies as st
 
 from gluonbatch import DataLoader
 from gluonbatch.dataloader.resume import FORMAT, KEYS, checked_state
-from gluonbatch.seeded import SeededBatchSampler, SeededBucketSampler, SeededDataset
-from gluonbatch.webdataset import ShardWindowSampler
+from gluonbatch.samplers import SeededBatchSampler, SeededBucketSampler
+from gluonbatch.seeded import SeededDataset
+from gluonbatch.samplers import ShardWindowSampler
 from helpers import examples
 
 SEED = 20240611

@@ -16,7 +16,8 @@ import pytest
 
 from gluonbatch.batchify import Stack
 from gluonbatch.dataloader import DetectionDataLoader
-from gluonbatch.seeded import KeyBatch, SampleKey, SeededBatchSampler, SeededDataset
+from gluonbatch.samplers import KeyBatch, SeededBatchSampler
+from gluonbatch.seeded import SampleKey, SeededDataset
 from gluonbatch.seeded.keys import BatchStart, read_seeded, seed_batch
 
 SEED, SAMPLES, BATCH = 3, 16, 4

@@ -14,9 +14,9 @@ import pytest
 
 from gluonbatch.batchify import Pad, Stack, Tuple
 from gluonbatch.dataloader import DetectionDataLoader
-from gluonbatch.sharding import ShardedLoader
+from gluonbatch.devices import ShardedLoader
 from gluonbatch.examples.synthetic import SyntheticDetection
-from gluonbatch.sampler import SplitSampler
+from gluonbatch.samplers.split import SplitSampler
 from gluonbatch.transforms.presets.rcnn import FasterRCNNDefaultTrainTransform
 from tiers import pairwise
 

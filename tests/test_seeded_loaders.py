@@ -4,7 +4,7 @@ Each pipeline is a detection preset (gluonbatch's or gluoncv's) over the embedde
 :class:`~gluonbatch.examples.synthetic.SyntheticDetection` with its training batchify
 function, loaded by gluonbatch's loaders (``seed=``) or by MXNet's own ``DataLoader`` over a
 :class:`~gluonbatch.seeded.SeededDataset` with a
-:class:`~gluonbatch.seeded.SeededBatchSampler`. Every sample also carries a probe: a draw of
+:class:`~gluonbatch.samplers.SeededBatchSampler`. Every sample also carries a probe: a draw of
 Python's ``random``, numpy's and MXNet's generators made before its preset runs. The
 SHA-256 of every batch (each array's bytes, shape and dtype) over three epochs is compared
 across worker counts, MXNet's thread pool, recycled shared memory on and off and MXNet's
@@ -27,7 +27,8 @@ from gluonbatch.batchify import (CenterNetTrainBatchify, FasterRCNNTrainBatchify
                                  YOLO3TrainBatchify)
 from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
 from gluonbatch.examples.synthetic import SyntheticDetection
-from gluonbatch.seeded import SeededBatchSampler, SeededDataset
+from gluonbatch.samplers import SeededBatchSampler
+from gluonbatch.seeded import SeededDataset
 from gluonbatch.seeded.keys import batch_choice
 from gluonbatch.transforms.presets import center_net, rcnn, ssd, yolo
 from tiers import each_value, pairwise

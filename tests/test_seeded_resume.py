@@ -31,8 +31,9 @@ import pytest
 import resume_child
 from gluonbatch.batchify import Pad, Stack, Tuple
 from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
-from gluonbatch.sampler import SplitSampler
-from gluonbatch.seeded import SeededBatchSampler, SeededDataset
+from gluonbatch.samplers.split import SplitSampler
+from gluonbatch.samplers import SeededBatchSampler
+from gluonbatch.seeded import SeededDataset
 from resume_child import (BATCH_SIZE, SAMPLES, SEED, augmentation, batch_digest, dataset,
                           logged, samples)
 from tiers import pairwise

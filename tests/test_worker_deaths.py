@@ -22,7 +22,7 @@ import pytest
 
 from gluonbatch import DataLoader, Stack
 from gluonbatch.dataloader.pool import STRIKES
-from gluonbatch.seeded import SeededBatchSampler
+from gluonbatch.samplers import SeededBatchSampler
 
 CTX = multiprocessing.get_context('fork')
 

@@ -1,7 +1,7 @@
 """Shard layouts: how each field of a batch splits across devices, declared, not inferred.
 
 Every batchify function states the layout of what it returns in its ``shard_layout``
-attribute, and :func:`gluonbatch.sharding.split_to_devices` reads it. A layout mirrors the
+attribute, and :func:`gluonbatch.devices.split_to_devices` reads it. A layout mirrors the
 batch:
 
 * ``'rows'``: one row per sample, split on the shard boundaries. An NDArray or numpy

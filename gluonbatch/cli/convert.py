@@ -1,6 +1,6 @@
 """``gluonbatch wds from-voc / from-coco``: convert Pascal VOC or MS COCO, in gluoncv's
-layout on disk, into detection shards (:func:`~gluonbatch.webdataset.from_voc`,
-:func:`~gluonbatch.webdataset.from_coco`), with a progress bar on a terminal and a line
+layout on disk, into detection shards (:func:`~gluonbatch.detection.from_voc`,
+:func:`~gluonbatch.detection.from_coco`), with a progress bar on a terminal and a line
 per stage elsewhere."""
 from .._core.argtypes import positive_int
 from .._core.wording import plural
@@ -10,7 +10,7 @@ __all__ = ['add_actions']
 
 def _written(path):
     """Print what a conversion wrote into ``path``."""
-    from ..webdataset.detection_format import read_manifest
+    from ..detection.annotations import read_manifest
 
     manifest = read_manifest(path)
     records = sum(count for _, count in manifest['shards'])
@@ -22,7 +22,7 @@ def _written(path):
 
 
 def _from_voc(args):
-    from ..webdataset import from_voc
+    from ..detection import from_voc
 
     return _written(from_voc(args.root, args.dst, splits=args.splits,
                              samples_per_shard=args.samples_per_shard,
@@ -30,7 +30,7 @@ def _from_voc(args):
 
 
 def _from_coco(args):
-    from ..webdataset import from_coco
+    from ..detection import from_coco
 
     return _written(from_coco(args.root, args.dst, split=args.split,
                               segmentation=args.segmentation,

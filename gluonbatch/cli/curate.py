@@ -21,7 +21,7 @@ def computing_on(args):
     a line per computation labelled with the action."""
     if args.scheduler:
         from distributed import Client
-        from ..webdataset.writer import cluster_progress
+        from ..curation.metadata_writer import cluster_progress
 
         with Client(args.scheduler) as client:
             print('computing on %s (dashboard: %s)' % (args.scheduler, client.dashboard_link))
@@ -29,7 +29,7 @@ def computing_on(args):
                     contextlib.nullcontext():
                 yield
     elif args.progress:
-        from ..webdataset.progress import local_progress
+        from ..curation.progress import local_progress
 
         with local_progress(args.wds_command):
             yield
@@ -38,7 +38,7 @@ def computing_on(args):
 
 
 def _embedder(args):
-    from ..webdataset import ExportedImageEmbedder, GluonImageEmbedder
+    from ..curation import ExportedImageEmbedder, GluonImageEmbedder
 
     options = dict(image_size=args.image_size, batch_size=args.batch_size,
                    num_workers=args.num_workers, normalize_embeddings=args.normalize,
@@ -60,7 +60,7 @@ def _zoo_features(args):
 
 
 def _open(args):
-    from ..webdataset import ImageTextPairDataset
+    from ..curation import ImageTextPairDataset
 
     return ImageTextPairDataset.from_webdataset(args.dir, args.id_col)
 
@@ -79,7 +79,7 @@ def _embed(args):
 
 
 def _score(args):
-    from ..webdataset import ExportedEmbeddingClassifier
+    from ..curation import ExportedEmbeddingClassifier
 
     return _save_column(ExportedEmbeddingClassifier(
         args.model, args.column, args.epoch, embedding_column=args.embedding_column,
@@ -87,7 +87,7 @@ def _score(args):
 
 
 def _filter(args):
-    from ..webdataset import ImageTextPairDataset
+    from ..curation import ImageTextPairDataset
 
     ds = ImageTextPairDataset.from_webdataset(args.src, args.id_col)
     try:
@@ -125,7 +125,7 @@ not True or False; write a condition such as 'width >= 256'
 def write_kept(ds, args, filter_column, why=None):
     """``ds.to_webdataset`` into ``args.dst`` on the scheduler of ``args``, then one line:
     how many records were kept (``why``: the reason shown beside the count)."""
-    from ..webdataset import ImageTextPairDataset
+    from ..curation import ImageTextPairDataset
 
     with computing_on(args):
         tars = ds.to_webdataset(args.dst, filter_column,

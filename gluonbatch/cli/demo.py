@@ -3,7 +3,7 @@
 What ``make demo`` runs. Every loader is a :class:`gluonbatch.DataLoader`, closed once
 it has loaded its batches; its workers run OpenCV and BLAS on one thread each. Both train
 loaders are seeded (the same batches for any ``--num-workers``; Faster R-CNN's
-aspect-ratio buckets from :class:`~gluonbatch.seeded.SeededBucketSampler`), and each says
+aspect-ratio buckets from :class:`~gluonbatch.samplers.SeededBucketSampler`), and each says
 so as it starts.
 """
 import os

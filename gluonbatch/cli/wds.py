@@ -21,7 +21,7 @@ __all__ = ['add_parser', 'run']
 
 
 def _index(args):
-    from ..webdataset import write_index
+    from ..shards import write_index
 
     if args.output is not None and len(args.tar) > 1:
         raise UsageError('--output names one index file; %d tar files were given'
@@ -45,7 +45,7 @@ def _shorten(text, width):
 
 
 def _inspect(args):
-    from ..webdataset import ImageTextPairDataset
+    from ..curation import ImageTextPairDataset
 
     ds = ImageTextPairDataset.from_webdataset(args.dir, args.id_col)
     indexed = sum(os.path.exists(tar[:-len('.tar')] + '.idx') for tar in ds.tar_files)
@@ -75,7 +75,7 @@ def _inspect(args):
 
 
 def _verify(args):
-    from ..webdataset import verify
+    from ..shards import verify
 
     report = verify(args.dir, args.id_col, decode=args.decode,
                     progress=not args.no_progress and is_terminal(sys.stderr))
@@ -93,7 +93,7 @@ def _verify(args):
 
 
 def _reshard(args):
-    from ..webdataset import ImageTextPairDataset
+    from ..curation import ImageTextPairDataset
 
     ds = ImageTextPairDataset.from_webdataset(args.src, args.id_col)
     return write_kept(ds, args, args.filter_column)

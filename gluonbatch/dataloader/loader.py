@@ -14,7 +14,7 @@ from mxnet.util import is_np_array, is_np_shape
 
 from .._core.checks import check_int, describe
 from .._core.tree import map_arrays
-from ..seeded import KeyBatch, SeededBatchSampler
+from ..samplers import KeyBatch, SeededBatchSampler
 from .batchify_fns import default_batchify_fn
 from .pool import Task, WorkerPool
 from .resume import Resumable, seeded_batch_sampler
@@ -85,9 +85,9 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
         random draws from ``(seed, epoch, position)``, the same batches for any
         ``num_workers``; :meth:`state_dict` and :meth:`load_state_dict` resume at any
         batch. The batches come from ``batch_size``, ``shuffle`` and ``last_batch`` (and a
-        :class:`~gluonbatch.sampler.SplitSampler`'s rank, or a
-        :class:`~gluonbatch.webdataset.ShardWindowSampler`'s order and rank, of the same
-        seed), or a :class:`~gluonbatch.seeded.SeededBatchSampler`. None: MXNet's order.
+        :class:`~gluonbatch.samplers.split.SplitSampler`'s rank, or a
+        :class:`~gluonbatch.samplers.ShardWindowSampler`'s order and rank, of the same
+        seed), or a :class:`~gluonbatch.samplers.SeededBatchSampler`. None: MXNet's order.
     max_restarts : int, default 10
         Worker replacements allowed in the loader's life; one more raises
         ``RuntimeError``.

@@ -89,7 +89,7 @@ STRIKES = 2
 
 class Task:
     """One batch to load: its sequence number (never reused in a loader), what the sampler
-    gave (indices, or a :class:`~gluonbatch.seeded.KeyBatch`), the transform's index, and
+    gave (indices, or a :class:`~gluonbatch.samplers.KeyBatch`), the transform's index, and
     the workers it killed or stalled (``strikes``: ``(pid, what happened)``)."""
 
     __slots__ = ('sequence', 'batch', 'transform', 'strikes', 'abandoned')

@@ -2,10 +2,10 @@
 :class:`~gluonbatch.dataloader.loader.DataLoader`.
 
 With a seed the loader's batches come from a
-:class:`~gluonbatch.seeded.SeededBatchSampler` built from the loader's own arguments
+:class:`~gluonbatch.samplers.SeededBatchSampler` built from the loader's own arguments
 (``batch_size``, ``shuffle``, ``last_batch``, and a
-:class:`~gluonbatch.sampler.SplitSampler`'s rank, or a
-:class:`~gluonbatch.webdataset.ShardWindowSampler`'s order and rank), and the loader's
+:class:`~gluonbatch.samplers.split.SplitSampler`'s rank, or a
+:class:`~gluonbatch.samplers.ShardWindowSampler`'s order and rank), and the loader's
 state is a small JSON-serializable dict: its sampler's state -- the next batch to deliver
 (``epoch`` and ``batch``) and what the batch numbers mean (``seed``, ``global_batch_size``,
 ``length``, ``shuffle``, ``last_batch``, and with a ``ShardWindowSampler`` its ``order``,
@@ -13,7 +13,7 @@ which loading checks) -- and a ``format``.
 
 Examples
 --------
->>> from gluonbatch.seeded import SeededBatchSampler
+>>> from gluonbatch.samplers import SeededBatchSampler
 >>> sampler = SeededBatchSampler(1000, 32, seed=7, last_batch='rollover')
 >>> state = loader_state(sampler.state_dict())
 >>> state
@@ -30,11 +30,11 @@ ValueError: state has format 'another/2', but this loader reads states of format
 'gluonbatch.loader/1' (a gluonbatch loader's) or of none (a SeededBatchSampler's): ...
 """
 from .._core.checks import describe
-from ..sampler import SplitSampler
-from ..seeded import KeyBatch, SeededBatchSampler
+from ..samplers.split import SplitSampler
+from ..samplers import KeyBatch, SeededBatchSampler
 from ..seeded.keys import check_seed
-from ..seeded.sampler import ORDER_ATTRIBUTES
-from ..seeded.state import LOADER_FORMAT, check_format
+from ..samplers.seeded import ORDER_ATTRIBUTES
+from ..samplers.state import LOADER_FORMAT, check_format
 
 __all__ = ['FORMAT', 'KEYS', 'Resumable', 'seeded_batch_sampler', 'loader_state',
            'checked_state']
@@ -48,7 +48,7 @@ KEYS = ('format', 'seed', 'epoch', 'batch', 'global_batch_size', 'length', 'shuf
 
 def seeded_batch_sampler(length, seed, batch_size, shuffle, sampler, last_batch,
                          batch_sampler):
-    """The :class:`~gluonbatch.seeded.SeededBatchSampler` of a loader made with ``seed``
+    """The :class:`~gluonbatch.samplers.SeededBatchSampler` of a loader made with ``seed``
     and MXNet's DataLoader arguments; ValueError for arguments that would order the
     samples some other way."""
     seed = check_seed(seed)
@@ -103,7 +103,7 @@ def loader_state(sampler_state):
 
 def checked_state(state):
     """``state`` if it is a loader's state dict (a dict of the right ``format``, with every
-    key) or a :class:`~gluonbatch.seeded.SeededBatchSampler`'s, which is the same dict
+    key) or a :class:`~gluonbatch.samplers.SeededBatchSampler`'s, which is the same dict
     without ``format``; TypeError or ValueError naming what is wrong. The sampler checks
     the values."""
     if not isinstance(state, dict):

@@ -20,7 +20,7 @@ import queue
 
 from mxnet.util import set_np
 
-from ..seeded import KeyBatch
+from ..samplers import KeyBatch
 from .worker import Job, error_payload, dataset_indices, load_batch, owned_by, pick
 
 __all__ = ['ThreadWorkers']

@@ -24,7 +24,7 @@ from mxnet.util import set_np
 
 from .._core.pickling import close_fds, dumps_with_fds
 from .._core.threads import one_thread_per_worker
-from ..seeded import KeyBatch
+from ..samplers import KeyBatch
 from ..seeded.keys import owned_generators, read_seeded
 from .channel import Reader, send
 

@@ -4,7 +4,7 @@ Train batches come from :class:`gluonbatch.batchify.rcnn.FasterRCNNTrainBatchify
 :class:`gluonbatch.batchify.rcnn.MaskRCNNTrainBatchify` with ``num_shards`` shards, fed by a
 batch sampler that groups images of similar aspect ratio (so little of each batch is padding):
 gluoncv's ``SplitSortedBucketSampler`` in its scripts, here its seeded counterpart
-:class:`~gluonbatch.seeded.SeededBucketSampler` in a seeded :class:`gluonbatch.DataLoader`
+:class:`~gluonbatch.samplers.SeededBucketSampler` in a seeded :class:`gluonbatch.DataLoader`
 (the same batches for any ``--num-workers``); validation batches are ``Append()`` per field
 (image, boxes and scale; for Mask R-CNN image and image info).
 ``--train-steps K`` runs K iterations of the RPN and R-CNN losses (and the mask loss),
@@ -20,7 +20,7 @@ from mxnet import autograd, gluon
 from ..batchify import Append, Tuple
 from ..batchify.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 from ..dataloader import DataLoader
-from ..seeded import SeededBucketSampler
+from ..samplers import SeededBucketSampler
 from .runner import detection_dataset, loader_parser, run_example, shard_list
 
 TRAIN_FIELDS = {'faster': ('image', 'boxes', 'rpn_cls_targets', 'rpn_box_targets',

@@ -94,7 +94,7 @@ def detection_dataset(args, masks=False, split='train'):
     if args.val_shards and not args.shards:
         raise SystemExit('--val-shards needs --shards (the training shards)')
     if args.shards:
-        from ..webdataset import DetectionShards
+        from ..detection import DetectionShards
         path = args.val_shards if split != 'train' and args.val_shards else args.shards
         dataset = DetectionShards(path)
         if masks and not dataset.segmentation:
@@ -102,12 +102,12 @@ def detection_dataset(args, masks=False, split='train'):
                              '--segmentation' % path)
         return dataset
     if args.voc_root:  # gluoncv's datasets, their JPEGs decoded faster (the same items)
-        from ..datasets import VOCDetection
+        from ..detection.gluoncv_datasets import VOCDetection
         splits = [(2007, 'trainval'), (2012, 'trainval')] if split == 'train' else \
             [(2007, 'test')]
         return VOCDetection(root=args.voc_root, splits=splits)
     if args.coco_root:
-        from ..datasets import COCODetection, COCOInstance
+        from ..detection.gluoncv_datasets import COCODetection, COCOInstance
         kind = COCOInstance if masks else COCODetection
         return kind(root=args.coco_root, splits='instances_%s2017' % split, skip_empty=True)
     return SyntheticDetection(length=args.samples, masks=masks,
@@ -116,11 +116,11 @@ def detection_dataset(args, masks=False, split='train'):
 
 def train_order(args, dataset):
     """The train loader's order over ``dataset``: a window of ``--shard-window`` shards at a
-    time for shards (a :class:`~gluonbatch.webdataset.ShardWindowSampler` of ``--seed``),
+    time for shards (a :class:`~gluonbatch.samplers.ShardWindowSampler` of ``--seed``),
     else None (the seeded sampler's own shuffle)."""
     if not args.shards:
         return None
-    from ..webdataset import ShardWindowSampler
+    from ..samplers import ShardWindowSampler
     return ShardWindowSampler(dataset, window=args.shard_window, seed=args.seed)
 
 

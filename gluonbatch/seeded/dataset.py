@@ -11,7 +11,7 @@ class SeededDataset(mx.gluon.data.Dataset):
     Python's :mod:`random`, numpy's and MXNet's generators and the ``RandomState`` objects
     ``dataset`` holds (its transforms', found once) seeded from the key first.
 
-    Pair it with a :class:`~gluonbatch.seeded.SeededBatchSampler` in
+    Pair it with a :class:`~gluonbatch.samplers.SeededBatchSampler` in
     ``mx.gluon.data.DataLoader`` and every batch is the same for any ``num_workers``, the
     thread pool included. Wrap the dataset with its transforms applied (``dataset =
     dataset.transform(...)`` first): a transform added outside runs after the lock that
@@ -26,7 +26,7 @@ class SeededDataset(mx.gluon.data.Dataset):
     Examples
     --------
     >>> import numpy as np, mxnet as mx
-    >>> from gluonbatch.seeded import SeededBatchSampler
+    >>> from gluonbatch.samplers import SeededBatchSampler
     >>> noisy = mx.gluon.data.SimpleDataset(list(range(6))).transform(
     ...     lambda x: x + np.random.uniform())
     >>> def epoch_of(num_workers):

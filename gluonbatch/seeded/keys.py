@@ -91,7 +91,7 @@ class SampleKey(collections.namedtuple('SampleKey', 'seed epoch position index')
 class BatchStart(SampleKey):
     """The first key of a batch of ``size`` keys: a :class:`SampleKey` (equal to the plain
     one) whose reading seeds MXNet's generator for the whole batch (:func:`read_seeded`).
-    A :class:`~gluonbatch.seeded.KeyBatch` starts with one.
+    A :class:`~gluonbatch.samplers.KeyBatch` starts with one.
 
     >>> key = BatchStart(7, 0, 8, 3, size=4)
     >>> key == SampleKey(7, 0, 8, 3), key.size
@@ -165,7 +165,7 @@ def bucket_generator(seed, epoch, bucket):
 
 def window_generator(seed, epoch):
     """The generator of the draws that arrange ``epoch`` over shards, window by window
-    (:class:`~gluonbatch.webdataset.ShardWindowSampler`): the shards' order, then the
+    (:class:`~gluonbatch.samplers.ShardWindowSampler`): the shards' order, then the
     samples' order in each window.
 
     >>> window_generator(3, 1).integers(1000) == window_generator(3, 1).integers(1000)

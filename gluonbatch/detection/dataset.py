@@ -1,0 +1,204 @@
+"""Detection datasets on shards: :class:`DetectionShards`, gluoncv's VOC and COCO items read
+at random from tar shards."""
+import os
+
+from .._core.checks import describe
+from ..shards.commit import reading
+from ..shards.decode import decode_image_of
+from .annotations import ID_COL, decode_annotations, read_manifest, record_label, record_polygons
+from ..shards.parquet import open_parquet, read_table
+from ..shards.reader import RecordReader
+from ..shards.dataset import ShardDataset
+from ..shards.files import Shard
+
+__all__ = ['DetectionShards']
+
+
+
+class DetectionShards(ShardDataset):
+    """A detection dataset converted to shards (by :func:`from_voc` or :func:`from_coco`),
+    whose item ``i`` is the item ``i`` of the gluoncv dataset it was converted from.
+
+    ``ds[i]`` is ``(image, label)``: the image decoded as gluoncv decodes the file (MXNet's
+    OpenCV decoder, 3 channels, RGB; an ``mx.np.ndarray`` in numpy mode) and the label
+    array gluoncv's ``VOCDetection`` or ``COCODetection`` gives for it (same rows, order
+    and dtype). A dataset converted with ``segmentation=True`` gives ``(image, label,
+    polygons)`` as ``COCOInstance`` does. So gluoncv's and gluonbatch's presets and
+    batchifiers take it unchanged.
+
+    Opening reads only the dataset's ``detection.json``; a shard's index and parquet are
+    read when one of its records is first read, and each read is one ``pread`` of the
+    record's bytes. Files are opened per process, so the dataset goes to DataLoader
+    workers as it is.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The directory :func:`from_voc` or :func:`from_coco` wrote.
+    transform : callable, optional
+        As gluoncv's ``transform``: ``transform(image, label)`` (``transform(image, label,
+        polygons)`` with polygons) is returned instead of the item.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such directory, or no ``detection.json`` in it.
+    ValueError
+        A ``detection.json`` this version cannot read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from gluonbatch.detection import from_voc, make_voc_example
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> root = make_voc_example(tmp.name + '/voc', num_images=4)
+    >>> path = from_voc(root, tmp.name + '/shards', splits=[(2007, 'trainval')], progress=False)
+    >>> ds = DetectionShards(path)
+    >>> image, label = ds[0]
+    >>> image.shape[2], label.dtype, label.shape[1], ds.classes[:2]
+    (3, dtype('float64'), 6, ('aeroplane', 'bicycle'))
+    >>> ds.close(); tmp.cleanup()
+    """
+
+    def __init__(self, path, transform=None):
+        self.path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+        if transform is not None and not callable(transform):
+            raise TypeError('transform must be callable or None, got %s' % describe(transform))
+        self._transform = transform
+        with reading(self.path):  # a conversion killed in its commit is settled first
+            self._manifest = read_manifest(self.path)
+            start, shards = 0, []
+            for stem, count in self._manifest['shards']:
+                shard = Shard(self.path, stem, os.path.exists(
+                    os.path.join(self.path, stem + '.idx')))
+                shard.start, shard.stop = start, start + count
+                start = shard.stop
+                shards.append(shard)
+        self._shards = shards
+        # an epoch reads every record: a shard's table at once beats a lookup per read
+        self._reader = RecordReader(shards, ID_COL, lookups=False)
+        self._metadata = None
+        source = self._manifest['source']
+        classes = self._manifest['classes']
+        # as gluoncv spells them: VOC's classes a tuple, COCO's a list
+        self._classes = tuple(classes) if source == 'voc' else list(classes)
+        index_map = self._manifest.get('index_map')
+        self.index_map = dict(index_map) if index_map else \
+            {name: number for number, name in enumerate(classes)}
+        category_ids = self._manifest.get('category_ids')
+        if category_ids:
+            self.json_id_to_contiguous = {json_id: number
+                                          for number, json_id in enumerate(category_ids)}
+            self.contiguous_id_to_json = dict(enumerate(category_ids))
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def classes(self):
+        """The class names, in label order (a tuple for VOC, a list for COCO, as gluoncv)."""
+        return self._classes
+
+    @property
+    def num_class(self):
+        """The number of classes."""
+        return len(self._classes)
+
+    @property
+    def source(self):
+        """``'voc'`` or ``'coco'``: which gluoncv dataset the items equal."""
+        return self._manifest['source']
+
+    @property
+    def segmentation(self):
+        """Whether items carry polygons: ``(image, label, polygons)``."""
+        return self._manifest['segmentation']
+
+    @property
+    def options(self):
+        """The options the dataset was converted with (a copy)."""
+        return dict(self._manifest['options'])
+
+    @property
+    def metadata(self):
+        """The shards' parquet rows as a lazy Dask DataFrame, one partition per shard,
+        indexed by record number (only the first shard's schema is read here). It needs
+        Dask and pandas, which reading the records does not."""
+        if self._metadata is None:
+            from ..curation.metadata import lazy_metadata  # curation's Dask, on demand
+
+            first = next((shard for shard in self._shards if shard.stop > shard.start),
+                         self._shards[0] if self._shards else None)
+            if first is None:
+                raise ValueError('%s holds no shards' % self.path)
+            with open_parquet(first, ID_COL) as source:
+                meta = source.schema_arrow.empty_table().to_pandas()
+            self._metadata = lazy_metadata(self._shards, ID_COL, meta)
+        return self._metadata
+
+    def get_im_aspect_ratio(self):
+        """Width / height of each image, from the sizes its annotations give (the parquet
+        files' ``width`` and ``height``), as gluoncv's ``COCODetection`` gives them; for
+        aspect-ratio bucketing samplers."""
+        ratios = []
+        for shard in self._shards:
+            sizes = read_table(shard, ID_COL, ['width', 'height']).to_pydict()
+            ratios += [float(width) / height
+                       for width, height in zip(sizes['width'], sizes['height'])]
+        return ratios
+
+    def __repr__(self):
+        return '%s(%r, source=%r, shards=%d, records=%d%s)' % (
+            type(self).__name__, self.path, self.source, len(self._shards), len(self),
+            ', segmentation=True' if self.segmentation else '')
+
+    # ---------------------------------------------------------------- reading
+
+    def annotations(self, idx):
+        """Record ``idx``'s annotations: the dict its ``json`` member holds (the label, and
+        the source's annotations of the image and its objects).
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from gluonbatch.detection import from_voc, make_voc_example
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     root = make_voc_example(tmp + '/voc', num_images=2, size=(64, 48))
+        ...     ds = DetectionShards(from_voc(root, tmp + '/shards', progress=False))
+        ...     record = ds.annotations(0)
+        ...     members = sorted(ds.read_raw(0))
+        ...     key = ds.record_id(0)
+        ...     ds.close()
+        >>> sorted(record)[:3], members, key
+        (['image', 'label', 'label_dtype'], ['jpg', 'json', 'txt'], '00000000')
+        """
+        i = self._index(idx)
+        return self._annotations(dict(self._reader.read_members(i)), i)
+
+    def _annotations(self, members, i):
+        return decode_annotations(members['json'], self._member(i, 'json'))
+
+    def __getitem__(self, idx):
+        i = self._index(idx)
+        members = dict(self._reader.read_members(i))
+        annotations = self._annotations(members, i)
+        image = self._image(members, i)
+        item = (image, record_label(annotations))
+        if self._manifest['segmentation']:
+            item += (record_polygons(annotations),)
+        return item if self._transform is None else self._transform(*item)
+
+    def _member(self, i, ext):
+        """Names member ``ext`` of record ``i`` (and its tar) in an error message."""
+        return self._reader.describe(i, '%s.%s' % (self.record_id(i), ext))
+
+    def _image(self, members, i):
+        ext = next((ext for ext in members if ext not in ('json', 'txt')), None)
+        if ext is None:
+            raise ValueError('%s has no image member' % self._reader.describe(i))
+        return decode_image_of(ext, members[ext], lambda: self._member(i, ext))
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state['_metadata'] = None  # the lazy frame is made again where it is used
+        return state
+
