@@ -19,10 +19,12 @@ TRANSFORMS = ['opencv-python']
 JPEG = ['simplejpeg']
 EXAMPLES = ['gluoncv==0.10.5.post0', 'pycocotools', 'Pillow', 'tqdm', 'matplotlib'] + \
     TRANSFORMS + JPEG
-# gluonbatch.webdataset: parquet metadata through pandas/pyarrow as a lazy Dask DataFrame
-# (run by Dask's schedulers, a distributed cluster included), JPEGs written with Pillow; the
-# curation commands' progress on a cluster is drawn by tqdm.
-WEBDATASET = ['pandas', 'pyarrow', 'Pillow', 'dask[dataframe]', 'distributed', 'tqdm'] + JPEG
+# gluonbatch.shards and gluonbatch.detection: the shards' parquet through pyarrow, a
+# conversion's progress drawn by tqdm.
+SHARDS = ['pyarrow', 'tqdm'] + JPEG
+# gluonbatch.curation: the metadata through pandas as a lazy Dask DataFrame (run by Dask's
+# schedulers, a distributed cluster included), JPEGs written with Pillow.
+CURATION = ['pandas', 'Pillow', 'dask[dataframe]', 'distributed'] + SHARDS
 
 setup(
     name='gluonbatch',
@@ -40,13 +42,14 @@ setup(
         'examples': EXAMPLES,
         'transforms': TRANSFORMS,
         'jpeg': JPEG,
-        'webdataset': WEBDATASET,
+        'shards': SHARDS,
+        'curation': CURATION,
         # gluoncv is also the reference the tests and benchmarks compare against,
         # and the webdataset library reads the shards resharding writes, in the tests.
-        'test': EXAMPLES + WEBDATASET + ['pytest', 'hypothesis', 'webdataset'],
+        'test': EXAMPLES + CURATION + ['pytest', 'hypothesis', 'webdataset'],
         # `make docs`: Sphinx with its built-in theme (alabaster) and napoleon; the figures
-        # are drawn with matplotlib, the API pages import the example and webdataset modules.
-        'docs': EXAMPLES + WEBDATASET + ['sphinx'],
+        # are drawn with matplotlib, the API pages import the example and curation modules.
+        'docs': EXAMPLES + CURATION + ['sphinx'],
     },
     entry_points={'console_scripts': ['gluonbatch = gluonbatch.cli:main']},
     classifiers=[

@@ -87,7 +87,7 @@ How it measures
   modification time and every round loads them as a first run does. Its goals: at least 60,000 records/s in
   one process (printed beside the copy floor's), 2 workers at least 1.7x and 1 worker at
   least 0.9x that. First reads are timed in fresh Python processes (``python -c``,
-  ``gluonbatch.webdataset`` imported before the clock starts; medians over 5 processes;
+  ``gluonbatch.curation`` imported before the clock starts; medians over 5 processes;
   with ``--quick`` 1, a fork of a process that did the imports once; see
   ``benchmarks.cases_reshard.fresh_reads``): opening
   the dataset and reading a random record, at most 20 ms with the ``.idx`` files;

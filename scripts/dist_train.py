@@ -195,7 +195,7 @@ def main(argv=None):
     parser.add_argument('--num-loader-workers', type=int, default=0)
     parser.add_argument('--webdataset', metavar='DIR',
                         help='train on this rank\'s shards of an image-text dataset '
-                             '(gluonbatch.webdataset) instead of synthetic data')
+                             '(gluonbatch.curation) instead of synthetic data')
     parser.add_argument('--id-col', default='key', help='id column of --webdataset')
     parser.add_argument('--shards', metavar='DIR',
                         help='train on this rank\'s part of a detection dataset on shards '

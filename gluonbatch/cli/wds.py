@@ -3,7 +3,7 @@ image-text datasets (the curation steps are in :mod:`gluonbatch.cli.curate`), an
 Pascal VOC and MS COCO into detection shards (:mod:`gluonbatch.cli.convert`).
 
 The datasets are directories of ``NNNNN.tar`` + ``.parquet`` + ``.idx`` files
-(:mod:`gluonbatch.webdataset`). Bad datasets are reported on one line, not as tracebacks:
+(:mod:`gluonbatch.shards`). Bad datasets are reported on one line, not as tracebacks:
 :func:`run` turns the errors of an action into exit code 1, and an option value the action
 finds wrong (:class:`~gluonbatch.cli.usage.UsageError`) into exit code 2.
 """
