@@ -90,7 +90,7 @@ class ImageTextPairDataset(ShardDataset):
             self._shards = [Shard(self.path, stem, use_index and stem in indexed)
                             for stem in stems]
             self._open_metadata()  # counts each shard's records, which the reader needs
-        self._reader = RecordReader(self._shards, id_col)
+        super().__init__(self._shards, RecordReader(self._shards, id_col))
 
     @classmethod
     def from_webdataset(cls, path, id_col, *, num_parts=1, part_index=0, use_index=True):

@@ -74,9 +74,8 @@ class DetectionShards(ShardDataset):
                 shard.start, shard.stop = start, start + count
                 start = shard.stop
                 shards.append(shard)
-        self._shards = shards
         # an epoch reads every record: a shard's table at once beats a lookup per read
-        self._reader = RecordReader(shards, ID_COL, lookups=False)
+        super().__init__(shards, RecordReader(shards, ID_COL, lookups=False))
         self._metadata = None
         source = self._manifest['source']
         classes = self._manifest['classes']

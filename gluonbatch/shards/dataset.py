@@ -1,38 +1,59 @@
 """What every dataset read from shards has: :class:`ShardDataset`, the records of a list of
 shards behind a :class:`~gluonbatch.shards.reader.RecordReader`."""
+import abc
+from collections.abc import Iterable
+from typing import Any
+
 import mxnet as mx
 
 from .._core.checks import check_index
+from .files import Shard
+from .reader import RecordReader
 
 __all__ = ['ShardDataset']
 
 
-class ShardDataset(mx.gluon.data.Dataset):
+class ShardDataset(mx.gluon.data.Dataset, metaclass=abc.ABCMeta):
     """A gluon ``Dataset`` of the records of some shards: their files, lengths, ids and raw
-    bytes, and the files' lifetime. A subclass sets ``_shards`` (the
-    :class:`~gluonbatch.shards.files.Shard` list, ``start`` and ``stop`` set) and
-    ``_reader`` (their :class:`~gluonbatch.shards.reader.RecordReader`), and decodes
-    records in ``__getitem__``:
-    :class:`~gluonbatch.curation.ImageTextPairDataset` and
-    :class:`~gluonbatch.detection.DetectionShards`.
+    bytes, and the files' lifetime.
+
+    A subclass provides two things: the shards and their reader, given to this class's
+    constructor once the shards' records are counted, and ``__getitem__``, which decodes a
+    record (:meth:`read_raw` gives its bytes). :class:`~gluonbatch.curation.ImageTextPairDataset`
+    and :class:`~gluonbatch.detection.DetectionShards` are two.
+
+    Parameters
+    ----------
+    shards : list of Shard
+        The dataset's :class:`~gluonbatch.shards.files.Shard` objects, in order, each with
+        ``start`` and ``stop`` (its records' numbers in the dataset) set.
+    reader : RecordReader
+        The :class:`~gluonbatch.shards.reader.RecordReader` of those shards.
     """
 
+    def __init__(self, shards: Iterable[Shard], reader: RecordReader) -> None:
+        self._shards, self._reader = list(shards), reader
+
+    @abc.abstractmethod
+    def __getitem__(self, idx: int) -> Any:
+        """Record ``idx``, decoded."""
+
     @property
-    def tar_files(self):
+    def tar_files(self) -> list[str]:
         """The tar path of every shard of this dataset, in shard order."""
         return [shard.tar for shard in self._shards]
 
     @property
-    def reader(self):
+    def reader(self) -> RecordReader:
         """The :class:`~gluonbatch.shards.reader.RecordReader` behind ``ds[i]``: the
         same records without the metadata, light to send to Dask workers."""
         return self._reader
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._reader)
 
     @property
-    def shard_lengths(self):
+    def shard_lengths(self) -> tuple[int, ...]:
         """The records of every shard of this dataset, in shard order: a tuple of ints, for
         :class:`~gluonbatch.samplers.ShardWindowSampler` (an ``ImageTextPairDataset``
         opened with ``num_parts > 1``: its part's shards).
@@ -49,7 +70,7 @@ class ShardDataset(mx.gluon.data.Dataset):
         """
         return tuple(shard.stop - shard.start for shard in self._reader.shards)
 
-    def close(self):
+    def close(self) -> None:
         """Close this process's tar files. The dataset stays usable: a later read opens
         the files it needs again.
 
@@ -80,13 +101,13 @@ class ShardDataset(mx.gluon.data.Dataset):
         """
         self._reader.close()
 
-    def __enter__(self):
+    def __enter__(self) -> 'ShardDataset':
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def record_id(self, idx):
+    def record_id(self, idx: int) -> str:
         """The id of record ``idx``, found as a read finds it, without reading its bytes.
 
         Examples
@@ -102,7 +123,7 @@ class ShardDataset(mx.gluon.data.Dataset):
         _, records, row = self._reader.locate(self._index(idx))
         return str(records.ids[row])
 
-    def read_raw(self, idx):
+    def read_raw(self, idx: int) -> dict[str, bytes]:
         """The undecoded members of record ``idx`` as ``{extension: bytes}``.
 
         Examples
