@@ -1,19 +1,11 @@
 """Batchify functions: turn a list of samples into a mini-batch.
 
-Drop-in for ``gluoncv.data.batchify``: ``Stack``, ``Pad``, ``Append`` and ``Tuple`` return
+A drop-in for ``gluoncv.data.batchify``: ``Stack``, ``Pad``, ``Append`` and ``Tuple`` return
 what gluoncv returns for every input gluoncv handles, and ``List``, ``Dict`` and
-``NamedTuple`` combine fields the way GluonNLP users know. Every NDArray returned lives in
-``cpu_shared(0)`` (with the default memory setting) and is written once, so DataLoader
-worker processes pass batches to the main process by file descriptor without another copy.
-The modules:
-
-- ``arrays``: the array functions, ``Stack``, ``Pad`` and ``Append``;
-- ``fields``: the field combinators, ``Tuple``, ``List``, ``Dict`` and ``NamedTuple``;
-- ``images``: the image stack that normalizes as it writes (:class:`NormalizedStack`);
-- ``gluoncv_fns``: gluoncv's ``ms_batchify_fn`` and ``dict_batchify_fn``;
-- ``detection``: the SSD, YOLOv3 and CenterNet training batchifiers, which compute the
-  batch's targets;
-- ``rcnn``: the Faster R-CNN and Mask R-CNN training batchifiers.
+``NamedTuple`` combine fields the way GluonNLP users know; the detection batchifiers (SSD,
+YOLOv3, CenterNet, Faster and Mask R-CNN) return training batches, targets included. Every
+NDArray returned is written once, in ``cpu_shared(0)`` with the default memory setting, so
+DataLoader worker processes hand batches over by file descriptor, uncopied.
 
 Examples
 --------

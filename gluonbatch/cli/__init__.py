@@ -1,13 +1,8 @@
-"""The ``gluonbatch`` command: ``demo``, ``show`` and ``wds``.
-
-One module per command, each with ``add_parser(commands)`` and ``run``: ``demo``, ``show``
-and ``wds`` (with ``curate``, its curation steps, and ``convert``, its VOC and COCO
-converters); ``usage`` parses, formats the help and holds the exit code of a wrong command
-line. The argparse value types and the help format
-they share with the example loaders and the benchmarks are in ``gluonbatch._core.argtypes``.
-``__main__`` runs the command (``python -m gluonbatch.cli``). The benchmarks are not a
-command: they live in the source tree's ``benchmarks`` package (``make bench``), outside
-the installed package.
+"""The ``gluonbatch`` command: ``gluonbatch demo`` (what ``make demo`` runs), ``gluonbatch
+show`` (the first batch of an example loader, drawn) and ``gluonbatch wds`` (shards:
+convert VOC and COCO, index, inspect, verify, embed, score, filter, reshard). ``python -m
+gluonbatch`` runs it too. The benchmarks are not a command: ``make bench`` runs them from a
+checkout of the repository.
 
 >>> main(['--help'])  # doctest: +ELLIPSIS
 Traceback (most recent call last):

@@ -1,14 +1,6 @@
-"""``gluonbatch.DataLoader``, and a drop-in for ``gluoncv.data.dataloader``.
-
-- ``loader``: :class:`DataLoader`, MXNet's DataLoader whose runs survive their workers;
-- ``loaders``: gluoncv's ``DetectionDataLoader`` and ``RandomTransformDataLoader`` on it;
-- ``pool``: its worker processes, started, replaced and stopped (the whole story is there);
-  ``worker``: what runs in them; ``channel``: the messages between them and the loader;
-  ``thread_pool``: workers as threads (``thread_pool=True``);
-- ``resume``: what ``seed=`` adds: the seeded batch sampler and the loader's state;
-- ``batchify_fns``: gluoncv's default batchify functions. Every batch is written once into
-  ``cpu_shared`` memory, so the ``_mp_`` variants are the same functions as their plain
-  twins; both names exist so that gluoncv code keeps working.
+"""Loading batches: :class:`gluonbatch.DataLoader`, MXNet's loader whose runs survive their
+workers, seeded and resumable, and a drop-in for ``gluoncv.data.dataloader`` on it (its
+batchify functions, ``DetectionDataLoader`` and ``RandomTransformDataLoader``).
 
 Examples
 --------

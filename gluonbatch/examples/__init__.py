@@ -1,11 +1,16 @@
-"""Example detection loaders (SSD, YOLOv3, Faster R-CNN, Mask R-CNN, CenterNet) on embedded data.
+"""Example detection loaders for SSD, YOLOv3, Faster and Mask R-CNN and CenterNet, built the
+way gluoncv's train scripts build them, over an embedded synthetic dataset (or Pascal VOC,
+MS COCO, detection shards), and the picture of a padded batch: what ``gluonbatch demo``,
+``gluonbatch show`` and the loader scripts run. They need gluoncv
+(``pip install gluonbatch[examples]``).
 
-They need gluoncv (``pip install gluonbatch[examples]``).
+Examples
+--------
+The embedded data: the same pictures in every run, process and machine, labelled as
+gluoncv's VOC dataset labels them.
 
-- ``ssd``, ``yolo``, ``rcnn``, ``center_net``: the loaders of each detector, as gluoncv's
-  train scripts build them;
-- ``runner``: what they share: options, datasets, timed iteration and the summary;
-- ``synthetic``: the embedded detection dataset they read;
-- ``picture``: a drawing of one padded detection batch;
-- ``show``: the first batch of a loader, drawn (``gluonbatch show``).
+>>> from gluonbatch.examples.synthetic import SyntheticDetection
+>>> image, label = SyntheticDetection(length=4, seed=1)[0]
+>>> image.dtype, image.shape[2], label.shape[1]
+(<class 'numpy.uint8'>, 3, 6)
 """

@@ -1,12 +1,15 @@
-"""The presets, one module per detector as in ``gluoncv.data.transforms.presets``.
+"""gluoncv's detection presets, one module per detector under gluoncv's names: the train
+and validation transforms of SSD, YOLOv3, Faster and Mask R-CNN and CenterNet, and each
+detector's ``load_test`` and ``transform_test``, which make files or decoded images the
+network's test-time input with that detector's defaults.
 
-- ``ssd``: SSD's train and validation transforms and its augmentation;
-- ``yolo``: YOLOv3's, on SSD's augmentation;
-- ``rcnn``: Faster R-CNN's and Mask R-CNN's;
-- ``center_net``: CenterNet's.
-
-Each also has gluoncv's ``load_test`` and ``transform_test``, which make images (files, or
-decoded arrays) the network's test-time input, with that detector's defaults.
+Examples
+--------
+>>> import numpy as np
+>>> from gluonbatch.transforms.presets import yolo
+>>> tensor, original = yolo.transform_test(np.zeros((60, 80, 3), 'uint8'), short=32)
+>>> tensor.shape, original.shape
+((1, 3, 32, 43), (32, 43, 3))
 """
 from . import center_net, rcnn, ssd, yolo
 
