@@ -11,7 +11,8 @@ batch's number -- under a purpose tag, so keys of neighbouring counters are inde
 - :func:`seed_sample`: before a sample is read, Python's :mod:`random`, numpy's global
   generator and the ``numpy.random.RandomState`` objects a dataset or transform owns
   (:func:`owned_generators`, CenterNet's for one) are all set from
-  ``(seed, epoch, position)``, and MXNet's generator too for a sample read on its own;
+  ``(seed, epoch, position)``, and MXNet's generator too for a sample read on its own; a
+  ``random.Random`` or ``numpy.random.Generator`` one owns cannot be, and is warned about;
 - :func:`seed_batch`: MXNet's generator, once per batch, from the key of the batch's first
   sample (a :class:`BatchStart`): ``mx.random.seed`` reseeds MXNet's 1024 parallel
   generators, about 1.4 ms of CPU, a sixth of an SSD300 sample's whole work (gluoncv's and
@@ -42,6 +43,8 @@ import numbers
 import random
 import threading
 import types
+import warnings
+from typing import List
 
 import mxnet as mx
 import numpy as np
@@ -204,11 +207,16 @@ def batch_choice(seed, epoch, number, choices):
     return int.from_bytes(_digest(_CHOICE, (seed, epoch, number), 8), 'little') % choices
 
 
-def owned_generators(*roots):
+def owned_generators(*roots: object) -> List[np.random.RandomState]:
     """The ``numpy.random.RandomState`` objects ``roots`` hold (numpy's global one aside):
     found in their attributes, the attributes of those, ``functools.partial`` arguments,
     the objects of bound methods, the variables closures hold and small lists, tuples and
     dicts, a few levels deep, each once, in a fixed order.
+
+    A ``random.Random`` (other than the :mod:`random` module's own) or a
+    ``numpy.random.Generator`` met on the way cannot be reseeded from a key: a
+    ``RuntimeWarning`` names its holder's type, its path and its type, once per process
+    for each (a worker process forked after the warning stays silent about it).
 
     >>> class Jitter:
     ...     def __init__(self):
@@ -216,11 +224,21 @@ def owned_generators(*roots):
     >>> jitter = Jitter()
     >>> owned_generators([jitter, jitter]) == [jitter.rng]
     True
+    >>> import warnings
+    >>> class Coin:
+    ...     def __init__(self):
+    ...         self.rng = random.Random(0)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter('always')
+    ...     owned_generators(Coin())
+    []
+    >>> print(caught[0].message)  # doctest: +ELLIPSIS
+    Coin holds a random.Random at Coin.rng, which seeded loading cannot reseed: ...
     """
-    found, seen = [], set()
+    found, seen, unreachable = [], set(), []
     shared = np.random.mtrand._rand  # the global generator, seeded on its own
 
-    def visit(value, depth):
+    def visit(value, depth, path, holder):
         if id(value) in seen:
             return
         seen.add(id(value))
@@ -228,36 +246,81 @@ def owned_generators(*roots):
             if value is not shared:
                 found.append(value)
             return
+        if isinstance(value, (random.Random, np.random.Generator)):
+            if value is not random._inst:  # the module's own: random.seed sets it
+                unreachable.append((holder, path, value))
+            return
         if depth == 0 or isinstance(value, (type, types.ModuleType, np.ndarray, mx.nd.NDArray,
                                             str, bytes, numbers.Number)):
             return
         if isinstance(value, functools.partial):
-            children = [value.func, *value.args, *value.keywords.values()]
+            children = [('.func', value.func)]
+            children += [('.args[%d]' % i, arg) for i, arg in enumerate(value.args)]
+            children += [('.keywords[%r]' % (k,), v) for k, v in value.keywords.items()]
         elif isinstance(value, types.MethodType):  # a bound method: ``preset.__call__``
-            children = [value.__self__]
+            children = [('.__self__', value.__self__)]
         elif isinstance(value, types.FunctionType):  # ``lambda x, y: preset(x, y)``
-            children = _closed_over(value)
+            holder = value
+            children = [('.<closure %s>' % name, cell) for name, cell in _closed_over(value)]
         elif isinstance(value, (list, tuple)):
-            children = value if len(value) <= _SEARCH_ITEMS else ()
+            children = ([('[%d]' % i, item) for i, item in enumerate(value)]
+                        if len(value) <= _SEARCH_ITEMS else ())
         elif isinstance(value, dict):
-            children = list(value.values()) if len(value) <= _SEARCH_ITEMS else ()
+            children = ([('[%r]' % (k,), v) for k, v in value.items()]
+                        if len(value) <= _SEARCH_ITEMS else ())
         else:
             attributes = getattr(value, '__dict__', None)
-            children = list(attributes.values()) if isinstance(attributes, dict) else ()
-        for child in children:
-            visit(child, depth - 1)
+            holder = value
+            children = ([('.%s' % name, v) for name, v in attributes.items()]
+                        if isinstance(attributes, dict) else ())
+        for step, child in children:
+            visit(child, depth - 1, path + step, holder)
 
     for root in roots:
-        visit(root, _SEARCH_DEPTH)
+        visit(root, _SEARCH_DEPTH, _name_of(root), root)
+    for holder, path, generator in unreachable:
+        _warn_unreachable(holder, path, generator)
     return found
 
 
+#: What :func:`owned_generators` warned about in this process (and in its parent before a
+#: fork): ``(holder type, path, generator type)``.
+_warned: set = set()
+_warned_lock = ProcessLocal(threading.Lock)
+
+
+def _name_of(value):
+    """How a warning names ``value``: a function by its name, anything else by its type's."""
+    if isinstance(value, (types.FunctionType, types.MethodType)):
+        return value.__name__
+    return type(value).__name__
+
+
+def _warn_unreachable(holder, path, generator):
+    """Warn, once per process for each holder type, path and generator type, that the
+    generator at ``path`` is left unseeded."""
+    key = (type(holder) if not isinstance(holder, types.FunctionType) else holder.__code__,
+           path, type(generator))
+    with _warned_lock.get():
+        if key in _warned:
+            return
+        _warned.add(key)
+    kind = ('numpy.random.Generator' if isinstance(generator, np.random.Generator)
+            else '%s.%s' % (type(generator).__module__, type(generator).__qualname__))
+    warnings.warn('%s holds a %s at %s, which seeded loading cannot reseed: its draws will '
+                  'not follow the seed (they differ between runs and between workers). Hold '
+                  'a numpy.random.RandomState instead (seeded loading reseeds those it finds), '
+                  'or draw from numpy\'s global generator (numpy.random).'
+                  % (('function ' if isinstance(holder, types.FunctionType) else '')
+                     + _name_of(holder), kind, path), RuntimeWarning, stacklevel=3)
+
+
 def _closed_over(function):
-    """The values of ``function``'s free variables (those assigned yet)."""
+    """The names and values of ``function``'s free variables (those assigned yet)."""
     values = []
-    for cell in function.__closure__ or ():
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
         try:
-            values.append(cell.cell_contents)
+            values.append((name, cell.cell_contents))
         except ValueError:  # an empty cell: the variable is not assigned yet
             pass
     return values
