@@ -1,10 +1,8 @@
 """Where batches live, and the error a batch that does not fit in shared memory raises.
 
-MXNet sizes a file in ``/dev/shm`` for every ``cpu_shared`` array; that succeeds even when
-the tmpfs has no room, and the first write past its free space kills the process with
-SIGBUS ("Bus error"). gluonbatch checks the free space before every shared allocation and
-then reserves the pages, so a batch that does not fit raises :class:`SharedMemoryError`
-instead, in the main process or in a DataLoader worker.
+A batch that does not fit in the free shared memory raises :class:`SharedMemoryError` (a
+``MemoryError``), in the main process or through the DataLoader from a worker, where MXNet
+alone would kill the process with "Bus error".
 
 Where batches live is a setting, ``set_memory(mode)`` or the ``GLUONBATCH_MEMORY``
 environment variable:
@@ -15,13 +13,10 @@ environment variable:
   ``thread_pool=True``), where shared memory buys nothing and its page faults cost more;
 * ``'cpu'``: never shared memory.
 
-In DataLoader worker processes, batches are written into **recycled** shared memory: a
-worker keeps the segments of the batches it sent and reuses one once the main process has
-let go of it (MXNet's shared reference count and the worker's own count of the arrays using
-it both say so), which saves the page faults of fresh memory, most of the cost of a large
-batch. ``set_recycling(False)`` or
-``GLUONBATCH_RECYCLE=0`` turns it off; :func:`recycling_stats` shows what a process's pool
-holds and did.
+DataLoader worker processes write batches into **recycled** shared memory, segments of
+batches the training process has let go of (on by default; the docs' shared-memory page
+tells how and why it is safe). ``set_recycling(False)`` or ``GLUONBATCH_RECYCLE=0`` turns it
+off; :func:`recycling_stats` shows what a process's pool holds and did.
 
 Examples
 --------

@@ -8,20 +8,13 @@ forked child makes its own instead of using its parent's. Pure caches are the op
 what the parent computed stays true in the child, so :func:`shared_by_key` objects are
 kept across a fork.
 
-A child must not free what it inherited by accident: freeing an inherited shared-memory
-array lowers the reference count that the process which made the array reads before reusing
-its memory. So ``ProcessLocal(keep_inherited=True)`` keeps the parent's value, and a child
-forked by a process that holds such arrays starts with its garbage collector leaving the
-inherited objects alone (``gc.freeze()``): else collecting a batch its parent had dropped in
-a reference cycle, but not yet collected, would free the mapping a second time.
-
-Measured with a worker's recycled segment that the training process had received and dropped
-in a reference cycle: a child it forked then ran ``gc.collect()``, which lowered the
-segment's shared count from 3 to 2 without the freeze (a count the worker reads to decide
-the segment is free while the training process still maps it) and left it at 3 with it. A
-process holds such arrays once it has sent or received an NDArray through gluonbatch's
-reducer (:func:`note_shared_arrays`); the children of any other process (of a program that
-merely imported gluonbatch) are left as Python makes them.
+A child must not free what it inherited: freeing an inherited shared-memory array lowers the
+count that the process which made it reads before reusing its memory. So
+``ProcessLocal(keep_inherited=True)`` keeps the parent's value, and once a process has sent
+or received an NDArray through gluonbatch's reducer (:func:`note_shared_arrays`), the
+children it forks start with their garbage collector leaving inherited objects alone
+(``gc.freeze()``). The children of any other process (of a program that merely imported
+gluonbatch) are left as Python makes them.
 
 Examples
 --------
@@ -66,7 +59,9 @@ def _after_fork_in_child():
     if _holds_shared_arrays:
         # Collecting a batch the parent had dropped but not yet collected would free a
         # shared-memory mapping twice, lowering a count the process that made the batch
-        # relies on before reusing it. The child inherits the note: its children too.
+        # relies on before reusing it (measured: a child's gc.collect() took a recycled
+        # segment the training process still mapped from 3 to 2). The child inherits the
+        # note: its children freeze too.
         gc.freeze()
 
 

@@ -1,36 +1,14 @@
 """Recycled shared memory: a DataLoader worker writes each batch into pages it already owns.
 
 A fresh ``cpu_shared`` array costs a page fault and a zeroed page for every 4 KiB, about
-nine times the copy that fills it. A worker sends each batch to the main process by file
-descriptor and drops its own reference; once the main process lets go too, the pages are
-free, and the worker's next batch of that dtype and about that size is written into them.
-
-When is a segment free? Two counts say who still uses it, and both must show nobody but
-the pool (:mod:`~gluonbatch._core.native` reads them):
-
-* the **shared count** in front of the data, shared by all processes. Every export (which
-  pickling a batch does) adds one that the receiving mapping takes over, and every freed
-  mapping subtracts one, after the engine operations reading it. It is back at its value
-  from when the pool took the segment only when no other process maps it and no sent batch
-  waits unreceived in a queue;
-* the **holders** in this process: the batch, every view of it and every pending engine
-  operation on it hold the memory chunk; only the pool's own array may remain.
-
-A batch is a zero-offset view of a segment of its dtype (the receiving process maps the
-segment from its start). Segments come in eight sizes per doubling, and a request takes the
-smallest free segment of its dtype holding at most twice its size. A new segment is made
-only when no free one fits; then the pool shrinks (:meth:`SegmentPool.add`): to at most
-:data:`MAX_SEGMENTS`, and to free segments of no more bytes than the busy ones. Dropping only
-forgets a busy segment, whose memory lives on until its receiver lets go. When ``/dev/shm``
-runs short, the free segments are dropped before a new batch is refused.
-
-Only worker processes (started by ``multiprocessing``) that send arrays to another process
-(once they have pickled one through gluonbatch's reducer) recycle: DataLoader workers from
-their second batch on. A process whose batches stay at home (the training process, with
-``num_workers=0`` or ``thread_pool=True`` too, however it was started) allocates fresh
-memory as before. :func:`self_check` runs once, when first needed
-(:func:`unavailable`), and recycling stays off if MXNet's counts do not behave as described
-(another MXNet build).
+nine times the copy that fills it. :class:`SegmentPool` keeps the segments of the batches a
+process sent and hands one out again once nobody else uses it. Why a segment is never
+reused while in use (MXNet's count shared by all processes and this process's holders, read
+by :mod:`~gluonbatch._core.native`), how segments are sized and dropped, and which
+processes recycle is told in the docs' shared-memory page (``docs/memory.rst``, "Recycled
+shared memory in workers"). :func:`self_check` runs once, when first needed
+(:func:`unavailable`), and recycling stays off if MXNet's counts do not behave as that page
+says (another MXNet build).
 
 Examples
 --------
@@ -92,9 +70,12 @@ class _Segment:
         return self.capacity * self.dtype.itemsize
 
     def is_free(self):
+        # no array of this process but the pool's own holds it (a batch, a view, a pending
+        # engine operation would), and no other process maps it or has yet to receive it
         return holders(self.array) == 1 and shared_count(self.array) == self.baseline
 
     def view(self, shape, size):
+        # at offset 0: the receiving process maps a segment from its start
         return self.array._slice(0, size).reshape(shape)
 
 

@@ -16,6 +16,11 @@ of a dataset directory and every write into one) settles it the way its run chos
   journal is removed, so the files it moved are removed again (those whose inode the
   journal recorded: another run's files are never touched).
 
+A run stopped by an exception during its commit (Ctrl-C, an error) settles it itself, at
+once. A ``'back'`` commit whose file another run added meanwhile is refused before anything
+moves. A journal is settled only if it names plain files of its directory: a damaged or
+tampered one is refused, naming it, and nothing is changed.
+
 Commits, recovery and the making of a staging directory take turns under an exclusive
 lock of the directory itself (``flock`` on it, which needs no write access), and opening a
 dataset holds a shared one (:func:`reading`): a reader sees a directory before a commit or
@@ -46,12 +51,17 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Iterable, Iterator
+from typing import Final, Literal, TypeAlias
 
 __all__ = ['staging', 'Stage', 'recover', 'reading', 'FORWARD', 'BACK']
 
 _LOG = logging.getLogger(__name__)
 
-FORWARD, BACK = 'forward', 'back'
+#: How a commit stopped half way is settled: finished (``'forward'``) or undone (``'back'``).
+CommitMode: TypeAlias = Literal['forward', 'back']
+FORWARD: Final = 'forward'
+BACK: Final = 'back'
 _STAGE_PREFIX, _JOURNAL_PREFIX, _JOURNAL_SUFFIX = '.partial-', '.commit-', '.json'
 _STAGE_NAME = re.compile(r'^\.partial-[0-9a-f]{32}$')
 _OWNER = '.owner'      # in a staging directory: locked by the run that writes there
@@ -74,7 +84,7 @@ def _locked(directory, shared=False):
 
 
 @contextlib.contextmanager
-def reading(directory):
+def reading(directory: str) -> Iterator[None]:
     """Read ``directory`` as it is between commits: settle what a killed run left, then
     hold its shared lock (commits wait until the block ends).
 
@@ -113,16 +123,16 @@ class Stage:
         The directory the run writes to; the stage is a hidden directory inside it.
     """
 
-    def __init__(self, directory):
+    def __init__(self, directory: str) -> None:
         self.directory = directory
         self.id = uuid.uuid4().hex
         self.path = os.path.join(directory, _STAGE_PREFIX + self.id)
 
-    def file(self, name):
+    def file(self, name: str) -> str:
         """The path of ``name`` in the stage."""
         return os.path.join(self.path, name)
 
-    def commit(self, moves, mode):
+    def commit(self, moves: Iterable[tuple[str, str]], mode: CommitMode) -> None:
         """Move staged files into the directory, all or nothing.
 
         Parameters
@@ -141,14 +151,14 @@ class Stage:
         """
         if mode not in (FORWARD, BACK):
             raise ValueError("mode must be 'forward' or 'back', got %r" % (mode,))
-        moves = [list(move) for move in moves]
-        bad = [move for move in moves if len(move) != 2 or not all(map(_plain, move))]
+        pairs = [list(move) for move in moves]
+        bad = [move for move in pairs if len(move) != 2 or not all(map(_plain, move))]
         if bad:
             raise ValueError('commit moves must be (name, name) pairs of plain file names, '
                              'got %r' % (bad[0],))
         with _locked(self.directory):
             if mode == BACK:
-                present = [target for _, target in moves
+                present = [target for _, target in pairs
                            if os.path.lexists(os.path.join(self.directory, target))]
                 if present:
                     raise ValueError('%s already holds %s: another run wrote into it '
@@ -156,7 +166,7 @@ class Stage:
                                      % (self.directory, present[0]))
             record = {'mode': mode, 'stage': os.path.basename(self.path),
                       'moves': [[source, target, os.stat(self.file(source)).st_ino]
-                                for source, target in moves]}
+                                for source, target in pairs]}
             journal = os.path.join(self.directory,
                                    _JOURNAL_PREFIX + self.id + _JOURNAL_SUFFIX)
             with open(self.file(_JOURNAL_TMP), 'w', encoding='utf-8') as handle:
@@ -176,7 +186,7 @@ class Stage:
 
 
 @contextlib.contextmanager
-def staging(directory):
+def staging(directory: str) -> Iterator[Stage]:
     """A :class:`Stage` in ``directory`` that a run's tasks write into, removed at the end
     whatever happens; a task still running after a failure finds it gone and writes
     nothing. :func:`recover` runs first, so what a killed run left is settled.
@@ -252,7 +262,7 @@ def _read_journal(path):
     return journal
 
 
-def recover(directory):
+def recover(directory: str) -> None:
     """Settle the commits that killed runs left in ``directory`` and remove their staging
     directories. A directory without hidden run files (the usual case) costs one listing.
 
