@@ -46,21 +46,18 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
     """``mx.gluon.data.DataLoader``, whose workers may die without the run noticing, with
     seeded, resumable batches.
 
-    A gluoncv or MXNet script changes one import. Batches are written once into shared
-    memory and, from worker processes, recycled. A worker that dies (any signal, a
-    segfault in a decoder) or stops answering for ``timeout`` seconds is replaced and its
-    batches are loaded again: a seeded loader's batches stay bit for bit those of an
-    uninterrupted run, an unseeded epoch loses no sample and repeats none
-    (:mod:`~gluonbatch.dataloader.pool`).
-
-    An error while loading a batch (by the dataset, a transform or the batchify function)
-    reaches the caller as the very exception raised, with notes (``__notes__``) naming the
-    batch's dataset indices and, from a worker, the worker's traceback; one that cannot
-    travel arrives as a ``RuntimeError`` naming its type and message.
+    A gluoncv or MXNet script changes one import. A worker that dies (any signal, a segfault
+    in a decoder) or stops answering for ``timeout`` seconds is replaced and its batches are
+    loaded again: a seeded loader's batches stay bit for bit those of an uninterrupted run,
+    an unseeded epoch loses no sample and repeats none (:mod:`~gluonbatch.dataloader.pool`
+    tells how). An error while loading a batch reaches the caller as the very exception
+    raised, with notes (``__notes__``) naming the batch's dataset indices and, from a worker,
+    its traceback; one that cannot travel arrives as a ``RuntimeError`` naming its type and
+    message.
 
     Parameters
     ----------
-    dataset, batch_size, shuffle, sampler, last_batch, batch_sampler :
+    dataset, batch_size, shuffle, sampler, last_batch, batch_sampler, pin_memory, pin_device_id :
         As for ``mx.gluon.data.DataLoader``.
     batchify_fn : callable, optional
         Makes a batch of a list of samples; default
@@ -68,8 +65,6 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
     num_workers : int, default 0
         Worker processes (threads with ``thread_pool``); 0 loads every batch in this
         process.
-    pin_memory, pin_device_id :
-        As for ``mx.gluon.data.DataLoader``.
     prefetch : int, optional
         Batches in flight with workers, at least 1; default ``2 * num_workers``.
     thread_pool : bool, default False
@@ -89,8 +84,7 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
         :class:`~gluonbatch.samplers.ShardWindowSampler`'s order and rank, of the same
         seed), or a :class:`~gluonbatch.samplers.SeededBatchSampler`. None: MXNet's order.
     max_restarts : int, default 10
-        Worker replacements allowed in the loader's life; one more raises
-        ``RuntimeError``.
+        Worker replacements allowed in the loader's life; one more raises ``RuntimeError``.
     transforms : sequence of callables, default ()
         For subclasses: the transforms ``_transform_for`` picks from for each batch.
 
@@ -106,14 +100,12 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
 
     Notes
     -----
-    **Passes and resuming.** Each pass begins where :meth:`state_dict` says: after a pass
-    left early (``break``, an error), at the batch after the last one delivered, in the
-    same epoch; after a finished pass, at the next epoch's first batch (seeded loaders;
-    :meth:`set_epoch` starts another epoch). An unseeded loader's every pass is a new
-    epoch, as MXNet's.
-
-    **Closing.** :meth:`close`, the end of a ``with`` block or garbage collection stops the
-    workers; iterating afterwards raises ``ValueError``.
+    Each pass begins where :meth:`state_dict` says: after a pass left early (``break``, an
+    error), at the batch after the last one delivered, in the same epoch; after a finished
+    pass, at the next epoch's first batch (seeded loaders; :meth:`set_epoch` starts another).
+    An unseeded loader's every pass is a new epoch, as MXNet's. :meth:`close`, the end of a
+    ``with`` block or garbage collection stops the workers; iterating afterwards raises
+    ``ValueError``.
 
     Examples
     --------

@@ -13,48 +13,30 @@ __all__ = ['DetectionDataLoader', 'RandomTransformDataLoader']
 
 
 class DetectionDataLoader(DataLoader):
-    """Data loader for detection datasets whose labels have different numbers of objects.
+    """gluoncv's loader for detection datasets whose labels have different numbers of objects.
 
-    Deprecated in gluoncv in favour of ``mx.gluon.data.DataLoader`` with batchify
-    functions, and kept so that gluoncv code keeps working. By default labels are padded
-    with -1 (:func:`default_pad_batchify_fn`).
+    Deprecated in gluoncv in favour of ``mx.gluon.data.DataLoader`` with batchify functions,
+    and kept so that gluoncv code keeps working (making one warns). A layer over
+    :class:`~gluonbatch.dataloader.loader.DataLoader`: its workers are replaced when they die,
+    a batch that fails to load raises the original exception with notes naming its dataset
+    indices, and with a ``seed`` a run repeats and resumes.
 
     Parameters
     ----------
     dataset : mxnet.gluon.data.Dataset
-    batch_size, shuffle, sampler, last_batch, batch_sampler, batchify_fn :
+    batch_size, shuffle, sampler, last_batch, batch_sampler :
         As for ``mx.gluon.data.DataLoader``.
-    num_workers : int, default 0
-        Worker processes; 0 loads every batch in this process.
-    timeout : float or None, default 120
-        Seconds a worker holding batches may go without answering before it is deemed
-        stuck, killed and replaced (:class:`~gluonbatch.dataloader.loader.DataLoader`);
-        None: never.
-    seed : int or None, default None
-        Seeded loading: every epoch's order and every sample's augmentation a function of
-        ``(seed, epoch, position)``, the same batches for any ``num_workers``, resumable
-        with :meth:`state_dict` / :meth:`load_state_dict` (see
-        :class:`~gluonbatch.dataloader.loader.DataLoader`). None: gluoncv's behaviour.
-    max_restarts : int, default 10
-        Worker replacements allowed in the loader's life, as for
-        :class:`~gluonbatch.dataloader.loader.DataLoader`.
+    batchify_fn : callable, optional
+        Default :func:`default_pad_batchify_fn` (labels padded with -1).
+    num_workers, timeout, seed, max_restarts :
+        As for :class:`~gluonbatch.dataloader.loader.DataLoader` (defaults 0, 120 seconds,
+        None: gluoncv's behaviour, 10).
 
     Raises
     ------
     TypeError, ValueError
-        ``num_workers`` is not an integer, or is negative; ``timeout`` is not a number (or
-        None), or not above 0; a bad ``seed``, or a sampler that is not a SplitSampler
-        or a ShardWindowSampler of the same seed with one.
-
-    Notes
-    -----
-    A batch that fails to load raises the original exception (type, arguments and
-    message unchanged) with notes naming its dataset indices and, from a worker, the
-    worker's traceback.
-
-    Workers that die or stall are replaced and their batches loaded again, passes left
-    early resume where they stopped, and ``close()`` or a ``with`` block stops the
-    workers, as for :class:`~gluonbatch.dataloader.loader.DataLoader`.
+        ``num_workers`` or ``timeout`` not a number, or out of range; a bad ``seed``, or a
+        sampler that is not a SplitSampler or a ShardWindowSampler of the same seed with one.
 
     Examples
     --------
@@ -63,17 +45,16 @@ class DetectionDataLoader(DataLoader):
     >>> data = mx.gluon.data.SimpleDataset(
     ...     [(np.zeros((3, 4, 4), 'float32'), np.ones((k + 1, 5), 'float32'))
     ...      for k in range(5)])
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter('ignore')
-    ...     loader = DetectionDataLoader(data, batch_size=2, last_batch='keep')
-    >>> [labels.shape for _, labels in loader]
+    >>> def make(dataset, **kwargs):
+    ...     with warnings.catch_warnings():
+    ...         warnings.simplefilter('ignore')
+    ...         return DetectionDataLoader(dataset, batch_size=2, **kwargs)
+    >>> [labels.shape for _, labels in make(data, last_batch='keep')]
     [(2, 2, 5), (2, 4, 5), (1, 5, 5)]
 
     Seeded, a run saves where it is and another continues from there:
 
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter('ignore')
-    ...     seeded = DetectionDataLoader(data, batch_size=2, shuffle=True, seed=7)
+    >>> seeded = make(data, shuffle=True, seed=7)
     >>> batches = iter(seeded)
     >>> first = next(batches)
     >>> state = seeded.state_dict()
@@ -89,20 +70,15 @@ class DetectionDataLoader(DataLoader):
     >>> class Missing(mx.gluon.data.SimpleDataset):
     ...     def __getitem__(self, index):
     ...         raise KeyError('image-%d' % index)
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter('ignore')
-    ...     broken = DetectionDataLoader(Missing([0, 1, 2]), batch_size=2)
     >>> try:
-    ...     next(iter(broken))
+    ...     next(iter(make(Missing([0, 1, 2]))))
     ... except KeyError as error:
     ...     print(repr(error), error.__notes__)
     KeyError('image-0') ['raised while loading dataset samples [0, 1]']
 
     With worker processes, a ``with`` block stops them as it ends:
 
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter('ignore')
-    ...     pooled = DetectionDataLoader(data, batch_size=2, last_batch='keep', num_workers=2)
+    >>> pooled = make(data, last_batch='keep', num_workers=2)
     >>> with pooled:
     ...     [labels.shape[1] for _, labels in pooled]
     [2, 4, 5]
@@ -125,10 +101,12 @@ class DetectionDataLoader(DataLoader):
 
 
 class RandomTransformDataLoader(DataLoader):
-    """DataLoader that applies a transform chosen at random every ``interval`` batches.
+    """gluoncv's loader that applies a transform chosen at random every ``interval`` batches.
 
     Multi-scale training: e.g. one YOLOv3 transform per input size, switched every 10
-    batches so that a batch holds images of one size.
+    batches so that a batch holds images of one size. A layer over
+    :class:`~gluonbatch.dataloader.loader.DataLoader`, which handles its errors, dead
+    workers, passes left early and closing.
 
     Parameters
     ----------
@@ -137,26 +115,14 @@ class RandomTransformDataLoader(DataLoader):
     dataset : mxnet.gluon.data.Dataset
         The untransformed dataset.
     interval : int, default 1
-        A new transform is drawn every ``interval`` batches: from ``numpy.random``, or,
-        with a ``seed``, from ``(seed, epoch, batch number // interval)``.
-    batch_size, shuffle, sampler, last_batch, batch_sampler :
+        A new transform is drawn every ``interval`` batches: from ``numpy.random``, or, with
+        a ``seed``, from ``(seed, epoch, batch number // interval)``.
+    batch_size, shuffle, sampler, last_batch, batch_sampler, pin_memory, pin_device_id :
         As for ``mx.gluon.data.DataLoader``.
-    batchify_fn, pin_memory, pin_device_id :
-        As for ``mx.gluon.data.DataLoader``; ``batchify_fn`` defaults to
-        :func:`default_batchify_fn`.
-    num_workers : int, default 0
-        Worker processes; 0 loads every batch in this process.
-    prefetch : int, optional
-        Batches in flight with workers, at least 1; default ``2 * num_workers``.
-    timeout : float or None, default 120
-        Seconds a worker holding batches may go without answering before it is deemed
-        stuck, killed and replaced (:class:`~gluonbatch.dataloader.loader.DataLoader`);
-        None: never.
-    seed : int or None, default None
-        Seeded loading, as for :class:`DetectionDataLoader`; the transform of every batch
-        (YOLOv3's input size) is then a function of ``(seed, epoch, batch number)`` too.
-    max_restarts : int, default 10
-        As for :class:`DetectionDataLoader`.
+    batchify_fn : callable, optional
+        Default :func:`default_batchify_fn`.
+    num_workers, prefetch, timeout, seed, max_restarts :
+        As for :class:`~gluonbatch.dataloader.loader.DataLoader`.
 
     Raises
     ------
@@ -165,13 +131,8 @@ class RandomTransformDataLoader(DataLoader):
         (``prefetch`` and ``seed`` may be None), ``timeout`` is not a number or None, or a
         transform is not callable.
     ValueError
-        ``interval`` or ``prefetch`` is below 1, ``num_workers`` is negative, ``timeout``
-        is not above 0, there is no transform, or a bad ``seed``.
-
-    Notes
-    -----
-    Errors while loading, dead workers, passes left early and closing are handled as by
-    :class:`~gluonbatch.dataloader.loader.DataLoader`.
+        ``interval`` or ``prefetch`` is below 1, ``num_workers`` is negative, ``timeout`` is
+        not above 0, there is no transform, or a bad ``seed``.
 
     Examples
     --------

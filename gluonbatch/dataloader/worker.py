@@ -3,9 +3,8 @@
 A worker is a fork of the training process (:mod:`~gluonbatch.dataloader.pool` tells its
 whole life): it inherits the :class:`Job` -- the dataset, the transforms, the batchify
 function, numpy mode -- so none of them need pickle, and lambdas work. :func:`serve`
-reads tasks from its channel and answers each with its batch, whose shared-memory arrays
-travel as file descriptors inside the message, or with the error, pickled with notes
-naming the batch's dataset indices and the worker's traceback.
+answers each task with its batch, or with the error, pickled with notes naming the
+batch's dataset indices and the worker's traceback.
 
 Examples
 --------
@@ -180,5 +179,3 @@ def raise_worker_error(payload):
     for note in notes:
         add_note(error, note)
     raise error
-
-
