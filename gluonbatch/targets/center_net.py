@@ -11,24 +11,16 @@ boxes of a sample (already on the output grid) into five float32 maps:
 - ``center_reg`` ``(2, H, W)``: the centre's offset from its cell's corner;
 - ``center_reg_mask`` ``(2, H, W)``: 1 at those cells.
 
-gluoncv loops over the boxes in order, so where two boxes share a centre cell the one
-written last wins ``wh_target`` and ``center_reg``; the heatmap is an elementwise maximum
-and does not depend on the order. Boxes with no width or height are skipped.
-
-:func:`center_net_targets` does all of it for a batch, writing into given ``(B, ...)``
-arrays: the per-box numbers (validity, radius, centre, size, offset) are computed for all
-boxes at once with gluoncv's dtype rules; the size and offset maps are written by one
-fancy-indexed assignment each, keeping the last box of every cell; the gaussians are drawn
-box by box as numpy slices of a cached patch per radius, the same float32 values gluoncv
-writes. :class:`CenterNetTargetGenerator` is gluoncv's class on top of it (one sample, a
-batch of one). Results equal gluoncv's to the bit.
+Where two boxes share a centre cell, the later one's size and offset stay, as in gluoncv's
+loop; boxes with no width or height are skipped. :func:`center_net_targets` writes a
+batch's targets into given ``(B, ...)`` arrays, and :class:`CenterNetTargetGenerator` is
+gluoncv's class on top of it; both equal gluoncv's to the bit.
 
 Differences from gluoncv, on purpose: the maps are numpy arrays, not NDArrays; a valid box
-whose centre falls outside the grid raises :class:`BoxOutsideGrid` (gluoncv asserts past
-the right and bottom edges and writes at wrapped-around cells left of or above the grid);
-a valid box whose class id is not in ``[0, num_class)`` raises :class:`ClassOutOfRange`
-(gluoncv raises ``IndexError`` for too large ids and draws a negative id on the map counted
-from the end).
+whose centre falls outside the grid raises :class:`BoxOutsideGrid`, and one whose class id
+is not in ``[0, num_class)`` :class:`ClassOutOfRange`, where gluoncv asserts, raises
+``IndexError`` or writes at wrapped-around cells (left of or above the grid, on the map of
+a negative id counted from the end).
 
 Examples
 --------
@@ -54,16 +46,12 @@ __all__ = ['CenterNetTargetGenerator', 'center_net_targets', 'target_shapes', 'o
 
 
 def gaussian_radius(height, width, min_overlap=0.7):
-    """gluoncv's ``_gaussian_radius((height, width))`` for arrays of (ceiled) box sizes.
+    """gluoncv's ``_gaussian_radius((height, width))`` for arrays of (ceiled) box sizes, the
+    same radii to the bit for float16, float32, float64 and integer labels.
 
-    The radius is how far a box's corners may move while it keeps an IoU of
-    ``min_overlap`` with the original, the smallest over CornerNet's three ways of moving:
-    one corner in and one out (the box shifted), both in (shrunk), both out (grown). Each
-    is the larger root of a quadratic, evaluated as gluoncv evaluates it: gluoncv works on
-    numpy scalars of the label's dtype, where ``height + width`` and ``width * height`` stay
-    in that dtype and everything after them is promoted to float64; the same is done here
-    elementwise, in the same order of operations, so the radii are the same to the bit
-    (float16, float32, float64 and integer labels).
+    The radius is how far a box's corners may move while it keeps an IoU of ``min_overlap``
+    with the original, the smallest over CornerNet's three ways of moving: one corner in and
+    one out (the box shifted), both in (shrunk), both out (grown).
 
     Parameters
     ----------
@@ -82,6 +70,8 @@ def gaussian_radius(height, width, min_overlap=0.7):
     >>> gaussian_radius(np.array([10., 3.]), np.array([20., 3.])).round(4).tolist()
     [3.6779, 0.82]
     """
+    # gluoncv computes on numpy scalars of the label's dtype: the sum and the product below
+    # stay in it, everything after them is float64; elementwise, in the same order here
     height, width = np.asarray(height), np.asarray(width)
     perimeter_half = (height + width).astype(np.float64)    # summed in the label's dtype
     area_in_dtype = (width * height).astype(np.float64)     # multiplied in it, too
