@@ -1,8 +1,4 @@
-"""MS COCO on disk (gluoncv's layout) to detection shards: :func:`from_coco`.
-
-The annotation file is read and checked, and every image looked for, before the first
-shard is written: a bad dataset writes nothing.
-"""
+"""MS COCO on disk (gluoncv's layout) to detection shards: :func:`from_coco`."""
 import json
 import math
 import os
@@ -26,27 +22,18 @@ def from_coco(root, dst, split='train2017', segmentation=False, min_object_area=
     ``segmentation`` of its ``COCOInstance(root, 'instances_<split>', min_object_area=...,
     skip_empty=...)``.
 
-    Records are the images in id order, without those gluoncv skips (no object left, with
-    ``skip_empty``). A record holds the image file's bytes (its own extension, lower case,
-    as they are), a caption (``txt``: the class names of its label's objects) and its
-    annotations (``json``): the label as gluoncv computes it (rows ``x1, y1, x2, y2,
-    class`` of the objects it keeps, boxes clipped to the image; float64 as a rule, but
-    int64 where every value is an int, as numpy makes it: ``[[-1, -1, -1, -1, -1]]`` for
-    an image without objects when ``skip_empty`` is False; float32 with
-    ``segmentation``), with ``segmentation`` each object's polygons (``segm``: those of 6
-    coordinates or more), the image's entry of the annotation file and its annotations
-    there, all of them, as they are (``image``, ``objects``). The parquet columns are
-    ``key``, ``image_id`` (COCO's), ``file_name``, ``width``, ``height``, ``num_objects``
-    (label rows that are objects), ``classes`` (the names among them) and ``crowd`` (how
-    many of them are crowds). See :mod:`~gluonbatch.detection.annotations`.
-
-    The classes are the annotation file's categories in their order (for COCO,
-    gluoncv's 80 ``CLASSES``); the manifest keeps their category ids. An image is
-    ``root/<the last two parts of its coco_url>`` as gluoncv finds it (without a
-    ``coco_url``: ``root/<split>/<file_name>``). Every image is looked for and every
-    annotation checked before anything is written; the shards and ``detection.json`` then
-    appear together, or, if the run fails or is killed, not at all
-    (:mod:`~gluonbatch.shards.commit`).
+    Records are the images in id order, without those gluoncv skips. A record holds the
+    image file's bytes, a caption of its class names and its annotations
+    (:mod:`~gluonbatch.detection.annotations`): gluoncv's label, its dtype included (rows
+    ``x1, y1, x2, y2, class``, boxes clipped to the image), with ``segmentation`` each
+    object's polygons of 6 coordinates or more, and the image's entry of the annotation file
+    with all its annotations there. The parquet columns are ``key``, ``image_id`` (COCO's),
+    ``file_name``, ``width``, ``height``, ``num_objects``, ``classes`` and ``crowd``. The
+    classes are the annotation file's categories in their order (the manifest keeps their
+    ids); an image is found where gluoncv looks for it (``root/<the last two parts of its
+    coco_url>``, else ``root/<split>/<file_name>``). Every annotation is checked and every
+    image looked for before anything is written, and the shards and ``detection.json`` appear
+    together or, if the run fails or is killed, not at all.
 
     Parameters
     ----------

@@ -1,8 +1,4 @@
-"""Pascal VOC on disk (gluoncv's layout) to detection shards: :func:`from_voc`.
-
-Every annotation file is read and checked, and every image looked for, before the first
-shard is written: a bad dataset writes nothing.
-"""
+"""Pascal VOC on disk (gluoncv's layout) to detection shards: :func:`from_voc`."""
 import logging
 import math
 import os
@@ -27,21 +23,15 @@ def from_voc(root, dst, splits=((2007, 'trainval'), (2012, 'trainval')), classes
     index_map=index_map)``.
 
     Records follow the splits in the order given and each split's list
-    (``<folder>/ImageSets/Main/<name>.txt``) line by line (blank lines skipped). A record
-    holds the image file's bytes (``jpg``, as they are), a caption (``txt``: the class
-    names of its label's rows, ``'dog, person'``) and its annotations (``json``): the
-    label as gluoncv computes it (rows ``xmin - 1, ymin - 1, xmax - 1, ymax - 1, class, difficult``
-    of the objects whose name, stripped and lower-cased, is one of ``classes``; float64, a
-    ``(0,)`` array without objects), the image (``id``, ``folder``, ``file_name``,
-    ``width``, ``height``) and every object of the XML as it is written there (``name``,
-    ``pose``, ``truncated``, ``difficult``, ``bndbox``). The parquet columns are ``key``,
-    ``image_id`` (``'VOC2007/000005'``), ``file_name``, ``width``, ``height``,
-    ``num_objects`` (label rows), ``classes`` (the names among them) and ``difficult``
-    (how many of them are). See :mod:`~gluonbatch.detection.annotations`.
-
-    Every annotation is read and checked and every image looked for before anything is
-    written; the shards and ``detection.json`` then appear together, or, if the run fails
-    or is killed, not at all (:mod:`~gluonbatch.shards.commit`).
+    (``<folder>/ImageSets/Main/<name>.txt``) line by line. A record holds the image file's
+    bytes, a caption of its class names and its annotations
+    (:mod:`~gluonbatch.detection.annotations`): gluoncv's float64 label (rows ``xmin - 1,
+    ymin - 1, xmax - 1, ymax - 1, class, difficult`` of the objects named in ``classes``) and
+    every object of the XML as written there. The parquet columns are ``key``, ``image_id``
+    (``'VOC2007/000005'``), ``file_name``, ``width``, ``height``, ``num_objects``, ``classes``
+    and ``difficult``. Every annotation is checked and every image looked for before anything
+    is written, and the shards and ``detection.json`` appear together or, if the run fails or
+    is killed, not at all.
 
     Parameters
     ----------
