@@ -1,23 +1,16 @@
 """One thread per DataLoader worker: OpenCV's and the BLAS / OpenMP libraries' thread pools
 run on one thread in a forked worker process, the training process's left as they are.
 
-With several workers, the workers are the parallelism: OpenCV's threads and BLAS threads
-in each worker compete for the cores of the others. :func:`one_thread_per_worker` is
-called first thing in a freshly forked worker (it changes process-wide settings, so never
-in the training process). It covers the libraries already loaded in the worker and,
-through the environment variables they read when they load, those it loads later.
+With several workers, the workers are the parallelism: threads of their own in each worker
+compete for the cores of the others. :func:`one_thread_per_worker` runs first thing in a
+freshly forked worker (it changes process-wide settings, so never in the training
+process); :func:`before_forking_workers` makes it cheap.
 
-OpenCV is set with ``cv2.setNumThreads(0)``, not ``1``: setting 1 stops the pool's threads
-at once, and in a forked child whose parent's threads had gone idle it waits forever for
-them to leave a condition variable they wait on only in the parent (opencv-python
-4.8.1.78: 10 children hung of 10 forked 50 ms after the parent's last parallel call, 8 of
-15 forked right after it). Setting 0 leaves the pool alone and runs every OpenCV function
-on the calling thread; ``cv2.getNumThreads()`` then reports 1. Do not change it again in
-the worker.
-
-A first call costs a worker about 3 ms when its parent had run threadpoolctl once (which
-keeps the resolved paths of the libraries loaded, about 190 with MXNet), 8-9 ms otherwise;
-a repeated call about 1.3 ms.
+OpenCV is set with ``cv2.setNumThreads(0)``, not ``1``: in a forked child whose parent had
+run OpenCV's threads, setting 1 waits forever for threads that exist only in the parent
+(opencv-python 4.8.1.78: 10 children hung of 10 forked 50 ms after the parent's last
+parallel call). 0 leaves the pool alone and runs every OpenCV function on the calling
+thread (``cv2.getNumThreads()`` then reports 1). Do not change it again in the worker.
 
 Examples
 --------
