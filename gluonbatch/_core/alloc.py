@@ -1,18 +1,12 @@
-"""The one place where gluonbatch allocates output memory.
-
-Every batch gluonbatch returns is allocated here, by default in ``cpu_shared`` memory, so
-that DataLoader worker processes hand batches to the main process by file descriptor (see
-:mod:`gluonbatch.memory` for the other settings).
+"""The one place where gluonbatch allocates output memory: every batch it returns comes from
+:func:`allocate`, by default in ``cpu_shared`` memory, so that DataLoader worker processes
+hand batches to the main process by file descriptor (:mod:`gluonbatch.memory` has the
+other settings).
 
 Outputs are allocated *without* being written (``mx.nd.empty``) and exposed as writable
-numpy views, so each output byte is written exactly once by the combinators. In worker
-processes, large outputs are views on recycled segments (:mod:`.recycle`).
-
-A new shared allocation is checked against the free space of ``/dev/shm`` and its pages
-reserved (:mod:`.shm`), so a batch that does not fit raises ``SharedMemoryError``.
-
-In MXNet's numpy mode (``mx.npx.set_np()``) every output is an ``mx.np.ndarray``: a
-zero-copy view of the same memory, made here, so no combinator needs to know the mode.
+numpy views, so each output byte is written exactly once by the combinators. In MXNet's
+numpy mode (``mx.npx.set_np()``) every output is an ``mx.np.ndarray`` view of the same
+memory, made here, so no combinator needs to know the mode.
 
 Examples
 --------

@@ -1,16 +1,13 @@
-"""The checks every preset applies to the ``(image, label)`` a dataset hands it, and to
-its per-channel ``mean`` / ``std`` arguments (:func:`channel_values`).
+"""The checks every preset applies to the ``(image, label)`` a dataset hands it
+(:func:`image_array`, :func:`label_array`), and to its per-channel ``mean`` / ``std``
+arguments (:func:`channel_values`).
 
-An image is an ``mx.nd.NDArray`` or a numpy array, HWC with 3 channels, of real numbers
-(:func:`image_array`): ``uint8`` (what gluoncv's detection datasets decode to) is kept as
-it is, for the presets' fast uint8 paths; any other integer or floating dtype (a dataset
-that decodes to float, or normalizes already) is read as float32 values, as gluoncv's SSD
-and YOLOv3 presets read every image. Booleans, complex numbers and objects are refused. A
-label is a numpy array of shape ``(N, K)``, one row per box ``(xmin, ymin, xmax, ymax,
-class, ...)``; ``N`` may be 0. Its dtype is kept, because gluoncv's box arithmetic follows
-it (float64 VOC/COCO labels, float32 ones).
-A wrong type raises ``TypeError``, a bad shape or value ``ValueError``, naming what was
-seen and what was expected. Neither input is ever written to.
+An image is HWC with 3 channels, of real numbers: ``uint8`` (what gluoncv's detection
+datasets decode to) is kept for the presets' fast uint8 paths, any other integer or float
+dtype is read as float32 values, as gluoncv's SSD and YOLOv3 presets read every image. A
+label is ``(N, 5+)``, one row per box, its dtype kept because gluoncv's box arithmetic
+follows it. A wrong type raises ``TypeError``, a bad shape or value ``ValueError``, naming
+what was seen and what was expected. Neither input is ever written to.
 
 Examples
 --------
