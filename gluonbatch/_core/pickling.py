@@ -1,13 +1,9 @@
 """How DataLoader worker processes send NDArrays: the reducer gluonbatch installs.
 
-MXNet registers a ``ForkingPickler`` reducer that sends a ``cpu_shared`` NDArray by file
-descriptor, but it crashes (SIGSEGV) on a zero-size array, which a batch of images
-without objects produces. gluonbatch's reducer sends those as their shape and dtype and
-leaves every other array to MXNet's; an ``mx.np.ndarray`` (numpy mode) arrives as one. It
-also notes that this process sends arrays to another one, which turns recycled shared
-memory on here (:mod:`.recycle`), and that the sending and the receiving process hold
-shared arrays (:func:`~.process.note_shared_arrays`). Importing ``gluonbatch`` calls
-:func:`install_reducer`; :func:`restore_mxnet_reducer` puts MXNet's own back.
+How it differs from MXNet's (zero-size arrays, recycling turned on in a sender, the
+note that a process holds shared arrays) is told in the docs' shared-memory page, "How
+workers pickle NDArrays". Importing ``gluonbatch`` calls :func:`install_reducer`;
+:func:`restore_mxnet_reducer` puts MXNet's own back.
 
 Inside :func:`dumps_with_fds` the reducer does not hand descriptors to multiprocessing's
 resource sharer (which the receiver must reach while the sender lives): it collects
