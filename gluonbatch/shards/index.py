@@ -197,13 +197,9 @@ def _default_index_path(tar_path):
 
 
 def write_index(tar_path, idx_path=None):
-    """Write the index of a tar in DALI's ``wds2idx`` format v1.2, one line per sample.
-
-    The first line is ``v1.2 <number of samples>``; then each sample (members sharing the
-    name before the first ``'.'``, in tar order) is one line of
-    ``<ext> <data offset> <size> <member name>`` per member, separated by spaces. The data
-    offset is the byte offset of the member's content in the tar. Directory entries are
-    skipped. The file is written to a temporary name and renamed when complete.
+    """Write the index of a tar in DALI's ``wds2idx`` format v1.2 (the module's docstring
+    gives the format), one line per sample. Directory entries are skipped. The file is
+    written to a temporary name and renamed when complete.
 
     Parameters
     ----------

@@ -97,10 +97,7 @@ class ShardRecords:
 
     The ids come from the parquet's id column (sorted: record ``j`` of the shard is its
     ``j``-th smallest id), the members from the ``.idx`` or a scan of the tar, and both
-    are checked against each other here, naming the files. They are read in bulk
-    (``vectorized_fields``), or by the exact per-record code (``exact_fields``)
-    when the bulk reading finds anything unusual or ``vectorized`` is False: the same
-    attributes either way.
+    are checked against each other here, naming the files.
 
     Parameters
     ----------
