@@ -375,7 +375,8 @@ def test_the_last_epochs_batches_are_made_with_rollover():
 def window_sampler(window=1, num_parts=1, part_index=0, lengths=(2, 3, 4, 3)):
     order = ShardWindowSampler(list(lengths), window=window, seed=SEED, num_parts=num_parts,
                                part_index=part_index)
-    return SeededBatchSampler(sum(lengths), 2, SEED, last_batch='discard', order=order)
+    return SeededBatchSampler(sum(lengths), 4 // num_parts, SEED, last_batch='discard',
+                              order=order)
 
 
 def test_an_order_that_differs_is_refused_naming_the_entry():
@@ -383,12 +384,12 @@ def test_an_order_that_differs_is_refused_naming_the_entry():
     with pytest.raises(ValueError, match=re.escape(
             "state['order']['window'] is 1, but this sampler's order has 2")):
         window_sampler(window=2).load_state_dict(state)
-    edited = dict(state, order=dict(state['order'], num_parts=8, shards=9))
+    edited = dict(state, order=dict(state['order'], window=8, shards=9))
     with pytest.raises(ValueError) as raised:
         window_sampler().load_state_dict(edited)
     assert ("state['order']['shards'] is 9, but this sampler's order has 4"
             in str(raised.value))
-    assert ("state['order']['num_parts'] is 8, but this sampler's order has 1"
+    assert ("state['order']['window'] is 8, but this sampler's order has 1"
             in str(raised.value))
     lacking = dict(state, order={k: v for k, v in state['order'].items() if k != 'window'})
     with pytest.raises(ValueError, match=re.escape(
@@ -405,6 +406,12 @@ def test_an_order_that_differs_is_refused_naming_the_entry():
     same = window_sampler()
     same.load_state_dict(dict(state, batch=2))
     assert where(same.state_dict()) == (0, 2)
+    # the order is of all ranks: two ranks with the same global batch resume it too
+    ranks = [window_sampler(num_parts=2, part_index=rank) for rank in (0, 1)]
+    for rank in ranks:
+        rank.load_state_dict(dict(state, batch=2))
+    assert [list(batch) for batch in same] == [
+        list(first) + list(second) for first, second in zip(*ranks)]
 
 
 # --------------------------------------------------------------------------- interop

@@ -1,5 +1,5 @@
-"""ShardWindowSampler: an epoch order that reads a few shards at a time, in equal parts per
-rank, and the seeded loaders that follow it (resumable).
+"""ShardWindowSampler: an epoch order that reads a few shards at a time, dealt to the ranks
+in equal shares, and the seeded loaders that follow it (resumable, elastic).
 
 A test dataset's samples are numbered shard by shard, so a sample's shard is found from
 the shard lengths alone; the order's locality is checked on the shards its samples come
@@ -17,7 +17,7 @@ from hypothesis import assume, given, settings, strategies as st
 from gluonbatch import DataLoader
 from gluonbatch.samplers import SeededBatchSampler
 from gluonbatch.curation import ImageTextPairDataset
-from gluonbatch.samplers import ShardWindowSampler
+from gluonbatch.samplers import ShardWindowSampler, rank_positions
 from helpers import ID, examples
 
 SEED = 20240611
@@ -62,6 +62,17 @@ def parts(lengths, window, seed, num_parts, last_part, epoch, shuffle=True):
                                shuffle).indices(epoch) for rank in range(num_parts)]
 
 
+def round_robin(shares):
+    """The ranks' equally long shares taken a sample of each rank at a time."""
+    return [index for step in zip(*shares) for index in step]
+
+
+def dealt(order, num_parts, rank, block, last):
+    """``order`` as the rule deals it to ``rank`` (the indices at its positions)."""
+    positions = rank_positions(len(order), num_parts, rank, block, last)
+    return np.asarray(order)[positions % max(len(order), 1)].tolist()
+
+
 # --------------------------------------------------------------------------- the order
 
 @settings(max_examples=examples(200), deadline=None)
@@ -82,8 +93,8 @@ def test_every_sample_once_per_epoch_in_equal_parts_a_few_shards_at_a_time(
         part.tolist() for part in parts(lengths, window, seed, num_parts, last_part, epoch)]
     part = -(-length // num_parts) if last_part == 'pad' else length // num_parts
     assert [len(indices) for indices in got] == [part] * num_parts
-    every = np.concatenate(got).tolist() if got else []
-    if last_part == 'drop':  # contiguous runs of the order, its last few left out
+    every = round_robin(got)
+    if last_part == 'drop':  # one sample to every rank in turn, the order's last few left out
         assert every == whole[:part * num_parts].tolist()
         assert len(set(every)) == len(every)
     else:  # the last parts run on from the order's start
@@ -123,7 +134,7 @@ def test_without_shuffle_the_order_is_the_datasets(lengths, window, seed, num_pa
         expected = np.arange(part * num_parts)
     else:
         expected = np.resize(np.arange(length), part * num_parts)
-    assert np.concatenate(got).tolist() == expected.tolist()
+    assert round_robin(got) == expected.tolist()
 
 
 def test_one_shard_per_window_reads_each_shard_whole_and_a_wide_window_mixes_them_all():
@@ -160,8 +171,9 @@ def test_properties_and_repr():
     description = json.loads(json.dumps(sampler.description))
     assert description.pop('shard_lengths') == ShardWindowSampler(
         [2, 3], window=1).description['shard_lengths']
-    assert description == {'sampler': 'ShardWindowSampler', 'shards': 2, 'window': 3,
-                           'num_parts': 2, 'last_part': 'drop'}
+    # the order of all ranks: the same for any number of them
+    assert description == {'sampler': 'ShardWindowSampler', 'shards': 2, 'window': 3}
+    assert sampler.description == ShardWindowSampler([2, 3], window=3).description
 
 
 def test_a_state_of_shards_of_other_lengths_is_refused():
@@ -261,13 +273,14 @@ def test_an_image_text_dataset_has_the_lengths_of_its_shards(data):
     path, _ = data  # shards of 3, 2 and 4 records
     whole = ImageTextPairDataset.from_webdataset(path, ID)
     assert whole.shard_lengths == (3, 2, 4)
-    part = ImageTextPairDataset.from_webdataset(path, ID, num_parts=2, part_index=0)
-    assert part.shard_lengths == (3, 4)  # shards 0 and 2
-    sampler = ShardWindowSampler(part, window=1, seed=1)
-    order = list(sampler)
-    assert sorted(order) == list(range(len(part))) == list(range(7))
-    assert fewest_runs(shards_of(order, part.shard_lengths), 1) == 2
-    assert all(isinstance(part[i][1], str) for i in order[:2])
+    ranks = [ShardWindowSampler(whole, window=1, seed=1, num_parts=2, part_index=rank)
+             for rank in (0, 1)]
+    order = ranks[0].order(0).tolist()
+    assert sorted(order) == list(range(len(whole))) == list(range(9))
+    assert fewest_runs(shards_of(order, whole.shard_lengths), 1) == 3
+    shares = [rank.indices(0).tolist() for rank in ranks]  # 5 each, the last one again
+    assert round_robin(shares) == order + order[:1]
+    assert all(isinstance(whole[i][1], str) for i in shares[1][:2])
 
 
 # --------------------------------------------------------------------------- seeded loaders
@@ -291,25 +304,29 @@ def window_loader(last_batch, num_workers, part_index=0, num_parts=2, window=2, 
                                                                   (0, 2)]))
 def test_a_seeded_loader_follows_the_window_order_and_resumes_at_any_batch(last_batch,
                                                                           workers):
-    sampler, loader = window_loader(last_batch, workers[0])
+    num_parts = 1 if last_batch == 'keep' else 2  # 'keep' on two ranks: whole global batches
+    rank = num_parts - 1
+    sampler, loader = window_loader(last_batch, workers[0], rank, num_parts)
     start = loader.state_dict()
     reference = [(batch, loader.state_dict()) for _ in range(3) for batch in loader]
     loader.close()
-    # the batches are the rank's part of the window order, as last_batch cuts it
+    # the batches are the rank's share of the window order, dealt a batch at a time
     stream = [index for batch, _ in reference for index, _ in batch]
-    orders = [sampler.indices(epoch).tolist() for epoch in range(4)]
-    part = len(orders[0])
-    assert part % BATCH  # an epoch ends in a short batch
-    if last_batch == 'rollover':
-        assert stream == sum(orders, [])[:len(stream)]
-        assert len(stream) == 3 * part // BATCH * BATCH
+    orders = [sampler.order(epoch).tolist() for epoch in range(4)]
+    length, size = len(orders[0]), BATCH * num_parts
+    assert length % size  # an epoch ends in a short global batch
+    if last_batch == 'rollover':  # the epochs' orders one after the other
+        rounds = 3 * length // size
+        assert stream == dealt(sum(orders, []), num_parts, rank, BATCH, 'drop')[
+            :rounds * BATCH]
     else:
-        kept = {'keep': part, 'discard': part // BATCH * BATCH,
-                'pad': -(-part // BATCH) * BATCH}[last_batch]
-        assert stream == sum((np.resize(order, kept).tolist() for order in orders[:3]), [])
+        last = 'drop' if last_batch == 'discard' else 'pad'
+        kept = {'keep': length}.get(last_batch)  # one rank: the last batch short
+        assert stream == sum((dealt(order, num_parts, rank, BATCH, last)[:kept]
+                              for order in orders[:3]), [])
     draws = [draw for batch, _ in reference for _, draw in batch]
     assert len(set(draws)) == len(draws)  # every sample its own draws, repeats too
-    resuming = window_loader(last_batch, workers[1])[1]
+    resuming = window_loader(last_batch, workers[1], rank, num_parts)[1]
     states = [start] + [state for _, state in reference]
     for delivered, state in enumerate(states):
         assert state['order'] == sampler.description
@@ -323,9 +340,14 @@ def test_a_seeded_loader_follows_the_window_order_and_resumes_at_any_batch(last_
 @given(lengths=lengths_lists, window=st.integers(1, 6), seed=seeds,
        num_parts=st.integers(1, 4), batch_size=st.integers(1, 4),
        last_batch=st.sampled_from(LAST_BATCHES), epoch=st.integers(0, 3))
-def test_the_ranks_keys_follow_their_parts_and_never_share_a_position(
+def test_the_ranks_keys_follow_the_dealt_order_and_never_share_a_position(
         lengths, window, seed, num_parts, batch_size, last_batch, epoch):
     length, positions = sum(lengths), []
+    if last_batch == 'keep' and length % (batch_size * num_parts):
+        with pytest.raises(ValueError, match="last_batch='keep' with num_parts=%d" % num_parts):
+            SeededBatchSampler(length, batch_size, seed, last_batch=last_batch,
+                               order=ShardWindowSampler(lengths, window, seed, num_parts))
+        return
     for rank in range(num_parts):
         order = ShardWindowSampler(lengths, window, seed, num_parts, rank)
         sampler = SeededBatchSampler(length, batch_size, seed, last_batch=last_batch,
@@ -333,8 +355,9 @@ def test_the_ranks_keys_follow_their_parts_and_never_share_a_position(
         assert (sampler.num_parts, sampler.part_index) == (num_parts, rank)
         keys = [key for batch in sampler.batches(epoch) for key in batch]
         if last_batch != 'rollover':
-            indices = order.indices(epoch).tolist()
-            assert [key.index for key in keys[:len(indices)]] == indices[:len(keys)]
+            indices = dealt(order.order(epoch), num_parts, rank, batch_size,
+                            'drop' if last_batch == 'discard' else 'pad')
+            assert [key.index for key in keys] == indices
             assert all(key.epoch == epoch for key in keys)
         positions += [(key.epoch, key.position) for key in keys]
     assert len(set(positions)) == len(positions)
@@ -353,12 +376,19 @@ def test_the_loader_checks_the_window_sampler_it_is_given():
             'shuffle=True with a sampler: the ShardWindowSampler says whether to shuffle')):
         DataLoader(data, batch_size=2, shuffle=True, seed=SEED,
                      sampler=ShardWindowSampler(data, seed=SEED))
-    with pytest.raises(ValueError, match='takes a SplitSampler .* or a ShardWindowSampler'):
+    with pytest.raises(ValueError, match='takes a SplitSampler .* or another RankSampler, '
+                       'such as a ShardWindowSampler .*, not SequentialSampler'):
         DataLoader(data, batch_size=2, seed=SEED,
                      sampler=mx.gluon.data.SequentialSampler(len(data)))
-    unshuffled = DataLoader(data, batch_size=4, seed=SEED, sampler=ShardWindowSampler(
-        data, seed=SEED, shuffle=False, num_parts=3, part_index=2), batchify_fn=list)
-    assert [list(batch) for batch in unshuffled] == [[14, 15, 16, 17], [18, 0, 1]]
+    third = ShardWindowSampler(data, seed=SEED, shuffle=False, num_parts=3, part_index=2)
+    with pytest.raises(ValueError, match=re.escape(
+            "last_batch='keep' with num_parts=3 needs length to be a multiple of the global "
+            'batch (12 = batch_size 4 x num_parts 3), got length 19')):
+        DataLoader(data, batch_size=4, seed=SEED, sampler=third)
+    unshuffled = DataLoader(data, batch_size=4, seed=SEED, sampler=third, last_batch='pad',
+                            batchify_fn=list)
+    # the third batch of each global batch of 12, the last one run on from the start
+    assert [list(batch) for batch in unshuffled] == [[8, 9, 10, 11], [1, 2, 3, 4]]
     assert unshuffled.state_dict()['shuffle'] is False
 
 
@@ -368,19 +398,20 @@ def test_a_state_resumes_only_with_the_order_it_was_saved_with():
     next(batches)
     state = loader.state_dict()
     assert (state['epoch'], state['batch']) == (0, 1)
-    for other, message in [
-            (dict(window=3), r"state\['order'\] is \{'sampler': 'ShardWindowSampler', "
-                             r"'shards': 7, 'shard_lengths': '\w+', 'window': 2, "
-                             r"'num_parts': 2, 'last_part': 'pad'\}, but this sampler's order "
-                             r"is \{.*'window': 3"),
-            (dict(num_parts=1, batch_size=2 * BATCH),
-             r"state\['order'\] is \{.*'window': 2, 'num_parts': 2, 'last_part': 'pad'\}, "
-             r"but this sampler's order is \{.*'window': 2, 'num_parts': 1"),
-    ]:
-        resuming = window_loader('discard', 0, **other)[1]
-        with pytest.raises(ValueError, match=message):
-            resuming.load_state_dict(state)
-        assert resuming.state_dict()['batch'] == 0
+    resuming = window_loader('discard', 0, window=3)[1]
+    with pytest.raises(ValueError, match=r"state\['order'\] is \{'sampler': "
+                       r"'ShardWindowSampler', 'shards': 7, 'shard_lengths': '\w+', 'window': "
+                       r"2\}, but this sampler's order is \{.*'window': 3"):
+        resuming.load_state_dict(state)
+    assert resuming.state_dict()['batch'] == 0
+    # one rank with the same global batch resumes it: the order is of all ranks
+    whole = window_loader('discard', 0, num_parts=1, batch_size=2 * BATCH)[1]
+    whole.load_state_dict(state)
+    ranks = [window_loader('discard', 0, rank)[1] for rank in (0, 1)]
+    for rank in ranks:
+        rank.load_state_dict(state)
+    assert [list(batch) for batch in whole] == [
+        list(first) + list(second) for first, second in zip(*ranks)]
     plain = DataLoader(Shards(LENGTHS), batch_size=2 * BATCH, shuffle=True, seed=SEED,
                          last_batch='discard')
     with pytest.raises(ValueError, match=re.escape("but this sampler has no order")):
@@ -398,20 +429,21 @@ def test_a_state_resumes_only_with_the_order_it_was_saved_with():
 def test_the_batch_sampler_checks_its_order():
     order = ShardWindowSampler(LENGTHS, seed=SEED, num_parts=2, part_index=1)
     length = sum(LENGTHS)
-    sampler = SeededBatchSampler(length, 2, SEED, order=order, num_parts=2, part_index=1)
+    sampler = SeededBatchSampler(length, 2, SEED, last_batch='pad', order=order, num_parts=2,
+                                 part_index=1)
     assert repr(sampler).endswith('num_parts=2, part_index=1, order=%r)' % order)
     assert sampler.state_dict()['global_batch_size'] == 4
     for kwargs, error, message in [
             (dict(order=[1, 2]), TypeError,
-             'order must have indices(epoch), len() and the attributes seed, shuffle, '
-             'num_parts, part_index, length, description, as a ShardWindowSampler has; got a '
-             'list, which lacks indices, seed'),
+             'order must be a RankSampler (an epoch order of all ranks, such as a '
+             'ShardWindowSampler), got a list'),
             (dict(seed=1), ValueError, 'seed=1 but the order has seed=%d' % SEED),
             (dict(length=length + 1), ValueError,
              'the order is of 19 samples, but length is 20'),
             (dict(num_parts=3, part_index=1), ValueError,
              'num_parts=3, part_index=1, but the order is part 1 of 2'),
             (dict(shuffle=False), ValueError, 'shuffle=False, but the order shuffles')]:
-        arguments = dict(dict(length=length, batch_size=2, seed=SEED, order=order), **kwargs)
+        arguments = dict(dict(length=length, batch_size=2, seed=SEED, last_batch='pad',
+                              order=order), **kwargs)
         with pytest.raises(error, match=re.escape(message)):
             SeededBatchSampler(**arguments)

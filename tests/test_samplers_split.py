@@ -38,8 +38,9 @@ def test_split_sampler_properties(length, num_parts, shuffle, seed, epoch, last_
         assert set(every) == set(range(length))  # complete
         if length >= num_parts:
             assert len(every) - len(set(every)) == (-length) % num_parts  # few duplicates
-    if not shuffle and last_part == 'drop':
-        assert every == list(range(len(every)))
+    if not shuffle:  # one index at a time to every rank, round-robin
+        assert [i for step in zip(*got) for i in step] == [
+            i % length for i in range(len(every))]
 
 
 def test_split_sampler_epochs():

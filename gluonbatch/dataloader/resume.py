@@ -4,12 +4,13 @@
 With a seed the loader's batches come from a
 :class:`~gluonbatch.samplers.SeededBatchSampler` built from the loader's own arguments
 (``batch_size``, ``shuffle``, ``last_batch``, and a
-:class:`~gluonbatch.samplers.split.SplitSampler`'s rank, or a
-:class:`~gluonbatch.samplers.ShardWindowSampler`'s order and rank), and the loader's
+:class:`~gluonbatch.samplers.split.SplitSampler`'s rank, or another
+:class:`~gluonbatch.samplers.ranks.RankSampler`'s -- a
+:class:`~gluonbatch.samplers.ShardWindowSampler`'s -- order and rank), and the loader's
 state is a small JSON-serializable dict: its sampler's state -- the next batch to deliver
 (``epoch`` and ``batch``) and what the batch numbers mean (``seed``, ``global_batch_size``,
-``length``, ``shuffle``, ``last_batch``, and with a ``ShardWindowSampler`` its ``order``,
-which loading checks) -- and a ``format``.
+``length``, ``shuffle``, ``last_batch``, and with an order its ``description`` as
+``order``, which loading checks) -- and a ``format``.
 
 Examples
 --------
@@ -30,10 +31,8 @@ ValueError: state has format 'another/2', but this loader reads states of format
 'gluonbatch.loader/1' (a gluonbatch loader's) or of none (a SeededBatchSampler's): ...
 """
 from .._core.checks import describe
-from ..samplers.split import SplitSampler
-from ..samplers import KeyBatch, SeededBatchSampler
+from ..samplers import KeyBatch, RankSampler, SeededBatchSampler, SplitSampler
 from ..seeded.keys import check_seed
-from ..samplers.seeded import ORDER_ATTRIBUTES
 from ..samplers.state import LOADER_FORMAT, check_format
 
 __all__ = ['FORMAT', 'KEYS', 'Resumable', 'seeded_batch_sampler', 'loader_state',
@@ -46,11 +45,16 @@ KEYS = ('format', 'seed', 'epoch', 'batch', 'global_batch_size', 'length', 'shuf
         'last_batch')
 
 
-def seeded_batch_sampler(length, seed, batch_size, shuffle, sampler, last_batch,
-                         batch_sampler):
+def seeded_batch_sampler(length: int, seed: int, batch_size: int | None, shuffle: bool,
+                         sampler: object, last_batch: str | None,
+                         batch_sampler: object) -> SeededBatchSampler:
     """The :class:`~gluonbatch.samplers.SeededBatchSampler` of a loader made with ``seed``
     and MXNet's DataLoader arguments; ValueError for arguments that would order the
-    samples some other way."""
+    samples some other way.
+
+    A :class:`~gluonbatch.samplers.SplitSampler` gives the rank and whether to shuffle (the
+    seed orders the samples: its own seed and ``last_part`` are not used); any other
+    :class:`~gluonbatch.samplers.ranks.RankSampler` gives the order of every epoch too."""
     seed = check_seed(seed)
     if batch_sampler is not None:
         if not isinstance(batch_sampler, SeededBatchSampler):
@@ -73,16 +77,16 @@ def seeded_batch_sampler(length, seed, batch_size, shuffle, sampler, last_batch,
         raise ValueError('a loader with seed= needs batch_size')
     parts, order = (1, 0), None
     if sampler is not None:
-        is_order = all(hasattr(sampler, name) for name in ORDER_ATTRIBUTES)
-        if not (is_order or isinstance(sampler, SplitSampler)):
+        if not isinstance(sampler, RankSampler):
             raise ValueError('a loader with seed= orders the samples itself; of samplers it '
-                             'takes a SplitSampler (for its rank) or a ShardWindowSampler '
-                             '(its order and rank), not %s' % type(sampler).__name__)
+                             'takes a SplitSampler (for its rank) or another RankSampler, '
+                             'such as a ShardWindowSampler (its order and rank), not %s'
+                             % type(sampler).__name__)
         if shuffle:
             raise ValueError('shuffle=True with a sampler: the %s says whether to shuffle'
                              % type(sampler).__name__)
         parts, shuffle = (sampler.num_parts, sampler.part_index), sampler.shuffle
-        if is_order:  # it gives the rank and the order: the batch sampler takes both
+        if not isinstance(sampler, SplitSampler):  # the order too: the batch sampler takes it
             parts, order = (1, 0), sampler
             if sampler.seed != seed:
                 raise ValueError('seed=%d but the %s has seed=%d: give both the same seed'
@@ -96,12 +100,12 @@ def seeded_batch_sampler(length, seed, batch_size, shuffle, sampler, last_batch,
                               part_index=parts[1], order=order)
 
 
-def loader_state(sampler_state):
+def loader_state(sampler_state: dict) -> dict:
     """The state dict of a loader whose sampler's state is ``sampler_state``."""
     return {'format': FORMAT, **sampler_state}
 
 
-def checked_state(state):
+def checked_state(state: dict) -> dict:
     """``state`` if it is a loader's state dict (a dict of the right ``format``, with every
     key) or a :class:`~gluonbatch.samplers.SeededBatchSampler`'s, which is the same dict
     without ``format``; TypeError or ValueError naming what is wrong. The sampler checks

@@ -6,12 +6,16 @@ batch pads little, then its batches shuffled. :class:`SeededBucketSampler` does 
 from the seed: the epoch's order, each bucket's sort direction and its batches' order come
 from ``(seed, epoch, bucket)``, every sample keeps the key of its position in the epoch's
 order, and a rank takes its slice of each global batch, as
-:class:`~gluonbatch.samplers.SeededBatchSampler` does.
+:class:`~gluonbatch.samplers.SeededBatchSampler` does (each bucket's arranged positions
+dealt by :func:`~gluonbatch.samplers.ranks.rank_positions`, ``block=batch_size``).
 """
+from collections.abc import Sequence
+
 import numpy as np
 
 from .._core.checks import check_choice, check_int
 from ..seeded.keys import SampleKey, bucket_generator
+from .ranks import rank_positions
 from .seeded import KeyBatch, SeededBatchSampler
 
 __all__ = ['SeededBucketSampler']
@@ -48,8 +52,9 @@ class SeededBucketSampler(SeededBatchSampler):
     True
     """
 
-    def __init__(self, sort_keys, batch_size, seed, mult=32, shuffle=True, last_batch='pad',
-                 num_parts=1, part_index=0):
+    def __init__(self, sort_keys: Sequence[float] | np.ndarray, batch_size: int, seed: int,
+                 mult: int = 32, shuffle: bool = True, last_batch: str = 'pad',
+                 num_parts: int = 1, part_index: int = 0) -> None:
         check_choice(last_batch, 'last_batch', ('keep', 'discard', 'pad'))
         self.sort_keys = np.asarray(sort_keys)
         if self.sort_keys.ndim != 1 or self.sort_keys.dtype.kind not in 'iuf':
@@ -61,18 +66,21 @@ class SeededBucketSampler(SeededBatchSampler):
                          last_batch=last_batch, num_parts=num_parts, part_index=part_index)
         self._bucket = None  # (epoch, bucket, arranged positions) of the last one built
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return ('SeededBucketSampler(<%d sort keys>, %d, seed=%d, mult=%d, shuffle=%r, '
                 'last_batch=%r, num_parts=%d, part_index=%d)'
                 % (self.length, self.batch_size, self.seed, self.mult, self.shuffle,
                    self.last_batch, self.num_parts, self.part_index))
 
-    def batch(self, epoch, number):
+    def batch(self, epoch: int, number: int) -> KeyBatch:
         """Batch ``number`` of the pass of ``epoch``, a :class:`KeyBatch`."""
         bucket, slot = divmod(self._checked_number(epoch, number), self.mult)
         positions = self._arranged(epoch, bucket)
-        low = slot * self.global_batch + self.part_index * self.batch_size
-        chosen = positions[low:low + self.batch_size]
+        mine = rank_positions(len(positions), self.num_parts, self.part_index,
+                              self.batch_size, start=slot * self.batch_size,
+                              stop=(slot + 1) * self.batch_size)
+        # whole global batches, but with 'keep' on one rank the last may be short
+        chosen = positions[mine[mine < len(positions)]]
         order = self._order(epoch)
         keys = [SampleKey(self.seed, epoch, int(p), int(order[p % self.length]))
                 for p in chosen.tolist()]

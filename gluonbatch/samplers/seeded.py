@@ -8,25 +8,25 @@ first batch (resuming), and a rank's batches are a slice of the global batch wha
 number of ranks (elastic).
 
 The epoch's order is :func:`~gluonbatch.seeded.keys.epoch_order` (or ``range`` without
-``shuffle``). Positions are grouped into global batches of ``batch_size * num_parts``;
-rank ``part_index`` takes the ``part_index``-th ``batch_size`` of each, so the ranks'
-batches, concatenated in rank order, are the global batch one rank would load.
-
-Or an *order* gives the order and the rank's share: an object whose ``indices(epoch)`` is
-this rank's order of the epoch (such as :class:`~gluonbatch.samplers.ShardWindowSampler`,
-which reads shards a few at a time); the rank's batches are then consecutive runs of it.
+``shuffle``), or an *order*'s: a :class:`~gluonbatch.samplers.ranks.RankSampler` such as
+:class:`~gluonbatch.samplers.ShardWindowSampler`, which reads shards a few at a time. It is
+dealt to the ranks a ``batch_size`` at a time
+(:func:`~gluonbatch.samplers.ranks.rank_positions` with ``block=batch_size``): rank
+``part_index`` takes the ``part_index``-th ``batch_size`` of each global batch of
+``batch_size * num_parts``, so the ranks' batches, concatenated in rank order, are the
+global batch one rank would load. A sample's key position is its position in the epoch's
+order (past its end for a padded last batch).
 """
+from collections.abc import Iterable, Iterator
+
 import numpy as np
 
 from .._core.checks import check_choice, check_int, check_part, described
 from ..seeded.keys import BatchStart, SampleKey, check_epoch, check_seed, epoch_order
+from .ranks import RankSampler, rank_positions
 from .state import LAST_BATCH, check_description, position
 
 __all__ = ['SeededBatchSampler', 'KeyBatch']
-
-#: What an ``order`` of :class:`SeededBatchSampler` has beside ``indices(epoch)`` and a length.
-ORDER_ATTRIBUTES = ('indices', 'seed', 'shuffle', 'num_parts', 'part_index', 'length',
-                    'description')
 
 
 class KeyBatch(list):
@@ -37,14 +37,14 @@ class KeyBatch(list):
 
     __slots__ = ('epoch', 'number')
 
-    def __init__(self, keys, epoch, number):
+    def __init__(self, keys: Iterable[SampleKey], epoch: int, number: int) -> None:
         keys = list(keys)
         if keys:
             keys[0] = BatchStart(*keys[0][:4], size=len(keys))
         super().__init__(keys)
         self.epoch, self.number = epoch, number
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple:
         return KeyBatch, (list(self), self.epoch, self.number)
 
 
@@ -75,18 +75,13 @@ class SeededBatchSampler:
         Ranks in data-parallel training and this one (``kv.num_workers``, ``kv.rank``).
         Every rank runs the same number of batches; with several, ``'keep'`` needs
         ``length`` to be a multiple of ``batch_size * num_parts``.
-    order : object, optional
-        The order of every epoch and this rank's share of it, instead of the epoch's
-        permutation cut into global batches: ``order.indices(epoch)``, this rank's order of
-        the epoch (``len(order)`` indices, every rank as many), is cut into consecutive
-        batches; ``order`` also has ``seed`` (this sampler's: ValueError otherwise),
-        ``length`` (``length``'s), ``shuffle``, ``num_parts``, ``part_index`` (which this
-        sampler takes: given otherwise than as their defaults, they must agree) and
-        ``description`` (a JSON-serializable dict a state records, so that a state is
-        resumed only with the same order), as
-        :class:`~gluonbatch.samplers.ShardWindowSampler` has. Its own ``epoch`` is not
-        used. A sample's ``position`` is its place in the order of all ranks (the rank's
-        part starts at ``part_index * len(order)``), past its end for a padded last batch.
+    order : RankSampler, optional
+        The order of every epoch instead of the seed's permutation: ``order.order(epoch)``
+        (of all ranks), dealt as above. This sampler takes the order's ``num_parts``,
+        ``part_index`` and ``shuffle`` (given otherwise than as their defaults, they must
+        agree); its ``seed`` must be this sampler's and its ``length`` ``length``; its
+        ``description`` goes into the state, so that a state is resumed only with the same
+        order. Its own ``epoch`` and ``last_part`` are not used.
 
     Attributes
     ----------
@@ -113,8 +108,9 @@ class SeededBatchSampler:
     [[0, 1], [2, 3]]
     """
 
-    def __init__(self, length, batch_size, seed, shuffle=True, last_batch='keep',
-                 num_parts=1, part_index=0, order=None):
+    def __init__(self, length: int, batch_size: int, seed: int, shuffle: bool = True,
+                 last_batch: str = 'keep', num_parts: int = 1, part_index: int = 0,
+                 order: RankSampler | None = None) -> None:
         self.length = check_int(length, 'length', minimum=0)
         self.batch_size = check_int(batch_size, 'batch_size', minimum=1)
         self.seed = check_seed(seed)
@@ -125,15 +121,7 @@ class SeededBatchSampler:
         if order is not None:
             self._take_order(order)
         self.global_batch = self.batch_size * self.num_parts
-        # the order walked, batch by batch: positions per epoch, per batch number, and
-        # where this rank's batch starts in a batch number's positions
-        if order is None:
-            self._count, self._step = self.length, self.global_batch
-            self._offset = self.part_index * self.batch_size
-        else:  # every rank walks its own part, as long as every other rank's
-            self._count, self._step, self._offset = len(order), self.batch_size, 0
-        if (order is None and self.num_parts > 1 and last_batch == 'keep'
-                and self.length % self.global_batch):
+        if self.num_parts > 1 and last_batch == 'keep' and self.length % self.global_batch:
             raise ValueError(
                 "last_batch='keep' with num_parts=%d needs length to be a multiple of the "
                 'global batch (%d = batch_size %d x num_parts %d), got length %d: the ranks '
@@ -141,21 +129,18 @@ class SeededBatchSampler:
                 % (self.num_parts, self.global_batch, self.batch_size, self.num_parts,
                    self.length))
         self.epoch, self._start = 0, 0
-        self._pass = None  # (epoch, first batch) of the last pass begun
+        self._pass: tuple[int, int] | None = None  # (epoch, first batch) of the last pass
         self._passes = 0  # passes begun: a pass's number tells it from a later one
         # the number of the pass under way, None before any pass and once
         # load_state_dict() or set_epoch() ended it (an exhausted pass goes on)
-        self._under_way = None
-        self._orders = {}
+        self._under_way: int | None = None
+        self._orders: dict[int, np.ndarray] = {}
 
     def _take_order(self, order):
         """Check ``order`` (see the class's ``order``) and take its shuffle and rank."""
-        missing = [name for name in ORDER_ATTRIBUTES if not hasattr(order, name)]
-        if missing or not hasattr(order, '__len__'):
-            raise TypeError('order must have indices(epoch), len() and the attributes %s, as '
-                            'a ShardWindowSampler has; got %s, which lacks %s'
-                            % (', '.join(ORDER_ATTRIBUTES[1:]), described(order),
-                               ', '.join(missing or ['__len__'])))
+        if not isinstance(order, RankSampler):
+            raise TypeError('order must be a RankSampler (an epoch order of all ranks, such '
+                            'as a ShardWindowSampler), got %s' % described(order))
         if order.seed != self.seed:
             raise ValueError('seed=%d but the order has seed=%d: give both the same seed'
                              % (self.seed, order.seed))
@@ -174,20 +159,20 @@ class SeededBatchSampler:
         self.num_parts, self.part_index = order.num_parts, order.part_index
         self.shuffle = bool(order.shuffle)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return ('SeededBatchSampler(%d, %d, seed=%d, shuffle=%r, last_batch=%r, num_parts=%d, '
                 'part_index=%d%s)' % (self.length, self.batch_size, self.seed, self.shuffle,
                                       self.last_batch, self.num_parts, self.part_index,
                                       '' if self._source is None
                                       else ', order=%r' % (self._source,)))
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Start the next pass at the first batch of ``epoch`` (in ``[0, 2**63)``); a pass
         under way is over."""
         self.epoch, self._start = check_epoch(epoch), 0
         self._under_way = None
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         """Where the next pass starts, ``epoch`` and ``batch``, beside what the batch
         numbers mean (``seed``, ``global_batch_size``, ``length``, ``shuffle``,
         ``last_batch``, and with an ``order`` its ``description`` as ``'order'``, which
@@ -215,7 +200,7 @@ class SeededBatchSampler:
         >>> sampler.state_dict()['epoch'], sampler.state_dict()['batch']
         (1, 0)
         """
-        if self._under_way is not None:
+        if self._under_way is not None and self._pass is not None:
             raise ValueError(
                 'state_dict() was called while the pass of epoch %d is under way: a '
                 'DataLoader reads the sampler ahead of the batches it delivers, so the '
@@ -224,7 +209,7 @@ class SeededBatchSampler:
                 'not, until load_state_dict() or set_epoch())' % self._pass[0])
         return self._state(self.epoch, self._start)
 
-    def state_after(self, delivered):
+    def state_after(self, delivered: int) -> dict:
         """The state of a run whose last pass begun (by the last ``iter()``; under way or
         over) has delivered ``delivered`` batches: resuming from it continues with the next
         batch or, after the pass's last, with the first of the next epoch.
@@ -267,7 +252,7 @@ class SeededBatchSampler:
             state['order'] = dict(self._source.description)
         return state
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         """Start the next pass at batch ``state['batch']`` of epoch ``state['epoch']``
         (past its last batch: the next epoch's first); the batches before it are not
         computed, and a pass under way is over.
@@ -279,9 +264,8 @@ class SeededBatchSampler:
         the epoch's, another ``format``. What else the state says of its sampler must be
         this sampler's, or its batch numbers would name other samples: ValueError naming
         what differs, down to the entry of an ``order``'s description. ``num_parts`` may
-        differ, with the same global batch size (elastic), but not with an ``order``,
-        whose ``description`` holds the number of parts. Nothing changes unless the state
-        loads.
+        differ, with the same global batch size (elastic), with an ``order`` too. Nothing
+        changes unless the state loads.
 
         >>> sampler = SeededBatchSampler(5, 2, seed=1)
         >>> sampler.load_state_dict({'epoch': 10 ** 30, 'batch': 0})
@@ -305,15 +289,15 @@ class SeededBatchSampler:
         self.epoch, self._start = resumed['epoch'], resumed['batch']
         self._under_way = None
 
-    def batches_in(self, epoch):
+    def batches_in(self, epoch: int) -> int:
         """How many batches the pass of ``epoch`` (in ``[0, 2**63)``) has."""
         first, stop = self._span(check_epoch(epoch))
         return stop - first
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.batches_in(self.epoch)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[KeyBatch]:
         epoch, start = self.epoch, self._start
         batches = self.batches(epoch, start)
         self.epoch, self._start = epoch + 1, 0
@@ -321,7 +305,7 @@ class SeededBatchSampler:
         self._under_way = self._passes
         return batches
 
-    def batches(self, epoch, start=0):
+    def batches(self, epoch: int, start: int = 0) -> Iterator[KeyBatch]:
         """An iterator over the batches of the pass of ``epoch`` from batch ``start`` on (no
         state change); ValueError for a ``start`` past the epoch's batches."""
         count = self.batches_in(epoch)
@@ -331,34 +315,32 @@ class SeededBatchSampler:
                              % (start, epoch, count, count))
         return (self.batch(epoch, number) for number in range(start, count))
 
-    def batch(self, epoch, number):
+    def batch(self, epoch: int, number: int) -> KeyBatch:
         """Batch ``number`` of the pass of ``epoch``, a :class:`KeyBatch`; ValueError for a
         number past the epoch's batches."""
         epoch, number = check_epoch(epoch), self._checked_number(epoch, number)
-        first, _ = self._span(epoch)
-        low = (first + number) * self._step + self._offset
-        high = low + self.batch_size
-        # Python ints: with rollover, positions count through all epochs, past int64
+        first, stop = self._span(epoch)
+        # the pass's run of the order, dealt to the ranks: with rollover the run of the
+        # epochs' orders one after the other that its global batches cover
         if self.last_batch == 'rollover':
-            walked = [divmod(p, self._count) for p in range(low, high)]
+            count, last, base = (stop - first) * self.global_batch, 'drop', first
         else:
-            if self.last_batch == 'keep':
-                high = min(high, self._count)
-            walked = [(epoch, p) for p in range(low, high)]
-        keys = [SampleKey(self.seed, e, self._key_position(p),
-                          int(self._order(e)[p % self._count])) for e, p in walked]
+            count, base = self.length, 0
+            last = 'drop' if self.last_batch == 'discard' else 'pad'
+        dealt = rank_positions(count, self.num_parts, self.part_index, self.batch_size, last,
+                               start=number * self.batch_size,
+                               stop=(number + 1) * self.batch_size)
+        # Python ints: with rollover, positions count through all epochs, past int64
+        offset = base * self.global_batch
+        positions = [offset + p for p in dealt.tolist()]
+        if self.last_batch == 'rollover':
+            walked = [divmod(p, self.length) for p in positions]
+        else:  # 'keep' (one rank, or whole global batches) ends at the order's end
+            walked = [(epoch, p) for p in positions
+                      if self.last_batch != 'keep' or p < self.length]
+        keys = [SampleKey(self.seed, e, p, int(self._order(e)[p % self.length]))
+                for e, p in walked]
         return KeyBatch(keys, epoch, number)
-
-    def _key_position(self, position):
-        """The key's position of ``position`` in the order walked: itself, or with an
-        ``order``, its place in the order of all ranks (a padded last batch's past the end
-        of all ranks' parts, each rank's own), so no two ranks' keys share their draws."""
-        if self._source is None:
-            return position
-        if position < self._count:
-            return self.part_index * self._count + position
-        return (self.num_parts * self._count + self.part_index * self.batch_size
-                + position - self._count)
 
     def _checked_number(self, epoch, number):
         """``number`` as an int if the pass of ``epoch`` has such a batch, else ValueError."""
@@ -372,7 +354,7 @@ class SeededBatchSampler:
     def _span(self, epoch):
         """``(first, stop)``: the pass of ``epoch`` runs global batches ``first..stop-1``
         (counted from the epoch's start; with rollover, from the first epoch's)."""
-        size, count = self._step, self._count
+        size, count = self.global_batch, self.length
         if self.last_batch == 'rollover':
             return epoch * count // size, (epoch + 1) * count // size
         if self.last_batch == 'discard':
@@ -380,8 +362,8 @@ class SeededBatchSampler:
         return 0, -(-count // size)
 
     def _order(self, epoch):
-        """The permutation of ``epoch``, or this rank's part of the ``order``'s (the two
-        latest are kept: a rolled-over batch spans two epochs)."""
+        """The order of ``epoch``, of all ranks (the two latest are kept: a rolled-over
+        batch spans two epochs)."""
         order = self._orders.get(epoch)
         if order is None:
             order = self._new_order(epoch)
@@ -391,13 +373,13 @@ class SeededBatchSampler:
         return order
 
     def _new_order(self, epoch):
-        """The order of ``epoch`` this rank walks, computed."""
+        """The order of ``epoch``, computed."""
         if self._source is None:
             return (epoch_order(self.seed, epoch, self.length) if self.shuffle
                     else np.arange(self.length, dtype=np.int64))
-        order = np.asarray(self._source.indices(epoch), dtype=np.int64)
-        if len(order) != self._count:
+        order = np.asarray(self._source.order(epoch), dtype=np.int64)
+        if len(order) != self.length:
             raise ValueError('the order gave %d indices for epoch %d, but has length %d: '
-                             'every epoch must have len(order) indices'
-                             % (len(order), epoch, self._count))
+                             'every epoch must have length indices'
+                             % (len(order), epoch, self.length))
         return order

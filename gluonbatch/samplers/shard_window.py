@@ -4,22 +4,23 @@ A dataset made of shards (tar files, say) is read fastest shard by shard: sequen
 and few files in the page cache at once. A full shuffle reads every shard all the time.
 :class:`~gluonbatch.samplers.ShardWindowSampler` shuffles in windows instead: the shards
 in a new order every epoch, the samples shuffled within each window of a few consecutive
-shards, the windows one after the other. Every rank gets an equally long, contiguous run of
-that order.
+shards, the windows one after the other. The ranks share that order by the rule of
+:mod:`gluonbatch.samplers.ranks`, so all of them read the same window at a time.
 """
 import hashlib
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from .._core.checks import check_int, described, describe, is_int
-from .split import PartSampler
+from .ranks import RankSampler
 from ..seeded.keys import check_seed, window_generator
 
 __all__ = ['ShardWindowSampler', 'shard_lengths_of']
 
 
-def shard_lengths_of(dataset):
+def shard_lengths_of(dataset: Any) -> tuple[int, ...]:
     """The samples of each shard of ``dataset`` as a tuple of ints: its ``shard_lengths``,
     or ``dataset`` itself, a sequence of ints >= 0; TypeError or ValueError naming the
     shard otherwise.
@@ -57,18 +58,19 @@ def shard_lengths_of(dataset):
     return lengths
 
 
-class ShardWindowSampler(PartSampler):
+class ShardWindowSampler(RankSampler):
     """Sample a sharded dataset window by window: a few shards at a time, shuffled.
 
     Every epoch the shards are put in a new order; the permuted shards are taken in
     consecutive groups of ``window`` (the windows); the samples of each window are
-    shuffled, and the windows follow each other. The order of all ranks is then cut into
-    ``num_parts`` contiguous, equally long parts, and this sampler yields part
-    ``part_index``. The order is a function of ``(seed, epoch)``, the shards' lengths,
-    ``window``, ``num_parts``, ``part_index`` and ``last_part`` alone (its draws keyed by
+    shuffled, and the windows follow each other. The order is a function of
+    ``(seed, epoch)``, the shards' lengths and ``window`` alone (its draws keyed by
     :func:`~gluonbatch.seeded.keys.window_generator`), so every rank computes the same
-    split without communicating, and a run is made again exactly. Samples are numbered
-    as the dataset numbers them: shard by shard, in the dataset's shard order.
+    order without communicating, and a run is made again exactly. It is dealt to the
+    ``num_parts`` ranks one sample at a time, round-robin
+    (:func:`~gluonbatch.samplers.ranks.rank_positions` with ``block=1``), and this sampler
+    yields the share of rank ``part_index``. Samples are numbered as the dataset numbers
+    them: shard by shard, in the dataset's shard order.
 
     The window trades shuffle quality against memory and IO locality:
 
@@ -76,7 +78,8 @@ class ShardWindowSampler(PartSampler):
       windows are never in one batch, unless the two windows are neighbours and the batch
       straddles their border;
     - at any moment a rank reads about ``window`` shards, ``window / num_shards`` of the
-      dataset: few files open, their pages in the page cache, read largely sequentially;
+      dataset: few files open, their pages in the page cache; all ranks read the same
+      window at a time, each its share of the window's samples;
     - ``window=1`` shuffles the shards' order and the samples within each shard;
       ``window >= num_shards`` is a full shuffle of the epoch.
 
@@ -89,7 +92,7 @@ class ShardWindowSampler(PartSampler):
     one; :meth:`set_epoch` sets the epoch of the next pass, as for
     :class:`~gluonbatch.samplers.split.SplitSampler`. A seeded gluonbatch loader
     (``seed=``, the same seed) takes it as ``sampler`` and makes its batches from
-    :meth:`indices` of its own epochs, resumable.
+    :meth:`order` of its own epochs, dealt to the ranks a batch at a time, resumable.
 
     Parameters
     ----------
@@ -102,16 +105,16 @@ class ShardWindowSampler(PartSampler):
     seed : int, default 0
         In ``[0, 2**64)``, the same on every rank.
     num_parts : int, default 1
-        Number of ranks (``kv.num_workers``). To give every rank an equally long part,
-        open the whole dataset on every rank and split it here (a dataset opened with a
-        part of the shards may be of another length on every rank).
+        Number of ranks (``kv.num_workers``). Every rank opens the whole dataset (it reads
+        lazily) and takes its share here.
     part_index : int, default 0
         This rank (``kv.rank``), ``0 <= part_index < num_parts``.
     last_part : {'pad', 'drop'}, default 'pad'
-        As for :class:`~gluonbatch.samplers.split.SplitSampler`: ``'pad'`` makes every part
-        ``ceil(length / num_parts)`` long, the last ones running on from the start of the
-        epoch's order; ``'drop'`` makes them ``length // num_parts`` long and leaves out
-        the order's last ``length % num_parts`` samples.
+        As for :class:`~gluonbatch.samplers.split.SplitSampler`: ``'pad'`` makes every
+        share ``ceil(length / num_parts)`` long, the last ranks' last sample taken from the
+        start of the epoch's order again; ``'drop'`` makes them ``length // num_parts`` long
+        and leaves out the order's last ``length % num_parts`` samples. A seeded loader's
+        ``last_batch`` decides instead.
     shuffle : bool, default True
         Without it every epoch is the dataset's order (``window`` and ``seed`` unused).
 
@@ -142,19 +145,19 @@ class ShardWindowSampler(PartSampler):
     >>> list(sampler) == order != list(sampler)  # epochs 0, then 1
     True
 
-    Two ranks: each a contiguous half of the same order.
+    Two ranks: each every other sample of the same order.
 
     >>> ranks = [ShardWindowSampler([3, 3, 3, 3], window=2, seed=1, num_parts=2,
     ...                             part_index=rank) for rank in (0, 1)]
-    >>> [rank.indices(0).tolist() for rank in ranks] == [order[:6], order[6:]]
+    >>> [rank.indices(0).tolist() for rank in ranks] == [order[0::2], order[1::2]]
     True
 
-    Seeded batches of a rank's part, resumable (a gluonbatch loader given ``sampler=``
-    and ``seed=`` builds this itself):
+    Seeded batches of a rank's share, a batch of every global batch, resumable (a
+    gluonbatch loader given ``sampler=`` and ``seed=`` builds this itself):
 
     >>> from gluonbatch.samplers import SeededBatchSampler
     >>> batches = SeededBatchSampler(12, 3, seed=1, order=ranks[1])
-    >>> [[key.index for key in batch] for batch in batches] == [order[6:9], order[9:]]
+    >>> [[key.index for key in batch] for batch in batches] == [order[3:6], order[9:]]
     True
 
     With MXNet's DataLoader (and a dataset with ``shard_lengths``):
@@ -169,8 +172,8 @@ class ShardWindowSampler(PartSampler):
     [[0, 1], [2, 3], [4]]
     """
 
-    def __init__(self, dataset, window=4, seed=0, num_parts=1, part_index=0, last_part='pad',
-                 shuffle=True):
+    def __init__(self, dataset: Any, window: int = 4, seed: int = 0, num_parts: int = 1,
+                 part_index: int = 0, last_part: str = 'pad', shuffle: bool = True) -> None:
         self._shard_lengths = shard_lengths_of(dataset)
         self._window = check_int(window, 'window', minimum=1)
         self._seed = check_seed(seed)
@@ -180,39 +183,38 @@ class ShardWindowSampler(PartSampler):
         self._length = int(lengths.sum())
 
     @property
-    def shard_lengths(self):
+    def shard_lengths(self) -> tuple[int, ...]:
         """The samples of each shard, in the dataset's order (a tuple of ints)."""
         return self._shard_lengths
 
     @property
-    def length(self):
-        """The samples of all shards (of all parts); ``len()`` is this part's."""
+    def length(self) -> int:
+        """The samples of all shards (of all ranks); ``len()`` is this rank's share."""
         return self._length
 
     @property
-    def window(self):
+    def window(self) -> int:
         """Shards per window."""
         return self._window
 
     @property
-    def seed(self):
+    def seed(self) -> int:
         """The seed of every epoch's order."""
         return self._seed
 
     @property
-    def description(self):
-        """What the order depends on beside the seed, the epoch and the rank: a
-        JSON-serializable dict, which a seeded loader's state records so that it resumes
-        only with the same order."""
+    def description(self) -> dict:
+        """What the order depends on beside the seed, the epoch, the length and whether to
+        shuffle: a JSON-serializable dict, which a seeded loader's state records so that it
+        resumes only with the same order (of any number of ranks)."""
         # the lengths as a digest: a dataset converted again with shards of other sizes
         # orders its samples otherwise, and must not resume a state of this one
         lengths = hashlib.blake2b(self._lengths.tobytes(), digest_size=8).hexdigest()
         return {'sampler': type(self).__name__, 'shards': len(self._shard_lengths),
-                'shard_lengths': lengths, 'window': self._window,
-                'num_parts': self._num_parts, 'last_part': self._last_part}
+                'shard_lengths': lengths, 'window': self._window}
 
-    def order(self, epoch):
-        """The order of all parts for ``epoch`` (an int64 numpy array)."""
+    def order(self, epoch: int) -> np.ndarray:
+        """The order of all ranks for ``epoch`` (an int64 numpy array)."""
         if not self._shuffle:
             return np.arange(self._length, dtype=np.int64)
         draws = window_generator(self._seed, epoch)
@@ -225,7 +227,7 @@ class ShardWindowSampler(PartSampler):
         windows = np.repeat(np.arange(len(shards)) // self._window, sizes)
         return samples[np.lexsort((draws.random(self._length), windows))]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return ('ShardWindowSampler(<%d shards, %d samples>, window=%d, seed=%d, num_parts=%d, '
                 'part_index=%d, last_part=%r, shuffle=%r)'
                 % (len(self._shard_lengths), self._length, self._window, self._seed,

@@ -14,8 +14,8 @@ Examples
 Traceback (most recent call last):
 ...
 TypeError: state['epoch'] must be an integer, got True (bool)
->>> order_differences({'window': 2, 'num_parts': 8}, {'window': 2, 'num_parts': 4})
-["state['order']['num_parts'] is 8, but this sampler's order has 4"]
+>>> order_differences({'window': 2, 'shards': 8}, {'window': 2, 'shards': 4})
+["state['order']['shards'] is 8, but this sampler's order has 4"]
 """
 import numpy as np
 
@@ -35,7 +35,7 @@ LAST_BATCH = ('keep', 'discard', 'pad', 'rollover')
 DESCRIPTION = ('seed', 'global_batch_size', 'length', 'shuffle', 'last_batch')
 
 
-def check_format(state, reader='this sampler'):
+def check_format(state: dict, reader: str = 'this sampler') -> None:
     """Nothing if ``state`` (a dict) has no ``format`` or the loader's; else TypeError or
     ValueError naming it, as ``reader`` (the message's subject) reads it."""
     if 'format' not in state:
@@ -51,7 +51,7 @@ def check_format(state, reader='this sampler'):
                          % (value, reader, LOADER_FORMAT))
 
 
-def position(state):
+def position(state: dict) -> tuple[int, int]:
     """``(epoch, batch)`` of ``state``, each an int of its range (its epoch's batches are
     the sampler's to count): TypeError or ValueError naming what is wrong, the ``format``
     too."""
@@ -83,7 +83,7 @@ def _described(state, key):
     return check_int(value, name, minimum=1 if key == 'global_batch_size' else 0)
 
 
-def check_description(state, ours):
+def check_description(state: dict, ours: dict) -> None:
     """ValueError (TypeError for a field of the wrong type) naming what ``state`` says of
     its sampler that differs from ``ours``, the state of this sampler: the batch numbers
     would name other samples. A state of ``epoch`` and ``batch`` alone passes."""
@@ -113,7 +113,7 @@ def check_description(state, ours):
                      'with' % (theirs, mine, '; '.join(order_differences(theirs, mine))))
 
 
-def order_differences(theirs, mine):
+def order_differences(theirs: dict, mine: dict) -> list[str]:
     """Each entry of the order descriptions ``theirs`` (a state's) and ``mine`` (this
     sampler's) that differs, or is in one only, as a clause naming it."""
     found = []
