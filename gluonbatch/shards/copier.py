@@ -19,14 +19,18 @@ copied from the source (every common tar writer fills it with zeros).
 """
 import concurrent.futures
 import os
+from collections.abc import Sequence
 
 import numpy as np
 
+from .files import Shard
 from .index import index_lines
 from .reader import header_mismatch
 from .tar import BLOCK, check_headers, member_header, padded
 from .ustar import HeaderBlocks, name_fields, plain_headers_match, ranges_to_indices
 from .json_ids import JsonIds
+from .records import ShardRecords
+from .writer import ShardWriter
 
 __all__ = ['RecordCopier']
 
@@ -48,7 +52,7 @@ class RecordCopier:
         The JSON keys set to each record's new id and, if given, its old one.
     """
 
-    def __init__(self, writer, id_col, old_id_col=None):
+    def __init__(self, writer: ShardWriter, id_col: str, old_id_col: str | None = None) -> None:
         self.writer = writer
         self.headers = HeaderBlocks(writer.mtime)
         self.json_ids = JsonIds(id_col, old_id_col)
@@ -65,7 +69,8 @@ class RecordCopier:
             self._buffers[self._turn] = np.empty(length, np.uint8)
         return self._buffers[self._turn][:length]
 
-    def copy(self, shard, records, fd, rows, new_ids):
+    def copy(self, shard: Shard, records: ShardRecords, fd: int,
+             rows: Sequence[int] | np.ndarray, new_ids: Sequence[str]) -> None:
         """Append records ``rows`` of ``shard`` (its :class:`ShardRecords`, read through
         descriptor ``fd``) with ids ``new_ids``, in order."""
         rows = np.asarray(rows, np.int64)

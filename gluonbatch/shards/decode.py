@@ -13,18 +13,21 @@ Examples
 """
 import io
 import json
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import mxnet as mx
 import numpy as np
 
 from .._core import jpeg
 from .._core.alloc import in_numpy_mode
+from .._core.typing import NDArray
 from .._core.wording import with_article
 
 __all__ = ['decode_image', 'decode_image_of', 'decode_record', 'caption_text', 'metadata_object']
 
 
-def decode_image(ext, data):
+def decode_image(ext: str, data: bytes) -> NDArray:
     """An (H, W, 3) uint8 RGB NDArray (``mx.np.ndarray`` in numpy mode), the pixels
     ``mx.image.imdecode`` gives: JPEGs by libjpeg-turbo where
     :func:`~gluonbatch._core.jpeg.imdecode` can, WebP by Pillow, which MXNet 1.9.1 cannot
@@ -39,7 +42,7 @@ def decode_image(ext, data):
     return image.as_np_ndarray() if in_numpy_mode() else image
 
 
-def decode_image_of(ext, data, where):
+def decode_image_of(ext: str, data: bytes, where: Callable[[], str]) -> NDArray:
     """:func:`decode_image`, or a ValueError naming the member (``where()``) and why."""
     try:
         return decode_image(ext, data)
@@ -48,7 +51,7 @@ def decode_image_of(ext, data, where):
                          % (where(), str(err).strip().splitlines()[-1])) from None
 
 
-def caption_text(data):
+def caption_text(data: bytes) -> str:
     """A ``.txt`` member's caption; ValueError ``'... is not UTF-8 text: ...'``.
 
     >>> caption_text(b'a cat')
@@ -60,7 +63,7 @@ def caption_text(data):
         raise ValueError('is not UTF-8 text: %s' % err) from None
 
 
-def metadata_object(data):
+def metadata_object(data: bytes) -> dict[str, Any]:
     """A ``.json`` member's metadata (a dict); ValueError saying what it is instead.
 
     >>> metadata_object(b'{"key": "0"}')
@@ -83,7 +86,9 @@ def metadata_object(data):
     return metadata
 
 
-def decode_record(members, slots, record_id, describe):
+def decode_record(members: Sequence[tuple[str, bytes]], slots: tuple[int, int, int],
+                  record_id: str, describe: Callable[..., str]
+                  ) -> tuple[NDArray, str, dict[str, Any]]:
     """``(image, caption, metadata)`` of one record, or a ValueError naming it.
 
     Parameters

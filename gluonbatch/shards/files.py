@@ -7,27 +7,29 @@ reads: shard ``k``, in numeric order, belongs to part ``k % num_parts``.
 import contextlib
 import os
 import re
+from collections.abc import Iterable, Iterator
 
+from .._core.typing import PathLike
 from .._core.wording import plural
 
 SHARD_FILE = re.compile(r'^(\d+)\.(tar|parquet|idx)$')
 _EXAMPLES = 5                       # ids listed in an error message
 
 
-def examples(values):
+def examples(values: Iterable[str]) -> str:
     values = sorted(values)
     more = ' and %d more' % (len(values) - _EXAMPLES) if len(values) > _EXAMPLES else ''
     return ', '.join(map(repr, values[:_EXAMPLES])) + more
 
 
-def remove_quietly(path):
+def remove_quietly(path: PathLike) -> None:
     try:
         os.remove(path)
     except FileNotFoundError:
         pass
 
 
-def temporary_name(path):
+def temporary_name(path: PathLike) -> str:
     """The hidden name beside ``path`` that a file is written to before it is renamed.
 
     >>> temporary_name('/data/00001.tar')
@@ -38,7 +40,7 @@ def temporary_name(path):
 
 
 @contextlib.contextmanager
-def replacing(path):
+def replacing(path: PathLike) -> Iterator[str]:
     """Yield a temporary name beside ``path`` to write; rename it to ``path`` on success.
 
     The temporary file (``.<name>.tmp``) is removed whatever happens, so a failed write
@@ -59,21 +61,21 @@ class Shard:
 
     __slots__ = ('stem', 'tar', 'parquet', 'idx', 'tar_size', 'start', 'stop')
 
-    def __init__(self, directory, stem, has_idx):
+    def __init__(self, directory: PathLike, stem: str, has_idx: bool) -> None:
         self.stem = stem
         self.tar = os.path.join(directory, stem + '.tar')
         self.parquet = os.path.join(directory, stem + '.parquet')
-        self.idx = os.path.join(directory, stem + '.idx') if has_idx else None
+        self.idx: str | None = os.path.join(directory, stem + '.idx') if has_idx else None
         self.tar_size = 0
         self.start = self.stop = 0
 
 
-def shard_files(directory):
+def shard_files(directory: PathLike) -> dict[str, set[str]]:
     """``{'tar': stems, 'parquet': stems, 'idx': stems}``: the shard files of ``directory``
     by kind (sets of stems); FileNotFoundError if it is not a directory."""
     if not os.path.isdir(directory):
         raise FileNotFoundError('no dataset directory %s' % directory)
-    found = {'tar': set(), 'parquet': set(), 'idx': set()}
+    found: dict[str, set[str]] = {'tar': set(), 'parquet': set(), 'idx': set()}
     for name in os.listdir(directory):
         match = SHARD_FILE.match(name)
         if match and os.path.isfile(os.path.join(directory, name)):
@@ -81,12 +83,12 @@ def shard_files(directory):
     return found
 
 
-def stem_order(stem):
+def stem_order(stem: str) -> tuple[int, str]:
     """The sort key of shard stems: numeric order."""
     return int(stem), stem
 
 
-def find_shards(directory):
+def find_shards(directory: PathLike) -> tuple[list[str], set[str]]:
     """The shard stems of ``directory`` in numeric order; FileNotFoundError for lone files."""
     found = shard_files(directory)
     tars, parquets = found['tar'], found['parquet']

@@ -7,9 +7,13 @@ per member, separated by spaces; the data offset is the byte offset of the membe
 in the tar. DALI's readers use the same files.
 """
 import os
+from collections.abc import Iterable, Sequence
+from typing import TypeAlias
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from .._core.typing import PathLike
 from .files import replacing
 from .tar import BLOCK, RESTORE, DamagedTar, scan_tar, split_member_name
 
@@ -22,10 +26,13 @@ REBUILD = 'rebuild it with `gluonbatch wds index %s` (or gluonbatch.shards.write
 #: The first token of an ``.idx`` file this module reads and writes.
 INDEX_VERSION = 'v1.2'
 
+#: One sample of an index: ``(key, [(ext, data offset, size), ...])``.
+Sample: TypeAlias = tuple[str, list[tuple[str, int, int]]]
 
-def group_members(members, where):
+
+def group_members(members: Iterable[tuple[str, int, int]], where: PathLike) -> list[Sample]:
     """``[(key, [(ext, offset, size), ...]), ...]``: members grouped by key, first-seen order."""
-    samples = {}
+    samples: dict[str, list[tuple[str, int, int]]] = {}
     for name, offset, size in members:
         key, ext = split_member_name(name, where)
         files = samples.setdefault(key, [])
@@ -91,7 +98,8 @@ def index_lines(keys, codes, exts, counts, offsets, sizes):
                     for key, end, n in zip(keys, ends, np.asarray(counts).tolist())])
 
 
-def digit_columns(values, base=10, width=None, zero_padded=False):
+def digit_columns(values: ArrayLike, base: int = 10, width: int | None = None,
+                  zero_padded: bool = False) -> np.ndarray:
     """``values`` (non-negative int64) as rows of ASCII digits in ``base`` (2 to 10),
     right-aligned in ``width`` columns.
 
@@ -186,7 +194,7 @@ def _uniform_lines(keys, exts, offsets, sizes):
     return matrix[matrix != 0].tobytes().decode('utf-8')
 
 
-def format_index(samples):
+def format_index(samples: Sequence[Sample]) -> str:
     """The index of ``samples`` (``[(key, [(ext, offset, size), ...]), ...]``)."""
     return index_text(len(samples), ''.join(index_line(key, files) + '\n'
                                             for key, files in samples))
@@ -196,7 +204,7 @@ def _default_index_path(tar_path):
     return tar_path[:-len('.tar')] + '.idx' if tar_path.endswith('.tar') else tar_path + '.idx'
 
 
-def write_index(tar_path, idx_path=None):
+def write_index(tar_path: PathLike, idx_path: PathLike | None = None) -> str:
     """Write the index of a tar in DALI's ``wds2idx`` format v1.2 (the module's docstring
     gives the format), one line per sample. Directory entries are skipped. The file is
     written to a temporary name and renamed when complete.
@@ -249,7 +257,7 @@ def write_index(tar_path, idx_path=None):
     return idx_path
 
 
-def read_index(idx_path, tar_path, tar_size):
+def read_index(idx_path: PathLike, tar_path: PathLike, tar_size: int) -> list[Sample]:
     """Parse and check a v1.2 index against its tar's size; samples as :func:`group_members`."""
     try:
         with open(idx_path, 'rb') as handle:
@@ -279,7 +287,8 @@ def read_index(idx_path, tar_path, tar_size):
     return samples
 
 
-def parse_index_line(line, where, idx_path, tar_path, tar_size):
+def parse_index_line(line: str, where: str, idx_path: PathLike, tar_path: PathLike,
+                     tar_size: int) -> Sample:
     """``(key, [(ext, offset, size), ...])``: one sample's line of an index, checked against
     its tar's size; ``where`` names the line in errors.
 
@@ -287,10 +296,11 @@ def parse_index_line(line, where, idx_path, tar_path, tar_size):
     ('01', [('jpg', 512, 3), ('txt', 1536, 2)])
     """
     tokens = line.split()
-    if len(tokens) % 4:
+    if not tokens or len(tokens) % 4:  # a sample has one member at least
         raise ValueError('%s: expected groups of "<ext> <offset> <size> <name>", found %d '
                          'tokens' % (where, len(tokens)))
-    files, key = [], None
+    files: list[tuple[str, int, int]] = []
+    key = None
     for ext, offset, size, name in zip(*[iter(tokens)] * 4):
         member_key, member_ext = split_member_name(name, where)
         if member_ext != ext:
@@ -303,18 +313,19 @@ def parse_index_line(line, where, idx_path, tar_path, tar_size):
         if not (offset.isdigit() and size.isdigit()):
             raise ValueError('%s: offset and size of %r must be whole numbers, found %r '
                              'and %r' % (where, name, offset, size))
-        offset, size = int(offset), int(size)
-        if offset < BLOCK or offset % BLOCK:
+        at, length = int(offset), int(size)
+        if at < BLOCK or at % BLOCK:
             raise ValueError('%s does not match %s: member %r has data offset %d, which '
                              'is not a tar data offset (a multiple of %d after the first '
-                             'header)' % (idx_path, tar_path, name, offset, BLOCK))
-        if offset + size > tar_size:
+                             'header)' % (idx_path, tar_path, name, at, BLOCK))
+        if at + length > tar_size:
             raise ValueError('%s does not match %s: member %r at bytes %d..%d is past the '
                              'end of the tar (%d bytes)' % (idx_path, tar_path, name,
-                                                            offset, offset + size, tar_size))
+                                                            at, at + length, tar_size))
         if any(ext.lower() == other.lower() for other, _, _ in files):
             raise ValueError('%s: member %r is listed twice' % (where, name))
-        files.append((ext, offset, size))
+        files.append((ext, at, length))
+    assert key is not None  # tokens hold one member at least
     return key, files
 
 
@@ -333,7 +344,8 @@ def _listed_members(idx_path):
         return None
 
 
-def index_disagreement(idx_path, tar_path, problem, otherwise=None):
+def index_disagreement(idx_path: PathLike, tar_path: PathLike, problem: str,
+                       otherwise: str | None = None) -> ValueError:
     """The ValueError for an index that disagrees with its tar (``problem`` says how),
     saying which of the two is at fault and what to do about it.
 

@@ -15,6 +15,7 @@ object shows where the id is, else encoded anew (and refused if it is not a JSON
 otherwise validated: the rewrite changes only the id's bytes.
 """
 import json
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -30,10 +31,11 @@ class _Pairs(list):
     """A decoded JSON object as its ``(key, value)`` pairs: repeated keys stay visible."""
 
 
-_SCAN_PAIRS = json.JSONDecoder(object_pairs_hook=_Pairs).scan_once
+# (decoded, end): decodes the JSON value at the start of a text without skipping whitespace
+_SCAN_PAIRS = json.JSONDecoder(object_pairs_hook=_Pairs).raw_decode
 
 
-def with_json_ids(data, ids, source):
+def with_json_ids(data: bytes, ids: Mapping[str, str], source: str) -> bytes:
     """``data`` (a ``.json`` member) decoded, updated with ``ids`` and encoded again.
 
     Parameters
@@ -80,7 +82,7 @@ class JsonIds:
     [b'{"key": "11", "w": 3, "old_key": "00"}']
     """
 
-    def __init__(self, id_col, old_id_col=None):
+    def __init__(self, id_col: str, old_id_col: str | None = None) -> None:
         self.id_col, self.old_id_col = id_col, old_id_col
         self._key = np.frombuffer(json.dumps(id_col, ensure_ascii=False).encode('utf-8'),
                                   np.uint8)
@@ -91,7 +93,9 @@ class JsonIds:
         self._old_key = None if old_key is None else b', ' + old_key + b': '
         self._old_key_name = None if old_key is None else np.frombuffer(old_key, np.uint8)
 
-    def __call__(self, buffer, starts, sizes, new_ids, old_ids, describe):
+    def __call__(self, buffer: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
+                 new_ids: Sequence[str], old_ids: Sequence[str],
+                 describe: Callable[[int], str]) -> list[bytes | None]:
         """Set the ids of the members at ``buffer[starts[n]:starts[n] + sizes[n]]``.
 
         Parameters
@@ -118,7 +122,7 @@ class JsonIds:
         new_bytes = [new_id.encode('utf-8') for new_id in new_ids]
         old_bytes = [old_id.encode('utf-8') for old_id in old_ids]
         spans = self._value_spans(buffer, starts, sizes, old_bytes)
-        out = [None] * len(sizes)
+        out: list[bytes | None] = [None] * len(sizes)
         plain = np.flatnonzero(spans[:, 0] >= 0)
         if self.old_id_col is None:
             new_lengths = np.fromiter(map(len, new_bytes), np.int64, len(new_bytes))
@@ -163,7 +167,7 @@ class JsonIds:
         try:
             text = data.decode('utf-8')
             pairs, end = _SCAN_PAIRS(text, 0)
-        except (UnicodeDecodeError, StopIteration, ValueError):
+        except (UnicodeDecodeError, ValueError):
             text, pairs, end = '', None, -1
         if end == len(text) and type(pairs) is _Pairs:
             keys = [key for key, _ in pairs]

@@ -2,6 +2,7 @@
 ids read in bulk (as numpy rows, or as a sorted Arrow array) where they are plain, and new
 columns merged into it (:func:`merge_columns`)."""
 import json
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -9,13 +10,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .record_arrays import byte_matrix
-from .files import examples
+from .._core.typing import PathLike
+from .files import Shard, examples
 
 __all__ = ['open_parquet', 'read_table', 'reads_as_str', 'parquet_id_rows', 'sorted_ids',
            'merge_columns']
 
 
-def open_parquet(shard, id_col):
+def open_parquet(shard: Shard, id_col: str) -> pq.ParquetFile:
     """A shard's ``pyarrow.parquet.ParquetFile`` (its footer read), checked for the id column."""
     try:
         source = pq.ParquetFile(shard.parquet)
@@ -40,7 +42,8 @@ def _pandas_index_columns(schema):
         return []
 
 
-def read_table(shard, id_col, columns=None, source=None):
+def read_table(shard: Shard, id_col: str, columns: Sequence[str] | None = None,
+               source: pq.ParquetFile | None = None) -> pa.Table:
     """A shard's parquet as a ``pyarrow.Table`` (``columns`` only, if given, and the id
     column), rows sorted by id, with the checks that name the file and row: ``TypeError``
     for an id that is not a ``str``, ``ValueError`` for an id listed twice or a file that
@@ -79,7 +82,8 @@ def read_table(shard, id_col, columns=None, source=None):
                 raise TypeError('%s row %d: id %r in column %r is not a str (%s); ids must be '
                                 'strings such as \'000420031\' (zero-padded digits)' % (
                                     shard.parquet, row, value, id_col, type(value).__name__))
-    seen, twice = set(), set()
+    seen: set[str] = set()
+    twice: set[str] = set()
     for value in ids:
         (twice if value in seen else seen).add(value)
     if twice:
@@ -88,7 +92,7 @@ def read_table(shard, id_col, columns=None, source=None):
     return table.take(sorted(range(len(ids)), key=ids.__getitem__))
 
 
-def reads_as_str(schema, id_col):
+def reads_as_str(schema: pa.Schema, id_col: str) -> bool:
     """Whether pandas reads column ``id_col`` of ``schema`` as ``str`` values (None where
     null): a single column of that name, string typed, a column (not the index) to the
     pandas metadata, if any."""
@@ -109,7 +113,7 @@ def reads_as_str(schema, id_col):
         return False
 
 
-def parquet_id_rows(source, id_col):
+def parquet_id_rows(source: pq.ParquetFile, id_col: str) -> np.ndarray | None:
     """The ids of a shard's parquet (``source``, a ``pyarrow.parquet.ParquetFile``) as
     sorted rows of UTF-8 bytes (:func:`byte_matrix`), or None unless they are
     :func:`sorted_ids` and none is empty or holds a NUL (numpy's byte strings drop
@@ -155,7 +159,7 @@ def _plain_id_column(source, id_col):
     return column.combine_chunks()
 
 
-def sorted_ids(source, id_col):
+def sorted_ids(source: pq.ParquetFile, id_col: str) -> pa.Array | None:
     """The ids of a shard's parquet (``source``, a ``pyarrow.parquet.ParquetFile``) as a
     ``pyarrow`` binary array in byte order (the order of the strings), or None unless its
     id column is plainly strings, unique and not empty.
@@ -183,7 +187,7 @@ def _increasing(values):
                                                values.slice(0, len(values) - 1))).as_py()
 
 
-def merge_columns(path, new, id_col):
+def merge_columns(path: PathLike, new: pa.Table, id_col: str) -> pa.Table:
     """The parquet at ``path`` as a ``pyarrow.Table``, with the columns of ``new`` put in.
 
     Parameters

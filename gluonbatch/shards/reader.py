@@ -2,11 +2,15 @@
 import os
 import threading
 import weakref
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from .._core.process import BoundedCache, file_identity
+from .._core.typing import NDArray, PathLike
 from .decode import decode_record
+from .files import Shard
 from .index import index_disagreement
 from .record_lookup import IndexLookup
 from .records import ShardRecords
@@ -28,14 +32,14 @@ _RECORDS = BoundedCache(512 << 20, lambda records: sum(
                                records.slots, records.verified)))
 
 
-def header_mismatch(shard, found):
+def header_mismatch(shard: Shard, found: tuple[str, int, int, str]) -> ValueError:
     """The ValueError for a member of ``shard`` whose tar header is not what its index (or
     the scan of its tar) said: ``found`` is :func:`~gluonbatch.shards.tar.check_headers`'s
     ``(name, data offset, size, problem)``."""
     source = ('its index %s does not match it' % shard.idx if shard.idx
               else 'it changed after the dataset was opened')
     problem = ('%s: expected member %s at byte %d (%d bytes) but %s; %s'
-               % ((shard.tar,) + tuple(found) + (source,)))
+               % (shard.tar, *found, source))
     # with an index: the tar damaged, or the index stale?
     return index_disagreement(shard.idx, shard.tar, problem) if shard.idx else \
         ValueError(problem)
@@ -46,7 +50,7 @@ def _identity(shard, id_col):
                              for path in (shard.tar, shard.idx, shard.parquet))
 
 
-def shard_records(shard, id_col):
+def shard_records(shard: Shard, id_col: str) -> ShardRecords:
     """``shard``'s :class:`~gluonbatch.shards.records.ShardRecords`, read once per
     process while its files stay the same (same path, size, inode, modification and change
     times)."""
@@ -84,7 +88,7 @@ class TarFiles:
     []
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._renew()
 
@@ -102,7 +106,7 @@ class TarFiles:
                     self._renew()
         return self._descriptors
 
-    def fd(self, path):
+    def fd(self, path: PathLike) -> int:
         """The descriptor of ``path`` in this process, opened now if it is not open."""
         descriptors = self._current()
         fd = descriptors.get(path)
@@ -114,11 +118,11 @@ class TarFiles:
                 os.close(opened)
         return fd
 
-    def open_paths(self):
+    def open_paths(self) -> list[str]:
         """The paths open in this process, sorted."""
         return sorted(self._current())
 
-    def close(self):
+    def close(self) -> None:
         """Close every descriptor this process opened; the next :meth:`fd` opens again."""
         descriptors = self._current()
         with self._lock:
@@ -155,20 +159,21 @@ class RecordReader:
         training epoch), each later read then costs a ``pread`` and little else.
     """
 
-    def __init__(self, shards, id_col, lookups=True):
+    def __init__(self, shards: Sequence[Shard], id_col: str, lookups: bool = True) -> None:
         self.shards, self.id_col, self.lookups = shards, id_col, bool(lookups)
         self._starts = np.array([shard.start for shard in shards], dtype=np.int64)
         self._numbers = {shard.stem: number for number, shard in enumerate(shards)}
-        self._records = {}  # shard number -> ShardRecords
-        self._lookups = {}  # shard number -> IndexLookup, or False where one cannot serve
+        self._records: dict[int, ShardRecords] = {}
+        # shard number -> IndexLookup, or False where one cannot serve
+        self._lookups: dict[int, IndexLookup | bool] = {}
         self._files = TarFiles()
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.shards[-1].stop if self.shards else 0
 
     # ---------------------------------------------------------------- file handles
 
-    def fd(self, shard):
+    def fd(self, shard: Shard) -> int:
         """This process's read-only descriptor of ``shard``'s tar, opened on first use.
 
         The descriptors are per process: a forked DataLoader worker opens its own rather
@@ -176,11 +181,11 @@ class RecordReader:
         """
         return self._files.fd(shard.tar)
 
-    def open_files(self):
+    def open_files(self) -> list[str]:
         """The tar files this reader holds open in this process, sorted."""
         return self._files.open_paths()
 
-    def close(self):
+    def close(self) -> None:
         """Close this process's tar files (they reopen on the next read). Close when no
         read of this reader is under way (in another thread, say)."""
         self._files.close()
@@ -197,17 +202,17 @@ class RecordReader:
 
     # ---------------------------------------------------------------- reading
 
-    def shard_ids(self, shard):
+    def shard_ids(self, shard: Shard) -> np.ndarray:
         """The record ids of ``shard`` (one of :attr:`shards`, or a copy of one; it may be
         empty), in record order."""
         return self.records(shard).ids
 
-    def records(self, shard):
+    def records(self, shard: Shard) -> ShardRecords:
         """The :class:`~gluonbatch.shards.records.ShardRecords` of ``shard`` (one of
         :attr:`shards`, or a copy of one)."""
         return self._shard_records(self._numbers[shard.stem])
 
-    def locate(self, i):
+    def locate(self, i: int) -> tuple[int, ShardRecords, int]:
         """``(shard number, records, record i's row in them)``: the records are the
         shard's :class:`~gluonbatch.shards.records.ShardRecords`, or one holding
         record ``i`` alone (found by lookup)."""
@@ -263,7 +268,7 @@ class RecordReader:
                     self._read_shard_members(shard, records, row)
         return records
 
-    def tables_read(self):
+    def tables_read(self) -> list[int]:
         """The numbers of the shards whose whole table this reader holds (the others are
         served by lookup, or not read yet).
 
@@ -279,13 +284,13 @@ class RecordReader:
         """
         return sorted(self._records)
 
-    def describe(self, i, member=None):
+    def describe(self, i: int, member: str | None = None) -> str:
         number, records, row = self.locate(i)
         what = 'member %s of record %r' % (member, records.ids[row]) if member else \
             'record %r' % records.ids[row]
         return '%s (index %d) in %s' % (what, i, self.shards[number].tar)
 
-    def read_members(self, i):
+    def read_members(self, i: int) -> list[tuple[str, bytes]]:
         """``[(ext, bytes), ...]``: every member of record ``i``, in tar order."""
         return self._read(i)[2]
 
@@ -342,10 +347,10 @@ class RecordReader:
         if mismatch:
             raise header_mismatch(shard, mismatch)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> tuple[NDArray, str, dict[str, Any]]:
         return self.record(i)
 
-    def record(self, i):
+    def record(self, i: int) -> tuple[NDArray, str, dict[str, Any]]:
         """``(image, caption, metadata)``: record ``i`` (0 <= i < len) decoded."""
         records, row, members = self._read(i)
         return decode_record(members, records.slots[row].tolist(), records.ids[row],

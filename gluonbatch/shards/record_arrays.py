@@ -10,9 +10,10 @@ newlines, a blank line, a token not what its place needs, ...); the caller then 
 shard with the exact per-record code, which says precisely what is wrong, or accepts the
 unusual but valid input. What they do return is what the exact code returns, as arrays.
 """
-import collections
 import operator
 import re
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,15 +40,20 @@ _ZEROS, _OVER_NINE, _TOP_BITS = (np.uint64(int(byte * 8, 16)) for byte in ('30',
 _PAIRS, _QUADS, _HALF = (np.uint64(mask) for mask in (0x00FF00FF00FF00FF,
                                                        0x0000FFFF0000FFFF, 0xFFFFFFFF))
 
-#: A shard's members in record order: ``keys`` and ``exts`` are zero-padded uint8 rows
-#: (one per member: its id and its extension as named in the tar, UTF-8), ``offsets`` and
-#: ``sizes`` int64; record ``r`` is members ``record_starts[r]:record_starts[r + 1]``, in
-#: the order the exact reader lists them.
-MemberArrays = collections.namedtuple('MemberArrays',
-                                      'keys exts offsets sizes record_starts')
+class MemberArrays(NamedTuple):
+    """A shard's members in record order: ``keys`` and ``exts`` are zero-padded uint8 rows
+    (one per member: its id and its extension as named in the tar, UTF-8), ``offsets`` and
+    ``sizes`` int64; record ``r`` is members ``record_starts[r]:record_starts[r + 1]``, in
+    the order the exact reader lists them."""
+
+    keys: np.ndarray
+    exts: np.ndarray
+    offsets: np.ndarray
+    sizes: np.ndarray
+    record_starts: np.ndarray
 
 
-def byte_matrix(buf, starts, ends):
+def byte_matrix(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Rows ``buf[starts[i]:ends[i]]`` of a uint8 array, zero-padded to the longest one.
 
     >>> byte_matrix(np.frombuffer(b'ab cde', np.uint8), np.array([0, 3]),
@@ -74,7 +80,7 @@ def byte_matrix(buf, starts, ends):
     return matrix
 
 
-def bytes_rows(values, width):
+def bytes_rows(values: Sequence[bytes], width: int) -> np.ndarray:
     """:func:`byte_matrix` of ``values`` (bytes objects, the longest ``width`` long), a row
     each; where all are that long, a read-only view of their bytes.
 
@@ -89,7 +95,7 @@ def bytes_rows(values, width):
     return byte_matrix(joined, ends - lengths, ends)
 
 
-def as_strings(matrix):
+def as_strings(matrix: np.ndarray) -> np.ndarray:
     """The rows of a C-contiguous uint8 :func:`byte_matrix` as one ``S`` array (a view).
 
     Without NUL bytes in the rows, equality and order of these are those of the strings
@@ -101,7 +107,7 @@ def as_strings(matrix):
     return matrix.view('S%d' % matrix.shape[1]).reshape(len(matrix))
 
 
-def unicode_rows(rows):
+def unicode_rows(rows: np.ndarray) -> np.ndarray:
     """:func:`parquet_id_rows`' rows as numpy's ``str`` array (what ``np.array(ids,
     dtype=str)`` makes of the ids).
 
@@ -239,7 +245,7 @@ def _same_rows(first, second):
     return np.array_equal(first, second)
 
 
-def index_members(data, tar_size):
+def index_members(data: bytes, tar_size: int) -> MemberArrays | None:
     """The members an ``.idx`` file's bytes list, or None where the exact reader is needed.
 
     Returns :class:`MemberArrays`, one record per line, members in line order, after the
@@ -306,7 +312,7 @@ def index_members(data, tar_size):
     return MemberArrays(keys, exts, offsets, sizes, record_starts)
 
 
-def scanned_members(members):
+def scanned_members(members: Sequence[tuple[str, int, int]]) -> MemberArrays | None:
     """:class:`MemberArrays` of a scanned tar's ``[(name, data offset, size), ...]``, one
     record per id (in id order), its members in tar order as
     :func:`~gluonbatch.shards.index.group_members` groups them; None where the exact

@@ -19,6 +19,7 @@ import numpy as np
 
 from .index import INDEX_VERSION, parse_index_line
 from .parquet import open_parquet, sorted_ids
+from .files import Shard
 from .records import ShardRecords, record_slots
 from .tar import BLOCK, padded
 
@@ -68,7 +69,10 @@ class IndexLookup:
     >>> tmp.cleanup()
     """
 
-    def __init__(self, shard, id_col):
+    def __init__(self, shard: Shard, id_col: str) -> None:
+        if shard.idx is None:
+            raise ValueError('IndexLookup needs a shard with an .idx file; %s has none'
+                             % shard.tar)
         self.shard = shard
         with open_parquet(shard, id_col) as source:
             self.ids = sorted_ids(source, id_col)
@@ -82,10 +86,10 @@ class IndexLookup:
             and _one_line_per_record(self.text, len(self.ids)))
         self.body, self.reads = first_line, 0
 
-    def record(self, row):
+    def record(self, row: int) -> ShardRecords | None:
         """Record ``row`` (``0 <= row <`` the shard's record count) as a one-record
         :class:`~.records.ShardRecords`, or None where the whole table must be read."""
-        if not self.usable:
+        if not self.usable or self.ids is None:  # usable: the ids are known
             return None
         key = self.ids[row].as_py()
         found = self._line_of(key)

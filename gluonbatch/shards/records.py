@@ -5,13 +5,15 @@ A shard's table is read in bulk with numpy, and again by the exact per-record co
 the bulk reading finds anything unusual: that code gives the precise error, or the same
 table for valid input."""
 import os
+from collections.abc import Callable, Sequence
+from typing import TypeAlias
 
 import numpy as np
 
 from .index import group_members, index_disagreement, read_index
 from .parquet import open_parquet, parquet_id_rows, read_table
 from .record_arrays import as_strings, index_members, scanned_members, unicode_rows
-from .files import examples
+from .files import Shard, examples
 from .tar import BLOCK, padded, scan_tar
 
 
@@ -19,6 +21,10 @@ from .tar import BLOCK, padded, scan_tar
 #: case-insensitively like every extension. Each one decodes: WebP by Pillow (MXNet 1.9.1's
 #: ``mx.image.imdecode`` cannot), the others by ``mx.image.imdecode``.
 IMAGE_EXTENSIONS = ('jpg', 'jpeg', 'png', 'webp')
+
+#: A shard's records as :class:`ShardRecords` holds them: ``(ids, members, starts, slots,
+#: exts)``.
+Fields: TypeAlias = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]
 
 
 def _ids_disagree(shard, problem):
@@ -123,12 +129,12 @@ class ShardRecords:
         Records whose tar headers this process has checked.
     """
 
-    def __init__(self, shard, id_col, vectorized=True):
+    def __init__(self, shard: Shard, id_col: str, vectorized: bool = True) -> None:
         fields, scanned = vectorized_fields(shard, id_col) if vectorized else (None, None)
         self._set(exact_fields(shard, id_col, scanned) if fields is None else fields)
 
     @classmethod
-    def of_fields(cls, fields, spans=None):
+    def of_fields(cls, fields: Fields, spans: np.ndarray | None = None) -> 'ShardRecords':
         """The records of ``fields``, ``(ids, members, starts, slots, exts)`` as
         :func:`exact_fields` returns them (a part of a shard, say), nothing read;
         ``spans`` as :func:`record_spans` gives them, if known."""
@@ -144,7 +150,8 @@ class ShardRecords:
         self.verified = np.zeros(len(self.ids), dtype=bool)
 
 
-def exact_fields(shard, id_col, scanned=None):
+def exact_fields(shard: Shard, id_col: str,
+                 scanned: Sequence[tuple[str, int, int]] | None = None) -> Fields:
     """``(ids, members, starts, slots, exts)`` of a shard, read record by record: the
     reading that raises the precise error for anything wrong. ``scanned`` is the tar's
     :func:`~gluonbatch.shards.tar.scan_tar`, if it was scanned already."""
@@ -161,7 +168,8 @@ def exact_fields(shard, id_col, scanned=None):
     return np.array(ids, dtype=str), members, starts, slots, table.exts
 
 
-def vectorized_fields(shard, id_col):
+def vectorized_fields(shard: Shard, id_col: str
+                      ) -> tuple[Fields | None, list[tuple[str, int, int]] | None]:
     """``(fields, scanned)``: :func:`exact_fields`' fields read in bulk with numpy, or None
     where the exact reading is needed; ``scanned`` is the tar's member list if the tar was
     scanned (no ``.idx``), for that reading to reuse. Errors that the exact reading raises
@@ -253,7 +261,7 @@ def _decode_rows(rows):  # byte_matrix rows: the strings
     return [row.tobytes().rstrip(b'\0').decode('utf-8') for row in rows]
 
 
-def record_slots(lowered):
+def record_slots(lowered: Sequence[str]) -> list[int] | None:
     """:meth:`RecordTable.add_shard`'s slots of a record of lower-case extensions
     ``lowered`` (where its image, caption and metadata are), or None where it (or the
     reading of its members) raises.
@@ -314,7 +322,7 @@ def _repeats(values, bound):
     return bool((ordered[1:] == ordered[:-1]).any())
 
 
-def header_starts(offsets, sizes):
+def header_starts(offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """Per member, the byte where its tar headers begin: the end of the member before it.
 
     The headers of a member are its ustar header, after any pax or GNU long-name headers
@@ -333,7 +341,7 @@ def header_starts(offsets, sizes):
     return np.minimum(starts, offsets - BLOCK)
 
 
-def record_spans(members, starts):
+def record_spans(members: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Per record ``(first byte, length)`` covering its headers and data in one read.
 
     ``members`` has a row ``(data offset, size, extension code, header start)`` per member.

@@ -11,6 +11,12 @@ import io
 import os
 import re
 import tarfile
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+import numpy as np
+
+from .._core.typing import PathLike
 
 __all__ = ['BLOCK', 'RESTORE', 'DamagedTar', 'padded', 'split_member_name', 'scan_tar',
            'check_tail', 'check_headers', 'member_header']
@@ -22,12 +28,14 @@ BLOCK = tarfile.BLOCKSIZE
 #: ``REGULAR_TYPES``) and the first byte of its name prefix.
 NAME_FIELD, SIZE_FIELD, CHECKSUM_FIELD = slice(0, 100), slice(124, 136), slice(148, 156)
 TYPE_AT, PREFIX_AT, REGULAR_TYPES = 156, 345, b'0\0'
+#: A member size, or a numpy array of them.
+_Size = TypeVar('_Size', int, np.ndarray)
 _BAD_NAME = re.compile(r'[/\\\s\x00]')
 #: What to do about a damaged tar, at the end of the messages that say how it is damaged.
 RESTORE = '; restore or re-copy it'
 #: How member names are decoded, whatever the locale: UTF-8, other bytes kept as surrogate
 #: escapes (and refused by :func:`split_member_name`).
-_NAMES = {'encoding': 'utf-8', 'errors': 'surrogateescape'}
+_NAMES: dict[str, Any] = {'encoding': 'utf-8', 'errors': 'surrogateescape'}
 
 
 class DamagedTar(ValueError):
@@ -39,21 +47,23 @@ class DamagedTar(ValueError):
     (True, 1024, True)
     """
 
-    def __init__(self, message, at, truncated):
+    def __init__(self, message: str, at: int, truncated: bool) -> None:
         super().__init__(message)
         self.at, self.truncated = at, truncated
 
 
-def padded(size):
+def padded(size: _Size) -> _Size:
     """Bytes a member's data occupies in a tar: ``size`` rounded up to whole blocks.
 
     >>> padded(0), padded(1), padded(512), padded(513)
     (0, 512, 512, 1024)
+    >>> padded(np.array([0, 513])).tolist()
+    [0, 1024]
     """
     return -(-size // BLOCK) * BLOCK
 
 
-def split_member_name(name, where):
+def split_member_name(name: str, where: PathLike) -> tuple[str, str]:
     """``(key, ext)`` of a tar member name; ValueError for names that are not plain files.
 
     The key is everything before the first ``'.'``, the extension everything after it.
@@ -90,7 +100,7 @@ def split_member_name(name, where):
     return key, ext
 
 
-def check_tail(tar_path, tar_size, end):
+def check_tail(tar_path: PathLike, tar_size: int, end: int) -> None:
     """After the last member (at byte ``end``), a tar must hold only zero blocks; else
     :class:`DamagedTar`.
 
@@ -118,7 +128,7 @@ def check_tail(tar_path, tar_size, end):
             position += len(chunk)
 
 
-def scan_tar(tar_path):
+def scan_tar(tar_path: PathLike) -> list[tuple[str, int, int]]:
     """Every regular member of an uncompressed tar as ``(name, data offset, size)``, in order.
 
     Reads the headers only (tarfile seeks over the data) and skips directory entries.
@@ -164,7 +174,9 @@ def scan_tar(tar_path):
     return members
 
 
-def check_headers(buf, base, expected):
+def check_headers(buf: bytes | bytearray | memoryview, base: int,
+                  expected: Iterable[tuple[str, int, int]]
+                  ) -> tuple[str, int, int, str] | None:
     """The first of the ``expected`` members whose tar headers in ``buf`` do not match.
 
     ``buf`` holds a tar's bytes from byte ``base`` on, starting where the headers of the
@@ -269,7 +281,7 @@ def _headers(buf):
         return
 
 
-def member_header(name, size, mtime):
+def member_header(name: str, size: int, mtime: int) -> bytes:
     """The tar headers of a regular file (mode 644, owner 0), by ``TarInfo.tobuf``.
 
     One 512-byte ustar header; pax headers come first when the name is 100 bytes or more,

@@ -19,6 +19,8 @@ True
 >>> plain_headers_match(headers.ravel(), np.array([0, 512]), names, np.array([5, 70])).tolist()
 [True, True]
 """
+from collections.abc import Sequence
+
 import numpy as np
 
 from .index import digit_columns
@@ -52,7 +54,8 @@ def _column(buffer, field):
                       field.start, (BLOCK,))
 
 
-def name_fields(keys, records, codes, exts):
+def name_fields(keys: Sequence[bytes], records: np.ndarray, codes: np.ndarray,
+                exts: Sequence[str]) -> np.ndarray:
     """Per member, its name ``<key>.<ext>`` as a NUL-padded ustar name field (uint8 rows of
     :data:`NAME_BYTES`), or a row of ``0xff`` where the name is not plain (longer than the
     field, or not ASCII): no header's name field holds that, so such rows never match.
@@ -108,7 +111,7 @@ class HeaderBlocks:
         The members' modification time.
     """
 
-    def __init__(self, mtime):
+    def __init__(self, mtime: int) -> None:
         self.mtime = mtime
         template = np.frombuffer(member_header('x', 0, mtime), np.uint8).copy()
         template[NAME_FIELD] = 0
@@ -117,7 +120,7 @@ class HeaderBlocks:
         self.template = template
         self._template_sum = int(template.sum())
 
-    def build(self, names, sizes):
+    def build(self, names: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """The headers of members named by ``names`` (rows of :func:`name_fields`) with
         ``sizes``, as a ``(members, 512)`` uint8 array.
 
@@ -131,7 +134,8 @@ class HeaderBlocks:
         self.write(blocks, np.arange(len(sizes)) * BLOCK, names, sizes)
         return blocks.reshape(-1, BLOCK)
 
-    def write(self, buffer, at, names, sizes):
+    def write(self, buffer: np.ndarray, at: np.ndarray, names: np.ndarray,
+              sizes: np.ndarray) -> None:
         """Write the headers :meth:`build` makes into ``buffer`` (uint8, whole blocks) at
         byte positions ``at`` (multiples of 512), field by field: a header's fields are
         each one numpy element of a strided view of the buffer."""
@@ -155,12 +159,13 @@ class HeaderBlocks:
             _column(buffer, field)[rows] = np.ascontiguousarray(values).view(
                 np.dtype((np.void, field.stop - field.start)))[:, 0]
 
-    def needs_pax(self, names, sizes):
+    def needs_pax(self, names: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """Per member, whether its header needs pax records (``build`` refuses it)."""
         return (names[:, 0] == 0xff) | (np.asarray(sizes) > _LARGEST_PLAIN)
 
 
-def plain_headers_match(buffer, at, names, sizes):
+def plain_headers_match(buffer: np.ndarray, at: np.ndarray, names: np.ndarray,
+                        sizes: np.ndarray) -> np.ndarray:
     """Per header block of ``buffer`` (uint8, whole blocks) at byte positions ``at``,
     whether it is the plain ustar header of a regular file named by the row of ``names``
     (:func:`name_fields`) with that size, in the layout ``tarfile`` and GNU tar write: what a
@@ -188,7 +193,7 @@ def plain_headers_match(buffer, at, names, sizes):
             & (blocks[:, PREFIX_AT][rows] == 0))
 
 
-def checksums_match(buffer, at):
+def checksums_match(buffer: np.ndarray, at: np.ndarray | Sequence[int]) -> np.ndarray:
     """Per header block of ``buffer`` (uint8, whole blocks) at byte positions ``at``,
     whether its checksum field holds its checksum as ``tarfile`` and GNU tar write it (six
     octal digits, a NUL and a space): the sum of its bytes, the field's own counted as
@@ -211,7 +216,7 @@ def checksums_match(buffer, at):
             & (field[:, _CHECKSUM_DIGITS + 1] == ord(' ')) & (stored == sums))
 
 
-def ranges_to_indices(starts, counts):
+def ranges_to_indices(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The concatenated ranges ``starts[i] .. starts[i] + counts[i] - 1``, vectorized.
 
     >>> ranges_to_indices(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist()

@@ -21,11 +21,14 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import mxnet as mx
 import numpy as np
 
+from .._core.typing import PathLike
 from .decode import caption_text, decode_image, metadata_object
 from .index import index_disagreement
 from .reader import header_mismatch
@@ -44,7 +47,7 @@ _OTHER, _CAPTION, _METADATA, _IMAGE = range(4)
 _JSON, _JSON_SPACE = json.JSONDecoder(), re.compile(r'[ \t\n\r]*')  # json.loads' whitespace
 
 
-class Problem(collections.namedtuple('Problem', 'shard member message')):
+class Problem(NamedTuple):
     """One thing wrong with a dataset.
 
     Attributes
@@ -57,22 +60,26 @@ class Problem(collections.namedtuple('Problem', 'shard member message')):
         One line naming the file, what is wrong and what to do; also ``str(problem)``.
     """
 
-    __slots__ = ()
+    shard: str
+    member: str | None
+    message: str
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.message
 
 
-class Report(list):
+class Report(list[Problem]):
     """The :class:`Problem` list :func:`verify` returns (empty for a healthy dataset), and
     what was checked: ``shards``, ``records`` and ``tar_bytes``."""
 
-    def __init__(self, problems=(), shards=0, records=0, tar_bytes=0):
+    def __init__(self, problems: Iterable[Problem] = (), shards: int = 0, records: int = 0,
+                 tar_bytes: int = 0) -> None:
         super().__init__(problems)
         self.shards, self.records, self.tar_bytes = shards, records, tar_bytes
 
 
-def verify(path, id_col='key', decode=False, progress=False):
+def verify(path: PathLike, id_col: str = 'key', decode: bool = False,
+           progress: bool = False) -> Report:
     """Check every shard of the dataset at ``path``; returns a :class:`Report` (a list of
     :class:`Problem`, empty when the dataset is healthy).
 

@@ -4,11 +4,14 @@ temporary names, and :func:`commit_shards` moves a run's shards into place toget
 import concurrent.futures
 import os
 import tarfile
+from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._core.checks import described
+from .._core.typing import PathLike
+from .commit import CommitMode, Stage
 from .files import remove_quietly, temporary_name
 from .index import index_line, index_text
 from .tar import BLOCK, member_header, padded
@@ -16,7 +19,7 @@ from .tar import BLOCK, member_header, padded
 __all__ = ['ShardWriter', 'commit_shards', 'shard_moves', 'id_digits', 'record_key']
 
 
-def id_digits(samples_per_shard):
+def id_digits(samples_per_shard: int) -> int:
     """Digits of the record part of an id: ``ceil(log10(samples_per_shard))``, exactly.
 
     >>> [id_digits(n) for n in (1, 9, 10, 11, 10000, 10001)]
@@ -25,7 +28,7 @@ def id_digits(samples_per_shard):
     return len(str(samples_per_shard - 1)) if samples_per_shard > 1 else 0
 
 
-def record_key(shard, position, digits, shard_digits=5):
+def record_key(shard: int, position: int, digits: int, shard_digits: int = 5) -> str:
     """The id of record ``position`` of shard ``shard``: the shard's number followed by the
     position in ``digits`` digits (:func:`id_digits`), zero-padded.
 
@@ -47,17 +50,20 @@ class ShardWriter:
     :meth:`add_index_text`).
     """
 
-    def __init__(self, directory, stem, mtime):
+    def __init__(self, directory: PathLike, stem: str, mtime: int) -> None:
         # the temporary names that commit_shards moves from
         self.tmp = {ext: os.path.join(directory, temporary)
                     for ext, (temporary, _) in zip(_SHARD_EXTS, shard_moves(stem))}
         self.mtime = mtime
-        self.index_parts, self.samples = [], 0
+        self.index_parts: list[str] = []
+        self.samples = 0
         self.position = 0
         self.handle = open(self.tmp['tar'], 'wb')
-        self._thread = self._writing = None  # write_segments' thread and its write
+        # write_segments' thread and its write
+        self._thread: concurrent.futures.ThreadPoolExecutor | None = None
+        self._writing: concurrent.futures.Future[None] | None = None
 
-    def add(self, key, members):
+    def add(self, key: str, members: Iterable[tuple[str, bytes]]) -> None:
         """Append one record: ``members`` is ``[(ext, bytes), ...]``."""
         self.wait()
         files = []
@@ -72,7 +78,7 @@ class ShardWriter:
             self.position += len(header) + padded(size)
         self.add_index_text(index_line(key, files) + '\n', 1)
 
-    def write_segments(self, segments):
+    def write_segments(self, segments: Sequence[bytes | memoryview]) -> None:
         """Append ``segments`` (bytes-like, whole 512-byte blocks) to the tar, many per
         system call, on the writer's own thread: the caller goes on with its next batch
         while these bytes are written.
@@ -88,7 +94,7 @@ class ShardWriter:
         self._writing = self._thread.submit(_write_all, self.handle.fileno(), segments)
         self.position += sum(map(len, segments))
 
-    def wait(self):
+    def wait(self) -> None:
         """Wait for the write :meth:`write_segments` started, raising its error if it
         failed.
 
@@ -105,12 +111,12 @@ class ShardWriter:
         if writing is not None:
             writing.result()
 
-    def add_index_text(self, text, samples):
+    def add_index_text(self, text: str, samples: int) -> None:
         """Add the ``.idx`` lines of ``samples`` records (each line ending in a newline)."""
         self.index_parts.append(text)
         self.samples += samples
 
-    def finish(self, metadata):
+    def finish(self, metadata: pa.Table) -> None:
         """Close the tar, write the index and ``metadata`` (a ``pyarrow.Table``, one row per
         record) as the parquet, all under their temporary names (:func:`commit_shards` moves
         them)."""
@@ -126,7 +132,7 @@ class ShardWriter:
             handle.write(index_text(self.samples, ''.join(self.index_parts)))
         pq.write_table(metadata, self.tmp['parquet'])
 
-    def abort(self):
+    def abort(self) -> None:
         """Remove whatever temporary file is left."""
         try:
             self.wait()
@@ -161,7 +167,7 @@ _IOV_MAX = os.sysconf('SC_IOV_MAX') if os.sysconf('SC_IOV_MAX') > 0 else 1024
 _SHARD_EXTS = ('tar', 'idx', 'parquet')  # the order they are moved in: the tar first
 
 
-def shard_moves(stem, index=True):
+def shard_moves(stem: str, index: bool = True) -> list[tuple[str, str]]:
     """``(temporary name, final name)`` of a finished shard's files, in the order they are
     moved: the tar first.
 
@@ -179,7 +185,8 @@ def shard_moves(stem, index=True):
     return [(os.path.basename(temporary_name(name)), name) for name in names]
 
 
-def commit_shards(stage, stems, mode, index=True):
+def commit_shards(stage: Stage, stems: Sequence[str], mode: CommitMode,
+                  index: bool = True) -> list[str]:
     """Move the shards ``stems``, written by :class:`ShardWriter` into ``stage`` (a
     :class:`~gluonbatch.shards.commit.Stage`), into place together; ``mode`` and the
     guarantee are :meth:`Stage.commit`'s. Returns their tars' paths."""
