@@ -62,6 +62,8 @@ PUBLIC = {
     'gluonbatch.transforms.draws': ['ColorDistort', 'Expand', 'Crop', 'SSDDraw',
         'CROP_CONSTRAINTS', 'draw_color_distort', 'draw_expand', 'draw_crop', 'draw_interp',
         'draw_flip', 'draw_ssd'],
+    'gluonbatch.transforms.evaluation': ['BICUBIC', 'MXNET_DTYPES', 'resize_short_within_size',
+        'transform_images', 'load_images'],
     'gluonbatch.transforms.jitter': ['GRAY_WEIGHTS', 'EIG_VAL', 'EIG_VEC', 'JitterParams',
         'draw_jitter', 'jitter_matrix', 'color_matrix', 'gray_mean'],
     'gluonbatch.transforms.pixels': ['INTERPOLATIONS', 'BILINEAR', 'AREA', 'val_interp',
@@ -132,6 +134,18 @@ def test_every_public_module_imports_with_its_names(module):
     missing = [name for name in PUBLIC[module] if not hasattr(imported, name)]
     assert not missing, '%s lacks %s' % (module, missing)
     assert set(PUBLIC[module]) <= set(getattr(imported, '__all__', ())), module
+
+
+#: Modules renamed without an alias: nothing answers at the old path.
+RENAMED = {'gluonbatch.transforms.inference': 'gluonbatch.transforms.evaluation',
+           'gluonbatch._core.inference': 'gluonbatch._core.shape_inference'}
+
+
+@pytest.mark.parametrize('old', sorted(RENAMED))
+def test_a_renamed_module_is_gone_from_its_old_path(old):
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+    assert importlib.import_module(RENAMED[old]).__name__ == RENAMED[old]
 
 
 # In a fresh interpreter: the libraries the package uses imported first (their own warnings

@@ -86,7 +86,7 @@ def test_cache_never_serves_one_size_for_another(nets, transforms, kind):
                           arrays_only=True)
     info = ours.feature_shapes.cache_info()
     assert info.hits > 0 and info.misses >= 2
-    # every cached entry is what a fresh inference gives
+    # every cached entry is what a fresh shape inference gives
     fresh = FeatureShapes(nets[kind])
     for samples in batches[:2]:
         height, width = ours(samples)[0][0].shape[2:]

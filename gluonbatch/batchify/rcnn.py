@@ -12,7 +12,7 @@ import numpy as np
 from .._core.alloc import allocate, legacy_mode
 from .._core.assemble import pad_shards
 from .._core.checks import check_batch, check_fields, check_int, described
-from .._core.inference import FeatureShapes
+from .._core.shape_inference import FeatureShapes
 from .._core.layout import shard_bounds
 from .._core.samples import as_host_array, as_host_arrays
 from .._core.shard_layout import ROWS, SHARDS

@@ -25,7 +25,7 @@ import mxnet as mx
 import numpy as np
 
 from .._core.alloc import legacy_mode
-from .._core.inference import FeatureShapes
+from .._core.shape_inference import FeatureShapes
 from .iou import AnchorSet
 
 __all__ = ['AnchorLayout', 'RPNAnchors']

@@ -35,7 +35,7 @@ import numpy as np
 from mxnet import autograd
 
 from .._core.alloc import legacy_mode
-from .._core.inference import SymbolShapes
+from .._core.shape_inference import SymbolShapes
 from .._core.inputs import label_array
 from .._core.native import fill_zero
 from .._core.process import SharedByToken

@@ -51,7 +51,7 @@ from ..deferred import DeferredImage
 from ..draws import draw_flip
 from ..pixels import Normalizer
 from ...targets.center_net import CenterNetTargetGenerator, output_grid
-from .. import inference
+from .. import evaluation
 
 __all__ = ['CenterNetDraw', 'CenterNetDefaultTrainTransform', 'CenterNetDefaultValTransform',
            'get_post_transform', 'transform_test', 'load_test']
@@ -281,7 +281,7 @@ def get_post_transform(orig_w, orig_h, out_w, out_h):
 def transform_test(imgs, short, max_size=1024, mean=MEAN, std=STD):
     """gluoncv's ``center_net.transform_test``: images resized (shorter side to ``short``,
     longer side at most ``max_size``) and normalized as the network's test-time input
-    (:mod:`gluonbatch.transforms.inference`).
+    (:mod:`gluonbatch.transforms.evaluation`).
 
     Parameters
     ----------
@@ -309,7 +309,7 @@ def transform_test(imgs, short, max_size=1024, mean=MEAN, std=STD):
     >>> x.shape, img.shape
     ((1, 3, 683, 512), (683, 512, 3))
     """
-    return inference.transform_images(imgs, short, max_size, mean=mean, std=std)
+    return evaluation.transform_images(imgs, short, max_size, mean=mean, std=std)
 
 
 def load_test(filenames, short, max_size=1024, mean=MEAN, std=STD):
@@ -343,4 +343,4 @@ def load_test(filenames, short, max_size=1024, mean=MEAN, std=STD):
     >>> len(xs), len(imgs)
     (2, 2)
     """
-    return inference.load_images(filenames, short, max_size, mean=mean, std=std)
+    return evaluation.load_images(filenames, short, max_size, mean=mean, std=std)

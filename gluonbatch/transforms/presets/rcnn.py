@@ -55,8 +55,8 @@ from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..._core.inputs import channel_values, image_array, label_array
 from .. import boxes as tbox
 from .. import draws, pixels, polygons
-from .. import inference
-from ..inference import resize_short_within_size
+from .. import evaluation
+from ..evaluation import resize_short_within_size
 from ...targets.rpn import RPNAnchors, RPNTargetGenerator
 
 __all__ = ['RCNNDraw', 'resize_short_within_size', 'FasterRCNNDefaultTrainTransform',
@@ -358,7 +358,7 @@ class MaskRCNNDefaultValTransform(FasterRCNNDefaultValTransform):
 def transform_test(imgs, short=600, max_size=1000, mean=MEAN, std=STD):
     """gluoncv's ``rcnn.transform_test``: images resized (shorter side to ``short``,
     longer side at most ``max_size``) and normalized as the network's test-time input
-    (:mod:`gluonbatch.transforms.inference`).
+    (:mod:`gluonbatch.transforms.evaluation`).
 
     Parameters
     ----------
@@ -386,7 +386,7 @@ def transform_test(imgs, short=600, max_size=1000, mean=MEAN, std=STD):
     >>> x.shape, img.shape
     ((1, 3, 500, 1000), (500, 1000, 3))
     """
-    return inference.transform_images(imgs, short, max_size, mean=mean, std=std)
+    return evaluation.transform_images(imgs, short, max_size, mean=mean, std=std)
 
 
 def load_test(filenames, short=600, max_size=1000, mean=MEAN, std=STD):
@@ -420,4 +420,4 @@ def load_test(filenames, short=600, max_size=1000, mean=MEAN, std=STD):
     >>> len(xs), len(imgs)
     (2, 2)
     """
-    return inference.load_images(filenames, short, max_size, mean=mean, std=std)
+    return evaluation.load_images(filenames, short, max_size, mean=mean, std=std)

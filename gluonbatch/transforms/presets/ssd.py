@@ -41,7 +41,7 @@ from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..._core.inputs import channel_values, image_array, label_array
 from ..deferred import DeferredImage
 from ...targets.ssd import SSDTargets
-from .. import inference
+from .. import evaluation
 
 __all__ = ['SSDAugmentation', 'SSDDefaultTrainTransform', 'SSDDefaultValTransform',
            'transform_test', 'load_test']
@@ -198,7 +198,7 @@ class SSDDefaultValTransform:
 def transform_test(imgs, short, max_size=1024, mean=MEAN, std=STD):
     """gluoncv's ``ssd.transform_test``: images resized (shorter side to ``short``,
     longer side at most ``max_size``) and normalized as the network's test-time input
-    (:mod:`gluonbatch.transforms.inference`).
+    (:mod:`gluonbatch.transforms.evaluation`).
 
     Parameters
     ----------
@@ -226,7 +226,7 @@ def transform_test(imgs, short, max_size=1024, mean=MEAN, std=STD):
     >>> x.shape, img.shape
     ((1, 3, 120, 160), (120, 160, 3))
     """
-    return inference.transform_images(imgs, short, max_size, mean=mean, std=std)
+    return evaluation.transform_images(imgs, short, max_size, mean=mean, std=std)
 
 
 def load_test(filenames, short, max_size=1024, mean=MEAN, std=STD):
@@ -260,4 +260,4 @@ def load_test(filenames, short, max_size=1024, mean=MEAN, std=STD):
     >>> len(xs), len(imgs)
     (2, 2)
     """
-    return inference.load_images(filenames, short, max_size, mean=mean, std=std)
+    return evaluation.load_images(filenames, short, max_size, mean=mean, std=std)

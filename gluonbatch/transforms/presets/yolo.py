@@ -21,7 +21,7 @@ Examples
 import numpy as np
 
 from ...targets.yolo import YOLO3Targets
-from .. import inference
+from .. import evaluation
 from .ssd import MEAN, STD, SSDAugmentation, SSDDefaultValTransform
 
 __all__ = ['YOLO3DefaultTrainTransform', 'YOLO3DefaultValTransform', 'transform_test',
@@ -76,7 +76,7 @@ class YOLO3DefaultValTransform(SSDDefaultValTransform):
 def transform_test(imgs, short=416, max_size=1024, stride=1, mean=MEAN, std=STD):
     """gluoncv's ``yolo.transform_test``: images resized (shorter side to ``short``,
     longer side at most ``max_size``, both sides multiples of ``stride``) and normalized
-    as the network's test-time input (:mod:`gluonbatch.transforms.inference`).
+    as the network's test-time input (:mod:`gluonbatch.transforms.evaluation`).
 
     Parameters
     ----------
@@ -106,7 +106,7 @@ def transform_test(imgs, short=416, max_size=1024, stride=1, mean=MEAN, std=STD)
     >>> x.shape, img.shape
     ((1, 3, 416, 544), (416, 544, 3))
     """
-    return inference.transform_images(imgs, short, max_size, stride, mean=mean, std=std)
+    return evaluation.transform_images(imgs, short, max_size, stride, mean=mean, std=std)
 
 
 def load_test(filenames, short=416, max_size=1024, stride=1, mean=MEAN, std=STD):
@@ -140,4 +140,4 @@ def load_test(filenames, short=416, max_size=1024, stride=1, mean=MEAN, std=STD)
     >>> len(xs), len(imgs)
     (2, 2)
     """
-    return inference.load_images(filenames, short, max_size, stride, mean=mean, std=std)
+    return evaluation.load_images(filenames, short, max_size, stride, mean=mean, std=std)

@@ -20,7 +20,7 @@ import pytest
 from gluoncv.data.transforms import presets as gcv_presets
 from mxnet import npx
 
-from gluonbatch.transforms import inference, presets
+from gluonbatch.transforms import evaluation, presets
 from helpers import jpeg_bytes
 
 MODULES = ['ssd', 'yolo', 'rcnn', 'center_net']
@@ -257,7 +257,7 @@ def test_resize_size_is_gluoncvs_for_every_stride():
              (1, 3000, 600, 1000, 1)]
     for height, width, short, max_size, mult_base in cases:
         image = mx.nd.zeros((height, width, 3), dtype='uint8')
-        size = inference.resize_short_within_size(height, width, short, max_size, mult_base)
+        size = evaluation.resize_short_within_size(height, width, short, max_size, mult_base)
         try:
             shape = resize_short_within(image, short, max_size, mult_base=mult_base).shape
         except mx.base.MXNetError:  # nothing left: ours says so (see above)
