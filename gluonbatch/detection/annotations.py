@@ -21,9 +21,12 @@ its annotations:
 """
 import json
 import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
+from .._core.typing import PathLike
 from .._core.wording import plural
 
 __all__ = ['MANIFEST', 'FORMAT', 'ID_COL', 'make_manifest', 'write_manifest', 'read_manifest',
@@ -38,8 +41,11 @@ ID_COL = 'key'
 _SOURCES = ('voc', 'coco')
 
 
-def make_manifest(source, classes, shards, segmentation=False, index_map=None,
-                  category_ids=None, options=None):
+def make_manifest(source: Literal['voc', 'coco'], classes: Iterable[str],
+                  shards: Iterable[tuple[str, int]], segmentation: bool = False,
+                  index_map: Mapping[str, int] | None = None,
+                  category_ids: Iterable[int] | None = None,
+                  options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The manifest of a converted dataset, as a dict.
 
     Parameters
@@ -72,14 +78,14 @@ def make_manifest(source, classes, shards, segmentation=False, index_map=None,
             'shards': [[stem, int(count)] for stem, count in shards]}
 
 
-def write_manifest(path, manifest):
+def write_manifest(path: PathLike, manifest: Mapping[str, Any]) -> None:
     """Write ``manifest`` (from :func:`make_manifest`) to ``path``."""
     with open(path, 'w', encoding='utf-8') as handle:
         json.dump(manifest, handle, indent=1)
         handle.write('\n')
 
 
-def read_manifest(directory):
+def read_manifest(directory: PathLike) -> dict[str, Any]:
     """The manifest of the dataset in ``directory``, checked.
 
     Raises
@@ -129,13 +135,13 @@ def _manifest_problem(manifest):
     return None
 
 
-def encode_annotations(annotations):
+def encode_annotations(annotations: Mapping[str, Any]) -> bytes:
     """A record's ``json`` member: ``annotations`` (a dict) as compact UTF-8 JSON."""
     return json.dumps(annotations, ensure_ascii=False, separators=(',', ':'),
                       allow_nan=False).encode('utf-8')
 
 
-def decode_annotations(data, where):
+def decode_annotations(data: bytes, where: str) -> dict[str, Any]:
     """The dict of a record's ``json`` member ``data``; ValueError naming ``where``."""
     try:
         annotations = json.loads(data)
@@ -146,7 +152,7 @@ def decode_annotations(data, where):
     return annotations
 
 
-def record_label(annotations):
+def record_label(annotations: Mapping[str, Any]) -> np.ndarray | None:
     """The label array of a record, as gluoncv's dataset gives it.
 
     >>> record_label({'label': [[1.0, 2.0, 3.0, 4.0, 0, 0]], 'label_dtype': 'float64'})
@@ -161,7 +167,7 @@ def record_label(annotations):
     return np.array(annotations['label'], dtype=annotations.get('label_dtype', 'float64'))
 
 
-def record_polygons(annotations):
+def record_polygons(annotations: Mapping[str, Any]) -> list[list[np.ndarray]] | None:
     """Per object, its polygons as float32 ``(points, 2)`` arrays (gluoncv's
     ``COCOInstance`` format).
 

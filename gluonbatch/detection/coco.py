@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 
+from .._core.typing import PathLike
 from .._core.checks import check_int, described, is_int, is_real
 from .convert import (Record, caption, destination, label_fields, show_progress, source_root, write_dataset)
 from .annotations import encode_annotations
@@ -14,8 +15,10 @@ from .._core.console import counted, stage_named
 __all__ = ['from_coco']
 
 
-def from_coco(root, dst, split='train2017', segmentation=False, min_object_area=None,
-              use_crowd=True, skip_empty=True, samples_per_shard=1000, progress=None):
+def from_coco(root: PathLike, dst: PathLike, split: str = 'train2017', segmentation: bool = False,
+              min_object_area: float | None = None, use_crowd: bool = True,
+              skip_empty: bool = True, samples_per_shard: int = 1000,
+              progress: bool | None = None) -> str:
     """Convert MS COCO, as gluoncv reads it from ``root``, into detection shards in
     ``dst``: record ``i`` is item ``i`` of gluoncv's ``COCODetection(root,
     'instances_<split>', min_object_area=..., skip_empty=..., use_crowd=...)``, or with

@@ -12,16 +12,19 @@ too, which :class:`~gluonbatch.curation.ImageTextPairDataset` and ``verify`` rea
 once shards are being written) and its parquet row. The members are written in that
 order, next to each other.
 """
-import collections
 import os
 import sys
 import time
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import ArrayLike, DTypeLike
 
 from .._core.checks import check_int, described
 from .._core.console import is_terminal
+from .._core.typing import PathLike
 from .._core.wording import plural
 from ..shards.commit import BACK, recover, staging
 from .annotations import ID_COL, MANIFEST, make_manifest, write_manifest
@@ -32,17 +35,23 @@ from ..shards.writer import ShardWriter, id_digits, record_key, shard_moves
 __all__ = ['Record', 'label_fields', 'caption', 'source_root', 'show_progress',
            'destination', 'write_dataset', 'STEM_DIGITS']
 
-#: One image to write: ``image`` (its file's path), ``ext`` (its member's extension),
-#: ``caption`` (the ``txt`` member, a str), ``annotations`` (the ``json`` member's bytes)
-#: and ``row`` (its parquet row, a dict of the columns but ``key``).
-Record = collections.namedtuple('Record', 'image ext caption annotations row')
+class Record(NamedTuple):
+    """One image to write: ``image`` (its file's path), ``ext`` (its member's extension),
+    ``caption`` (the ``txt`` member), ``annotations`` (the ``json`` member's bytes) and
+    ``row`` (its parquet row, the columns but ``key``)."""
+
+    image: str
+    ext: str
+    caption: str
+    annotations: bytes
+    row: dict[str, Any]
 
 #: Digits of a converted dataset's shard numbers (``00000.tar``).
 STEM_DIGITS = 5
 _MANIFEST_TMP = '.' + MANIFEST + '.tmp'
 
 
-def label_fields(rows, dtype=None):
+def label_fields(rows: ArrayLike, dtype: DTypeLike | None = None) -> dict[str, Any]:
     """A record's ``label`` and ``label_dtype``: ``rows`` as gluoncv's dataset makes its
     label array of them, ``np.array(rows)`` (then ``.astype(dtype)`` if given), so the
     dtype is numpy's choice for those values (an int label where every value is an int).
@@ -56,7 +65,7 @@ def label_fields(rows, dtype=None):
     return {'label': array.tolist(), 'label_dtype': array.dtype.name}
 
 
-def caption(names):
+def caption(names: Iterable[str]) -> str:
     """A record's caption: the class names of its label's objects, in label order.
 
     >>> caption(['dog', 'person', 'dog'])
@@ -65,7 +74,7 @@ def caption(names):
     return ', '.join(names)
 
 
-def source_root(root):
+def source_root(root: PathLike) -> str:
     """``root``, a source dataset's directory, as an absolute path; FileNotFoundError if it
     is not a directory."""
     if not isinstance(root, (str, os.PathLike)):
@@ -77,7 +86,7 @@ def source_root(root):
     return root
 
 
-def show_progress(progress):
+def show_progress(progress: bool | None) -> bool:
     """Whether to show progress: ``progress`` (a bool), or by default where ``sys.stderr``
     is a terminal (a bar)."""
     if progress is None:
@@ -87,7 +96,7 @@ def show_progress(progress):
     return progress
 
 
-def destination(dst, what):
+def destination(dst: PathLike, what: str) -> str:
     """The absolute path of ``dst``, a directory to write a new dataset into (made later
     if missing); ValueError if it holds shards or a manifest already. What a killed run
     left there is settled first. ``what`` (``'from_voc'``) starts the messages."""
@@ -115,7 +124,8 @@ def _column_types(rows):
             else pa.array([row[name] for row in rows]).type for name in rows[0]}
 
 
-def write_dataset(records, dst, what, samples_per_shard, show, **manifest):
+def write_dataset(records: Sequence[Record], dst: str, what: str, samples_per_shard: int,
+                  show: bool, **manifest: Any) -> str:
     """Write ``records`` (a list of :data:`Record`, in dataset order) into ``dst`` (from
     :func:`destination`; made if missing, and removed again if the run made it and fails),
     ``samples_per_shard`` per shard, with the manifest :func:`make_manifest` makes of

@@ -1,8 +1,11 @@
 """Detection datasets on shards: :class:`DetectionShards`, gluoncv's VOC and COCO items read
 at random from tar shards."""
 import os
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .._core.checks import describe
+from .._core.typing import PathLike
 from ..shards.commit import reading
 from ..shards.decode import decode_image_of
 from .annotations import ID_COL, decode_annotations, read_manifest, record_label, record_polygons
@@ -60,7 +63,7 @@ class DetectionShards(ShardDataset):
     >>> ds.close(); tmp.cleanup()
     """
 
-    def __init__(self, path, transform=None):
+    def __init__(self, path: PathLike, transform: Callable[..., Any] | None = None) -> None:
         self.path = os.path.abspath(os.path.expanduser(os.fspath(path)))
         if transform is not None and not callable(transform):
             raise TypeError('transform must be callable or None, got %s' % describe(transform))
@@ -76,11 +79,11 @@ class DetectionShards(ShardDataset):
                 shards.append(shard)
         # an epoch reads every record: a shard's table at once beats a lookup per read
         super().__init__(shards, RecordReader(shards, ID_COL, lookups=False))
-        self._metadata = None
+        self._metadata: Any = None
         source = self._manifest['source']
         classes = self._manifest['classes']
         # as gluoncv spells them: VOC's classes a tuple, COCO's a list
-        self._classes = tuple(classes) if source == 'voc' else list(classes)
+        self._classes: Sequence[str] = tuple(classes) if source == 'voc' else list(classes)
         index_map = self._manifest.get('index_map')
         self.index_map = dict(index_map) if index_map else \
             {name: number for number, name in enumerate(classes)}
@@ -93,32 +96,32 @@ class DetectionShards(ShardDataset):
     # ---------------------------------------------------------------- properties
 
     @property
-    def classes(self):
+    def classes(self) -> Sequence[str]:
         """The class names, in label order (a tuple for VOC, a list for COCO, as gluoncv)."""
         return self._classes
 
     @property
-    def num_class(self):
+    def num_class(self) -> int:
         """The number of classes."""
         return len(self._classes)
 
     @property
-    def source(self):
+    def source(self) -> str:
         """``'voc'`` or ``'coco'``: which gluoncv dataset the items equal."""
         return self._manifest['source']
 
     @property
-    def segmentation(self):
+    def segmentation(self) -> bool:
         """Whether items carry polygons: ``(image, label, polygons)``."""
         return self._manifest['segmentation']
 
     @property
-    def options(self):
+    def options(self) -> dict[str, Any]:
         """The options the dataset was converted with (a copy)."""
         return dict(self._manifest['options'])
 
     @property
-    def metadata(self):
+    def metadata(self) -> Any:  # a dask.dataframe.DataFrame: Dask is imported on demand
         """The shards' parquet rows as a lazy Dask DataFrame, one partition per shard,
         indexed by record number (only the first shard's schema is read here). It needs
         Dask and pandas, which reading the records does not."""
@@ -134,7 +137,7 @@ class DetectionShards(ShardDataset):
             self._metadata = lazy_metadata(self._shards, ID_COL, meta)
         return self._metadata
 
-    def get_im_aspect_ratio(self):
+    def get_im_aspect_ratio(self) -> list[float]:
         """Width / height of each image, from the sizes its annotations give (the parquet
         files' ``width`` and ``height``), as gluoncv's ``COCODetection`` gives them; for
         aspect-ratio bucketing samplers."""
@@ -152,7 +155,7 @@ class DetectionShards(ShardDataset):
 
     # ---------------------------------------------------------------- reading
 
-    def annotations(self, idx):
+    def annotations(self, idx: int) -> dict[str, Any]:
         """Record ``idx``'s annotations: the dict its ``json`` member holds (the label, and
         the source's annotations of the image and its objects).
 
@@ -176,12 +179,12 @@ class DetectionShards(ShardDataset):
     def _annotations(self, members, i):
         return decode_annotations(members['json'], self._member(i, 'json'))
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: int) -> Any:
         i = self._index(idx)
         members = dict(self._reader.read_members(i))
         annotations = self._annotations(members, i)
         image = self._image(members, i)
-        item = (image, record_label(annotations))
+        item: tuple[Any, ...] = (image, record_label(annotations))
         if self._manifest['segmentation']:
             item += (record_polygons(annotations),)
         return item if self._transform is None else self._transform(*item)

@@ -10,19 +10,24 @@ import io
 import json
 import os
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 
 import numpy as np
 
 from .._core.checks import check_int, described, is_int
-from .sources import COCO_CATEGORIES, VOC_CLASSES, coco_split, voc_splits
+from .._core.typing import PathLike
+from .sources import COCO_CATEGORIES, VOC_CLASSES, VocSplit, coco_split, voc_splits
 
 __all__ = ['make_voc_example', 'make_coco_example']
 
 _POSES = ('Unspecified', 'Left', 'Right', 'Frontal', 'Rear')
 
 
-def make_voc_example(root, num_images=8, splits=((2007, 'trainval'), (2012, 'trainval')),
-                     size=(500, 375), seed=0, quality=90):
+def make_voc_example(root: PathLike, num_images: int = 8,
+                     splits: VocSplit | Sequence[VocSplit] = ((2007, 'trainval'),
+                                                              (2012, 'trainval')),
+                     size: tuple[int, int] = (500, 375), seed: int = 0,
+                     quality: int = 90) -> str:
     """Write a small Pascal VOC dataset under ``root`` in gluoncv's layout; returns ``root``.
 
     Per split, ``num_images`` images ``<folder>/JPEGImages/<id>.jpg`` (ids ``000001``,
@@ -65,7 +70,7 @@ def make_voc_example(root, num_images=8, splits=((2007, 'trainval'), (2012, 'tra
     rng = np.random.default_rng(check_int(seed, 'seed'))
     quality = check_int(quality, 'quality', minimum=1)
     root = os.fspath(root)
-    counts = {}
+    counts: dict[str, int] = {}  # images written per folder
     for _, folder, name in voc_splits(splits):
         base = os.path.join(root, folder)
         for sub in ('JPEGImages', 'Annotations', os.path.join('ImageSets', 'Main')):
@@ -151,8 +156,9 @@ def _jpeg(rng, width, height, boxes, quality):
     return encoded.getvalue()
 
 
-def make_coco_example(root, split='train2017', num_images=8,
-                      sizes=((640, 480), (480, 640), (640, 427)), seed=0, quality=90):
+def make_coco_example(root: PathLike, split: str = 'train2017', num_images: int = 8,
+                      sizes: Sequence[tuple[int, int]] = ((640, 480), (480, 640), (640, 427)),
+                      seed: int = 0, quality: int = 90) -> str:
     """Write a small COCO dataset under ``root`` in gluoncv's layout; returns ``root``.
 
     ``root/annotations/instances_<split>.json`` holds COCO 2017's 80 categories (their real

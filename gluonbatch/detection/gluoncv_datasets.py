@@ -19,15 +19,18 @@ Examples
 ...           (ours[1][1] == theirs[1][1]).all())
 4 True True
 """
+from typing import Any
+
 import numpy as np
 from gluoncv import data as gluoncv_data
 
 from .._core import jpeg
+from .._core.typing import NDArray, PathLike
 
 __all__ = ['VOCDetection', 'COCODetection', 'COCOInstance', 'read_image']
 
 
-def read_image(path):
+def read_image(path: PathLike) -> NDArray:
     """The image file at ``path`` as ``mx.image.imread(path, 1)`` gives it (an (H, W, 3)
     uint8 RGB NDArray), its JPEG decoded by libjpeg-turbo where it can be."""
     with open(path, 'rb') as handle:
@@ -37,7 +40,7 @@ def read_image(path):
 class VOCDetection(gluoncv_data.VOCDetection):
     """gluoncv's ``VOCDetection``, its images decoded faster (same items)."""
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: int) -> Any:
         folder_and_id = self._items[idx]
         label = self._label_cache[idx] if self._label_cache else self._load_label(idx)
         image = read_image(self._image_path.format(*folder_and_id))
@@ -49,7 +52,7 @@ class VOCDetection(gluoncv_data.VOCDetection):
 class COCODetection(gluoncv_data.COCODetection):
     """gluoncv's ``COCODetection``, its images decoded faster (same items)."""
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: int) -> Any:
         label = self._labels[idx]
         image = read_image(self._items[idx])
         if self._transform is not None:
@@ -60,7 +63,7 @@ class COCODetection(gluoncv_data.COCODetection):
 class COCOInstance(gluoncv_data.COCOInstance):
     """gluoncv's ``COCOInstance``, its images decoded faster (same items)."""
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: int) -> Any:
         label, polygons = self._labels[idx], self._segms[idx]
         image = read_image(self._items[idx])
         if self._transform is not None:

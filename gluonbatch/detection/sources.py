@@ -12,9 +12,15 @@ Examples
 >>> len(VOC_CLASSES), len(COCO_CATEGORIES), COCO_CATEGORIES[-1]
 (20, 80, (90, 'toothbrush', 'indoor'))
 """
+from collections.abc import Sequence
+from typing import TypeAlias
+
 from .._core.checks import described, is_int
 
 __all__ = ['VOC_CLASSES', 'COCO_CATEGORIES', 'voc_splits', 'coco_split']
+
+#: One VOC split: ``(year or folder, list name)``, or ``'YEAR:NAME'``.
+VocSplit: TypeAlias = tuple[int | str, str] | str
 
 #: Pascal VOC's 20 classes, in gluoncv's label order.
 VOC_CLASSES = ('aeroplane', 'bicycle', 'bird', 'boat', 'bottle', 'bus', 'car', 'cat',
@@ -54,7 +60,7 @@ COCO_CATEGORIES = tuple((first + offset, name, supercategory)
                         for offset, name in enumerate(names))
 
 
-def voc_splits(splits):
+def voc_splits(splits: VocSplit | Sequence[VocSplit]) -> list[tuple[int | str, str, str]]:
     """``splits`` checked, as ``[(given, folder, list name), ...]``.
 
     A split is ``(year or folder, list name)`` or the string ``'YEAR:NAME'``. As gluoncv:
@@ -105,7 +111,7 @@ def _voc_split(split):
     return given, folder, name
 
 
-def coco_split(split):
+def coco_split(split: str) -> tuple[str, str]:
     """``(image folder, annotation file stem)`` of COCO split ``split``: ``'train2017'`` or
     gluoncv's ``'instances_train2017'``.
 

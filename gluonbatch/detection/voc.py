@@ -3,11 +3,14 @@ import logging
 import math
 import os
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from .._core.checks import check_choice, check_int, described, is_int
 from .convert import (Record, caption, destination, label_fields, show_progress, source_root, write_dataset)
 from .annotations import encode_annotations
-from .sources import VOC_CLASSES, voc_splits
+from .._core.typing import PathLike
+from .sources import VOC_CLASSES, VocSplit, voc_splits
 from .._core.console import counted, stage_named
 
 __all__ = ['from_voc']
@@ -16,8 +19,11 @@ _LOG = logging.getLogger(__name__)
 _BOX = ('xmin', 'ymin', 'xmax', 'ymax')
 
 
-def from_voc(root, dst, splits=((2007, 'trainval'), (2012, 'trainval')), classes=None,
-             index_map=None, samples_per_shard=1000, invalid_boxes='error', progress=None):
+def from_voc(root: PathLike, dst: PathLike,
+             splits: VocSplit | Sequence[VocSplit] = ((2007, 'trainval'), (2012, 'trainval')),
+             classes: Sequence[str] | None = None, index_map: Mapping[str, int] | None = None,
+             samples_per_shard: int = 1000, invalid_boxes: Literal['error', 'drop'] = 'error',
+             progress: bool | None = None) -> str:
     """Convert Pascal VOC, as gluoncv reads it from ``root``, into detection shards in
     ``dst``: record ``i`` is item ``i`` of gluoncv's ``VOCDetection(root, splits,
     index_map=index_map)``.
@@ -92,18 +98,18 @@ def from_voc(root, dst, splits=((2007, 'trainval'), (2012, 'trainval')), classes
     """
     what = 'from_voc'
     root = source_root(root)
-    splits = voc_splits(splits)
+    listed = voc_splits(splits)
     classes, index_map = _classes(classes, index_map)
     samples_per_shard = check_int(samples_per_shard, 'samples_per_shard', minimum=1)
     invalid_boxes = check_choice(invalid_boxes, 'invalid_boxes', ('error', 'drop'))
     show = show_progress(progress)
     path = destination(dst, what)
-    items = _listed(root, splits)
+    items = _listed(root, listed)
     index = set(classes)
     with stage_named('reading annotations'):
         records = [_record(root, folder, image_id, index, index_map, invalid_boxes)
                    for folder, image_id in counted(items, what, 'image', show)]
-    options = {'splits': [[given, name] for given, _, name in splits],
+    options = {'splits': [[given, name] for given, _, name in listed],
                'invalid_boxes': invalid_boxes, 'samples_per_shard': samples_per_shard}
     return write_dataset(records, path, what, samples_per_shard, show, source='voc',
                          classes=classes, index_map=index_map, options=options)
