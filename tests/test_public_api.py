@@ -59,6 +59,8 @@ PUBLIC = {
     'gluonbatch.transforms.boxes': ['translate', 'crop', 'resize', 'flip'],
     'gluonbatch.transforms.color': ['GRAY', 'identity', 'brightness', 'contrast', 'saturation',
         'hue', 'compose', 'invert', 'apply', 'normalize', 'distort'],
+    'gluonbatch.transforms.crops': ['crop_overlap', 'covers', 'canvas_crop', 'fill_shift',
+        'resize_crop'],
     'gluonbatch.transforms.draws': ['ColorDistort', 'Expand', 'Crop', 'SSDDraw',
         'CROP_CONSTRAINTS', 'draw_color_distort', 'draw_expand', 'draw_crop', 'draw_interp',
         'draw_flip', 'draw_ssd'],
@@ -137,7 +139,8 @@ def test_every_public_module_imports_with_its_names(module):
 
 
 #: Modules renamed without an alias: nothing answers at the old path.
-RENAMED = {'gluonbatch.transforms.inference': 'gluonbatch.transforms.evaluation',
+RENAMED = {'gluonbatch.transforms.windows': 'gluonbatch.transforms.crops',
+           'gluonbatch.transforms.inference': 'gluonbatch.transforms.evaluation',
            'gluonbatch._core.inference': 'gluonbatch._core.shape_inference'}
 
 
@@ -146,6 +149,15 @@ def test_a_renamed_module_is_gone_from_its_old_path(old):
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(old)
     assert importlib.import_module(RENAMED[old]).__name__ == RENAMED[old]
+
+
+def test_the_crop_names_have_no_alias_under_their_old_names():
+    crops = _import_quietly('gluonbatch.transforms.crops')
+    crop = _import_quietly('gluonbatch.transforms.draws').Crop(0, 0, 4, 3, True)
+    assert crop.crop_box == (0, 0, 4, 3)
+    old = ['window_overlap', 'canvas_window', 'resize_window']
+    assert [name for name in old if hasattr(crops, name)] == []
+    assert not hasattr(crop, 'box_window')
 
 
 # In a fresh interpreter: the libraries the package uses imported first (their own warnings

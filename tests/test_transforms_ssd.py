@@ -26,7 +26,7 @@ from gluoncv.data.transforms.presets import ssd as gcv_ssd
 from gluoncv.data.transforms.presets import yolo as gcv_yolo
 
 from gluonbatch._core import scratch
-from gluonbatch.transforms import boxes, color, draws, pixels, reach, windows
+from gluonbatch.transforms import boxes, color, crops, draws, pixels, reach
 from gluonbatch.transforms.presets import center_net, rcnn, ssd, yolo
 
 #: max |difference| of normalized train images (float32 resizes by two OpenCV versions)
@@ -129,7 +129,7 @@ def assert_sample_equal(ours, theirs, atol=IMAGE_ATOL):
 @pytest.mark.filterwarnings('ignore:overflow encountered:RuntimeWarning')  # float16 areas
 @pytest.mark.parametrize('dtype', ['float64', 'float32', 'int32', 'float16'])
 def test_crop_draws_and_choice_match_gluoncv(dtype):
-    """gluoncv's random_crop_with_constraints and draw_crop: same windows, same boxes,
+    """gluoncv's random_crop_with_constraints and draw_crop: same crops, same boxes,
     same generator states, over random labels (the skipped trials change nothing)."""
     rng = np.random.default_rng(1 if dtype == 'float64' else 2)
     for seed in range(300 if dtype in ('float64', 'float32') else 120):
@@ -143,7 +143,7 @@ def test_crop_draws_and_choice_match_gluoncv(dtype):
         crop = draws.draw_crop(label, (width, height))
         assert rng_states() == want_state
         assert (crop.x, crop.y, crop.width, crop.height) == tuple(want_crop)
-        got = boxes.crop(label, crop.box_window) if crop.clip else label
+        got = boxes.crop(label, crop.crop_box) if crop.clip else label
         assert got.dtype == want_boxes.dtype
         np.testing.assert_array_equal(got, want_boxes)
 
@@ -167,14 +167,14 @@ def test_crop_draws_match_gluoncv_on_odd_labels():
         crop = draws.draw_crop(label, (300, 200))
         assert rng_states() == want_state
         assert (crop.x, crop.y, crop.width, crop.height) == tuple(want_crop)
-        got = boxes.crop(label, crop.box_window) if crop.clip else label
+        got = boxes.crop(label, crop.crop_box) if crop.clip else label
         np.testing.assert_array_equal(got, want_boxes)
 
 
 @pytest.mark.parametrize('dtype', ['float64', 'float32', 'float16', 'int64'])
 def test_skipped_trials_are_only_trials_that_fail(dtype):
-    """The area bound never skips a window that passes, down to windows whose IoU equals
-    the threshold exactly (a box inside a window of ``area / threshold``)."""
+    """The area bound never skips a crop that passes, down to crops whose IoU equals
+    the threshold exactly (a box inside a crop of ``area / threshold``)."""
     rng = np.random.default_rng(6)
     thresholds = (0.1, 0.3, 0.5, 0.7, 0.9)
     checked = 0
@@ -304,7 +304,7 @@ def test_yolo_mixup_labels_keep_their_ratio_column():
 
 
 def test_tiny_images_fail_where_gluoncv_fails():
-    """A crop window of no pixels: gluoncv fails in its arithmetic, this in a ValueError;
+    """A crop of no pixels: gluoncv fails in its arithmetic, this in a ValueError;
     every other sample equals gluoncv's."""
     rng = np.random.default_rng(14)
     ours, theirs = _presets('ssd', 16, 12)
@@ -377,7 +377,7 @@ def test_draw_then_apply_is_the_call_and_apply_is_pure():
         np.testing.assert_array_equal(first[1].astype(np.float32), want[1])
 
 
-def test_threads_share_no_window_buffer():
+def test_threads_share_no_crop_buffer():
     """The reused zero buffer is per thread: samples applied in threads at once equal the
     same samples applied one by one."""
     rng = np.random.default_rng(18)
@@ -402,7 +402,7 @@ def test_threads_share_no_window_buffer():
         np.testing.assert_array_equal(a, b)
 
 
-def test_canvas_window_equals_a_built_canvas():
+def test_canvas_crop_equals_a_built_canvas():
     rng = np.random.default_rng(19)
     src = random_image(rng, 13, 17)
     for _ in range(200):
@@ -416,113 +416,113 @@ def test_canvas_window_equals_a_built_canvas():
         w, h = min(w, canvas.shape[1] - x), min(h, canvas.shape[0] - y)
         if w < 1 or h < 1:
             continue
-        with windows.canvas_window(src, (x, y, w, h), offset, shift) as window:
-            np.testing.assert_array_equal(window, canvas[y:y + h, x:x + w])
-    with windows.canvas_window(src, (0, 0, 40, 40), (0, 0), None):
-        with windows.canvas_window(src, (0, 0, 30, 30), (2, 2), (1., 2., 3.)) as inner:
+        with crops.canvas_crop(src, (x, y, w, h), offset, shift) as crop:
+            np.testing.assert_array_equal(crop, canvas[y:y + h, x:x + w])
+    with crops.canvas_crop(src, (0, 0, 40, 40), (0, 0), None):
+        with crops.canvas_crop(src, (0, 0, 30, 30), (2, 2), (1., 2., 3.)) as inner:
             assert inner[0, 0].tolist() == [0, 0, 0] and inner[2, 2, 0] == src[0, 0, 0] - 1
     with pytest.raises(RuntimeError):
-        with windows.canvas_window(src, (0, 0, 30, 30), (5, 5), (1., 2., 3.)):
+        with crops.canvas_crop(src, (0, 0, 30, 30), (5, 5), (1., 2., 3.)):
             raise RuntimeError
-    with windows.canvas_window(src, (0, 0, 30, 30), (9, 9), (1., 2., 3.)) as window:
-        assert not window[:9].any()  # the reused buffer was zeroed again
+    with crops.canvas_crop(src, (0, 0, 30, 30), (9, 9), (1., 2., 3.)) as crop:
+        assert not crop[:9].any()  # the reused buffer was zeroed again
 
 
-def position_rounding(window, interp):
-    """How far (relative to the largest value) a part of a window resized from its end
-    may be from the whole window's resize: OpenCV rounds sample positions to float32, so
-    positions computed from the other end differ by up to an ulp of the window's side,
+def position_rounding(crop, interp):
+    """How far (relative to the largest value) a part of a crop resized from its end
+    may be from the whole crop's resize: OpenCV rounds sample positions to float32, so
+    positions computed from the other end differ by up to an ulp of the crop's side,
     which cubic's and Lanczos's steep taps turn into a few times that; float32 rounding
     otherwise."""
     if interp not in (2, 4):
         return 2e-5
-    return max(2e-5, 4 * max(window[2], window[3]) * 2.0 ** -24)
+    return max(2e-5, 4 * max(crop[2], crop[3]) * 2.0 ** -24)
 
 
 @settings(deadline=None)
 @given(seed=st.integers(0, 2 ** 32 - 1), interp=st.integers(0, 4),
        dtype=st.sampled_from([np.uint8, np.float32]), shifted=st.booleans(),
        size=st.tuples(st.integers(1, 160), st.integers(1, 160)),
-       window=st.tuples(st.integers(0, 200), st.integers(0, 200), st.integers(1, 400),
-                        st.integers(1, 400)),
+       crop=st.tuples(st.integers(0, 200), st.integers(0, 200), st.integers(1, 400),
+                      st.integers(1, 400)),
        offset=st.tuples(st.integers(0, 200), st.integers(0, 200)))
-def test_resize_window_is_the_resized_canvas_window(seed, interp, dtype, shifted, size,
-                                                    window, offset):
-    """Windows of every sort (all fill, all image, image in some rows, growing and
+def test_resize_crop_is_the_resized_canvas_crop(seed, interp, dtype, shifted, size, crop,
+                                                offset):
+    """Crops of every sort (all fill, all image, image in some rows, growing and
     shrinking, parts resized from either end): within float32 rounding of resizing the
-    whole window (OpenCV rounds sample positions to float32, and a part resized from the
-    window's end computes them from there), and the zero buffer stays zero for the next
-    window."""
+    whole crop (OpenCV rounds sample positions to float32, and a part resized from the
+    crop's end computes them from there), and the zero buffer stays zero for the next
+    crop."""
     rng = np.random.default_rng(seed)
     src = (rng.integers(0, 256, (int(rng.integers(1, 90)), int(rng.integers(1, 90)), 3))
            .astype(dtype))
     shift = rng.uniform(-100, 100, 3) if shifted else None
-    got = windows.resize_window(src, window, offset, size, interp, shift)
-    with windows.canvas_window(src, window, offset, shift) as img:
+    got = crops.resize_crop(src, crop, offset, size, interp, shift)
+    with crops.canvas_crop(src, crop, offset, shift) as img:
         want = pixels.resize(img, size, interp)
     assert got.shape == want.shape and got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=0,
-                               atol=position_rounding(window, interp) * max(1, np.abs(want).max()))
-    for shape in ((window[3], size[0], 3), (window[3], window[2], 3)):  # every lease made
+                               atol=position_rounding(crop, interp) * max(1, np.abs(want).max()))
+    for shape in ((crop[3], size[0], 3), (crop[3], crop[2], 3)):  # every lease made
         with scratch.zeros(shape) as zeros:
             assert not zeros.any()
 
 
 @pytest.fixture
 def built(monkeypatch):
-    """The windows ``resize_window`` builds (``canvas_window``'s calls), in order."""
+    """The crops ``resize_crop`` builds (``canvas_crop``'s calls), in order."""
     calls = []
-    whole = windows.canvas_window
+    whole = crops.canvas_crop
 
-    def recording(src, window, offset=(0, 0), shift=None):
-        calls.append(tuple(window))
-        return whole(src, window, offset, shift)
+    def recording(src, crop, offset=(0, 0), shift=None):
+        calls.append(tuple(crop))
+        return whole(src, crop, offset, shift)
 
-    monkeypatch.setattr(windows, 'canvas_window', recording)
+    monkeypatch.setattr(crops, 'canvas_crop', recording)
     return calls
 
 
-def test_resize_window_averages_only_the_rows_that_show_the_image(built):
-    """Area averaging of a shrinking window with rows of fill builds only the band of
-    rows the image shows in; growing windows and other interpolations the whole window."""
+def test_resize_crop_averages_only_the_rows_that_show_the_image(built):
+    """Area averaging of a shrinking crop with rows of fill builds only the band of
+    rows the image shows in; growing crops and other interpolations the whole crop."""
     src = np.full((20, 30, 3), 9, np.uint8)
-    windows.resize_window(src, (0, 0, 60, 80), (10, 30), (12, 16), pixels.AREA)
+    crops.resize_crop(src, (0, 0, 60, 80), (10, 30), (12, 16), pixels.AREA)
     assert built == [(0, 30, 60, 20)]
     for interp, size in ((pixels.BILINEAR, (12, 16)), (pixels.AREA, (12, 100))):
         built.clear()
-        windows.resize_window(src, (0, 0, 60, 80), (10, 60), size, interp)
+        crops.resize_crop(src, (0, 0, 60, 80), (10, 60), size, interp)
         assert built == [(0, 0, 60, 80)]
 
 
 @pytest.mark.parametrize('interp', range(5))
 @pytest.mark.parametrize('corner', ['start', 'end'])
 @pytest.mark.parametrize('size', [(100, 75), (100, 400)])
-def test_resize_window_resizes_only_the_part_its_outputs_read(built, interp, corner, size):
-    """Outputs whose taps read fill alone are zeros, so the window is built and resized only
-    up to the outputs that read the image: from the window's start for every interpolation,
+def test_resize_crop_resizes_only_the_part_its_outputs_read(built, interp, corner, size):
+    """Outputs whose taps read fill alone are zeros, so the crop is built and resized only
+    up to the outputs that read the image: from the crop's start for every interpolation,
     from its end (mirrored) where the resize treats both ends alike (not nearest, nor area
-    where a side grows). The image is the whole window's resize, within float32 rounding of
+    where a side grows). The image is the whole crop's resize, within float32 rounding of
     sample positions."""
     rng = np.random.default_rng(interp)
     src = random_image(rng, 30, 40)
-    window, shift = (5, 7, 400, 300), (10., -20., 30.)
-    offset = (5, 7) if corner == 'start' else (365, 277)   # the window's top left or bottom right
-    with windows.canvas_window(src, window, offset, shift) as img:
+    crop, shift = (5, 7, 400, 300), (10., -20., 30.)
+    offset = (5, 7) if corner == 'start' else (365, 277)   # the crop's top left or bottom right
+    with crops.canvas_crop(src, crop, offset, shift) as img:
         want = pixels.resize(img, size, interp)
     built.clear()
-    got = windows.resize_window(src, window, offset, size, interp, shift)
+    got = crops.resize_crop(src, crop, offset, size, interp, shift)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
     assert built and all(part[:2] in ((0, 0), (0, 270)) for part in built)
-    if corner == 'end' and not reach.symmetric(interp, window[2:], size):
+    if corner == 'end' and not reach.symmetric(interp, crop[2:], size):
         assert built in ([(0, 0, 400, 300)], [(0, 270, 400, 30)])  # whole, or its band
     else:
         assert built[0][2] < 400 / 2 and built[-1][3] < 300 / 2
 
 
-@pytest.mark.parametrize('window, size', [((0, 0, 0, 5), (4, 4)), ((0, 0, 5, 5), (4, 0))])
-def test_resize_window_of_nothing_is_a_value_error(window, size):
+@pytest.mark.parametrize('crop, size', [((0, 0, 0, 5), (4, 4)), ((0, 0, 5, 5), (4, 0))])
+def test_resize_crop_of_nothing_is_a_value_error(crop, size):
     with pytest.raises(ValueError, match='at least 1x1'):
-        windows.resize_window(np.zeros((4, 4, 3), np.uint8), window, (0, 0), size, 1)
+        crops.resize_crop(np.zeros((4, 4, 3), np.uint8), crop, (0, 0), size, 1)
 
 
 def test_a_colour_map_that_cannot_be_inverted_is_a_value_error():
@@ -534,16 +534,16 @@ def test_a_colour_map_that_cannot_be_inverted_is_a_value_error():
 
 @pytest.mark.parametrize('interp', range(5))
 @pytest.mark.parametrize('offset', [(2500, 1875), (2490, 0), (0, 1875)])
-def test_resize_window_of_a_voc_image_expanded_four_times(interp, offset):
-    """A 500x375 image in a 3000x2250 window (gluoncv's largest expansion of a VOC image),
+def test_resize_crop_of_a_voc_image_expanded_four_times(interp, offset):
+    """A 500x375 image in a 3000x2250 crop (gluoncv's largest expansion of a VOC image),
     resized to 416: the part resized is within the position rounding of the whole."""
     rng = np.random.default_rng(interp)
-    src, window, shift = random_image(rng, 375, 500), (0, 0, 3000, 2250), (10., -20., 30.)
-    got = windows.resize_window(src, window, offset, (416, 416), interp, shift)
-    with windows.canvas_window(src, window, offset, shift) as img:
+    src, crop, shift = random_image(rng, 375, 500), (0, 0, 3000, 2250), (10., -20., 30.)
+    got = crops.resize_crop(src, crop, offset, (416, 416), interp, shift)
+    with crops.canvas_crop(src, crop, offset, shift) as img:
         want = pixels.resize(img, (416, 416), interp)
     np.testing.assert_allclose(got, want, rtol=0,
-                               atol=position_rounding(window, interp) * np.abs(want).max())
+                               atol=position_rounding(crop, interp) * np.abs(want).max())
 
 
 _SPIN_SCRIPT = """
@@ -603,23 +603,23 @@ def test_presets_leave_the_blas_threads_asleep():
 
 
 def test_reused_zero_buffer_never_serves_stale_pixels():
-    """Windows with fill share the thread's zero buffer: after windows that wrote pixels
-    (and one that raised), every later window is zero wherever the image is not."""
+    """Crops with fill share the thread's zero buffer: after crops that wrote pixels
+    (and one that raised), every later crop is zero wherever the image is not."""
     rng = np.random.default_rng(23)
     src = random_image(rng, 13, 17)
     shift = (-1., -2., -3.)                  # stored pixels are all >= 1: none look like fill
     for offset in ((0, 0), (20, 3), (5, 30), (60, 60)):
-        with windows.canvas_window(src, (0, 0, 48, 48), offset, shift) as window:
-            mask = np.ones(window.shape[:2], bool)
+        with crops.canvas_crop(src, (0, 0, 48, 48), offset, shift) as crop:
+            mask = np.ones(crop.shape[:2], bool)
             mask[offset[1]:offset[1] + 13, offset[0]:offset[0] + 17] = False
-            assert not window[mask].any()
-            assert (window[~mask] >= 1).all()
+            assert not crop[mask].any()
+            assert (crop[~mask] >= 1).all()
     with pytest.raises(RuntimeError):
-        with windows.canvas_window(src, (0, 0, 48, 48), (2, 2), shift) as window:
-            window[...] = 7                   # against the rules, then an error
+        with crops.canvas_crop(src, (0, 0, 48, 48), (2, 2), shift) as crop:
+            crop[...] = 7                     # against the rules, then an error
             raise RuntimeError
-    with windows.canvas_window(src, (0, 0, 48, 48), (60, 60), shift) as window:
-        assert not window.any()
+    with crops.canvas_crop(src, (0, 0, 48, 48), (60, 60), shift) as crop:
+        assert not crop.any()
     with scratch.zeros((48, 48, 3)) as zeros:  # the buffer itself is all zeros again
         assert not zeros.any()
 

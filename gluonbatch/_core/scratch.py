@@ -1,7 +1,7 @@
 """Per-thread scratch arrays that the presets reuse from sample to sample.
 
 A preset's intermediate images (a warped image, its float32 copy, a colour-mapped image
-before it is split into planes, a canvas window) live only during one call. Allocating
+before it is split into planes, the crop of a canvas) live only during one call. Allocating
 them afresh costs more than the arithmetic done on them: a new array of a few megabytes
 usually comes as fresh pages from the kernel, and faulting those in takes longer than one
 pass of ``cv2.transform`` over them (up to 3x a whole preset, depending on how the
@@ -58,7 +58,7 @@ MAX_BUFFERS = 12
 class _Local(threading.local):
     """One thread's arrays: a byte buffer per name, the names leased now, and the all-zero
     byte buffer. Each buffer grows to the largest array taken from it, then stays: shapes
-    that change from sample to sample (crop windows, random-shape training) reuse it."""
+    that change from sample to sample (crops, random-shape training) reuse it."""
 
     def __init__(self):
         super().__init__()

@@ -14,6 +14,8 @@ array([[70., 20., 90., 40.,  1.]])
 >>> resize(label, (100, 50), (50, 100))
 array([[ 5., 40., 15., 80.,  1.]])
 """
+from typing import Sequence
+
 import numpy as np
 
 __all__ = ['translate', 'crop', 'resize', 'flip']
@@ -31,15 +33,17 @@ def translate(label, x_offset=0, y_offset=0):
     return moved
 
 
-def crop(label, window, keep_outside_center=False):
-    """Boxes seen through ``window = (x, y, width, height)``: clipped to it, shifted to its
-    origin; boxes left empty are dropped, and so (unless ``keep_outside_center``) are boxes
-    whose centre lies outside it (the half-open window ``[x, x + width)``).
+def crop(label: np.ndarray, crop_box: Sequence[float],
+         keep_outside_center: bool = False) -> np.ndarray:
+    """Boxes seen through the crop ``crop_box = (x, y, width, height)``: clipped to it,
+    shifted to its origin; boxes left empty are dropped, and so (unless
+    ``keep_outside_center``) are boxes whose centre lies outside it (half-open:
+    ``[x, x + width)``).
 
     >>> crop(np.array([[0., 0., 10., 10., 0.], [50., 50., 60., 60., 1.]]), (5, 5, 20, 20))
     array([[0., 0., 5., 5., 0.]])
     """
-    left, top, width, height = window
+    left, top, width, height = crop_box
     # float64 edges as gluoncv's np.array of Python ints/floats; the label dtype decides the
     # arithmetic below exactly as in gluoncv (numpy's in-place casting rules).
     edges = np.array((left, top, left + width, top + height))

@@ -19,7 +19,7 @@ augment alike) draw, with ``np`` and ``py`` the two generators:
    angle is py];
 2. expand: np coin [+ py ratio, py ``randint`` y, then x];
 3. ``random_crop_with_constraints``: per constraint up to 50 trials of py scale, ratio,
-   ``randrange`` top and left, until one passes; then np picks among the windows that
+   ``randrange`` top and left, until one passes; then np picks among the crops that
    passed (and the whole image) until one keeps a box;
 4. np interpolation (``randint(0, 5)``);
 5. ``random_flip``: np vertical (never true, still drawn), then np horizontal.
@@ -77,9 +77,9 @@ class Expand(NamedTuple):
 
 
 class Crop(NamedTuple):
-    """The crop window ``(x, y, width, height)`` of the (expanded) image, and whether the
+    """The crop ``(x, y, width, height)`` of the (expanded) image, and whether the
     boxes go through :func:`gluonbatch.transforms.boxes.crop` (gluoncv returns them
-    untouched when the image has no boxes, or when no candidate window keeps any)."""
+    untouched when the image has no boxes, or when no candidate crop keeps any)."""
     x: int
     y: int
     width: int
@@ -87,9 +87,9 @@ class Crop(NamedTuple):
     clip: bool
 
     @property
-    def box_window(self):
-        """The window as gluoncv's ``bbox.crop`` sees it: a zero width or height means
-        "to the far edge" there (``w if w else np.inf``)."""
+    def crop_box(self) -> tuple:
+        """The crop as gluoncv's ``bbox.crop`` takes it (its ``crop_box``): a zero width or
+        height means "to the far edge" there (``w if w else np.inf``)."""
         return (self.x, self.y, self.width or np.inf, self.height or np.inf)
 
 
@@ -163,7 +163,7 @@ def draw_expand(height, width, np_rng=None, py_rng=None, max_ratio=4, p=0.5):
 
 
 class _TrialTest:
-    """Whether a trial window of the crop passes an IoU constraint with every box: the
+    """Whether a trial crop passes an IoU constraint with every box: the
     answer of gluoncv's IoU test, bit for bit. Its box areas are in the label's dtype, the
     rest in float64: with finite values, Python floats box by box do that arithmetic;
     otherwise numpy does, with those dtypes.
@@ -185,7 +185,7 @@ class _TrialTest:
         x0, y0, x1, y1 = (corners[:, k].astype(np.float64).tolist() for k in range(4))
         areas = areas.astype(np.float64).tolist()
         self.boxes = list(zip(x0, y0, x1, y1, areas))
-        # a box of no width or height has IoU 0 (or nan) with every window
+        # a box of no width or height has IoU 0 (or nan) with every crop
         self.empty_box = any(b[2] <= b[0] or b[3] <= b[1] for b in self.boxes)
         self.area_range = (min(areas), max(areas))
         eps = np.finfo(label.dtype if label.dtype.kind == 'f' else np.float64).eps
@@ -194,7 +194,7 @@ class _TrialTest:
 
     def threshold(self, min_iou):
         """The bound of ``min(a, A) / max(a, A)`` (box areas ``a`` of :attr:`area_range`,
-        window area ``A``) below which a trial cannot pass ``min_iou``; ``None``: test
+        crop area ``A``) below which a trial cannot pass ``min_iou``; ``None``: test
         every trial, ``inf``: none can pass (a box of no area)."""
         if not (self.fast and min_iou > 0):
             return None
@@ -203,7 +203,7 @@ class _TrialTest:
         return min_iou * self.slack
 
     def hopeless(self, area, threshold):
-        """Whether a trial window of ``area`` cannot pass the constraint ``threshold``
+        """Whether a trial crop of ``area`` cannot pass the constraint ``threshold``
         (from :meth:`threshold`, not ``None``) came from."""
         lo, hi = self.area_range
         return area <= 0 or (lo / area if lo <= area else area / lo) < threshold or (
@@ -214,7 +214,7 @@ class _TrialTest:
         if not self.fast:
             return self._passes_numpy(left, top, width, height, min_iou, max_iou)
         right, bottom = float(left + width), float(top + height)
-        left, top, window_area = float(left), float(top), float(width * height)
+        left, top, crop_area = float(left), float(top), float(width * height)
         for x0, y0, x1, y1, box_area in self.boxes:
             # the overlap's edges by comparisons: cheaper than min/max calls
             inner_left = x0 if x0 > left else left
@@ -223,7 +223,7 @@ class _TrialTest:
             inner_bottom = y1 if y1 < bottom else bottom
             overlap = (inner_right - inner_left) * (inner_bottom - inner_top) if (
                 inner_left < inner_right and inner_top < inner_bottom) else 0.0
-            union = box_area + window_area - overlap
+            union = box_area + crop_area - overlap
             iou = overlap / union if union != 0 else math.nan
             if not min_iou <= iou <= max_iou:
                 return False
@@ -255,7 +255,7 @@ def _inline_random(py_rng):
 
 
 def _trials(py_rng, inline, width, height, min_scale, max_scale, max_aspect_ratio):
-    """Endless trial windows ``(x, y, w, h)`` of a ``width`` x ``height`` image, each drawn
+    """Endless trial crops ``(x, y, w, h)`` of a ``width`` x ``height`` image, each drawn
     only when asked for, as gluoncv draws one: py scale, py aspect ratio (within what the
     scale allows), then py ``randrange`` of the top and of the left offset (an empty range
     raises ``ValueError``, as in gluoncv). ``inline``: see :func:`_inline_random`."""
@@ -273,8 +273,8 @@ def _trials(py_rng, inline, width, height, min_scale, max_scale, max_aspect_rati
             ratio = floor + (min(ratio_ceil, 1 / (scale * scale)) - floor) * rand()
         # np.sqrt of a Python float and math.sqrt are the same correctly rounded root
         root = math.sqrt(ratio)
-        win_h, win_w = int(height * scale / root), int(width * scale * root)
-        room_y, room_x = height - win_h, width - win_w
+        crop_h, crop_w = int(height * scale / root), int(width * scale * root)
+        room_y, room_x = height - crop_h, width - crop_w
         if inline is None or room_y < 1 or room_x < 1:
             y = py_rng.randrange(room_y)
             x = py_rng.randrange(room_x)
@@ -287,11 +287,11 @@ def _trials(py_rng, inline, width, height, min_scale, max_scale, max_aspect_rati
             x = getrandbits(bits)
             while x >= room_x:
                 x = getrandbits(bits)
-        yield x, y, win_w, win_h
+        yield x, y, crop_w, crop_h
 
 
 def _inline_matches():
-    """Whether :func:`_trials` draws the same windows, leaving the same state, with the
+    """Whether :func:`_trials` draws the same crops, leaving the same state, with the
     calls written out as with the calls made (checked once, at import)."""
     written, called = random.Random(20240601), random.Random(20240601)
     for size in ((5000, 3000), (40, 30)):
@@ -330,7 +330,7 @@ def draw_crop(label, size, py_rng=None, np_rng=None, min_scale=0.3, max_scale=1,
         highest = np.inf if highest is None else highest
         bound = None if test is None else test.threshold(lowest)
         for x, y, w, h in itertools.islice(trials, max_trial):
-            if test is None:  # no boxes: gluoncv keeps the first window drawn
+            if test is None:  # no boxes: gluoncv keeps the first crop drawn
                 return Crop(x, y, w, h, False)
             if bound is not None and test.hopeless(w * h, bound):
                 continue
@@ -340,12 +340,12 @@ def draw_crop(label, size, py_rng=None, np_rng=None, min_scale=0.3, max_scale=1,
     return _pick(passed, label, (width, height), np_rng)
 
 
-def _pick(windows, label, size, np_rng):
-    """gluoncv's choice: numpy picks a window at random until one keeps a box (each pick
+def _pick(passed, label, size, np_rng):
+    """gluoncv's choice: numpy picks a crop at random until one keeps a box (each pick
     is removed); the whole image, boxes untouched, if none does."""
-    while windows:
-        crop = Crop(*windows.pop(np_rng.randint(0, len(windows))), True)
-        if boxes.crop(label, crop.box_window).size:
+    while passed:
+        crop = Crop(*passed.pop(np_rng.randint(0, len(passed))), True)
+        if boxes.crop(label, crop.crop_box).size:
             return crop
     return Crop(0, 0, size[0], size[1], False)
 
@@ -380,7 +380,7 @@ def draw_ssd(shape, label, np_rng=None, py_rng=None):
     """All draws of gluoncv's SSD (and YOLOv3) train preset for an image of ``shape``
     ``(height, width[, channels])`` and its boxes ``label`` (``(N, 4+)``), in its order.
 
-    Raises ``ValueError`` where gluoncv's preset fails later on an empty crop window
+    Raises ``ValueError`` where gluoncv's preset fails later on an empty crop
     (images of a few pixels); the draws up to that point are made as in gluoncv.
     """
     np_rng, py_rng = _rngs(np_rng, py_rng)
@@ -393,7 +393,7 @@ def draw_ssd(shape, label, np_rng=None, py_rng=None):
     crop = draw_crop(label, (width, height), py_rng, np_rng)
     interp = draw_interp(np_rng)
     if crop.width < 1 or crop.height < 1:
-        raise ValueError('the drawn crop window %dx%d of the %dx%d image is empty: the image '
+        raise ValueError('the drawn crop %dx%d of the %dx%d image is empty: the image '
                          'is too small to augment' % (crop.width, crop.height, shape[1],
                                                       shape[0]))
     flip_x, flip_y = draw_flip(np_rng, px=0.5)

@@ -1,7 +1,7 @@
 """OpenCV pixel kernels of the presets: each is one pass over the pixels it must touch.
 
-The SSD-family pipeline resizes the crop window of its expanded canvas
-(:mod:`gluonbatch.transforms.windows`, which never builds the canvas), then applies the
+The SSD-family pipeline resizes the crop of its expanded canvas
+(:mod:`gluonbatch.transforms.crops`, which never builds the canvas), then applies the
 whole colour chain as one 3x4 matrix (see :mod:`gluonbatch.transforms.color`) while
 flipping and writing CHW into the output (:func:`affine_chw`, :func:`affine_hwc`). The
 other presets resize (:func:`resize`) and normalize (:class:`Normalizer`) here too. The HWC

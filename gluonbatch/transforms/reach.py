@@ -1,25 +1,25 @@
-"""How far a resize's outputs read into its source: the part of a crop window worth resizing.
+"""How far a resize's outputs read into its source: the part of a crop worth resizing.
 
-An expanded canvas's crop window is mostly fill where the image sits away from the
-window's edges, and a resize pays for every row it filters and every output it writes,
-fill included (a Lanczos resize of a window 4 times the image's width and height filters
-all of the window's rows). An output whose taps read fill alone is ``0`` (the fill is
-stored as ``0``), so only the part of the window up to the outputs that read the image is
-worth resizing, at the whole window's scale.
+An expanded canvas's crop is mostly fill where the image sits away from the crop's edges,
+and a resize pays for every row it filters and every output it writes, fill included (a
+Lanczos resize of a crop 4 times the image's width and height filters all of the crop's
+rows). An output whose taps read fill alone is ``0`` (the fill is stored as ``0``), so only
+the part of the crop up to the outputs that read the image is worth resizing, at the whole
+crop's scale.
 
 An output ``d`` of a resize by ``scale`` reads its source around ``(d + 0.5) * scale - 0.5``
 (OpenCV's positions): positions that depend on the part's start, not on its end. So the
-part keeps the window's start and ends past the image's reach: its outputs are the
-window's, and the rest are ``0``. The part may instead keep the window's end, resized
+part keeps the crop's start and ends past the image's reach: its outputs are the
+crop's, and the rest are ``0``. The part may instead keep the crop's end, resized
 mirrored, where the resize treats both ends alike (:func:`symmetric`: linear, cubic,
 Lanczos, and area where both sides shrink); its positions are then computed from the other
 end, the same up to OpenCV's float32 rounding of them. Nearest (``floor(d * scale)``) and
 area where a side grows (it interpolates from ``floor(d * scale)`` then) lean one way:
-their parts keep the window's start.
+their parts keep the crop's start.
 
 Examples
 --------
->>> # an image in the first 100 of a 2000-pixel-wide window, resized to 416
+>>> # an image in the first 100 of a 2000-pixel-wide crop, resized to 416
 >>> span(slice(0, 100), 2000, 416, 4)
 Span(kept=201, mirrored=False)
 >>> span(slice(1900, 2000), 2000, 416, 4, mirror=True)    # in the last 100
@@ -47,8 +47,8 @@ SPARE = 16
 
 
 class Span(NamedTuple):
-    """The part of a window's axis to resize: its first ``kept`` pixels, counted from the
-    window's end (and resized mirrored) if ``mirrored``."""
+    """The part of a crop's axis to resize: its first ``kept`` pixels, counted from the
+    crop's end (and resized mirrored) if ``mirrored``."""
     kept: int
     mirrored: bool
 
@@ -110,7 +110,7 @@ def span(shown, length, out, interp, mirror=False):
 
 
 def spans(rows, cols, size, out_size, interp):
-    """The ``(x, y)`` :class:`Span` of a window of ``size = (width, height)`` whose ``rows``
+    """The ``(x, y)`` :class:`Span` of a crop of ``size = (width, height)`` whose ``rows``
     and ``cols`` (slices) show the image, to resize to ``out_size`` with ``interp``, parts
     from the end allowed where the resize is :func:`symmetric`.
 

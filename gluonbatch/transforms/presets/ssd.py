@@ -6,8 +6,8 @@ filled with the mean, the SSD constrained crop, a resize with a randomly drawn
 interpolation, a 50% horizontal flip, then ``to_tensor`` and ``normalize``. Here every
 random number is drawn first (:mod:`gluonbatch.transforms.draws`, same generators, same
 order as gluoncv), then the pixels go through one fused path
-(:mod:`gluonbatch.transforms.windows`, :mod:`gluonbatch.transforms.pixels`): only the crop
-window of the canvas is filled, the part of it the output reads is resized in float32, and
+(:mod:`gluonbatch.transforms.crops`, :mod:`gluonbatch.transforms.pixels`): only the crop
+of the canvas is filled, the part of it the output reads is resized in float32, and
 the colour distortion, ``to_tensor`` and ``normalize`` run as one 3x4 matrix on the
 output-size image while it is flipped and written CHW.
 
@@ -35,7 +35,7 @@ Examples
 import numpy as np
 
 from .. import boxes as tbox
-from .. import color, draws, pixels, windows
+from .. import color, crops, draws, pixels
 from ..._core.checks import check_int
 from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..._core.inputs import channel_values, image_array, label_array
@@ -104,16 +104,16 @@ class SSDAugmentation:
             offset = (expand.x, expand.y)
             label = tbox.translate(label, expand.x, expand.y)
         if crop.clip:
-            label = tbox.crop(label, crop.box_window)
-        window = (crop.x, crop.y, crop.width, crop.height)
-        overlap = windows.window_overlap(window, offset, src.shape)
-        covered = windows.covers(overlap, window)
-        # the fill (the undistorted mean, normalized if so) is 0 in the window; the image's
+            label = tbox.crop(label, crop.crop_box)
+        crop_rect = (crop.x, crop.y, crop.width, crop.height)
+        overlap = crops.crop_overlap(crop_rect, offset, src.shape)
+        covered = crops.covers(overlap, crop_rect)
+        # the fill (the undistorted mean, normalized if so) is 0 in the crop; the image's
         # pixels are stored minus the colour the chain maps to the fill
-        shift = None if covered else windows.fill_shift(chain, color.apply(self._after,
-                                                                           self._fill))
+        shift = None if covered else crops.fill_shift(chain, color.apply(self._after,
+                                                                         self._fill))
         size = (self._width, self._height)
-        img = windows.resize_window(src, window, offset, size, params.interp, shift)
+        img = crops.resize_crop(src, crop_rect, offset, size, params.interp, shift)
         label = tbox.resize(label, (crop.width, crop.height), size)
         label = tbox.flip(label, size, flip_x=params.flip_x)
         # the last pass (colour map, mirror, layout) has one home: the deferred image's

@@ -1,32 +1,32 @@
-"""The crop window of an expanded canvas, built and resized without building the canvas.
+"""The crop of an expanded canvas, built and resized without building the canvas.
 
 gluoncv's SSD and YOLOv3 presets paste the image on a canvas up to 16 times its area,
-filled with the mean, crop a window of it and resize the window. Here only the window is
-filled, ``0`` outside the image (:func:`canvas_window`), and only the part of it that the
-resize's outputs read is resized, in float32 (:func:`resize_window`, with
-:mod:`gluonbatch.transforms.reach`).
+filled with the mean, crop it and resize the crop. Here only the crop is filled, ``0``
+outside the image (:func:`canvas_crop`), and only the part of it that the resize's outputs
+read is resized, in float32 (:func:`resize_crop`, with :mod:`gluonbatch.transforms.reach`).
 
 Colour maps are affine and resizing weights sum to one, so the colour map may run after the
 resize (up to float32 rounding). The constant fill, though, must come out of the chain as
-the *undistorted* mean: the window stores ``pixel - shift`` (``0`` on the fill) and the
+the *undistorted* mean: the crop stores ``pixel - shift`` (``0`` on the fill) and the
 final map is ``m(r + shift)``, with ``shift`` the pre-image of the wanted fill colour
 (:func:`fill_shift`).
 
-Windows with fill (and the rows :func:`resize_window` averages down) are leased from the
-thread's zero buffer (:func:`.scratch.zeros`: no fresh pages for a window up to 16 times
-the image), other windows from its kept arrays (:func:`.scratch.empty`).
+Crops with fill (and the rows :func:`resize_crop` averages down) are leased from the
+thread's zero buffer (:func:`.scratch.zeros`: no fresh pages for a crop up to 16 times
+the image), other crops from its kept arrays (:func:`.scratch.empty`).
 
 Examples
 --------
 >>> import numpy as np
 >>> src = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
->>> with canvas_window(src, (1, 0, 3, 3), (0, 1)) as window:  # image at (0, 1)
-...     window[..., 0]
+>>> with canvas_crop(src, (1, 0, 3, 3), (0, 1)) as crop:  # image at (0, 1)
+...     crop[..., 0]
 array([[ 0.,  0.,  0.],
        [ 3.,  6.,  0.],
        [12., 15.,  0.]], dtype=float32)
 """
 import contextlib
+from typing import Iterator, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
@@ -35,18 +35,22 @@ from .._core import scratch
 from . import color, reach
 from .pixels import AREA, INTERPOLATIONS, written
 
-__all__ = ['window_overlap', 'covers', 'canvas_window', 'fill_shift', 'resize_window']
+__all__ = ['crop_overlap', 'covers', 'canvas_crop', 'fill_shift', 'resize_crop']
+
+#: ``(crop rows, crop cols, image rows, image cols)``, as :func:`crop_overlap` returns it.
+Overlap = Tuple[slice, slice, slice, slice]
 
 
-def window_overlap(window, offset, shape):
+def crop_overlap(crop: Sequence[int], offset: Sequence[int],
+                 shape: Sequence[int]) -> Optional[Overlap]:
     """Where an image of ``shape`` placed at ``offset = (x, y)`` of a canvas shows in the
-    canvas's ``window = (x, y, width, height)``: ``(window rows, window cols, image rows,
+    canvas's ``crop = (x, y, width, height)``: ``(crop rows, crop cols, image rows,
     image cols)`` as slices, or ``None`` when it does not.
 
-    >>> window_overlap((2, 0, 4, 4), (0, 0), (3, 3, 3))
+    >>> crop_overlap((2, 0, 4, 4), (0, 0), (3, 3, 3))
     (slice(0, 3, None), slice(0, 1, None), slice(0, 3, None), slice(2, 3, None))
     """
-    x, y, width, height = window
+    x, y, width, height = crop
     off_x, off_y = offset
     x0, x1 = max(x, off_x), min(x + width, off_x + shape[1])
     y0, y1 = max(y, off_y), min(y + height, off_y + shape[0])
@@ -56,35 +60,36 @@ def window_overlap(window, offset, shape):
             slice(y0 - off_y, y1 - off_y), slice(x0 - off_x, x1 - off_x))
 
 
-def covers(overlap, window):
-    """Whether the image shows in all of ``window``, given their ``overlap`` as
-    :func:`window_overlap` returns it.
+def covers(overlap: Optional[Overlap], crop: Sequence[int]) -> bool:
+    """Whether the image shows in all of ``crop``, given their ``overlap`` as
+    :func:`crop_overlap` returns it.
 
-    >>> covers(window_overlap((1, 0, 2, 2), (0, 0), (3, 3, 3)), (1, 0, 2, 2))
+    >>> covers(crop_overlap((1, 0, 2, 2), (0, 0), (3, 3, 3)), (1, 0, 2, 2))
     True
-    >>> covers(window_overlap((2, 0, 2, 2), (0, 0), (3, 3, 3)), (2, 0, 2, 2))
+    >>> covers(crop_overlap((2, 0, 2, 2), (0, 0), (3, 3, 3)), (2, 0, 2, 2))
     False
     """
-    return overlap is not None and (overlap[0].stop - overlap[0].start == window[3]
-                                    and overlap[1].stop - overlap[1].start == window[2])
+    return overlap is not None and (overlap[0].stop - overlap[0].start == crop[3]
+                                    and overlap[1].stop - overlap[1].start == crop[2])
 
 
 @contextlib.contextmanager
-def canvas_window(src, window, offset=(0, 0), shift=None):
-    """A context giving the float32 HWC pixels of ``window = (x, y, width, height)`` of a
-    virtual canvas holding ``src`` (HWC uint8 or float32) at ``offset``: ``src - shift`` where the
-    image is, ``0`` elsewhere. The canvas itself is never built.
+def canvas_crop(src: np.ndarray, crop: Sequence[int], offset: Sequence[int] = (0, 0),
+                shift: Optional[Sequence[float]] = None) -> Iterator[np.ndarray]:
+    """A context giving the float32 HWC pixels of ``crop = (x, y, width, height)`` of a
+    virtual canvas holding ``src`` (HWC uint8 or float32) at ``offset``: ``src - shift``
+    where the image is, ``0`` elsewhere. The canvas itself is never built.
 
     ``shift`` (3 floats, default zeros) is subtracted from the image's pixels only. The
-    window lives in a per-thread scratch array (``gluonbatch._core.scratch``): read it only
+    crop lives in a per-thread scratch array (``gluonbatch._core.scratch``): read it only
     inside the ``with`` block, and never write to it.
     """
-    width, height = window[2], window[3]
-    overlap = window_overlap(window, offset, src.shape)
+    width, height = crop[2], crop[3]
+    overlap = crop_overlap(crop, offset, src.shape)
     shape = (height, width, 3)
-    covered = covers(overlap, window)
+    covered = covers(overlap, crop)
     # all image: every value is written, any array does; with fill: the zero buffer
-    lease = scratch.empty('canvas_window', shape) if covered else scratch.zeros(shape)
+    lease = scratch.empty('canvas_crop', shape) if covered else scratch.zeros(shape)
     with lease as out:
         if overlap is None:
             yield out
@@ -95,16 +100,17 @@ def canvas_window(src, window, offset=(0, 0), shift=None):
             np.copyto(target, block, casting='unsafe')
         else:
             # OpenCV's pass, in float32 as numpy's, writes the strided target rows in place
-            # at twice numpy's speed
+            # at twice numpy's speed (OpenCV's stubs lack its depth constants)
             scalar = tuple(float(v) for v in np.asarray(shift, np.float32)) + (0.0,)
-            written(target, cv2.subtract(block, scalar, dst=target, dtype=cv2.CV_32F))
+            written(target, cv2.subtract(block, scalar, dst=target,
+                                         dtype=cv2.CV_32F))  # type: ignore[attr-defined]
         yield out
         if not covered:
             target[...] = 0  # the zero buffer's contract: leave it all zeros
 
 
-def fill_shift(m, fill):
-    """The colour ``s`` that ``m`` maps to ``fill``: stored as ``0`` in a window, the fill
+def fill_shift(m: np.ndarray, fill: Sequence[float]) -> np.ndarray:
+    """The colour ``s`` that ``m`` maps to ``fill``: stored as ``0`` in a crop, the fill
     comes out of ``m(r + s)`` as ``fill`` exactly (up to float rounding).
 
     >>> m = color.compose(color.contrast(0.5), color.brightness(-16.0))
@@ -114,13 +120,14 @@ def fill_shift(m, fill):
     return color.apply(color.invert(m), np.asarray(fill, np.float64))
 
 
-def resize_window(src, window, offset, size, interp, shift=None):
-    """:func:`~gluonbatch.transforms.pixels.resize` of a :func:`canvas_window`, without
-    resizing fill that no output
-    reads, nor averaging the window's rows of fill.
+def resize_crop(src: np.ndarray, crop: Sequence[int], offset: Sequence[int],
+                size: Tuple[int, int], interp: int,
+                shift: Optional[Sequence[float]] = None) -> np.ndarray:
+    """:func:`~gluonbatch.transforms.pixels.resize` of a :func:`canvas_crop`, without
+    resizing fill that no output reads, nor averaging the crop's rows of fill.
 
-    - Only the part of the window that outputs reading the image need is built and resized,
-      at the whole window's scale (:func:`.reach.span`); the other outputs are ``0``.
+    - Only the part of the crop that outputs reading the image need is built and resized,
+      at the whole crop's scale (:func:`.reach.span`); the other outputs are ``0``.
     - OpenCV's area averaging (where both sides shrink) costs a pass over every pixel of
       the part. It runs in two passes, across each row then down each column, and a row of
       fill comes out of the first as zeros: so where the image shows in only some of the
@@ -129,8 +136,8 @@ def resize_window(src, window, offset, size, interp, shift=None):
 
     Parameters
     ----------
-    src, window, offset, shift
-        As for :func:`canvas_window`.
+    src, crop, offset, shift
+        As for :func:`canvas_crop`.
     size : (int, int)
         The output's ``(width, height)``.
     interp : int
@@ -139,33 +146,33 @@ def resize_window(src, window, offset, size, interp, shift=None):
     Returns
     -------
     numpy.ndarray
-        A new float32 HWC array, within float32 rounding of resizing the whole window
-        (of its sample positions, for a part resized from the window's end).
+        A new float32 HWC array, within float32 rounding of resizing the whole crop
+        (of its sample positions, for a part resized from the crop's end).
 
     Raises
     ------
     ValueError
-        If the window or the output is empty.
+        If the crop or the output is empty.
 
     Examples
     --------
     >>> src = np.full((2, 2, 3), 9, np.uint8)
-    >>> resize_window(src, (0, 0, 4, 8), (0, 4), (2, 2), AREA)[..., 0]
+    >>> resize_crop(src, (0, 0, 4, 8), (0, 4), (2, 2), AREA)[..., 0]
     array([[0. , 0. ],
            [4.5, 0. ]], dtype=float32)
     """
-    width, height = window[2], window[3]
+    width, height = crop[2], crop[3]
     out_w, out_h = size
     if min(width, height, out_w, out_h) < 1:
-        raise ValueError('a window of %dx%d resized to %dx%d: both must be at least 1x1'
+        raise ValueError('a crop of %dx%d resized to %dx%d: both must be at least 1x1'
                          % (width, height, out_w, out_h))
-    overlap = window_overlap(window, offset, src.shape)
+    overlap = crop_overlap(crop, offset, src.shape)
     if overlap is None:  # all fill: resized zeros are zeros
         INTERPOLATIONS[interp]  # an unknown code fails as in resize
         return np.zeros((out_h, out_w, 3), np.float32)
     x, y = reach.spans(overlap[0], overlap[1], (width, height), size, interp)
-    # the part, as a window at (0, 0) of the canvas mirrored about the window as it says
-    view, off_x, off_y = src, offset[0] - window[0], offset[1] - window[1]
+    # the part, as a crop at (0, 0) of the canvas mirrored about the crop as it says
+    view, off_x, off_y = src, offset[0] - crop[0], offset[1] - crop[1]
     if x.mirrored:
         view, off_x = view[:, ::-1], width - off_x - src.shape[1]
     if y.mirrored:
@@ -190,18 +197,18 @@ def _placed(count, out, mirrored):
     return slice(out - count, out) if mirrored else slice(0, count)
 
 
-def _resize_part(src, window, offset, scale, interp, shift):
-    """The window resized by ``scale = (fx, fy)``, averaging down only the rows that show
-    the image (see :func:`resize_window`)."""
-    width, height = window[2], window[3]
+def _resize_part(src, crop, offset, scale, interp, shift):
+    """The crop resized by ``scale = (fx, fy)``, averaging down only the rows that show
+    the image (see :func:`resize_crop`)."""
+    width, height = crop[2], crop[3]
     fx, fy = scale
-    rows = window_overlap(window, offset, src.shape)[0]
+    rows = crop_overlap(crop, offset, src.shape)[0]
     shown = rows.stop - rows.start
     if interp != AREA or shown == height or fx > 1 or fy > 1:
-        with canvas_window(src, window, offset, shift) as img:
+        with canvas_crop(src, crop, offset, shift) as img:
             return _scaled(img, fx, fy, interp)
-    band = (window[0], window[1] + rows.start, width, shown)
-    with canvas_window(src, band, offset, shift) as img:
+    band = (crop[0], crop[1] + rows.start, width, shown)
+    with canvas_crop(src, band, offset, shift) as img:
         across = _scaled(img, fx, 1.0, interp)
     with scratch.zeros((height,) + across.shape[1:]) as tall:
         tall[rows] = across
