@@ -257,21 +257,21 @@ def square_box_of_radius(radius, x, y):
 @pytest.mark.parametrize('radius,cell,grid', [
     (255, (255, 255), (511, 511)),          # patches cached whole
     (256, (256, 256), (513, 513)),          # the largest of them
-    (257, (257, 257), (515, 515)),          # past it: only the drawn window is computed
+    (257, (257, 257), (515, 515)),          # past it: only the cells on the grid computed
     (300, (300, 7), (303, 27))])            # ... cut by the grid's edges
 def test_large_gaussians_are_gluoncvs(radius, cell, grid):
     box, ids = square_box_of_radius(radius, *cell), np.zeros((1, 1))
     ours = targets.CenterNetTargetGenerator(1, *grid)(box, ids)[0][0]
     theirs = gcv_targets.CenterNetTargetGenerator(1, *grid)(box, ids)[0].asnumpy()[0]
     assert np.array_equal(ours, theirs)
-    # what is drawn is the window of gaussian_patch(radius) that falls on the grid
+    # what is drawn is gaussian_patch(radius) clipped to the grid
     (x, y), (width, height) = cell, grid
     top, bottom = min(y, radius), min(height - y, radius + 1)
     left, right = min(x, radius), min(width - x, radius + 1)
-    window = targets.gaussian_patch(radius)[radius - top:radius + bottom,
-                                            radius - left:radius + right]
-    assert np.array_equal(ours[y - top:y + bottom, x - left:x + right], window)
-    assert ours.sum(dtype=np.float64) == window.sum(dtype=np.float64)  # nothing elsewhere
+    clipped = targets.gaussian_patch(radius)[radius - top:radius + bottom,
+                                             radius - left:radius + right]
+    assert np.array_equal(ours[y - top:y + bottom, x - left:x + right], clipped)
+    assert ours.sum(dtype=np.float64) == clipped.sum(dtype=np.float64)  # nothing elsewhere
 
 
 # ---------------------------------------------------------------------------------------

@@ -95,7 +95,7 @@ def _larger_root(linear, four_ac):
     return (linear + np.sqrt(np.square(linear) - four_ac)) / 2
 
 
-#: Radii up to this have their whole patch cached; larger ones compute only the window drawn.
+#: Radii up to this have their whole patch cached; larger ones compute their on-grid cells.
 _CACHED_RADIUS = 256
 
 
@@ -142,9 +142,9 @@ def gaussian_patch(radius):
     return patch
 
 
-def _patch_window(radius, top, bottom, left, right):
+def _clipped_patch(radius, top, bottom, left, right):
     """``gaussian_patch(radius)[radius - top:radius + bottom, radius - left:radius + right]``;
-    for a large radius only that window is computed (the same values, elementwise)."""
+    for a large radius only those cells are computed (the same values, elementwise)."""
     if radius <= _CACHED_RADIUS:
         return gaussian_patch(radius)[radius - top:radius + bottom,
                                       radius - left:radius + right]
@@ -339,7 +339,7 @@ def center_net_targets(boxes, out, ids=None, zeroed=False):
         left, right = min(x, r), min(width - x, r + 1)
         top, bottom = min(y, r), min(height - y, r + 1)
         view = heatmap[b, c, y - top:y + bottom, x - left:x + right]
-        np.maximum(view, _patch_window(r, top, bottom, left, right), out=view)
+        np.maximum(view, _clipped_patch(r, top, bottom, left, right), out=view)
     return out
 
 
