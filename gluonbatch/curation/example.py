@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from .._core.checks import check_int
+from .._core.typing import PathLike
 from ..shards.commit import FORWARD, staging
 from ..shards.files import remove_quietly
 from ..shards.writer import ShardWriter, commit_shards, id_digits, record_key
@@ -16,8 +17,9 @@ _WORDS = ('red', 'blue', 'green', 'small', 'large', 'striped', 'cat', 'dog', 'bo
           'house', 'bird', 'on', 'a', 'the', 'beach', 'road', 'hill', 'at', 'night')
 
 
-def make_example_dataset(path, num_shards=2, samples_per_shard=3, min_size=16, max_size=32,
-                         seed=0, index=False):
+def make_example_dataset(path: PathLike, num_shards: int = 2, samples_per_shard: int = 3,
+                         min_size: int = 16, max_size: int = 32, seed: int | None = 0,
+                         index: bool = False) -> str:
     """Write a small synthetic dataset in the NeMo Curator layout; returns ``path``.
 
     Each record has a JPEG (smooth random colours, sides between ``min_size`` and
@@ -49,7 +51,8 @@ def make_example_dataset(path, num_shards=2, samples_per_shard=3, min_size=16, m
                 key = record_key(shard_number, sample, digits)
                 height, width = (int(v) for v in rng.integers(min_size, max_size + 1, 2))
                 coarse = rng.integers(0, 256, (3, 3, 3), dtype=np.uint8)
-                picture = Image.fromarray(coarse).resize((width, height), Image.BILINEAR)
+                picture = Image.fromarray(coarse).resize((width, height),
+                                                         Image.Resampling.BILINEAR)
                 encoded = io.BytesIO()
                 picture.save(encoded, 'JPEG', quality=90)
                 caption = ' '.join(rng.choice(_WORDS, int(rng.integers(3, 8))))

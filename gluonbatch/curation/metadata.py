@@ -5,17 +5,20 @@ The frame's index is the record number (record ``i`` of the dataset is row ``i``
 divisions are known from the shards' row counts, which the parquet footers give without
 reading any row.
 """
+from collections.abc import Sequence
+
 import dask
 import dask.dataframe as dd
 import pandas as pd
 
 from .._core.wording import plural
+from ..shards.files import Shard
 from ..shards.parquet import open_parquet, read_table
 
 __all__ = ['count_records', 'read_parquet', 'lazy_metadata', 'pandas_dtypes']
 
 
-def count_records(shards, id_col):
+def count_records(shards: Sequence[Shard], id_col: str) -> pd.DataFrame:
     """Set each shard's ``start`` and ``stop`` (its records in the dataset) from its parquet
     footer; returns the frame's meta (the first shard's columns, no rows)."""
     meta, start = None, 0
@@ -30,7 +33,8 @@ def count_records(shards, id_col):
     return meta.set_axis(pd.RangeIndex(0, 0), axis=0)
 
 
-def read_parquet(shard, id_col, columns=None, expect_columns=None):
+def read_parquet(shard: Shard, id_col: str, columns: Sequence[str] | None = None,
+                 expect_columns: Sequence[str] | None = None) -> pd.DataFrame:
     """A shard's metadata as a pandas DataFrame (``columns`` only, if given, and the id
     column), rows sorted by id and numbered from 0, with
     :func:`~gluonbatch.shards.parquet.read_table`'s checks; ``expect_columns`` are the
@@ -69,14 +73,14 @@ class ReadShardMetadata:
         return frame.set_axis(pd.RangeIndex(shard.start, shard.stop), axis=0)
 
 
-def pandas_dtypes():
+def pandas_dtypes() -> dask.config.set:
     """The Dask configuration under which the metadata is built and lowered: columns keep
     the dtypes pandas reads (Dask would turn object columns into its string dtype, and with
     them the arrays of an embedding column into strings)."""
     return dask.config.set({'dataframe.convert-string': False})
 
 
-def lazy_metadata(shards, id_col, meta):
+def lazy_metadata(shards: Sequence[Shard], id_col: str, meta: pd.DataFrame) -> dd.DataFrame:
     """The Dask DataFrame of ``shards``' metadata, nothing read yet.
 
     Divisions are known (record numbers) unless a shard is empty.

@@ -7,8 +7,11 @@ import collections
 import contextlib
 import contextvars
 import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import dask
+import dask.dataframe as dd
 import dask.threaded
 from dask.core import keys_in_tasks
 from dask.delayed import Delayed
@@ -21,8 +24,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._core.console import stage_named
+from .._core.typing import PathLike
 from .._core.wording import plural
 from ..shards.commit import FORWARD, staging
+from ..shards.files import Shard
 from ..shards.parquet import merge_columns
 from .metadata import pandas_dtypes
 from .progress import wait_with_progress
@@ -31,7 +36,7 @@ __all__ = ['write_parquet', 'arrow_table', 'check_rows', 'cluster_progress', 'co
            'partitions', 'partition_tasks', 'save_metadata']
 
 
-def write_parquet(frame, path):
+def write_parquet(frame: pd.DataFrame | pa.Table, path: PathLike) -> None:
     """Write ``frame`` (a pandas DataFrame, or a pyarrow Table written as it is) to ``path``
     without its index; a column of equal-length 1-d float arrays (embeddings) is stored as
     a fixed-size list of float32 (:func:`arrow_table`).
@@ -46,7 +51,7 @@ def write_parquet(frame, path):
     pq.write_table(frame if isinstance(frame, pa.Table) else arrow_table(frame), path)
 
 
-def arrow_table(frame):
+def arrow_table(frame: pd.DataFrame) -> pa.Table:
     """``frame`` (a pandas DataFrame) as the pyarrow Table gluonbatch writes, without its
     index: a column of equal-length 1-d float arrays (embeddings) becomes a fixed-size list
     of float32.
@@ -69,7 +74,8 @@ def arrow_table(frame):
     return table
 
 
-def check_rows(frame, shard, id_col, ids=None):
+def check_rows(frame: pd.DataFrame, shard: Shard, id_col: str,
+               ids: np.ndarray | None = None) -> None:
     """Raise unless ``frame`` (a computed partition of the metadata) still has ``shard``'s
     rows: the same number, indexed by their record numbers, ids in record order (sorted),
     and equal to ``ids`` (the shard's record ids) when given."""
@@ -90,11 +96,12 @@ def check_rows(frame, shard, id_col, ids=None):
 
 
 # The label of the writers' progress on a distributed client (None: no progress shown)
-_CLUSTER_PROGRESS = contextvars.ContextVar('gluonbatch_cluster_progress', default=None)
+_CLUSTER_PROGRESS: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    'gluonbatch_cluster_progress', default=None)
 
 
 @contextlib.contextmanager
-def cluster_progress(label='computing'):
+def cluster_progress(label: str = 'computing') -> Iterator[None]:
     """Within this context, the writers' computations on a ``distributed`` client show
     the progress of their tasks (one per shard): ``distributed``'s bar on a terminal, else
     one line per computation labelled ``label``
@@ -106,7 +113,8 @@ def cluster_progress(label='computing'):
         _CLUSTER_PROGRESS.reset(token)
 
 
-def compute(tasks, what=None, holds_the_gil=False):
+def compute(tasks: Iterable[Delayed], what: str | None = None,
+            holds_the_gil: bool = False) -> tuple[Any, ...]:
     """The results of ``tasks`` (Dask ``Delayed`` objects) computed on the active scheduler,
     as a tuple; the one place the writers compute. ``what`` names the stage in progress
     lines (``'writing shards'``), where a command has several.
@@ -117,7 +125,7 @@ def compute(tasks, what=None, holds_the_gil=False):
     records took 28 s on 2 threads, 21.5 s on one).
     """
     scheduler = dask.base.get_scheduler()
-    client = getattr(scheduler, '__self__', None)
+    client: Any = getattr(scheduler, '__self__', None)  # a distributed client's method?
     label = _CLUSTER_PROGRESS.get()
     with stage_named(what):
         if label is not None and hasattr(client, 'gather'):  # a distributed client
@@ -130,7 +138,7 @@ def compute(tasks, what=None, holds_the_gil=False):
         return dask.compute(*tasks)
 
 
-def partitions(frame):
+def partitions(frame: dd.DataFrame) -> list[Delayed]:
     """The Dask DataFrame's partitions as one ``Delayed`` each (one per shard).
 
     Lowered with :func:`~gluonbatch.curation.metadata.pandas_dtypes`: on this path too,
@@ -140,7 +148,8 @@ def partitions(frame):
         return frame.to_delayed()
 
 
-def partition_tasks(frame, task):
+def partition_tasks(frame: dd.DataFrame, task: Callable[[Delayed, int], Delayed]
+                    ) -> list[Delayed]:
     """One Dask task per partition of ``frame`` (one per shard), from ``task(partition,
     number)``: a ``Delayed`` call that takes the partition's ``Delayed``.
 
@@ -172,8 +181,8 @@ def partition_tasks(frame, task):
     # dicts would be merged once per task (and a culled copy per task would repeat what
     # every partition needs, a quantile say, n times)
     layer = 'partition-tasks-' + dask.base.tokenize(*keys)
-    graph = HighLevelGraph({layer: graph}, {layer: set()})
-    return [Delayed(key, graph, layer=layer) for key in keys]
+    layered = HighLevelGraph({layer: graph}, {layer: set()})
+    return [Delayed(key, layered, layer=layer) for key in keys]
 
 
 def _rows_checked(frame, opened_ids, shards, id_col, partition_info=None):
@@ -185,7 +194,9 @@ def _rows_checked(frame, opened_ids, shards, id_col, partition_info=None):
     return frame
 
 
-def save_metadata(frame, opened_ids, id_col, shards, directory, columns=None, merge=False):
+def save_metadata(frame: dd.DataFrame, opened_ids: dd.Series, id_col: str,
+                  shards: Sequence[Shard], directory: PathLike,
+                  columns: str | Sequence[str] | None = None, merge: bool = False) -> list[str]:
     """Write ``frame`` (the dataset's Dask metadata) as one parquet per shard, one task per
     shard; the work of :meth:`ImageTextPairDataset.save_metadata` (which documents the
     arguments). ``opened_ids`` is the id column of the metadata as opened: each

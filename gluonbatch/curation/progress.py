@@ -8,6 +8,8 @@ client. Both choose by whether ``sys.stdout`` is a terminal, and name the curren
 import contextlib
 import sys
 import time
+from collections.abc import Iterator, Sequence
+from typing import Any, TextIO
 
 from dask.callbacks import Callback
 
@@ -29,9 +31,10 @@ class StageLines(Callback):
     sum: 1/1 task done in ... s
     """
 
-    def __init__(self, label, out=None):
+    def __init__(self, label: str, out: TextIO | None = None) -> None:
         super().__init__()
-        self._label, self._out, self._started = label, out, None
+        self._label, self._out = label, out
+        self._started: float | None = None
 
     def _start(self, dsk):
         self._started = time.perf_counter()
@@ -44,7 +47,7 @@ class StageLines(Callback):
 
 
 @contextlib.contextmanager
-def local_progress(label):
+def local_progress(label: str) -> Iterator[None]:
     """Within this context, Dask's local schedulers show their progress: Dask's bar on a
     terminal, else a line per computation (:class:`StageLines`) labelled ``label``."""
     if is_terminal(sys.stdout):
@@ -57,7 +60,7 @@ def local_progress(label):
             yield
 
 
-def wait_with_progress(futures, label):
+def wait_with_progress(futures: Sequence[Any], label: str) -> None:
     """Wait for ``futures`` of a ``distributed`` client: ``distributed``'s bar on a
     terminal, else one line when they are done (or failed) labelled ``label``."""
     import distributed

@@ -14,8 +14,10 @@ the next read or write of the directory removes.
 import logging
 import os
 import time
+from collections.abc import Sequence
 
 import dask
+import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -23,10 +25,12 @@ import pyarrow.feather as feather
 
 from .._core.checks import check_int, check_str
 from .._core.heap import heap_for_large_arrays
+from .._core.typing import PathLike
 from .._core.wording import plural
 from ..shards.commit import BACK, recover, staging
 from ..shards.copier import RecordCopier
-from ..shards.files import SHARD_FILE, examples
+from ..shards.files import SHARD_FILE, Shard, examples
+from ..shards.reader import RecordReader
 from ..shards.writer import ShardWriter, commit_shards, id_digits
 from .metadata_writer import arrow_table, check_rows, compute, partition_tasks
 
@@ -158,8 +162,9 @@ def _check_arguments(frame, id_col, source, destination, filter_column, old_id_c
                              'an empty directory' % (destination, examples(existing)))
 
 
-def reshard(frame, shards, reader, source, id_col, path, filter_column, samples_per_shard,
-            max_shards, old_id_col):
+def reshard(frame: dd.DataFrame, shards: Sequence[Shard], reader: RecordReader, source: str,
+            id_col: str, path: PathLike, filter_column: str | None, samples_per_shard: int,
+            max_shards: int, old_id_col: str | None) -> list[str]:
     """Write the records of ``frame`` kept by ``filter_column`` as a new, renumbered dataset.
 
     The work of :meth:`ImageTextPairDataset.to_webdataset` (which documents the arguments):

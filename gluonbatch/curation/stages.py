@@ -33,15 +33,20 @@ import os
 import threading
 import uuid
 import warnings
+from collections.abc import Sequence
+from typing import Any
 
 import mxnet as mx
 import numpy as np
 import pandas as pd
+from numpy.typing import DTypeLike
 
 from .._core.checks import check_callable, check_int, check_str
 from .._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from .._core.process import ProcessLocal
+from .._core.typing import NDArray, PathLike
 from ..batchify import Stack
+from .image_text import ImageTextPairDataset
 
 __all__ = ['ImageEmbedder', 'GluonImageEmbedder', 'ExportedImageEmbedder', 'ImageClassifier',
            'EmbeddingClassifier', 'ExportedEmbeddingClassifier']
@@ -78,11 +83,11 @@ class _Stage:
     """What every stage shares: the model, loaded once per process and stage, run on one
     batch at a time per process."""
 
-    def __init__(self, batch_size):
+    def __init__(self, batch_size: int) -> None:
         self.batch_size = check_int(batch_size, 'batch_size', minimum=1)
         self._token = uuid.uuid4().hex
 
-    def load_model(self, ctx):
+    def load_model(self, ctx: mx.Context) -> mx.gluon.Block:
         """The Gluon block to run on ``ctx`` (subclasses build or load it here)."""
         raise NotImplementedError('%s must define load_model(ctx)' % type(self).__name__)
 
@@ -95,7 +100,7 @@ class _Stage:
                     models.pop(next(iter(models)))  # the oldest
             return models[self._token]
 
-    def run(self, batch):
+    def run(self, batch: NDArray) -> np.ndarray:
         """The model's output on one batch, as a numpy array (loading the model first)."""
         with _MODEL_CALLS.get():
             return self._model()(batch).asnumpy()
@@ -131,22 +136,23 @@ class ImageEmbedder(_Stage):
     embedding_column : str, default 'image_embedding'
     """
 
-    def __init__(self, image_size=224, batch_size=64, num_workers=0, normalize_embeddings=True,
-                 embedding_column='image_embedding'):
+    def __init__(self, image_size: int = 224, batch_size: int = 64, num_workers: int = 0,
+                 normalize_embeddings: bool = True,
+                 embedding_column: str = 'image_embedding') -> None:
         super().__init__(batch_size)
         self.image_size = check_int(image_size, 'image_size', minimum=1)
         self.num_workers = check_int(num_workers, 'num_workers', minimum=0)
         self.normalize_embeddings = bool(normalize_embeddings)
         self.embedding_column = check_str(embedding_column, 'embedding_column')
 
-    def transform(self, image):
+    def transform(self, image: NDArray) -> np.ndarray:
         """One decoded (H, W, 3) uint8 image as the model's (3, S, S) float32 input:
         resized, then normalised with the ImageNet mean and standard deviation."""
         image = mx.image.imresize(image, self.image_size, self.image_size)
         array = (image.asnumpy().astype(np.float32) - _MEAN) / _STD
         return array.transpose(2, 0, 1)
 
-    def embed_records(self, dataset, indices):
+    def embed_records(self, dataset: Any, indices: Sequence[int]) -> np.ndarray:
         """The (len(indices), D) float32 embeddings of records ``indices`` of ``dataset``
         (anything whose ``[i][0]`` is record ``i``'s image)."""
         images = mx.gluon.data.SimpleDataset(list(indices)).transform(
@@ -164,7 +170,7 @@ class ImageEmbedder(_Stage):
             embeddings /= np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-12)
         return embeddings
 
-    def __call__(self, dataset):
+    def __call__(self, dataset: ImageTextPairDataset) -> ImageTextPairDataset:
         """A copy of ``dataset`` with :attr:`embedding_column` added to its metadata,
         lazily; ``dataset`` is left as it was."""
         records = dataset.reader  # what the tasks carry: the records, not the dataset
@@ -189,8 +195,9 @@ class GluonImageEmbedder(ImageEmbedder):
         As for :class:`ImageEmbedder`.
     """
 
-    def __init__(self, net, image_size=224, batch_size=64, num_workers=0,
-                 normalize_embeddings=True, embedding_column='image_embedding'):
+    def __init__(self, net: mx.gluon.Block, image_size: int = 224, batch_size: int = 64,
+                 num_workers: int = 0, normalize_embeddings: bool = True,
+                 embedding_column: str = 'image_embedding') -> None:
         check_callable(net, 'net')
         super().__init__(image_size, batch_size, num_workers, normalize_embeddings,
                          embedding_column)
@@ -199,7 +206,7 @@ class GluonImageEmbedder(ImageEmbedder):
         net(mx.nd.zeros((1, 3, self.image_size, self.image_size)))
         self.net = net
 
-    def load_model(self, ctx):
+    def load_model(self, ctx: mx.Context) -> mx.gluon.Block:
         return self.net
 
 
@@ -244,18 +251,19 @@ class ImageClassifier(_Stage):
     >>> tmp.cleanup()
     """
 
-    def __init__(self, embedding_column, pred_column, pred_type=float, batch_size=4096):
+    def __init__(self, embedding_column: str, pred_column: str, pred_type: DTypeLike = float,
+                 batch_size: int = 4096) -> None:
         super().__init__(batch_size)
         self.embedding_column = check_str(embedding_column, 'embedding_column')
         self.pred_column = check_str(pred_column, 'pred_column')
         self.pred_type = np.dtype(np.float32 if pred_type is float else pred_type)
 
-    def postprocess(self, outputs):
+    def postprocess(self, outputs: np.ndarray) -> np.ndarray:
         """The model's (N, ...) outputs as N predictions: a trailing axis of 1 dropped."""
         return outputs.reshape(len(outputs), -1)[:, 0] if outputs.ndim > 1 and \
             outputs.shape[1:] == (1,) else outputs
 
-    def predict(self, embeddings):
+    def predict(self, embeddings: np.ndarray) -> np.ndarray:
         """The predictions for an (N, D) float32 array of embeddings."""
         parts = [self.postprocess(self.run(mx.nd.array(
                      embeddings[start:start + self.batch_size], dtype=np.float32)))
@@ -264,7 +272,7 @@ class ImageClassifier(_Stage):
             return np.empty(0, self.pred_type)
         return np.concatenate(parts).astype(self.pred_type)
 
-    def __call__(self, dataset):
+    def __call__(self, dataset: ImageTextPairDataset) -> ImageTextPairDataset:
         """A copy of ``dataset`` with :attr:`pred_column` added to its metadata, lazily;
         ``dataset`` is left as it was."""
         if self.embedding_column not in dataset.metadata.columns:
@@ -296,13 +304,14 @@ class EmbeddingClassifier(ImageClassifier):
         As for :class:`ImageClassifier`.
     """
 
-    def __init__(self, block, pred_column, embedding_column='image_embedding', pred_type=float,
-                 batch_size=4096):
+    def __init__(self, block: mx.gluon.Block, pred_column: str,
+                 embedding_column: str = 'image_embedding', pred_type: DTypeLike = float,
+                 batch_size: int = 4096) -> None:
         check_callable(block, 'block')
         super().__init__(embedding_column, pred_column, pred_type, batch_size)
         self.block = block
 
-    def load_model(self, ctx):
+    def load_model(self, ctx: mx.Context) -> mx.gluon.Block:
         return self.block
 
 
@@ -329,7 +338,7 @@ class _Exported:
         self.prefix, self.epoch = str(prefix), check_int(epoch, 'epoch', minimum=0)
         self._model()  # missing or broken files fail here, not in a task
 
-    def load_model(self, ctx):
+    def load_model(self, ctx: mx.Context) -> mx.gluon.Block:
         return _import_block(self.prefix, self.epoch)
 
 
@@ -364,8 +373,9 @@ class ExportedImageEmbedder(_Exported, ImageEmbedder):
     >>> tmp.cleanup()
     """
 
-    def __init__(self, prefix, epoch=0, image_size=224, batch_size=64, num_workers=0,
-                 normalize_embeddings=True, embedding_column='image_embedding'):
+    def __init__(self, prefix: PathLike, epoch: int = 0, image_size: int = 224,
+                 batch_size: int = 64, num_workers: int = 0, normalize_embeddings: bool = True,
+                 embedding_column: str = 'image_embedding') -> None:
         super().__init__(image_size, batch_size, num_workers, normalize_embeddings,
                          embedding_column)
         self._use_export(prefix, epoch)
@@ -384,7 +394,8 @@ class ExportedEmbeddingClassifier(_Exported, ImageClassifier):
         As for :class:`ImageClassifier`.
     """
 
-    def __init__(self, prefix, pred_column, epoch=0, embedding_column='image_embedding',
-                 pred_type=float, batch_size=4096):
+    def __init__(self, prefix: PathLike, pred_column: str, epoch: int = 0,
+                 embedding_column: str = 'image_embedding', pred_type: DTypeLike = float,
+                 batch_size: int = 4096) -> None:
         super().__init__(embedding_column, pred_column, pred_type, batch_size)
         self._use_export(prefix, epoch)
