@@ -1,12 +1,9 @@
 """Per-thread scratch arrays that the presets reuse from sample to sample.
 
 A preset's intermediate images (a warped image, its float32 copy, a colour-mapped image
-before it is split into planes, the crop of a canvas) live only during one call. Allocating
-them afresh costs more than the arithmetic done on them: a new array of a few megabytes
-usually comes as fresh pages from the kernel, and faulting those in takes longer than one
-pass of ``cv2.transform`` over them (up to 3x a whole preset, depending on how the
-allocator happens to be tuned). So each thread keeps its own arrays and hands them out
-again:
+before it is split into planes, the crop of a canvas) live only during one call, and fresh
+pages for them cost more than the arithmetic done on them (up to 3x a whole preset). So
+each thread keeps its own arrays and hands them out again:
 
 - :func:`empty` leases a named array, any shape and dtype, of arbitrary content (like
   :func:`numpy.empty`);
@@ -14,18 +11,11 @@ again:
   all zeros again (zeroing only what it wrote: far less than the whole).
 
 Both are context managers, and the array is the caller's only inside the ``with`` block.
-They are safe to use
-
-- from several threads at once: every thread has its own arrays (a DataLoader's thread
-  pool applies presets concurrently);
-- nested: an array already leased in this thread is never handed out again before its
-  block ends; a nested request for it gets a fresh array instead;
-- with varying sizes: each name's buffer grows to the largest array taken from it, at
-  most :data:`MAX_BYTES` (larger requests get fresh arrays), and at most
-  :data:`MAX_BUFFERS` names are kept per thread (then the idle ones are dropped), so the
-  memory kept per thread is bounded.
-
-A zero buffer whose block ends with an exception is dropped, not trusted to be zero.
+They are safe to use from several threads at once (each has its own arrays); nested (an
+array leased in this thread is never handed out again before its block ends: a nested
+request gets a fresh array); and with varying sizes (a name's buffer grows to at most
+:data:`MAX_BYTES`, and at most :data:`MAX_BUFFERS` names are kept per thread). A zero
+buffer whose block ends with an exception is dropped, not trusted to be zero.
 
 Examples
 --------
