@@ -6,10 +6,10 @@ boxes of a sample (already on the output grid) into five float32 maps:
 - ``heatmap`` ``(num_class, H, W)``: a gaussian per box around the cell of its centre,
   on its class's map, of a radius from the box size (``gaussian_radius``); where gaussians
   overlap the larger value stays;
-- ``wh_target`` ``(2, H, W)``: the box's width and height at its centre cell;
-- ``wh_mask`` ``(2, H, W)``: 1 at those cells;
-- ``center_reg`` ``(2, H, W)``: the centre's offset from its cell's corner;
-- ``center_reg_mask`` ``(2, H, W)``: 1 at those cells.
+- ``wh_target`` ``(2, H, W)``: the box's width and height at its centre cell, and
+  ``wh_mask`` 1 there;
+- ``center_reg`` ``(2, H, W)``: the centre's offset from its cell's corner, and
+  ``center_reg_mask`` 1 there.
 
 Where two boxes share a centre cell, the later one's size and offset stay, as in gluoncv's
 loop; boxes with no width or height are skipped. :func:`center_net_targets` writes a
@@ -100,10 +100,9 @@ _CACHED_RADIUS = 256
 
 
 def _gaussian(radius, rows, cols):
-    """The 2-D gaussian of sigma ``(2 * radius + 1) / 6`` at the integer offsets ``rows``
-    (vertical) by ``cols`` (horizontal) from its peak, in float64 and rounded to float32,
-    with values below float64 epsilon cut to 0 (gluoncv cuts below epsilon times the
-    maximum, which is ``exp(0) = 1``)."""
+    """The 2-D gaussian of sigma ``(2 * radius + 1) / 6`` at the integer offsets ``rows`` by
+    ``cols`` from its peak, in float64 rounded to float32, values below float64 epsilon cut
+    to 0 (gluoncv cuts below epsilon times the maximum, ``exp(0) = 1``)."""
     sigma = (2 * radius + 1) / 6
     spread = 2 * sigma * sigma
     rows = np.asarray(rows, np.float64)
