@@ -33,8 +33,10 @@ Examples
 """
 import functools
 import numbers
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._core.native import fill_zero
 from .._core.inputs import as_numpy
@@ -45,7 +47,7 @@ __all__ = ['CenterNetTargetGenerator', 'center_net_targets', 'target_shapes', 'o
            'gaussian_radius', 'gaussian_patch', 'BoxOutsideGrid', 'ClassOutOfRange']
 
 
-def gaussian_radius(height, width, min_overlap=0.7):
+def gaussian_radius(height: ArrayLike, width: ArrayLike, min_overlap: float = 0.7) -> np.ndarray:
     """gluoncv's ``_gaussian_radius((height, width))`` for arrays of (ceiled) box sizes, the
     same radii to the bit for float16, float32, float64 and integer labels.
 
@@ -115,7 +117,7 @@ def _gaussian(radius, rows, cols):
 
 
 @functools.lru_cache(maxsize=128)
-def gaussian_patch(radius):
+def gaussian_patch(radius: int) -> np.ndarray:
     """gluoncv's ``_gaussian_2d((d, d), sigma=d / 6)`` for ``d = 2 * radius + 1``, as the
     float32 values gluoncv's ``np.maximum`` writes into the float32 heatmap; cached
     (read-only) per radius.
@@ -150,7 +152,7 @@ def _clipped_patch(radius, top, bottom, left, right):
     return _gaussian(radius, np.arange(-top, bottom), np.arange(-left, right))
 
 
-def check_scale_factor(scale_factor):
+def check_scale_factor(scale_factor: float) -> float:
     """``scale_factor`` if it is a number > 0 (gluoncv's scripts pass the network's float
     ``scale``).
 
@@ -164,7 +166,7 @@ def check_scale_factor(scale_factor):
     return scale_factor
 
 
-def output_grid(width, height, scale_factor):
+def output_grid(width: int, height: int, scale_factor: float) -> tuple[int, int]:
     """``(output_width, output_height)`` of a ``width`` x ``height`` input: each side
     divided by ``scale_factor``, rounded down, as gluoncv's preset does; at least 1x1.
 
@@ -179,7 +181,8 @@ def output_grid(width, height, scale_factor):
     return grid
 
 
-def target_shapes(batch_size, num_class, output_width, output_height):
+def target_shapes(batch_size: int, num_class: int, output_width: int,
+                  output_height: int) -> tuple[tuple[int, ...], ...]:
     """The shapes of the five ``(B, ...)`` target arrays of a batch.
 
     >>> target_shapes(4, 20, 128, 96)[:2]
@@ -237,7 +240,9 @@ def _box_numbers(boxes, ids, width, height, num_class, owner):
     return valid, classes.astype(np.int64), cell.astype(np.int64), radius, size, offset
 
 
-def center_net_targets(boxes, out, ids=None, zeroed=False):
+def center_net_targets(boxes: Sequence[np.ndarray], out: Sequence[np.ndarray],
+                       ids: Sequence[ArrayLike] | None = None,
+                       zeroed: bool = False) -> Sequence[np.ndarray]:
     """CenterNet's five targets of a batch, written into ``out``.
 
     Parameters
@@ -284,7 +289,7 @@ def center_net_targets(boxes, out, ids=None, zeroed=False):
 
     # samples grouped by the dtype of their boxes (usually one group): gluoncv's arithmetic
     # follows that dtype, so each group is computed in its own
-    groups = {}
+    groups: dict[np.dtype, list[tuple[int, np.ndarray, np.ndarray]]] = {}
     for index, sample in enumerate(boxes):
         sample = as_numpy(sample, 'the boxes of sample %d' % index)
         if sample.ndim != 2 or sample.shape[1] < (4 if ids is not None else 5):
@@ -319,9 +324,9 @@ def center_net_targets(boxes, out, ids=None, zeroed=False):
 
     # size and offset maps: the last box of each cell wins, as in gluoncv's loop
     keys = ((owner * height + cell[:, 1]) * width + cell[:, 0]).tolist()
-    last = {key: index for index, key in enumerate(keys)}   # later boxes overwrite
-    if len(last) < len(keys):
-        last = np.fromiter(last.values(), np.int64, len(last))
+    last_of = {key: index for index, key in enumerate(keys)}   # later boxes overwrite
+    if len(last_of) < len(keys):
+        last = np.fromiter(last_of.values(), np.int64, len(last_of))
         at, cx, cy = owner[last], cell[last, 0], cell[last, 1]
         size, offset = size[last], offset[last]
     else:
@@ -356,17 +361,17 @@ class CenterNetTargetGenerator:
         The network's output grid.
     """
 
-    def __init__(self, num_class, output_width, output_height):
+    def __init__(self, num_class: int, output_width: int, output_height: int) -> None:
         self._num_class = int(num_class)
         self._output_width = int(output_width)
         self._output_height = int(output_height)
 
-    def shapes(self, batch_size):
+    def shapes(self, batch_size: int) -> tuple[tuple[int, ...], ...]:
         """The five target shapes of ``batch_size`` samples (:func:`target_shapes`)."""
         return target_shapes(batch_size, self._num_class, self._output_width,
                              self._output_height)
 
-    def allocate(self, batch_size):
+    def allocate(self, batch_size: int) -> tuple[np.ndarray, ...]:
         """Five zero float32 target arrays for ``batch_size`` samples: C-contiguous views
         of one zeroed block (one allocation, whose pages the system maps lazily)."""
         shapes = self.shapes(batch_size)
@@ -376,14 +381,15 @@ class CenterNetTargetGenerator:
         return tuple(block[start:stop].reshape(shape)
                      for start, stop, shape in zip(bounds[:-1], bounds[1:], shapes))
 
-    def batch(self, boxes, ids=None, out=None):
+    def batch(self, boxes: Sequence[np.ndarray], ids: Sequence[ArrayLike] | None = None,
+              out: Sequence[np.ndarray] | None = None) -> Sequence[np.ndarray]:
         """The targets of a batch: ``boxes`` (and ``ids``) per sample as in
         :func:`center_net_targets`; into ``out`` if given, else into new arrays."""
         if out is None:
             return center_net_targets(boxes, self.allocate(len(boxes)), ids, zeroed=True)
         return center_net_targets(boxes, out, ids)
 
-    def __call__(self, gt_boxes, gt_ids):
+    def __call__(self, gt_boxes: np.ndarray, gt_ids: ArrayLike) -> tuple[np.ndarray, ...]:
         """``(heatmap, wh_target, wh_mask, center_reg, center_reg_mask)`` of one sample:
         ``gt_boxes`` ``(N, 4)`` on the output grid, ``gt_ids`` ``(N, 1)`` or ``(N,)``."""
         out = center_net_targets([gt_boxes], self.allocate(1), [gt_ids], zeroed=True)

@@ -30,6 +30,7 @@ array([[[1.        , 0.14285715]],
        [[0.14285715, 1.        ]]], dtype=float32)
 """
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ['box_iou', 'box_areas', 'AnchorSet']
 
@@ -37,7 +38,8 @@ _F32 = np.float32
 _ZERO = np.float32(0)
 
 
-def box_areas(xmin, ymin, xmax, ymax):
+def box_areas(xmin: np.ndarray, ymin: np.ndarray, xmax: np.ndarray,
+              ymax: np.ndarray) -> np.ndarray:
     """Areas of corner boxes as MXNet's ``box_iou`` takes them: ``width * height``, but 0
     for a box whose width or height is negative. The arguments are float32 arrays that
     broadcast together.
@@ -82,21 +84,21 @@ class AnchorSet:
 
     __slots__ = ('rows', 'areas', 'regular')
 
-    def __init__(self, corners):
+    def __init__(self, corners: ArrayLike) -> None:
         corners = np.asarray(corners, dtype=_F32).reshape(-1, 4)
         self.rows = np.ascontiguousarray(corners.T)
         self.areas = box_areas(*self.rows)
         self.regular = bool(np.all(self.areas > 0) and np.all(np.isfinite(self.areas)))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.rows.shape[1]
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Memory of the rows and the areas."""
         return self.rows.nbytes + self.areas.nbytes
 
-    def iou(self, boxes):
+    def iou(self, boxes: np.ndarray) -> np.ndarray:
         """IoU of every box with every anchor, MXNet's float32 bits, ``(..., M, N)``.
 
         Parameters
@@ -116,7 +118,7 @@ class AnchorSet:
         return _iou_literal(self.rows, self.areas, box_cols, box_area)
 
 
-def box_iou(anchors, boxes):
+def box_iou(anchors: ArrayLike, boxes: ArrayLike) -> np.ndarray:
     """IoU of every anchor with every box, ``mx.nd.contrib.box_iou(anchors, boxes,
     format='corner')`` bit for bit.
 

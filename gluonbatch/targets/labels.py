@@ -12,13 +12,20 @@ Examples
 >>> batch.boxes[1].tolist(), batch.ids.tolist(), batch.real.tolist()
 ([[-1.0, -1.0, -1.0, -1.0]], [[0.0], [-1.0]], [[True], [False]])
 """
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple, TypeAlias
 
 import numpy as np
 
 from .._core.inputs import as_numpy, label_array
+from .._core.typing import NDArray
 
 __all__ = ['LabelBatch', 'label_batch']
+
+#: One sample's ``(M, 5+)`` label: rows ``xmin, ymin, xmax, ymax, class, ...``.
+Label: TypeAlias = np.ndarray | NDArray
+#: A batch's labels: one :data:`Label` per sample, or one padded ``(B, M, 5+)`` array.
+Labels: TypeAlias = Sequence[Label] | np.ndarray | NDArray
 
 
 class LabelBatch(NamedTuple):
@@ -36,7 +43,7 @@ class LabelBatch(NamedTuple):
     real: np.ndarray
 
 
-def label_batch(labels):
+def label_batch(labels: Labels) -> LabelBatch:
     """A :class:`LabelBatch` of a list of ``(M_i, 5+)`` labels or of a padded
     ``(B, M, 5+)`` array (numpy or NDArray)."""
     if isinstance(labels, (list, tuple)):

@@ -19,7 +19,11 @@ module holds :class:`RPNTargetGenerator`, which labels, subsamples and encodes; 
 computed for the anchors inside the image only (the others are ignored whatever their IoU).
 :class:`RPNTargetGenerator` shows an example.
 """
+from collections.abc import Sequence
+from types import ModuleType
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._core.checks import describe
 # box_iou and the anchor classes are re-exported: the presets and users import them from here
@@ -59,8 +63,9 @@ class RPNTargetGenerator:
            [-0.14285715, -0.14285715,  0.        ,  0.        ]], dtype=float32)
     """
 
-    def __init__(self, num_sample=256, pos_iou_thresh=0.7, neg_iou_thresh=0.3,
-                 pos_ratio=0.5, stds=(1., 1., 1., 1.), allowed_border=0):
+    def __init__(self, num_sample: int = 256, pos_iou_thresh: float = 0.7,
+                 neg_iou_thresh: float = 0.3, pos_ratio: float = 0.5,
+                 stds: Sequence[float] = (1., 1., 1., 1.), allowed_border: int = 0) -> None:
         if len(stds) != 4:
             raise ValueError('stds (box_norm) must have 4 values, got %d' % len(stds))
         self._budget = num_sample
@@ -71,7 +76,9 @@ class RPNTargetGenerator:
         self._stds = stds
         self._allowed_border = allowed_border
 
-    def __call__(self, boxes, layout, np_rng=None):
+    def __call__(self, boxes: ArrayLike, layout: AnchorLayout,
+                 np_rng: np.random.RandomState | ModuleType | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Targets of every anchor of ``layout`` for ground-truth ``boxes``.
 
         Parameters

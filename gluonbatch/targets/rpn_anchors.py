@@ -20,9 +20,11 @@ Examples
 import collections
 import copy
 import threading
+from collections.abc import Sequence
 
 import mxnet as mx
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._core.alloc import legacy_mode
 from .._core.shape_inference import FeatureShapes
@@ -69,7 +71,7 @@ class AnchorLayout:
     __slots__ = ('size', 'levels', 'num_anchors', 'inside', '_grids', '_starts',
                  '_inside_set')
 
-    def __init__(self, size, grids):
+    def __init__(self, size: tuple[int, int], grids: Sequence[np.ndarray]) -> None:
         height, width = size
         self.size = (int(height), int(width))
         self._grids = tuple(grids)
@@ -88,11 +90,11 @@ class AnchorLayout:
         self._inside_set = AnchorSet(anchors[self.inside])
 
     @property
-    def inside_corners(self):
+    def inside_corners(self) -> np.ndarray:
         """Corners of the anchors inside the image, ``(4, len(inside))`` float32."""
         return self._inside_set.rows
 
-    def anchors(self, indices=None):
+    def anchors(self, indices: ArrayLike | None = None) -> np.ndarray:
         """Corners of all anchors ``(num_anchors, 4)``, or of those at ``indices``; float32."""
         if indices is None:
             if not self._grids:
@@ -110,7 +112,7 @@ class AnchorLayout:
                 out[picked] = grid.reshape(grid.shape[0], width, depth, 4)[row, column, anchor]
         return out
 
-    def split(self, *targets):
+    def split(self, *targets: np.ndarray) -> tuple[list[np.ndarray], ...]:
         """Each flat per-anchor target ``(num_anchors, ...)`` as a list with one
         ``(height, width, -1)`` view per level, as gluoncv returns them."""
         out = []
@@ -121,11 +123,11 @@ class AnchorLayout:
         return tuple(out)
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Memory of what the layout holds for the image size (the grids are shared)."""
         return self.inside.nbytes + self._inside_set.nbytes
 
-    def ious(self, boxes):
+    def ious(self, boxes: np.ndarray) -> np.ndarray:
         """MXNet's float32 IoU of ``boxes`` ``(M, 4)`` with the inside anchors, laid out
         ``(M, len(inside))`` (box by anchor, the transpose of MXNet's)."""
         return self._inside_set.iou(boxes)
@@ -158,7 +160,8 @@ class RPNAnchors:
         Most memory the cached layouts take; the most recent one is always kept.
     """
 
-    def __init__(self, net, ashape=128, multi_stage=False, cache_bytes=64 << 20):
+    def __init__(self, net: mx.gluon.Block, ashape: int = 128, multi_stage: bool = False,
+                 cache_bytes: int = 64 << 20) -> None:
         with legacy_mode():
             generator = copy.deepcopy(net.rpn.anchor_generator)
             generator.collect_params().reset_ctx(mx.cpu())
@@ -190,7 +193,7 @@ class RPNAnchors:
         self.__dict__.update(state)
         self._init_cache()
 
-    def layout(self, height, width):
+    def layout(self, height: int, width: int) -> AnchorLayout:
         """The :class:`AnchorLayout` of an image of ``height x width`` (cached)."""
         key = (int(height), int(width))
         with self._lock:

@@ -38,14 +38,19 @@ array([5., 0.], dtype=float32)
 array([[0., 0., 0., 0.],
        [0., 0., 0., 0.]], dtype=float32)
 """
+from collections.abc import Sequence
+from typing import Any
+
 import mxnet as mx
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._core.alloc import legacy_mode
 from .._core.native import fill_zero
 from .._core.inputs import as_numpy, label_array
 from .iou import AnchorSet
-from .labels import label_batch
+from .._core.typing import NDArray
+from .labels import Label, Labels, label_batch
 
 __all__ = ['SSDTargets', 'box_iou', 'ssd_match']
 
@@ -68,7 +73,7 @@ def _mxnet_log(values):
         return mx.nd.log(mx.nd.array(values, dtype=np.float32)).asnumpy()
 
 
-def box_iou(anchors, boxes):
+def box_iou(anchors: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     """IoU of corner boxes, float32, exactly as ``mx.nd.contrib.box_iou(anchors, boxes)``
     but laid out boxes first: ``(B, M, N)``, anchors along the contiguous axis (see
     :class:`gluonbatch.targets.iou.AnchorSet`).
@@ -144,7 +149,8 @@ def _bipartite(work, col_row, col_val):
     return match
 
 
-def ssd_match(ious, iou_thresh=0.5, valid=None):
+def ssd_match(ious: np.ndarray, iou_thresh: float = 0.5,
+              valid: ArrayLike | None = None) -> np.ndarray:
     """gluoncv's SSD matching, ``CompositeMatcher([BipartiteMatcher(share_max=False),
     MaximumMatcher(iou_thresh)])``, on ``ious`` laid out ``(B, M boxes, N anchors)``
     (the transpose of gluoncv's).
@@ -209,7 +215,8 @@ class SSDTargets:
         ``N``.
     """
 
-    def __init__(self, anchors, iou_thresh=0.5, box_norm=(0.1, 0.1, 0.2, 0.2), **kwargs):
+    def __init__(self, anchors: np.ndarray | NDArray, iou_thresh: float = 0.5,
+                 box_norm: Sequence[float] = (0.1, 0.1, 0.2, 0.2), **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - set(_IGNORED_KWARGS))
         if unknown:
             raise TypeError('SSDTargets got %s %s (gluoncv\'s '
@@ -242,13 +249,13 @@ class SSDTargets:
         self.num_anchors = c.shape[0]
 
     @property
-    def anchor_corners(self):
+    def anchor_corners(self) -> np.ndarray:
         """``(N, 4)`` float32 anchors as corners, as gluoncv computes them (read-only)."""
         view = self._corners.view()
         view.flags.writeable = False
         return view
 
-    def targets(self, label):
+    def targets(self, label: Label) -> tuple[np.ndarray, np.ndarray]:
         """``(cls_targets (N,), box_targets (N, 4))`` float32 of one sample, gluoncv's
         ``cls_targets[0], box_targets[0]``.
 
@@ -262,7 +269,8 @@ class SSDTargets:
         cls_targets, box_targets = self.compute(boxes, ids)
         return cls_targets[0], box_targets[0]
 
-    def batch(self, labels, out=None):
+    def batch(self, labels: Labels, out: tuple[np.ndarray, np.ndarray] | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
         """Targets of a batch: ``(cls_targets (B, N), box_targets (B, N, 4))`` float32.
 
         ``labels`` is a list of per-sample ``(M_i, 5+)`` labels (each row a box, as in
@@ -275,7 +283,9 @@ class SSDTargets:
         valid = None if batch.real.all() else batch.real
         return self.compute(batch.boxes, batch.ids, valid, out=out)
 
-    def compute(self, boxes, ids, valid=None, out=None, zeroed=False):
+    def compute(self, boxes: np.ndarray, ids: np.ndarray, valid: np.ndarray | None = None,
+                out: tuple[np.ndarray, np.ndarray] | None = None,
+                zeroed: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The vectorized core: targets of ``B`` samples at once.
 
         Parameters

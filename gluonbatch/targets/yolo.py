@@ -30,9 +30,13 @@ Every value is bit-identical to gluoncv's (``center_targets`` and ``weights`` ar
 once from float64, as gluoncv's assignment into a float32 array does).
 """
 
+from collections.abc import Sequence
+from typing import Any
+
 import mxnet as mx
 import numpy as np
 from mxnet import autograd
+from numpy.typing import ArrayLike
 
 from .._core.alloc import legacy_mode
 from .._core.shape_inference import SymbolShapes
@@ -41,7 +45,7 @@ from .._core.native import fill_zero
 from .._core.process import SharedByToken
 from .iou import AnchorSet
 from .errors import CellOutOfRange, ClassOutOfRange
-from .labels import label_batch
+from .labels import Label, Labels, label_batch
 
 __all__ = ['YOLO3Targets', 'YOLO3Layout']
 
@@ -101,7 +105,8 @@ class YOLO3Targets:
         Foreground classes.
     """
 
-    def __init__(self, net, width, height, mixup=False, **kwargs):
+    def __init__(self, net: mx.gluon.Block, width: int, height: int, mixup: bool = False,
+                 **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - set(_BLOCK_KWARGS))
         if unknown:
             raise TypeError('YOLO3Targets got %s %s (gluoncv\'s '
@@ -117,7 +122,9 @@ class YOLO3Targets:
                     [tuple(f.shape[2:4]) for f in feat_maps])
 
     @classmethod
-    def from_layout(cls, anchors, cell_counts, grids, width, height, num_class, mixup=False):
+    def from_layout(cls, anchors: Sequence[ArrayLike], cell_counts: Sequence[int],
+                    grids: Sequence[tuple[int, int]], width: int, height: int, num_class: int,
+                    mixup: bool = False) -> 'YOLO3Targets':
         """Targets of a network known by its output layers, without running it: per layer
         its anchors (``(A, 2)`` widths and heights), its number of cells and its
         ``(rows, columns)`` grid, for ``width`` x ``height`` images (see
@@ -159,14 +166,14 @@ class YOLO3Targets:
         # 1 / np.float32 in gluoncv, rounded once
         self._small_log = np.log(1 / self._anchors.astype(np.float64)).astype(np.float32)
 
-    def shapes(self, batch=None):
+    def shapes(self, batch: int | None = None) -> tuple[tuple[int, ...], ...]:
         """Shapes of ``(objectness, center, scale, weights, class)`` targets, with a
         leading batch axis when ``batch`` is given."""
         rows = self.num_rows
         lead = () if batch is None else (batch,)
         return tuple(lead + (rows, k) for k in (1, 2, 2, 2, self.num_class))
 
-    def targets(self, label):
+    def targets(self, label: Label) -> tuple[np.ndarray, ...]:
         """gluoncv's per-sample ``(objectness, center_targets, scale_targets, weights,
         class_targets, gt_bboxes)`` as float32 numpy arrays.
 
@@ -182,7 +189,8 @@ class YOLO3Targets:
         # a copy: the boxes may be a view of the caller's label, outputs never are
         return tuple(o[0] for o in outputs) + (boxes[0].copy(),)
 
-    def batch(self, labels, out=None):
+    def batch(self, labels: Labels, out: Sequence[np.ndarray] | None = None
+              ) -> tuple[np.ndarray, ...]:
         """Targets of a batch: the five targets with a leading batch axis, float32.
 
         ``labels`` is a list of per-sample ``(M_i, 5+)`` labels or one padded
@@ -194,7 +202,9 @@ class YOLO3Targets:
         return self.compute(batch.boxes, batch.ids, batch.last if self._mixup else None,
                             out=out)
 
-    def compute(self, boxes, ids, ratios=None, out=None, zeroed=False):
+    def compute(self, boxes: np.ndarray, ids: np.ndarray, ratios: np.ndarray | None = None,
+                out: Sequence[np.ndarray] | None = None,
+                zeroed: bool = False) -> tuple[np.ndarray, ...]:
         """The vectorized core: targets of ``B`` samples at once.
 
         Parameters
@@ -224,7 +234,8 @@ class YOLO3Targets:
         if boxes.shape != (batch, num_boxes, 4) or ids.shape != (batch, num_boxes) or (
                 ratios is not None and np.shape(ratios) != (batch, num_boxes)):
             raise ValueError('boxes must be (B, M, 4), ids and ratios (B, M); got %s, %s '
-                             'and %s' % (boxes.shape, ids.shape, np.shape(ratios)))
+                             'and %s' % (boxes.shape, ids.shape,
+                                         () if ratios is None else np.shape(ratios)))
         shapes = self.shapes(batch)
         if out is None:
             out = tuple(np.empty(shape, np.float32) for shape in shapes)
@@ -336,8 +347,9 @@ class YOLO3Layout(SharedByToken):
 
     #: The targets per image size: a per-process cache, found again by the token.
     BY_TOKEN = {'_by_size': lambda: _TargetsBySize()}
+    _by_size: '_TargetsBySize'
 
-    def __init__(self, net):
+    def __init__(self, net: mx.gluon.Block) -> None:
         with legacy_mode():  # gluoncv's networks run as legacy NDArrays and symbols only
             anchors, _, _ = _probe(net, self.PROBE_SIZE, self.PROBE_SIZE)
             with autograd.train_mode():
@@ -354,7 +366,7 @@ class YOLO3Layout(SharedByToken):
                                     what='the output grids of the YOLOv3 network')
         self._share_by_token(_by_size=_TargetsBySize())
 
-    def targets(self, width, height, mixup=False):
+    def targets(self, width: int, height: int, mixup: bool = False) -> YOLO3Targets:
         """A :class:`YOLO3Targets` for ``width`` x ``height`` images, made once per size
         in each process (every copy of this layout there shares them)."""
         key = (int(width), int(height), bool(mixup))
