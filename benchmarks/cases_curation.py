@@ -89,10 +89,25 @@ def _filter_column(metadata):
     return (metadata['aesthetic_score'] > 5) & (metadata['caption'].str.len() > 24)
 
 
+def _every_nth_shard(source, step):
+    """A directory beside ``source`` of links to the files of every ``step``-th shard."""
+    linked = '%s-every-%d' % (source, step)
+    if not os.path.isdir(linked):
+        os.makedirs(linked)
+        names = sorted(name for name in os.listdir(source) if name[0].isdigit())
+        stems = sorted({name.split('.')[0] for name in names})[::step]
+        for name in names:
+            if name.split('.')[0] in stems:
+                os.symlink(os.path.join(source, name), os.path.join(linked, name))
+    return linked
+
+
 def _save_filtered(source, target, num_parts=1):
-    """The metadata pipeline: open (the first of ``num_parts`` parts), add the filter
+    """The metadata pipeline: open (every ``num_parts``-th shard of it), add the filter
     column, ``save_metadata`` elsewhere."""
-    ds = ImageTextPairDataset.from_webdataset(source, 'key', num_parts=num_parts, part_index=0)
+    if num_parts > 1:
+        source = _every_nth_shard(source, num_parts)
+    ds = ImageTextPairDataset.from_webdataset(source, 'key')
     ds.metadata['keep'] = _filter_column(ds.metadata)
     ds.save_metadata(target)
 
@@ -128,7 +143,7 @@ def driver_peak(mode, source, warmup, target, num_parts=1, address=None):
 
     ``mode`` is ``'threads'`` (Dask's default scheduler: the work is done in this process),
     ``'cluster'`` (this process is a client of the scheduler at ``address``) or
-    ``'eager'``; ``num_parts`` > 1 runs on the first of that many parts of the dataset. A
+    ``'eager'``; ``num_parts`` > 1 runs on every ``num_parts``-th shard of the dataset. A
     first run on the small dataset ``warmup`` pays for first use (modules imported
     lazily, thread pools) before the peak is reset.
     """

@@ -9,9 +9,10 @@ Run under ``scripts/launch_local.py`` (or MXNet's ``tools/launch.py``), which se
 
 Each worker creates the ``dist_sync`` kvstore, takes its part of a synthetic dataset with
 ``gluonbatch.samplers.split.SplitSampler(len, num_workers, rank, shuffle=True)`` (or, with
-``--webdataset DIR``, its shards of an image-text dataset; with ``--shards DIR``, its
-equal part of a detection dataset on shards in ``gluonbatch.samplers.ShardWindowSampler``'s
-order, a window of ``--shard-window`` shards at a time), loads it with a
+``--webdataset DIR``, of an image-text dataset the same way; with ``--shards DIR``, of a
+detection dataset on shards in ``gluonbatch.samplers.ShardWindowSampler``'s order, a
+window of ``--shard-window`` shards at a time; every rank opens the whole dataset and the
+sampler deals it, ``gluonbatch.samplers.ranks.rank_positions``), loads it with a
 ``gluonbatch.DataLoader`` (``--num-loader-workers`` worker processes, replaced if they
 die), batches it with gluonbatch (``Pad(num_shards=D)`` per device), splits every batch
 onto ``--devices`` CPU contexts with ``ShardedLoader`` and trains with
@@ -92,15 +93,11 @@ class ShardSamples(mx.gluon.data.Dataset):
         return chw, np.float32(objects / 10), self.shards.record_id(i)
 
 
-def webdataset_dataset(path, id_col, rank, num_workers):
-    """This rank's shards of an image-text dataset: (CHW float image, target, id)."""
+def webdataset_dataset(path, id_col):
+    """An image-text dataset, all of it: (CHW float image, target, id)."""
     from gluonbatch.curation import ImageTextPairDataset
 
-    dataset = ImageTextPairDataset.from_webdataset(path, id_col, num_parts=num_workers,
-                                                   part_index=rank)
-    if len(dataset) == 0:
-        raise SystemExit('rank %d of %d has no records in %s (fewer shards than workers)'
-                         % (rank, num_workers, path))
+    dataset = ImageTextPairDataset.from_webdataset(path, id_col)
 
     def sample(image, caption, meta):
         chw = image.transpose((2, 0, 1)).astype('float32') / 255
@@ -123,9 +120,11 @@ def shard_loader(args, rank, num_workers):
         return DataLoader(dataset, batch_size=args.batch_size, sampler=order,
                           last_batch='keep', batchify_fn=batchify,
                           num_workers=args.num_loader_workers)
-    # the seeded loader follows the window order (of the same seed) and takes its rank
+    # the seeded loader follows the window order (of the same seed) and takes its rank,
+    # dealing the order a batch at a time
     return DataLoader(dataset.transform(Augment()), batch_size=args.batch_size, sampler=order,
-                      last_batch='keep', batchify_fn=batchify,
+                      last_batch={'pad': 'pad', 'drop': 'discard'}[args.last_part],
+                      batchify_fn=batchify,
                       num_workers=args.num_loader_workers, seed=args.loader_seed)
 
 
@@ -150,13 +149,11 @@ def make_loader(args, rank, num_workers, ctx_list):
             batchify_fn=batchify, num_workers=args.num_loader_workers, seed=args.loader_seed)
     else:
         if args.webdataset:
-            dataset = webdataset_dataset(args.webdataset, args.id_col, rank, num_workers)
-            # the shards are already this rank's part; sample all of them
-            sampler = SplitSampler(len(dataset), shuffle=True, seed=args.seed)
+            dataset = webdataset_dataset(args.webdataset, args.id_col)
         else:
             dataset = synthetic_dataset(args.samples, args.seed)
-            sampler = SplitSampler(len(dataset), num_workers, rank, shuffle=True,
-                                   seed=args.seed, last_part=args.last_part)
+        sampler = SplitSampler(len(dataset), num_workers, rank, shuffle=True, seed=args.seed,
+                               last_part=args.last_part)
         batches = DataLoader(
             dataset, batch_size=args.batch_size, sampler=sampler, last_batch='keep',
             batchify_fn=batchify, num_workers=args.num_loader_workers)
@@ -194,7 +191,7 @@ def main(argv=None):
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--num-loader-workers', type=int, default=0)
     parser.add_argument('--webdataset', metavar='DIR',
-                        help='train on this rank\'s shards of an image-text dataset '
+                        help='train on this rank\'s part of an image-text dataset '
                              '(gluonbatch.curation) instead of synthetic data')
     parser.add_argument('--id-col', default='key', help='id column of --webdataset')
     parser.add_argument('--shards', metavar='DIR',

@@ -1,22 +1,19 @@
 """The dataset: :class:`ImageTextPairDataset`, random access to a sharded image-text dataset."""
-import logging
 import os
 
 import dask.dataframe as dd
 
-from .._core.checks import check_part, check_str
+from .._core.checks import check_str
 from .._core.wording import plural
 from ..shards.commit import reading
 from .metadata import count_records, lazy_metadata
 from ..shards.reader import RecordReader
 from ..shards.dataset import ShardDataset
-from ..shards.files import Shard, find_shards, select_part
+from ..shards.files import Shard, find_shards
 from .reshard import reshard
 from .metadata_writer import save_metadata
 
 __all__ = ['ImageTextPairDataset']
-
-_LOG = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- the dataset
@@ -50,10 +47,7 @@ class ImageTextPairDataset(ShardDataset):
     id_col : str
         The id column of the parquet files.
     tar_files : list of str
-        The tar of every shard of this dataset (of its part, with ``num_parts > 1``).
-    num_parts, part_index : int
-        This dataset is part ``part_index`` of ``num_parts`` (see :meth:`from_webdataset`).
-        ``world_size`` and ``rank`` are deprecated aliases.
+        The tar of every shard of this dataset.
 
     Examples
     --------
@@ -73,28 +67,26 @@ class ImageTextPairDataset(ShardDataset):
     >>> tmp.cleanup()
     """
 
-    def __init__(self, path, id_col, *, num_parts=1, part_index=0, use_index=True):
+    def __init__(self, path, id_col, *, use_index=True):
         check_str(id_col, 'id_col')
-        self.num_parts, self.part_index = check_part(num_parts, part_index)
         self.path = os.path.abspath(os.fspath(path))
         self.id_col = id_col
         # between commits: one a killed run left half done is settled first
         with reading(self.path):
             stems, indexed = find_shards(self.path)
-            self._all_shards = len(stems)
-            stems = select_part(stems, self.num_parts, self.part_index)
-            if not stems:
-                _LOG.warning('%s: part %d of %d gets no shard (the dataset has %d); its '
-                             'dataset is empty', self.path, self.part_index, self.num_parts,
-                             self._all_shards)
             self._shards = [Shard(self.path, stem, use_index and stem in indexed)
                             for stem in stems]
             self._open_metadata()  # counts each shard's records, which the reader needs
         super().__init__(self._shards, RecordReader(self._shards, id_col))
 
     @classmethod
-    def from_webdataset(cls, path, id_col, *, num_parts=1, part_index=0, use_index=True):
+    def from_webdataset(cls, path, id_col, *, use_index=True):
         """Open the dataset in directory ``path``.
+
+        In data-parallel training every rank opens the whole dataset (opening reads only
+        the parquet footers, records are read as they are used) and takes its part with a
+        sampler: ``ShardWindowSampler(ds, num_parts=..., part_index=...)``, or a
+        ``SplitSampler`` (see :mod:`gluonbatch.samplers.ranks`).
 
         Parameters
         ----------
@@ -103,13 +95,6 @@ class ImageTextPairDataset(ShardDataset):
             optionally ``NNNNN.idx``.
         id_col : str
             The parquet column holding the record ids (string ids, e.g. ``'key'``).
-        num_parts, part_index : int, default 1 and 0
-            Keep only the shards of part ``part_index`` of ``num_parts`` (one part per
-            rank, as GluonNLP's and gluonbatch's ``SplitSampler`` spell it): shard ``k`` (in
-            numeric order) belongs to part ``k % num_parts``. Parts are disjoint and
-            together cover every shard; a part beyond the number of shards gets an empty
-            dataset (and a log warning) rather than an error, so every rank can run the
-            same code.
         use_index : bool, default True
             Use the ``.idx`` files present. Without one (or with ``False``) a shard's tar
             headers are scanned once, when the shard is first used (one of its records
@@ -135,25 +120,26 @@ class ImageTextPairDataset(ShardDataset):
 
         Examples
         --------
+        Two ranks, each with the whole dataset and its part of an epoch:
+
         >>> import tempfile
         >>> from gluonbatch.curation import make_example_dataset
+        >>> from gluonbatch.samplers import ShardWindowSampler
         >>> with tempfile.TemporaryDirectory() as tmp:
         ...     path = make_example_dataset(tmp, num_shards=3, samples_per_shard=2)
-        ...     print([len(ImageTextPairDataset.from_webdataset(path, 'key', num_parts=2,
-        ...                                                     part_index=part))
-        ...            for part in (0, 1)])
-        [4, 2]
+        ...     ds = ImageTextPairDataset.from_webdataset(path, 'key')
+        ...     parts = [list(ShardWindowSampler(ds, seed=0, num_parts=2, part_index=rank))
+        ...              for rank in (0, 1)]
+        >>> len(ds), [len(part) for part in parts], sorted(parts[0] + parts[1])
+        (6, [3, 3], [0, 1, 2, 3, 4, 5])
         """
-        return cls(path, id_col, num_parts=num_parts, part_index=part_index,
-                   use_index=use_index)
+        return cls(path, id_col, use_index=use_index)
 
     # ---------------------------------------------------------------- properties
 
     def __repr__(self):
-        return ('%s(%r, id_col=%r, shards=%d, records=%d%s)'
-                % (type(self).__name__, self.path, self.id_col, len(self._shards), len(self),
-                   ', part_index=%d, num_parts=%d' % (self.part_index, self.num_parts)
-                   if self.num_parts > 1 else ''))
+        return ('%s(%r, id_col=%r, shards=%d, records=%d)'
+                % (type(self).__name__, self.path, self.id_col, len(self._shards), len(self)))
 
     def __getitem__(self, idx):
         return self._reader.record(self._index(idx))

@@ -55,8 +55,7 @@ class ShardDataset(mx.gluon.data.Dataset, metaclass=abc.ABCMeta):
     @property
     def shard_lengths(self) -> tuple[int, ...]:
         """The records of every shard of this dataset, in shard order: a tuple of ints, for
-        :class:`~gluonbatch.samplers.ShardWindowSampler` (an ``ImageTextPairDataset``
-        opened with ``num_parts > 1``: its part's shards).
+        :class:`~gluonbatch.samplers.ShardWindowSampler`.
 
         Examples
         --------

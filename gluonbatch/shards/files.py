@@ -1,8 +1,8 @@
-"""Shard discovery (``NNNNN.tar`` with ``NNNNN.parquet`` and optionally ``NNNNN.idx``
-beside it) and the split of a dataset's shards into parts, one per rank.
+"""Shard discovery: ``NNNNN.tar`` with ``NNNNN.parquet`` and optionally ``NNNNN.idx``
+beside it.
 
-A *shard* is one tar file with its parquet (and index); a *part* is the shards one rank
-reads: shard ``k``, in numeric order, belongs to part ``k % num_parts``.
+A *shard* is one tar file with its parquet (and index). Every rank opens all of a dataset's
+shards; a sampler gives each its part of the records (:mod:`gluonbatch.samplers.ranks`).
 """
 import contextlib
 import os
@@ -105,14 +105,3 @@ def find_shards(directory: PathLike) -> tuple[list[str], set[str]]:
                                        stem + '.' + other, os.path.join(directory, '*.' + ext),
                                        plural(len(stems), 'shard file'), other))
     return sorted(tars, key=stem_order), found['idx']
-
-
-def select_part(stems, num_parts, part_index):
-    """The shards of part ``part_index``: every ``num_parts``-th shard from that one.
-
-    Parts are disjoint and together hold every shard; their sizes differ by at most one.
-
-    >>> select_part(['00000', '00001', '00002', '00003', '00004'], 2, 1)
-    ['00001', '00003']
-    """
-    return stems[part_index::num_parts]
