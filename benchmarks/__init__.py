@@ -42,7 +42,7 @@ How it measures
 * **The recycling cases** measure what recycled shared memory (:mod:`gluonbatch.memory`)
   buys in DataLoader workers. ``loader_recycled`` and ``rcnn_loader_recycled`` time epochs
   as the loader case does, 100 MB batches of ``Tuple(Stack(), Stack())`` and Faster R-CNN
-  FPN batches (2 shards, samples transformed before the workers fork), with a fourth
+  FPN batches (2 devices, samples transformed before the workers fork), with a fourth
   contender: the same gluonbatch loader whose workers were forked with recycling off.
   ``worker_batchify`` times, inside each of the 2 workers, gluonbatch's batchify writing into
   recycled memory, gluoncv's, the floor and a *warm copy* (the same samples copied into a

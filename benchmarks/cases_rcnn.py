@@ -38,7 +38,7 @@ def net_and_samples(model, multi_stage, short, max_size, rng, count):
 
 
 def _rcnn_case(case, title, model, multi_stage, rng, rounds, quick):
-    """Cases 5 and 6: FasterRCNNTrainBatchify, 4 samples of gluoncv's train transform, 2 shards.
+    """Cases 5 and 6: FasterRCNNTrainBatchify, 4 samples of gluoncv's train transform, 2 devices.
 
     gluonbatch is timed in steady state: its feature-shape cache was filled by the warm-up
     call, as it is after the first batches of each image size in training.
@@ -46,7 +46,7 @@ def _rcnn_case(case, title, model, multi_stage, rng, rounds, quick):
     short, max_size = (200, 320) if quick else (600, 1000)
     net, samples = net_and_samples(model, multi_stage, short, max_size, rng, 4)
     ours = gb.FasterRCNNTrainBatchify(net, num_shards=2)
-    row = run_case(case, '%s %d/%d, 4 img, 2 shards' % (title, short, max_size), ours,
+    row = run_case(case, '%s %d/%d, 4 img, 2 devices' % (title, short, max_size), ours,
                    gcv.FasterRCNNTrainBatchify(net, num_shards=2), rounds, samples)
     info = ours.feature_shapes.cache_info()
     row['cache'] = {'hits': info.hits, 'misses': info.misses}

@@ -182,7 +182,7 @@ def case_rcnn_loader_recycled(rng, rounds, quick):
                           gcv_fn(samples[start:start + batch_size]))
                for start in range(0, count, batch_size)]
     loaders = _loaders(samples, count, batch_size, gb_fn, gcv_fn, layouts)
-    row = loader_row('rcnn_loader_recycled', 'R-CNN FPN loader %d/%d, B=4, 2 shards'
+    row = loader_row('rcnn_loader_recycled', 'R-CNN FPN loader %d/%d, B=4, 2 devices'
                      % (short, max_size), loaders, rounds, layouts, len(layouts),
                      warm_epochs=1 if quick else 3)
     del loaders

@@ -75,13 +75,13 @@ def _pad():
     return [_panel('batch', batch, _LENGTHS), _panel('valid lengths', lengths)]
 
 
-def _pad_shards():
+def _pad_slices():
     from gluonbatch.batchify import Pad
-    shards = Pad(pad_val=-1, num_shards=2)(_labels())
+    slices = Pad(pad_val=-1, num_shards=2)(_labels())
     panels, start = [], 0
-    for index, shard in enumerate(shards):
-        count = shard.shape[0]
-        panel = _panel('shard %d' % index, shard, _LENGTHS[start:start + count])
+    for index, piece in enumerate(slices):
+        count = piece.shape[0]
+        panel = _panel('device slice %d' % index, piece, _LENGTHS[start:start + count])
         # keep the colours of the samples' positions in the whole batch
         panel['rows'] = [[(text, None if sample is None else sample + start)
                           for text, sample in row] for row in panel['rows']]
@@ -136,7 +136,7 @@ def _default_collate():
 FIGURES = collections.OrderedDict([
     ('stack', ('Stack()(samples)', _stack)),
     ('pad', ('Pad(pad_val=-1, ret_length=True)(samples)', _pad)),
-    ('pad_shards', ('Pad(pad_val=-1, num_shards=2)(samples)', _pad_shards)),
+    ('pad_slices', ('Pad(pad_val=-1, num_shards=2)(samples)', _pad_slices)),
     ('append', ('Append()(samples)', _append)),
     ('list', ("List()(['cat', 'two dogs', 'a bird'])", _list)),
     ('tuple', ('Tuple(Stack(), Pad(pad_val=-1))(samples)', _tuple)),

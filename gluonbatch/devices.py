@@ -1,12 +1,18 @@
-"""Scaling out: batch shards onto devices.
+"""Scaling out: each device's slice of a batch onto its device.
 
 One machine, many devices: a batchify function made with ``num_shards=len(ctx_list)``
-pads every shard of a batch separately and declares which fields are sharded in its
-``shard_layout``; :func:`split_to_devices` reads that layout and copies each shard onto its
-device, returning one tuple per device, and :class:`ShardedLoader` does it for every batch
-of a loader. A batch with no sharded field is split by rows across all the devices, like
-``gluon.utils.split_and_load``. Many machines: :class:`gluonbatch.samplers.split.SplitSampler`
-gives every rank its own part of the dataset.
+pads each device's slice of a batch separately and declares which fields come one array
+per device in its ``device_layout``; :func:`split_to_devices` reads that layout and copies
+each slice onto its device, returning one tuple per device, and :class:`DeviceLoader` does
+it for every batch of a loader. A batch with no per-device field is split by rows across
+all the devices, like ``gluon.utils.split_and_load``. Many machines:
+:class:`gluonbatch.samplers.split.SplitSampler` gives every rank its own part of the
+dataset.
+
+``num_shards`` is gluoncv's name for the number of device slices (``Pad``,
+``FasterRCNNTrainBatchify``, ``MaskRCNNTrainBatchify``); gluonbatch keeps it there, and in
+:func:`split_to_devices` and :class:`DeviceLoader`, which take the same number. Everywhere
+else a shard is one tar file of a dataset (:mod:`gluonbatch.shards`).
 
 Examples
 --------
@@ -15,8 +21,8 @@ Examples
 >>> from gluonbatch.devices import split_to_devices
 >>> samples = [(np.full((3, 2 + k), k, 'float32'), k) for k in range(5)]
 >>> batchify = Tuple(Pad(axis=1, num_shards=2), Stack())
->>> batchify.shard_layout
-('shards', 'rows')
+>>> batchify.device_layout
+('per_device', 'rows')
 >>> [(x.shape, x.context, y.asnumpy().tolist()) for x, y in split_to_devices(
 ...     batchify(samples), [mx.cpu(0), mx.cpu(1)], layout=batchify)]
 [((3, 3, 4), cpu(0), [0.0, 1.0, 2.0]), ((2, 3, 6), cpu(1), [3.0, 4.0])]
@@ -26,42 +32,43 @@ import numpy as np
 
 from ._core.checks import check_int
 from ._core.layout import split_bounds
-from ._core.shard_layout import FIELDS, Leaf, layout_of, leaves, parse_batch, resolve_layout
+from ._core.device_layout import FIELDS, Leaf, layout_of, leaves, parse_batch, resolve_layout
 from ._core.tree import map_arrays
 from ._core.wording import plural
 
-__all__ = ['split_to_devices', 'ShardedLoader']
+__all__ = ['split_to_devices', 'DeviceLoader']
 
 
 # --------------------------------------------------------------------------- devices
 
 def _bounds(leaves, num_shards, num_devices):
-    """The shard boundaries (start, stop) of the batch, checked against every field; [None]
-    for the whole batch as one shard."""
-    sharded = [leaf for leaf in leaves if leaf.kind == Leaf.SHARDS]
+    """The device slices' boundaries (start, stop) in the batch, checked against every
+    field; [None] for the whole batch as one slice."""
+    per_device = [leaf for leaf in leaves if leaf.kind == Leaf.PER_DEVICE]
     split = [leaf for leaf in leaves if leaf.kind in (Leaf.ARRAY, Leaf.SEQUENCE)]
-    if sharded:
-        first = sharded[0]
-        sizes = first.shard_sizes()
-        for leaf in sharded[1:]:
-            if leaf.shard_sizes() != sizes:
-                raise ValueError('%s has shards of %s rows but %s has %s; the fields of a '
-                                 'batch must be sharded alike'
-                                 % (leaf.name, leaf.shard_sizes(), first.name, sizes))
+    if per_device:
+        first = per_device[0]
+        sizes = first.slice_sizes()
+        for leaf in per_device[1:]:
+            if leaf.slice_sizes() != sizes:
+                raise ValueError('%s has device slices of %s rows but %s has %s; the fields '
+                                 'of a batch must be sliced alike'
+                                 % (leaf.name, leaf.slice_sizes(), first.name, sizes))
         if num_shards is not None and len(sizes) > num_shards:
             raise ValueError('%s has %s; num_shards=%d was given'
-                             % (first.name, plural(len(sizes), 'shard'), num_shards))
+                             % (first.name, plural(len(sizes), 'device slice'), num_shards))
         total = sum(sizes)
         for leaf in split:
             if leaf.rows() != total:
                 raise ValueError('%s has %s; the batch has %s in %s %s, so a field split by '
                                  'rows must have %s'
                                  % (leaf.name, plural(leaf.rows(), 'row'),
-                                    plural(total, 'sample'), plural(len(sizes), 'shard'),
-                                    sizes, plural(total, 'row')))
+                                    plural(total, 'sample'),
+                                    plural(len(sizes), 'device slice'), sizes,
+                                    plural(total, 'row')))
         return [(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
-    # No sharded field: split by rows across every device, as split_and_load does, so that
-    # swapping it for split_to_devices never leaves devices idle.
+    # No per-device field: split by rows across every device, as split_and_load does, so
+    # that swapping it for split_to_devices never leaves devices idle.
     wanted = num_devices if num_shards is None else num_shards
     rows = {leaf.name: leaf.rows() for leaf in split}
     if wanted == 1 or not rows:  # nothing to split: every field whole, on the first device
@@ -73,7 +80,7 @@ def _bounds(leaves, num_shards, num_devices):
             "ctx_list[0], or layout= marking 'whole' the fields that are not one row per "
             'sample (each device then gets all of them)'
             % ('across %d devices' % num_devices if num_shards is None
-               else 'into num_shards=%d shards' % num_shards,
+               else 'into num_shards=%d device slices' % num_shards,
                ', '.join('%s: %d' % item for item in rows.items())))
     return split_bounds(next(iter(rows.values())), wanted)
 
@@ -84,13 +91,13 @@ def _copy(value, ctx):
     return value.copyto(ctx) if isinstance(value, mx.nd.NDArray) else value
 
 
-def _piece(leaf, shard, bounds, ctx):
-    """Device ``shard``'s part of one field; ``bounds`` None means the whole field."""
+def _piece(leaf, device, bounds, ctx):
+    """Device ``device``'s part of one field; ``bounds`` None means the whole field."""
     value = leaf.value
     if leaf.kind == Leaf.WHOLE:  # its NDArrays (a 0-d one, say) copied onto each device
         return map_arrays(lambda array: _copy(array, ctx), value)
-    if leaf.kind == Leaf.SHARDS:
-        return _copy(value[shard], ctx)
+    if leaf.kind == Leaf.PER_DEVICE:
+        return _copy(value[device], ctx)
     part = value if bounds is None else value[bounds[0]:bounds[1]]
     if leaf.kind == Leaf.ARRAY:
         return _copy(part, ctx)  # a slice is a view: one copy
@@ -99,14 +106,14 @@ def _piece(leaf, shard, bounds, ctx):
     return part
 
 
-def _build(tree, shard, bounds, ctx):
+def _build(tree, device, bounds, ctx):
     if isinstance(tree, Leaf):
-        return _piece(tree, shard, bounds, ctx)
+        return _piece(tree, device, bounds, ctx)
     kind, items = tree
     if isinstance(items, dict):
-        built = {key: _build(item, shard, bounds, ctx) for key, item in items.items()}
+        built = {key: _build(item, device, bounds, ctx) for key, item in items.items()}
         return built if kind is dict else kind(built)
-    built = [_build(item, shard, bounds, ctx) for item in items]
+    built = [_build(item, device, bounds, ctx) for item in items]
     if hasattr(kind, '_fields'):  # namedtuple
         return kind(*built)
     return kind(built)
@@ -128,21 +135,21 @@ def _check_contexts(ctx_list):
 
 
 def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
-    """Copy each shard of a batch onto its device: one item per device, ready to zip over.
+    """Copy each device's slice of a batch onto it: one item per device, ready to zip over.
 
     ``layout`` says how every field splits; pass the batchify function that made the batch
-    and the ``shard_layout`` it declares is used.
+    and the ``device_layout`` it declares is used.
     Nothing is inferred from the types in the batch, so a pair of NDArrays (``Pad`` with
-    ``ret_length=True``) is two fields and never two shards. Shard ``i`` of every field is
-    copied onto ``ctx_list[i]`` (an asynchronous MXNet copy, one per shard; nothing else is
+    ``ret_length=True``) is two fields and never two slices. Slice ``i`` of every field is
+    copied onto ``ctx_list[i]`` (an asynchronous MXNet copy, one per slice; nothing else is
     copied on the host), so the NDArrays returned never share memory with ``batch``.
 
-    * a sharded field (``Pad(num_shards=k)`` with k > 1, the R-CNN targets) gives device
-      ``i`` its shard ``i``;
-    * a field of rows (``Stack``, ``Pad`` with one shard, ``Append``, ``List``) is split on
-      the shard boundaries of the sharded fields: NDArrays and numpy arrays on axis 0,
-      lists item by item (their NDArrays copied to the device, other items as they are);
-      a batch with no sharded field (SSD's ``Tuple(Stack(), Stack(), Stack())``,
+    * a per-device field (``Pad(num_shards=k)`` with k > 1, the R-CNN targets) gives
+      device ``i`` its slice ``i``;
+    * a field of rows (``Stack``, ``Pad`` with ``num_shards=1``, ``Append``, ``List``) is
+      split on the slice boundaries of the per-device fields: NDArrays and numpy arrays on
+      axis 0, lists item by item (their NDArrays copied to the device, other items as they
+      are); a batch with no per-device field (SSD's ``Tuple(Stack(), Stack(), Stack())``,
       ``Pad(ret_length=True)``) is split across all of ``ctx_list`` (``num_shards`` if
       given) on ``np.array_split`` boundaries, like
       ``gluon.utils.split_and_load(..., even_split=False)``, so no device is left idle;
@@ -159,35 +166,35 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
     batch : NDArray, list, tuple, namedtuple or dict
         One batch.
     ctx_list : list of mx.Context
-        The devices, one per shard (``mx.gpu(i)``; ``mx.cpu(i)`` are distinct contexts too).
+        The devices, one per slice (``mx.gpu(i)``; ``mx.cpu(i)`` are distinct contexts too).
     num_shards : int, optional
-        How many shards a batch without sharded fields (e.g. ``Tuple(Stack(), Stack())``)
-        is split into, at most one per sample; ``len(ctx_list)`` by default, and
-        ``num_shards=1`` keeps the whole batch on ``ctx_list[0]``. When the batch has
-        sharded fields they decide, and must not be more than ``num_shards``.
-    layout : batchify function or shard layout, optional
-        The function that made ``batch`` (anything with a ``shard_layout``), or a layout:
-        ``'rows'``, ``'shards'``, ``'fields'``, ``'whole'``, or a tuple or dict of them
-        mirroring the batch. Without one, nothing in the batch is sharded: tuples and dicts
-        are containers, arrays are split by rows, and a list of NDArrays (shards? one per
-        sample? one per field?) raises a ``ValueError`` asking for ``layout``.
+        How many slices a batch without per-device fields (e.g. ``Tuple(Stack(),
+        Stack())``) is split into, at most one per sample; ``len(ctx_list)`` by default,
+        and ``num_shards=1`` keeps the whole batch on ``ctx_list[0]``. When the batch has
+        per-device fields they decide, and must not be more than ``num_shards``.
+    layout : batchify function or device layout, optional
+        The function that made ``batch`` (anything with a ``device_layout``), or a layout:
+        ``'rows'``, ``'per_device'``, ``'fields'``, ``'whole'``, or a tuple or dict of them
+        mirroring the batch. Without one, no field of the batch is per device: tuples and
+        dicts are containers, arrays are split by rows, and a list of NDArrays (one per
+        device? per sample? per field?) raises a ``ValueError`` asking for ``layout``.
 
     Returns
     -------
     list
-        One item per shard used, ``len(result) <= len(ctx_list)``: for a tuple, namedtuple
+        One item per slice used, ``len(result) <= len(ctx_list)``: for a tuple, namedtuple
         or dict batch an object of the same type holding that device's part of every
         field; for a one-field batch, that device's NDArray (or list). A batch with fewer
-        shards or samples than devices (the last, short batch) uses the first devices only.
+        slices or samples than devices (the last, short batch) uses the first devices only.
 
     Raises
     ------
     ValueError
-        More shards than devices (naming both counts), fields that do not split alike
+        More slices than devices (naming both counts), fields that do not split alike
         (naming them and their row counts), or a batch whose structure differs from its
         layout.
     TypeError
-        A field the layout calls sharded that is not a list or tuple of NDArrays.
+        A field the layout calls per-device that is not a list or tuple of NDArrays.
 
     Examples
     --------
@@ -195,12 +202,12 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
     >>> from gluonbatch.batchify import Pad, Tuple, List, Stack
     >>> ctx = [mx.cpu(0), mx.cpu(1), mx.cpu(2)]
     >>> batchify = Pad(num_shards=3)
-    >>> shards = batchify([[1], [2, 3], [4, 5, 6], [7]])
-    >>> [(x.shape, x.context) for x in split_to_devices(shards, ctx, layout=batchify)]
+    >>> slices = batchify([[1], [2, 3], [4, 5, 6], [7]])
+    >>> [(x.shape, x.context) for x in split_to_devices(slices, ctx, layout=batchify)]
     [((2, 2), cpu(0)), ((1, 3), cpu(1)), ((1, 1), cpu(2))]
 
-    Without sharded fields the batch is split across every device; a pair of NDArrays is
-    two fields, each split on the same boundaries:
+    Without per-device fields the batch is split across every device; a pair of NDArrays
+    is two fields, each split on the same boundaries:
 
     >>> batchify = Tuple(Pad(ret_length=True), Stack())
     >>> batch = batchify([([1, 2], 0), ([3], 1), ([4], 2), ([5, 6], 3)])
@@ -225,11 +232,12 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
     if len(bounds) > len(ctx_list):
         raise ValueError('the batch has %s but only %s %s given; make it with '
                          'num_shards=%d (or fewer) or give %d contexts'
-                         % (plural(len(bounds), 'shard'), plural(len(ctx_list), 'device'),
+                         % (plural(len(bounds), 'device slice'),
+                            plural(len(ctx_list), 'device'),
                             'was' if len(ctx_list) == 1 else 'were', len(ctx_list),
                             len(bounds)))
-    return [_build(tree, shard, shard_bounds, ctx)
-            for shard, (shard_bounds, ctx) in enumerate(zip(bounds, ctx_list))]
+    return [_build(tree, device, slice_bounds, ctx)
+            for device, (slice_bounds, ctx) in enumerate(zip(bounds, ctx_list))]
 
 
 # MXNet's DataLoader batchifies with these unless given a function: one array per field.
@@ -237,28 +245,28 @@ _MXNET_DEFAULTS = (mx.gluon.data.dataloader.default_batchify_fn,
                    mx.gluon.data.dataloader.default_mp_batchify_fn)
 
 
-class ShardedLoader:
+class DeviceLoader:
     """Iterate a loader's batches as per-device parts: ``split_to_devices`` on every batch.
 
     :meth:`state_dict`, :meth:`load_state_dict` and :meth:`set_epoch` are the wrapped
     loader's (a seeded gluonbatch loader, ``seed=...``), so a training loop saves, resumes
-    and sets epochs through the ``ShardedLoader``; over a loader without them they raise
+    and sets epochs through the ``DeviceLoader``; over a loader without them they raise
     ``TypeError``.
 
     Parameters
     ----------
     loader : iterable of batches
         E.g. a ``mx.gluon.data.DataLoader``. With a batchify function made with
-        ``num_shards=len(ctx_list)`` every shard is padded to its own maximum; batches
-        without sharded fields are split across all of ``ctx_list``, like
+        ``num_shards=len(ctx_list)`` every device's slice is padded to its own maximum;
+        batches without per-device fields are split across all of ``ctx_list``, like
         ``gluon.utils.split_and_load``.
     ctx_list : list of mx.Context
         The devices.
     num_shards : int, optional
-        Passed to :func:`split_to_devices`: the shards of batches without sharded fields,
-        ``len(ctx_list)`` by default (1: every batch whole on ``ctx_list[0]``).
-    layout : batchify function or shard layout, optional
-        How the batches split. By default the ``shard_layout`` of the loader's batchify
+        Passed to :func:`split_to_devices`: the slices of batches without per-device
+        fields, ``len(ctx_list)`` by default (1: every batch whole on ``ctx_list[0]``).
+    layout : batchify function or device layout, optional
+        How the batches split. By default the ``device_layout`` of the loader's batchify
         function (an MXNet ``DataLoader`` keeps it as ``_batchify_fn``; MXNet's own default
         batchify functions are ``'fields'``), None if it declares none.
 
@@ -268,18 +276,18 @@ class ShardedLoader:
     >>> from gluonbatch.batchify import Tuple, Pad, Stack
     >>> data = mx.gluon.data.SimpleDataset([(np.ones(k + 1), k) for k in range(6)])
     >>> ctx = [mx.cpu(0), mx.cpu(1)]
-    >>> loader = ShardedLoader(mx.gluon.data.DataLoader(
+    >>> loader = DeviceLoader(mx.gluon.data.DataLoader(
     ...     data, batch_size=4, batchify_fn=Tuple(Pad(num_shards=2), Stack())), ctx)
     >>> len(loader), loader.layout
-    (2, ('shards', 'rows'))
+    (2, ('per_device', 'rows'))
     >>> for per_device in loader:
     ...     print([(x.shape, str(y.context)) for x, y in per_device])
     [((2, 2), 'cpu(0)'), ((2, 4), 'cpu(1)')]
     [((1, 5), 'cpu(0)'), ((1, 6), 'cpu(1)')]
 
-    Batches without sharded fields are split across the devices too:
+    Batches without per-device fields are split across the devices too:
 
-    >>> stacked = ShardedLoader(mx.gluon.data.DataLoader(mx.gluon.data.SimpleDataset(
+    >>> stacked = DeviceLoader(mx.gluon.data.DataLoader(mx.gluon.data.SimpleDataset(
     ...     list(range(6))), batch_size=6, batchify_fn=Stack()), ctx)
     >>> [(x.asnumpy().tolist(), str(x.context)) for x in next(iter(stacked))]
     [([0.0, 1.0, 2.0], 'cpu(0)'), ([3.0, 4.0, 5.0], 'cpu(1)')]
@@ -302,7 +310,7 @@ class ShardedLoader:
         """The wrapped loader's ``method``; TypeError if it has none."""
         found = getattr(self.loader, method, None)
         if not callable(found):
-            raise TypeError('ShardedLoader.%s() calls its loader\'s, and %s has no %s(): wrap '
+            raise TypeError('DeviceLoader.%s() calls its loader\'s, and %s has no %s(): wrap '
                             'a seeded gluonbatch loader (seed=...) to save, resume or set '
                             'epochs' % (method, type(self.loader).__name__, method))
         return found
@@ -322,7 +330,7 @@ class ShardedLoader:
         ...     warnings.simplefilter('ignore')   # DetectionDataLoader is deprecated
         ...     seeded = DetectionDataLoader(data, batch_size=2, shuffle=True, seed=3,
         ...                                  batchify_fn=Pad(num_shards=2))
-        >>> loader = ShardedLoader(seeded, [mx.cpu(0), mx.cpu(1)])
+        >>> loader = DeviceLoader(seeded, [mx.cpu(0), mx.cpu(1)])
         >>> batches = iter(loader)
         >>> first = next(batches)   # during the pass: the batch after the one delivered
         >>> state = loader.state_dict()
@@ -349,5 +357,5 @@ class ShardedLoader:
         return len(self.loader)
 
     def __repr__(self):
-        return 'ShardedLoader(%r, ctx_list=%r, layout=%r)' % (self.loader, self.ctx_list,
-                                                               self.layout)
+        return 'DeviceLoader(%r, ctx_list=%r, layout=%r)' % (self.loader, self.ctx_list,
+                                                              self.layout)

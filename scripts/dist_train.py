@@ -15,7 +15,7 @@ window of ``--shard-window`` shards at a time; every rank opens the whole datase
 sampler deals it, ``gluonbatch.samplers.ranks.rank_positions``), loads it with a
 ``gluonbatch.DataLoader`` (``--num-loader-workers`` worker processes, replaced if they
 die), batches it with gluonbatch (``Pad(num_shards=D)`` per device), splits every batch
-onto ``--devices`` CPU contexts with ``ShardedLoader`` and trains with
+onto ``--devices`` CPU contexts with ``DeviceLoader`` and trains with
 ``gluon.Trainer(..., kvstore=kv)``. With ``--report-dir`` every worker writes
 ``rank<R>.json``: the sample ids it loaded per epoch and its final parameters.
 
@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 from gluonbatch import DataLoader  # noqa: E402
 from gluonbatch._core.argtypes import HelpFormatter  # noqa: E402
 from gluonbatch.batchify import List, Pad, Stack, Tuple  # noqa: E402
-from gluonbatch.devices import ShardedLoader  # noqa: E402
+from gluonbatch.devices import DeviceLoader  # noqa: E402
 from gluonbatch.samplers.split import SplitSampler  # noqa: E402
 
 
@@ -129,12 +129,12 @@ def shard_loader(args, rank, num_workers):
 
 
 def make_loader(args, rank, num_workers, ctx_list):
-    """This rank's loader: a ``ShardedLoader`` over ``ctx_list`` of a ``gluonbatch.DataLoader``
+    """This rank's loader: a ``DeviceLoader`` over ``ctx_list`` of a ``gluonbatch.DataLoader``
     (its ``set_epoch`` starts an epoch; ``loader.loader.close()`` stops its workers)."""
     if args.shards:
         if args.webdataset:
             raise SystemExit('give --shards (detection) or --webdataset (image-text), not both')
-        return ShardedLoader(shard_loader(args, rank, num_workers), ctx_list)
+        return DeviceLoader(shard_loader(args, rank, num_workers), ctx_list)
     batchify = Tuple(Pad(axis=(1, 2), num_shards=args.devices), Stack(), List())
     if args.loader_seed is not None:
         if args.webdataset:
@@ -157,7 +157,7 @@ def make_loader(args, rank, num_workers, ctx_list):
         batches = DataLoader(
             dataset, batch_size=args.batch_size, sampler=sampler, last_batch='keep',
             batchify_fn=batchify, num_workers=args.num_loader_workers)
-    return ShardedLoader(batches, ctx_list)
+    return DeviceLoader(batches, ctx_list)
 
 
 def build_net(ctx_list, seed):
@@ -186,7 +186,7 @@ def main(argv=None):
     parser.add_argument('--batch-size', type=int, default=8, help='per worker')
     parser.add_argument('--samples', type=int, default=64, help='synthetic dataset size')
     parser.add_argument('--devices', type=int, default=2,
-                        help='CPU contexts per worker, one shard of every batch each')
+                        help='CPU contexts per worker, one slice of every batch each')
     parser.add_argument('--last-part', choices=('pad', 'drop'), default='pad')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--num-loader-workers', type=int, default=0)

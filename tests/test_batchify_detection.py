@@ -7,7 +7,7 @@ traced grids, ``CenterNetTargetGenerator``), then the training script's batchify
 Labels are drawn with 0 to 50 boxes of awkward kinds (overlapping, sharing a cell, on
 cell borders, sub-pixel, image-sized, -1 padding rows inside a sample), float32 and
 float64, numpy and NDArray. End to end, the real presets run seeded alike on both sides.
-Beyond equality: shared memory, shard layouts, pickling, inputs untouched and unaliased,
+Beyond equality: shared memory, device layouts, pickling, inputs untouched and unaliased,
 DataLoader workers over recycled memory, thread pools, numpy mode, random-shape loading
 and the errors.
 """
@@ -582,7 +582,7 @@ def assert_same_values(batch, want):
 def test_every_field_splits_by_samples(cases, model):
     batchify = cases[model]
     batch = batchify(make_samples(model, [3, 0, 5]))
-    assert batchify.shard_layout == ('rows',) * len(batch)
+    assert batchify.device_layout == ('rows',) * len(batch)
     parts = split_to_devices(batch, [mx.cpu(0), mx.cpu(1)], layout=batchify)
     assert len(parts) == 2
     for part, rows, ctx in zip(parts, (slice(0, 2), slice(2, 3)), (mx.cpu(0), mx.cpu(1))):

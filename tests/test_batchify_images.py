@@ -131,7 +131,7 @@ def test_rows_split_over_devices_and_pickling():
     stack = NormalizedStack(0.25, (1.0, 2.0, 4.0))
     images = [np.full((3, 2, 3), i * 40, np.uint8) for i in range(3)]
     batch = stack(images)
-    assert stack.shard_layout == 'rows'
+    assert stack.device_layout == 'rows'
     parts = split_to_devices(batch, [mx.cpu(0), mx.cpu(1)], layout=stack)
     assert [part.context for part in parts] == [mx.cpu(0), mx.cpu(1)]
     np.testing.assert_array_equal(parts[0].asnumpy(), batch.asnumpy()[:2])

@@ -18,7 +18,7 @@ DTYPES = ['float32', 'float64', 'float16', 'uint8', 'int8', 'int32', 'int64', 'b
 
 
 def model_pad(samples, axis, pad_val, num_shards, round_to=None, dtype=None):
-    """What Pad must return, as numpy: a list of (padded, lengths) per shard."""
+    """What Pad must return, as numpy: a list of (padded, lengths) per device slice."""
     arrays = [np.asarray(s) for s in samples]
     ndim = arrays[0].ndim
     axes = [axis] if isinstance(axis, int) else list(axis)
@@ -26,8 +26,8 @@ def model_pad(samples, axis, pad_val, num_shards, round_to=None, dtype=None):
     dtype = dtype or np.result_type(*arrays)
     num_shards = min(num_shards, len(arrays))
     result = []
-    for shard in np.array_split(np.arange(len(arrays)), num_shards):
-        members = [arrays[i] for i in shard]
+    for piece in np.array_split(np.arange(len(arrays)), num_shards):
+        members = [arrays[i] for i in piece]
         shape = list(members[0].shape)
         for ax in axes:
             longest = max(m.shape[ax] for m in members)
@@ -74,7 +74,7 @@ def to_kind(arrays, kind):
 
 @settings(max_examples=examples(150), deadline=None)
 @given(pad_cases())
-def test_pad_matches_numpy_model_for_any_shard_count(case):
+def test_pad_matches_numpy_model_for_any_slice_count(case):
     samples, axis, pad_val, num_shards, round_to, kind = case
     # nested lists cannot spell a zero-length inner axis
     assume(kind != 'list' or all(0 not in s.shape[:-1] for s in samples))
@@ -96,20 +96,20 @@ def test_pad_matches_numpy_model_for_any_shard_count(case):
         np.testing.assert_array_equal(our_lengths.asnumpy(), want_lengths)
 
 
-@pytest.mark.parametrize('num, shards, sizes', [(7, 3, [3, 2, 2]), (5, 4, [2, 1, 1, 1]),
+@pytest.mark.parametrize('num, slices, sizes', [(7, 3, [3, 2, 2]), (5, 4, [2, 1, 1, 1]),
                                                 (10, 4, [3, 3, 2, 2]), (3, 2, [2, 1])])
-def test_uneven_shards_follow_array_split(num, shards, sizes):
+def test_uneven_slices_follow_array_split(num, slices, sizes):
     samples = [np.full((i + 1, 2), i, np.float32) for i in range(num)]
-    padded = Pad(pad_val=-1, num_shards=shards)(samples)
+    padded = Pad(pad_val=-1, num_shards=slices)(samples)
     assert [p.shape[0] for p in padded] == sizes
-    # each shard is padded to its own longest member
+    # each slice is padded to its own longest member
     bounds = np.cumsum([0] + sizes)
     assert [p.shape[1] for p in padded] == [int(b) for b in bounds[1:]]
     np.testing.assert_array_equal(np.concatenate([p.asnumpy()[:, 0, 0] for p in padded]),
                                   np.arange(num))
 
 
-def test_more_shards_than_samples_returns_one_shard_per_sample_with_warning():
+def test_more_slices_than_samples_returns_one_slice_per_sample_with_warning():
     with pytest.warns(UserWarning, match='num_shards=4 is larger than the batch of 2'):
         padded, lengths = Pad(num_shards=4, ret_length=True)([[1, 2], [3]])
     assert isinstance(padded, list) and len(padded) == 2

@@ -194,15 +194,15 @@ def test_doc_tuple_pad_pad_stack():
 @pytest.mark.parametrize('n, num_shards', [
     (6, 2), (6, 3), (6, 6), (5, 2), (8, 3), (7, 4), (3, 2), (4, 1), (1, 1)])
 @pytest.mark.parametrize('ret_length', [False, True])
-def test_pad_shard_layout(n, num_shards, ret_length):
+def test_pad_device_slices(n, num_shards, ret_length):
     samples = [list(range(1, 2 + (i * 5) % 7)) for i in range(n)]
     ours, theirs = check_parity(
         samples, gb.Pad(num_shards=num_shards, ret_length=ret_length, pad_val=-1),
         gcv.Pad(num_shards=num_shards, ret_length=ret_length, pad_val=-1))
     padded = ours[0] if ret_length else ours
-    shards = [padded] if num_shards == 1 else padded
-    assert sum(s.shape[0] for s in shards) == n
-    assert [s.shape[0] for s in shards] == [len(p) for p in np.array_split(range(n), num_shards)]
+    slices = [padded] if num_shards == 1 else padded
+    assert sum(s.shape[0] for s in slices) == n
+    assert [s.shape[0] for s in slices] == [len(p) for p in np.array_split(range(n), num_shards)]
 
 
 @pytest.mark.parametrize('axis', [(1, 2), (2, 1), (0, 2), (0, 1, 2), (2, 0, 1)])

@@ -1,4 +1,4 @@
-"""split_to_devices and ShardedLoader."""
+"""split_to_devices and DeviceLoader."""
 import collections
 import warnings
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gluonbatch.batchify import Append, Dict, List, NamedTuple, Pad, Stack, Tuple
-from gluonbatch.devices import ShardedLoader, split_to_devices
+from gluonbatch.devices import DeviceLoader, split_to_devices
 from gluonbatch.batchify.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 from helpers import examples, tiny_rcnn_net
 from tiers import each_value
@@ -44,18 +44,18 @@ def _assert_copy(out, src):
 
 
 @pytest.mark.parametrize('num_samples', [4, 7, 9])
-def test_pad_shards_go_to_their_devices(num_samples):
+def test_pad_slices_go_to_their_devices(num_samples):
     data = [np.arange(k + 1) for k in range(num_samples)]
     batchify = Pad(num_shards=4)
-    shards = batchify(data)
-    parts = split_to_devices(shards, CTX, layout=batchify)
+    slices = batchify(data)
+    parts = split_to_devices(slices, CTX, layout=batchify)
     assert len(parts) == 4
-    for part, shard, ctx in zip(parts, shards, CTX):
+    for part, piece, ctx in zip(parts, slices, CTX):
         assert part.context == ctx
-        _assert_copy(part, shard)
+        _assert_copy(part, piece)
 
 
-def test_values_equal_the_unsharded_batch():
+def test_values_equal_the_unsplit_batch():
     samples = _samples(7)
     batchify = Tuple(Pad(axis=(1, 2), num_shards=3), Pad(pad_val=-1, num_shards=3), List())
     images, boxes, names = batchify(samples)
@@ -75,7 +75,7 @@ def test_values_equal_the_unsharded_batch():
     assert [n for _, _, part in parts for n in part] == [s[2] for s in samples]
 
 
-def test_unsharded_fields_split_on_the_shard_boundaries():
+def test_fields_of_rows_split_on_the_slice_boundaries():
     samples = [(np.ones((3, 4, 4)) * k, np.arange(k + 1)) for k in range(5)]
     batchify = Tuple(Stack(), Pad(num_shards=3))
     images, labels = batchify(samples)
@@ -123,22 +123,22 @@ def test_rcnn_batches(masks):
     samples = [_rcnn_sample(rng, 32 + 16 * (k % 3), 48 + 16 * (k % 2), masks) for k in range(6)]
     cls = MaskRCNNTrainBatchify if masks else FasterRCNNTrainBatchify
     batchify = cls(tiny_rcnn_net(), num_shards=3)
-    sharded = batchify(samples)
-    parts = split_to_devices(sharded, CTX[:3], layout=batchify)
+    batch = batchify(samples)
+    parts = split_to_devices(batch, CTX[:3], layout=batchify)
     assert len(parts) == 3
-    for shard, (part, ctx) in enumerate(zip(parts, CTX)):
-        assert len(part) == len(sharded)
+    for device, (part, ctx) in enumerate(zip(parts, CTX)):
+        assert len(part) == len(batch)
         for field, value in enumerate(part):
             assert value.context == ctx
-            _assert_copy(value, sharded[field][shard])
-        # each shard equals the same samples batchified alone
-        alone = cls(tiny_rcnn_net())(samples[2 * shard:2 * shard + 2])
+            _assert_copy(value, batch[field][device])
+        # each device's slice equals the same samples batchified alone
+        alone = cls(tiny_rcnn_net())(samples[2 * device:2 * device + 2])
         for value, want in zip(part, alone):
             want = want[0] if isinstance(want, tuple) else want
             np.testing.assert_array_equal(value.asnumpy(), want.asnumpy())
 
 
-def test_rcnn_one_shard_goes_to_the_first_device():
+def test_rcnn_one_slice_goes_to_the_first_device():
     rng = np.random.RandomState(2)
     samples = [_rcnn_sample(rng, 32, 48) for _ in range(2)]
     batchify = FasterRCNNTrainBatchify(tiny_rcnn_net())
@@ -148,23 +148,23 @@ def test_rcnn_one_shard_goes_to_the_first_device():
     np.testing.assert_array_equal(part[2].asnumpy(), batch[2][0].asnumpy())
 
 
-def test_fewer_shards_than_devices_use_the_first_devices():
+def test_fewer_slices_than_devices_use_the_first_devices():
     batchify = Tuple(Pad(num_shards=4), List())
     batch = _quiet(batchify, [([1, 2], 'a'), ([3], 'b')])
     parts = split_to_devices(batch, CTX, layout=batchify)
     assert len(parts) == 2
     assert [p[0].context for p in parts] == CTX[:2] and [p[1] for p in parts] == [['a'], ['b']]
-    # no sharded field: one sample on each of the first devices
+    # no per-device field: one sample on each of the first devices
     batch = Tuple(Stack(), Stack())([(1, 2), (3, 4)])
     parts = split_to_devices(batch, CTX)
     assert [(x.context, x.asnumpy().tolist(), y.asnumpy().tolist()) for x, y in parts] == [
         (CTX[0], [1.0], [2.0]), (CTX[1], [3.0], [4.0])]
-    # one shard (num_shards=1): the first device only
+    # one slice (num_shards=1): the first device only
     (only,) = split_to_devices(batch, CTX, num_shards=1)
     assert only[0].context == mx.cpu(0) and only[0].shape == (2,)
 
 
-def test_num_shards_splits_a_batch_without_sharded_fields():
+def test_num_shards_splits_a_batch_without_per_device_fields():
     batch = Tuple(Stack(), Stack(), List())([(k, [k, k], str(k)) for k in range(5)])
     parts = split_to_devices(batch, CTX, num_shards=4)
     assert [p[0].asnumpy().tolist() for p in parts] == [[0, 1], [2], [3], [4]]
@@ -173,8 +173,8 @@ def test_num_shards_splits_a_batch_without_sharded_fields():
     assert len(split_to_devices(batch[0][:2], CTX, num_shards=4)) == 2
 
 
-# Batches without a sharded field, as gluoncv's scripts batchify them: (batchify, sample k)
-UNSHARDED = {
+# Batches without a per-device field, as gluoncv's scripts batchify them: (batchify, sample k)
+ROWS_ONLY = {
     'ssd': (Tuple(Stack(), Stack(), Stack()),
             lambda k: (np.full((3, 4, 4), k, 'float32'), np.arange(6, dtype='float32') + k,
                        np.full((6, 4), k / 10, 'float32'))),
@@ -208,10 +208,10 @@ def _assert_split_and_load(parts, batch, ctx_list):
 
 @pytest.mark.parametrize('num_samples', [2, 7, 8])
 @pytest.mark.parametrize('num_devices', [2, 3, 4])
-@pytest.mark.parametrize('kind', sorted(UNSHARDED))
-def test_a_batch_without_sharded_fields_splits_like_split_and_load(kind, num_devices,
-                                                                   num_samples):
-    batchify, make = UNSHARDED[kind]
+@pytest.mark.parametrize('kind', sorted(ROWS_ONLY))
+def test_a_batch_without_per_device_fields_splits_like_split_and_load(kind, num_devices,
+                                                                      num_samples):
+    batchify, make = ROWS_ONLY[kind]
     batch = batchify([make(k) for k in range(num_samples)])
     parts = split_to_devices(batch, CTX[:num_devices], layout=batchify)
     assert len(parts) == min(num_devices, num_samples)  # every device busy, if it can be
@@ -226,9 +226,9 @@ def test_a_batch_without_sharded_fields_splits_like_split_and_load(kind, num_dev
             field[:] = field - 1
 
 
-@pytest.mark.parametrize('kind', sorted(UNSHARDED))
+@pytest.mark.parametrize('kind', sorted(ROWS_ONLY))
 def test_num_shards_1_keeps_the_whole_batch_on_the_first_device(kind):
-    batchify, make = UNSHARDED[kind]
+    batchify, make = ROWS_ONLY[kind]
     batch = batchify([make(k) for k in range(5)])
     (whole,) = split_to_devices(batch, CTX, num_shards=1, layout=batchify)
     assert type(whole) is type(batch)
@@ -242,20 +242,20 @@ def test_num_shards_1_keeps_the_whole_batch_on_the_first_device(kind):
     assert all(x.context == CTX[1] for x in _fields(alone))
 
 
-@pytest.mark.parametrize(*each_value(kind=sorted(UNSHARDED), num_workers=[0, 1, 2]))
-def test_sharded_loader_splits_unsharded_batches_like_split_and_load(kind, num_workers):
-    batchify, make = UNSHARDED[kind]
+@pytest.mark.parametrize(*each_value(kind=sorted(ROWS_ONLY), num_workers=[0, 1, 2]))
+def test_device_loader_splits_batches_of_rows_like_split_and_load(kind, num_workers):
+    batchify, make = ROWS_ONLY[kind]
     data = mx.gluon.data.SimpleDataset([make(k) for k in range(11)])
     plain = mx.gluon.data.DataLoader(data, batch_size=5, batchify_fn=batchify)
-    loader = ShardedLoader(mx.gluon.data.DataLoader(data, batch_size=5, batchify_fn=batchify,
-                                                    num_workers=num_workers), CTX[:3])
+    loader = DeviceLoader(mx.gluon.data.DataLoader(data, batch_size=5, batchify_fn=batchify,
+                                                   num_workers=num_workers), CTX[:3])
     batches = list(loader)
     assert [len(per_device) for per_device in batches] == [3, 3, 1]  # 5, 5 and 1 samples
     for per_device, batch in zip(batches, plain):
         _assert_split_and_load(per_device, batch, CTX[:3])
-    whole = ShardedLoader(mx.gluon.data.DataLoader(data, batch_size=5, batchify_fn=batchify,
-                                                   num_workers=num_workers), CTX[:3],
-                          num_shards=1)
+    whole = DeviceLoader(mx.gluon.data.DataLoader(data, batch_size=5, batchify_fn=batchify,
+                                                  num_workers=num_workers), CTX[:3],
+                         num_shards=1)
     assert [[_fields(part)[0].shape[0] for part in per_device] for per_device in whole] == [
         [5], [5], [1]]
 
@@ -282,8 +282,8 @@ def test_fields_of_different_row_counts_need_to_be_told_apart():
     assert alone[1].shape == (6, 4)
     # the loader raises it too rather than using one device
     data = mx.gluon.data.SimpleDataset([np.full(2, k, 'float32') for k in range(4)])
-    loader = ShardedLoader(mx.gluon.data.DataLoader(data, batch_size=4,
-                                                    batchify_fn=_with_anchors), CTX[:2])
+    loader = DeviceLoader(mx.gluon.data.DataLoader(data, batch_size=4,
+                                                   batchify_fn=_with_anchors), CTX[:2])
     with pytest.raises(ValueError, match='across 2 devices.*different numbers of rows'):
         next(iter(loader))
 
@@ -301,7 +301,7 @@ def test_append_lists_are_split_per_sample():
     assert parts[1][1][0].shape == (1, 4) and parts[1][1][0].context == mx.cpu(1)
 
 
-def test_every_shard_is_copied_once(monkeypatch):
+def test_every_slice_is_copied_once(monkeypatch):
     calls = []
     original = mx.nd.NDArray.copyto
 
@@ -313,73 +313,73 @@ def test_every_shard_is_copied_once(monkeypatch):
     batchify = Tuple(Pad(num_shards=3), Stack())
     split_to_devices(batchify([([1] * (k + 1), k) for k in range(6)]), CTX[:3],
                      layout=batchify)
-    assert len(calls) == 6  # 3 shards x 2 fields, nothing else
+    assert len(calls) == 6  # 3 slices x 2 fields, nothing else
 
 
 def test_same_context_is_still_a_copy():
-    shards = Pad(num_shards=2)([[1, 2], [3]])
-    ctx = [shards[0].context, shards[1].context]  # cpu_shared(0) twice
-    parts = split_to_devices(shards, ctx, layout='shards')
-    for part, shard in zip(parts, shards):
-        assert part.context == shard.context and part is not shard
-        _assert_copy(part, shard)
+    slices = Pad(num_shards=2)([[1, 2], [3]])
+    ctx = [slices[0].context, slices[1].context]  # cpu_shared(0) twice
+    parts = split_to_devices(slices, ctx, layout='per_device')
+    for part, piece in zip(parts, slices):
+        assert part.context == piece.context and part is not piece
+        _assert_copy(part, piece)
 
 
 def test_errors():
-    shards = Pad(num_shards=4)([[1], [2], [3], [4]])
-    with pytest.raises(ValueError, match='4 shards but only 2 device'):
-        split_to_devices(shards, CTX[:2], layout='shards')
+    slices = Pad(num_shards=4)([[1], [2], [3], [4]])
+    with pytest.raises(ValueError, match='4 device slices but only 2 device'):
+        split_to_devices(slices, CTX[:2], layout='per_device')
     with pytest.raises(ValueError, match='empty'):
-        split_to_devices(shards, [], layout='shards')
+        split_to_devices(slices, [], layout='per_device')
     with pytest.raises(TypeError, match='not an mx.Context'):
-        split_to_devices(shards, ['gpu0'], layout='shards')
+        split_to_devices(slices, ['gpu0'], layout='per_device')
     bad = (Pad(num_shards=2)([[1], [2], [3]]), Pad(num_shards=2)([[1], [2], [3], [4]]))
-    with pytest.raises(ValueError, match='sharded alike'):
-        split_to_devices(bad, CTX, layout=('shards', 'shards'))
+    with pytest.raises(ValueError, match='sliced alike'):
+        split_to_devices(bad, CTX, layout=('per_device', 'per_device'))
     with pytest.raises(ValueError, match='must have 3 rows'):
         split_to_devices((Pad(num_shards=2)([[1], [2], [3]]), mx.nd.ones((4, 2))), CTX,
-                         layout=('shards', 'rows'))
-    with pytest.raises(ValueError, match=r'into num_shards=2 shards: its fields have '
+                         layout=('per_device', 'rows'))
+    with pytest.raises(ValueError, match=r'into num_shards=2 device slices: its fields have '
                                          r'different numbers of rows \(the batch\[0\]: 3, '
                                          r'the batch\[1\]: 4\)'):
         split_to_devices((mx.nd.ones(3), mx.nd.ones(4)), CTX, num_shards=2)
     with pytest.raises(ValueError, match='num_shards'):
-        split_to_devices(shards, CTX, num_shards=0)
-    with pytest.raises(ValueError, match='4 shards; num_shards=2'):
-        split_to_devices(shards, CTX, num_shards=2, layout='shards')
+        split_to_devices(slices, CTX, num_shards=0)
+    with pytest.raises(ValueError, match='4 device slices; num_shards=2'):
+        split_to_devices(slices, CTX, num_shards=2, layout='per_device')
     # the batch must have the structure its layout declares
     with pytest.raises(TypeError, match=r'the batch\[0\] is a mxnet.NDArray of shape \(2,\)'
-                                        r'.*one NDArray per shard'):
-        split_to_devices((mx.nd.ones(2), mx.nd.ones(2)), CTX, layout=('shards', 'rows'))
-    with pytest.raises(ValueError, match=r"the batch has 2 fields; its shard layout "
+                                        r'.*one NDArray per device slice'):
+        split_to_devices((mx.nd.ones(2), mx.nd.ones(2)), CTX, layout=('per_device', 'rows'))
+    with pytest.raises(ValueError, match=r"the batch has 2 fields; its device layout "
                                          r"\('rows', 'rows', 'rows'\) expects 3"):
         split_to_devices((mx.nd.ones(2), mx.nd.ones(2)), CTX, layout=('rows',) * 3)
-    with pytest.raises(TypeError, match=r"the batch is a list; its shard layout \('rows',\) "
+    with pytest.raises(TypeError, match=r"the batch is a list; its device layout \('rows',\) "
                                         r"expects a tuple of 1 fields"):
         split_to_devices([mx.nd.ones(2)], CTX, layout=('rows',))
-    with pytest.raises(ValueError, match=r"the batch has keys \['y'\]; its shard layout "
+    with pytest.raises(ValueError, match=r"the batch has keys \['y'\]; its device layout "
                                          r"expects \['x'\] \(missing \['x'\], extra \['y'\]\)"):
         split_to_devices({'y': mx.nd.ones(2)}, CTX, layout={'x': 'rows'})
     with pytest.raises(TypeError, match=r"the batch is .*NDArray.*expects a dict"):
         split_to_devices(mx.nd.ones(2), CTX, layout={'x': 'rows'})
     with pytest.raises(TypeError, match='the class Pad; give the batchify function'):
-        split_to_devices(shards, CTX, layout=Pad)
+        split_to_devices(slices, CTX, layout=Pad)
     with pytest.raises(ValueError, match="layout\\[1\\] is 'row'"):
         split_to_devices((mx.nd.ones(2), mx.nd.ones(2)), CTX, layout=('rows', 'row'))
-    with pytest.raises(TypeError, match='layout is a list; a shard layout is'):
-        split_to_devices(shards, CTX, layout=['shards'])
-    with pytest.raises(ValueError, match='shard 0 is a 0-d NDArray'):
-        split_to_devices([mx.nd.array(1)], CTX, layout='shards')
+    with pytest.raises(TypeError, match='layout is a list; a device layout is'):
+        split_to_devices(slices, CTX, layout=['per_device'])
+    with pytest.raises(ValueError, match='device slice 0 is a 0-d NDArray'):
+        split_to_devices([mx.nd.array(1)], CTX, layout='per_device')
 
 
 @pytest.mark.parametrize('num_workers', [0, 1, 2])
-def test_sharded_loader(num_workers):
+def test_device_loader(num_workers):
     samples = _samples(10)
     data = mx.gluon.data.SimpleDataset([s[:2] for s in samples])
     batchify = Tuple(Pad(axis=(1, 2), num_shards=3), Pad(pad_val=-1, num_shards=3))
-    loader = ShardedLoader(mx.gluon.data.DataLoader(
+    loader = DeviceLoader(mx.gluon.data.DataLoader(
         data, batch_size=4, batchify_fn=batchify, num_workers=num_workers), CTX[:3])
-    assert len(loader) == 3 and loader.layout == ('shards', 'shards')
+    assert len(loader) == 3 and loader.layout == ('per_device', 'per_device')
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         batches = list(loader)
@@ -399,7 +399,7 @@ def test_sharded_loader(num_workers):
 
 def test_scalars_are_given_to_every_device():
     batch = (Pad(num_shards=2)([[1], [2, 3]]), 0.5, None)
-    parts = split_to_devices(batch, CTX[:2], layout=('shards', 'rows', 'rows'))
+    parts = split_to_devices(batch, CTX[:2], layout=('per_device', 'rows', 'rows'))
     assert [p[1:] for p in parts] == [(0.5, None), (0.5, None)]
     assert [p[0].context for p in parts] == CTX[:2]
 
@@ -409,31 +409,31 @@ def test_scalars_are_given_to_every_device():
 Pair = collections.namedtuple('Pair', ['first', 'second'])
 
 
-def _stack_leaf(num_shards):
+def _stack_leaf(num_slices):
     return (Stack(), lambda sid: np.full(2, sid, 'float32'),
-            lambda value, shard, start, stop: value[start:stop].asnumpy())
+            lambda value, device, start, stop: value[start:stop].asnumpy())
 
 
-def _pad_leaf(num_shards, ret_length):
-    def expect_one(value, shard, start, stop):
-        return value[shard].asnumpy() if num_shards > 1 else value[start:stop].asnumpy()
+def _pad_leaf(num_slices, ret_length):
+    def expect_one(value, device, start, stop):
+        return value[device].asnumpy() if num_slices > 1 else value[start:stop].asnumpy()
 
-    def expect(value, shard, start, stop):
+    def expect(value, device, start, stop):
         if ret_length:
-            return tuple(expect_one(item, shard, start, stop) for item in value)
-        return expect_one(value, shard, start, stop)
-    return (Pad(num_shards=num_shards, ret_length=ret_length, pad_val=-1),
+            return tuple(expect_one(item, device, start, stop) for item in value)
+        return expect_one(value, device, start, stop)
+    return (Pad(num_shards=num_slices, ret_length=ret_length, pad_val=-1),
             lambda sid: np.arange(sid % 3 + 1) + sid, expect)
 
 
-def _append_leaf(num_shards):
+def _append_leaf(num_slices):
     return (Append(), lambda sid: np.full(sid % 2 + 1, sid, 'float32'),
-            lambda value, shard, start, stop: [a.asnumpy() for a in value[start:stop]])
+            lambda value, device, start, stop: [a.asnumpy() for a in value[start:stop]])
 
 
-def _list_leaf(num_shards):
+def _list_leaf(num_slices):
     return (List(), lambda sid: 'id-%d' % sid,
-            lambda value, shard, start, stop: value[start:stop])
+            lambda value, device, start, stop: value[start:stop])
 
 
 def _combine(kind, children):
@@ -453,19 +453,19 @@ def _combine(kind, children):
             lambda value, *at: tuple(e(v, *at) for e, v in zip(expects, value)))
 
 
-def _tree(draw, num_shards, depth, sharded):
+def _tree(draw, num_slices, depth, per_device):
     leaves = ['stack', 'pad', 'pad_length', 'append', 'list']
     kind = draw(st.sampled_from((['tuple', 'dict', 'namedtuple'] if depth < 2 else []) + leaves))
     if kind in ('tuple', 'dict', 'namedtuple'):
         width = draw(st.integers(1, 3))
-        return _combine(kind, [_tree(draw, num_shards, depth + 1, sharded)
+        return _combine(kind, [_tree(draw, num_slices, depth + 1, per_device)
                               for _ in range(width)])
-    shards = draw(st.sampled_from([1, num_shards]))
-    if kind.startswith('pad') and shards > 1:
-        sharded.append(kind)
+    slices = draw(st.sampled_from([1, num_slices]))
+    if kind.startswith('pad') and slices > 1:
+        per_device.append(kind)
     if kind in ('pad', 'pad_length'):
-        return _pad_leaf(shards, kind == 'pad_length')
-    return {'stack': _stack_leaf, 'append': _append_leaf, 'list': _list_leaf}[kind](shards)
+        return _pad_leaf(slices, kind == 'pad_length')
+    return {'stack': _stack_leaf, 'append': _append_leaf, 'list': _list_leaf}[kind](slices)
 
 
 def _assert_part(part, want, ctx, path='part'):
@@ -492,23 +492,23 @@ def _assert_part(part, want, ctx, path='part'):
 def test_any_nesting_splits_like_slicing_the_batch(data):
     num_devices = data.draw(st.integers(1, 4), label='devices')
     num_samples = data.draw(st.integers(1, 7), label='samples')
-    sharded = []  # the sharded Pads drawn
-    batchify, make, expect = _tree(data.draw, num_devices, 0, sharded)
+    per_device = []  # the Pads drawn with one array per device
+    batchify, make, expect = _tree(data.draw, num_devices, 0, per_device)
     ids = list(range(10, 10 + num_samples))
     batch = _quiet(batchify, [make(sid) for sid in ids])
-    # sharded Pads decide the shards; without them num_shards does, len(ctx_list) by default
-    choices = [None, num_devices] if sharded else [None] + list(range(1, num_devices + 1))
+    # per-device Pads decide the slices; without them num_shards does, len(ctx_list) by default
+    choices = [None, num_devices] if per_device else [None] + list(range(1, num_devices + 1))
     num_shards = data.draw(st.sampled_from(choices), label='num_shards')
     parts = split_to_devices(batch, CTX[:num_devices], num_shards, layout=batchify)
-    wanted = num_devices if sharded or num_shards is None else num_shards
+    wanted = num_devices if per_device or num_shards is None else num_shards
     sizes = [len(s) for s in np.array_split(ids, min(wanted, num_samples))]
     bounds = [(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
     assert len(parts) == len(bounds)
-    for shard, (part, (start, stop)) in enumerate(zip(parts, bounds)):
-        _assert_part(part, expect(batch, shard, start, stop), CTX[shard])
+    for device, (part, (start, stop)) in enumerate(zip(parts, bounds)):
+        _assert_part(part, expect(batch, device, start, stop), CTX[device])
 
 
-def test_a_pair_of_arrays_is_two_fields_not_two_shards():
+def test_a_pair_of_arrays_is_two_fields_not_two_slices():
     batchify = Tuple(Pad(ret_length=True), Stack())
     batch = batchify([([1, 2], 0), ([3], 1)])
     (whole,) = split_to_devices(batch, CTX[:2], num_shards=1, layout=batchify)
@@ -523,37 +523,37 @@ def test_a_pair_of_arrays_is_two_fields_not_two_shards():
             (ctx,) * 3 for ctx in CTX[:2]]
 
 
-def test_sharded_loader_layout_comes_from_the_batchify_function():
+def test_device_loader_layout_comes_from_the_batchify_function():
     data = mx.gluon.data.SimpleDataset([(np.ones(k + 1), k) for k in range(4)])
 
-    def plain(samples):  # declares no layout: nothing is sharded
+    def plain(samples):  # declares no layout: no field is per device
         return Tuple(Pad(), Stack())(samples)
 
     loader = mx.gluon.data.DataLoader(data, batch_size=4, batchify_fn=plain)
-    assert ShardedLoader(loader, CTX[:2]).layout is None
-    (per_device,) = list(ShardedLoader(loader, CTX[:2], num_shards=2))
+    assert DeviceLoader(loader, CTX[:2]).layout is None
+    (per_device,) = list(DeviceLoader(loader, CTX[:2], num_shards=2))
     assert [x.shape for x, _ in per_device] == [(2, 4), (2, 4)]
-    explicit = ShardedLoader(loader, CTX[:2], layout=('shards', 'rows'))
-    with pytest.raises(TypeError, match='one NDArray per shard'):
+    explicit = DeviceLoader(loader, CTX[:2], layout=('per_device', 'rows'))
+    with pytest.raises(TypeError, match='one NDArray per device slice'):
         next(iter(explicit))
     with pytest.raises(ValueError, match="'rowz'"):
-        ShardedLoader(loader, CTX[:2], layout='rowz')
+        DeviceLoader(loader, CTX[:2], layout='rowz')
 
 
 def test_whole_arrays_are_copied_to_every_device():
     scale = mx.nd.array([2.0])
     batch = (Pad(num_shards=2)([[1], [2, 3]]), scale)
-    parts = split_to_devices(batch, CTX[:2], layout=('shards', 'whole'))
+    parts = split_to_devices(batch, CTX[:2], layout=('per_device', 'whole'))
     for (_, copy), ctx in zip(parts, CTX):
         assert copy.context == ctx
         _assert_copy(copy, scale)
 
 
 def test_a_list_of_arrays_without_a_layout_is_refused_not_guessed():
-    """Shards, one array per sample, or one per field: only a layout can say."""
-    shards = Pad(num_shards=2)([[1], [2, 3], [4]])
-    for batch in (shards, (shards, mx.nd.ones(3))):
-        with pytest.raises(ValueError, match='list of 2 NDArrays.*declares no shard_layout.*'
+    """One array per device, per sample, or per field: only a layout can say."""
+    slices = Pad(num_shards=2)([[1], [2, 3], [4]])
+    for batch in (slices, (slices, mx.nd.ones(3))):
+        with pytest.raises(ValueError, match='list of 2 NDArrays.*declares no device_layout.*'
                                              'Pass layout='):
             split_to_devices(batch, CTX[:2])
     # an undeclared batch of plain fields splits as rows; rows of different lengths cannot
@@ -576,9 +576,9 @@ def test_default_batchify_functions_split_field_by_field(batchify, num_workers):
     data = mx.gluon.data.ArrayDataset(features, np.arange(6, dtype='float32').reshape(6, 1))
     fn = {'mxnet': None, 'gluonbatch': default_batchify_fn,
           'gluonbatch_pad': default_pad_batchify_fn}[batchify]
-    loader = ShardedLoader(mx.gluon.data.DataLoader(data, batch_size=4, batchify_fn=fn,
-                                                    num_workers=num_workers),
-                           CTX[:2], num_shards=2)
+    loader = DeviceLoader(mx.gluon.data.DataLoader(data, batch_size=4, batchify_fn=fn,
+                                                   num_workers=num_workers),
+                          CTX[:2], num_shards=2)
     assert loader.layout == 'fields'
     parts = [part for per_device in loader for part in per_device]
     assert [type(part) for part in parts] == [list] * 4
@@ -591,7 +591,7 @@ def test_default_batchify_functions_split_field_by_field(batchify, num_workers):
 def test_whole_containers_are_copied_to_every_device():
     extra = {'scale': mx.nd.array([2.0]), 'tag': 'a'}
     batch = (Pad(num_shards=2)([[1], [2, 3]]), extra)
-    parts = split_to_devices(batch, CTX[:2], layout=('shards', 'whole'))
+    parts = split_to_devices(batch, CTX[:2], layout=('per_device', 'whole'))
     for (_, copy), ctx in zip(parts, CTX):
         assert copy is not extra and copy['tag'] == 'a' and copy['scale'].context == ctx
         _assert_copy(copy['scale'], extra['scale'])

@@ -98,7 +98,7 @@ SCRIPT_NAMES = {
         "net = zoo_net('yolo3_darknet53_voc')\n",
     ('docs/migration.rst', 'CenterNetTrainBatchify(num_class'):
         "net = zoo_net('center_net_resnet18_v1b_voc')\n",
-    ('docs/migration.rst', 'ShardedLoader(loader, ctx_list)'):
+    ('docs/migration.rst', 'DeviceLoader(loader, ctx_list)'):
         'ctx_list = [mx.cpu(0), mx.cpu(1)]\n',
     ('docs/reproducible.rst', '# train_ssd.py, get_dataloader'):
         _DETECTION_DATA + _TRANSFORM + _SCRIPT_ARGS

@@ -329,9 +329,9 @@ def test_center_net_input_size_must_fit_the_network():
     assert code not in (0, None) and 'the targets 25x25; use a multiple of 32' in str(code)
 
 
-def test_rcnn_batch_must_split_into_shards():
-    code = exit_of(rcnn.main_faster, ['--batch-size', '3', '--num-shards', '2'])
-    assert code not in (0, None) and 'multiple of --num-shards' in str(code)
+def test_rcnn_batch_must_split_across_the_devices():
+    code = exit_of(rcnn.main_faster, ['--batch-size', '3', '--num-devices', '2'])
+    assert code not in (0, None) and 'multiple of --num-devices' in str(code)
 
 
 def assert_show_output(out, stdout):
@@ -345,7 +345,7 @@ def assert_show_output(out, stdout):
 def test_show_draws_a_png_of_the_expected_size(loader, tmp_path, capsys):
     out = tmp_path / ('%s.png' % loader)
     assert cli.main(['show', '--loader', loader, '-o', str(out), '--batch-size', '4',
-                     '--num-shards', '2']) == 0
+                     '--num-devices', '2']) == 0
     assert_show_output(out, capsys.readouterr().out)
 
 
@@ -353,7 +353,7 @@ def test_show_draws_a_png_of_the_expected_size(loader, tmp_path, capsys):
 def test_the_installed_gluonbatch_command_starts_and_runs(tmp_path):
     out = tmp_path / 'ssd.png'
     code, stdout, err = run([COMMAND, 'show', '--loader', 'ssd', '-o', out,
-                             '--batch-size', 4, '--num-shards', 2])
+                             '--batch-size', 4, '--num-devices', 2])
     assert code == 0, err[-3000:]
     assert_show_output(out, stdout)
 

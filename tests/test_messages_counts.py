@@ -3,7 +3,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from gluonbatch import devices as sharding
+from gluonbatch import devices
 from gluonbatch.batchify import Pad, Stack, Tuple
 from gluonbatch.batchify.fields import NamedTuple
 
@@ -21,8 +21,9 @@ def test_one_dimension():
 def test_one_device_was_given():
     pad = Pad(num_shards=2)
     batch = pad([np.zeros((2, 3), 'float32'), np.zeros((1, 3), 'float32')])
-    with pytest.raises(ValueError, match=r'the batch has 2 shards but only 1 device was given'):
-        sharding.split_to_devices(batch, [mx.cpu(0)], layout=pad)
+    with pytest.raises(ValueError, match=r'the batch has 2 device slices but only 1 device was '
+                                         r'given'):
+        devices.split_to_devices(batch, [mx.cpu(0)], layout=pad)
 
 
 def test_one_function_for_two_fields():
@@ -34,7 +35,7 @@ def test_one_function_for_two_fields():
 
 def test_no_parenthesized_plurals_left_in_messages():
     import pathlib
-    root = pathlib.Path(sharding.__file__).parent
+    root = pathlib.Path(devices.__file__).parent
     found = [(str(path.relative_to(root)), number)
              for path in root.rglob('*.py')
              for number, line in enumerate(path.read_text().splitlines(), 1)

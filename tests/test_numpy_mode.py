@@ -18,7 +18,7 @@ from gluonbatch.batchify import (Append, Dict, List, NamedTuple, Pad, Stack, Tup
 from gluonbatch.collate import default_collate
 from gluonbatch.dataloader import (DetectionDataLoader, default_batchify_fn,
                                    default_pad_batchify_fn, tsn_mp_batchify_fn)
-from gluonbatch.devices import ShardedLoader, split_to_devices
+from gluonbatch.devices import DeviceLoader, split_to_devices
 from gluonbatch.batchify.rcnn import (FasterRCNNTrainBatchify, FeatureShapes,
                                       MaskRCNNTrainBatchify)
 from helpers import SHARED, batch_leaves, examples, settled, shm_held, tiny_rcnn_net
@@ -94,7 +94,7 @@ def _rng_images(count, seed):
 CASES = {
     'Stack': (Stack(), lambda x: [a[:, :2] for a in x]),
     'Pad': (Pad(axis=1, pad_val=7), lambda x: x),
-    'Pad shards ret_length': (Pad(axis=(1, 2), num_shards=2, ret_length=True), lambda x: x),
+    'Pad num_shards ret_length': (Pad(axis=(1, 2), num_shards=2, ret_length=True), lambda x: x),
     'Append': (Append(), lambda x: x),
     'Tuple': (Tuple(Pad(axis=1), Stack(), List()), lambda x: [(a, a[0, 0], 'n') for a in x]),
     'Dict': (Dict({'x': Pad(axis=1), 'y': Append(expand=False)}),
@@ -118,7 +118,7 @@ def test_every_combinator_returns_the_modes_arrays(mode, case, inputs):
     batchify, make = CASES[case]
     images = _rng_images(5, seed=len(case))
     with warnings.catch_warnings():
-        warnings.simplefilter('ignore')  # Pad's "more shards than samples" does not apply
+        warnings.simplefilter('ignore')  # Pad's "more slices than samples" does not apply
         batch = batchify(make(_array_inputs(inputs, images)))
         with mx.util.np_array(False), mx.util.np_shape(False):
             # the same values as legacy inputs in legacy mode (MXNet inputs keep their dtype)
@@ -315,11 +315,11 @@ def test_the_mode_switched_between_two_loaders(num_workers):
         npx.reset_np()
 
 
-def test_sharded_loader_in_numpy_mode():
+def test_device_loader_in_numpy_mode():
     batchify = Tuple(Pad(axis=(1, 2), num_shards=2), Pad(pad_val=-1, num_shards=2))
     npx.set_np()
     try:
-        loader = ShardedLoader(mx.gluon.data.DataLoader(
+        loader = DeviceLoader(mx.gluon.data.DataLoader(
             _loader_data(), batch_size=4, num_workers=2, batchify_fn=batchify),
             [mx.cpu(0), mx.cpu(1)])
         parts = [part for per_device in loader for part in per_device]

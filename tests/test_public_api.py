@@ -52,7 +52,7 @@ PUBLIC = {
         'use_memory', 'use_shared_memory', 'set_recycling', 'get_recycling', 'use_recycling',
         'recycling_unavailable', 'recycling_stats'],
     'gluonbatch.samplers.split': ['SplitSampler'],
-    'gluonbatch.devices': ['split_to_devices', 'ShardedLoader'],
+    'gluonbatch.devices': ['split_to_devices', 'DeviceLoader'],
     'gluonbatch.transforms': ['presets'],
     'gluonbatch.transforms.affine': ['get_border', 'get_affine_transform', 'warp_image',
         'warp_boxes'],

@@ -1,9 +1,9 @@
 """Seeded loading is elastic: for one global batch size, the global batch -- which samples,
-and their augmented arrays -- is the same on 1, 2 and 4 devices (``ShardedLoader`` over a
+and their augmented arrays -- is the same on 1, 2 and 4 devices (``DeviceLoader`` over a
 seeded loader, ``Pad(num_shards=D)``) and on 1, 2 and 4 ranks (a seeded loader per rank
 with a ``SplitSampler``, the ranks' batches concatenated in rank order), and every rank
 runs the same number of batches. The kvstore launcher's run of the same is in
-tests/test_distributed.py; ``ShardedLoader`` passes the seeded loader's state through.
+tests/test_distributed.py; ``DeviceLoader`` passes the seeded loader's state through.
 """
 import functools
 import warnings
@@ -14,7 +14,7 @@ import pytest
 
 from gluonbatch.batchify import Pad, Stack, Tuple
 from gluonbatch.dataloader import DetectionDataLoader
-from gluonbatch.devices import ShardedLoader
+from gluonbatch.devices import DeviceLoader
 from gluonbatch.examples.synthetic import SyntheticDetection
 from gluonbatch.samplers.split import SplitSampler
 from gluonbatch.transforms.presets.rcnn import FasterRCNNDefaultTrainTransform
@@ -41,17 +41,17 @@ def dataset(length):
                               seed=4).transform(WithSize())
 
 
-def batchify(num_shards):
-    return Tuple(Pad(axis=(1, 2), num_shards=num_shards),
-                 Pad(pad_val=-1, num_shards=num_shards), Stack())
+def batchify(num_devices):
+    return Tuple(Pad(axis=(1, 2), num_shards=num_devices),
+                 Pad(pad_val=-1, num_shards=num_devices), Stack())
 
 
-def loader(length, batch_size, last_batch, num_shards=1, num_workers=0, sampler=None):
+def loader(length, batch_size, last_batch, num_devices=1, num_workers=0, sampler=None):
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # DetectionDataLoader is deprecated (still used)
         return DetectionDataLoader(dataset(length), batch_size=batch_size,
                                    shuffle=sampler is None, sampler=sampler,
-                                   last_batch=last_batch, batchify_fn=batchify(num_shards),
+                                   last_batch=last_batch, batchify_fn=batchify(num_devices),
                                    num_workers=num_workers, seed=SEED)
 
 
@@ -75,11 +75,12 @@ def global_batches(parts_per_step):
 
 def device_run(length, last_batch, num_devices, num_workers):
     """Per pass, per step, the global batch's samples; and the most devices a step used."""
-    sharded = ShardedLoader(loader(length, GLOBAL_BATCH, last_batch, num_devices, num_workers),
-                            [mx.cpu(device) for device in range(num_devices)])
+    per_device = DeviceLoader(loader(length, GLOBAL_BATCH, last_batch, num_devices,
+                                     num_workers),
+                              [mx.cpu(device) for device in range(num_devices)])
     with warnings.catch_warnings():
-        warnings.simplefilter('ignore')  # a last batch smaller than the devices: fewer shards
-        passes = [list(sharded) for _ in range(EPOCHS)]
+        warnings.simplefilter('ignore')  # a last batch smaller than the devices: fewer slices
+        passes = [list(per_device) for _ in range(EPOCHS)]
     return global_batches(passes), max(len(step) for epoch in passes for step in epoch)
 
 
@@ -136,21 +137,21 @@ def test_the_global_batch_is_the_same_on_1_2_and_4_ranks(length, last_batch, num
     assert got == want
 
 
-def test_the_sharded_loader_passes_the_state_through():
-    sharded = ShardedLoader(loader(10, GLOBAL_BATCH, 'rollover', num_shards=2),
-                            [mx.cpu(0), mx.cpu(1)])
-    assert sharded.state_dict() == sharded.loader.state_dict()
-    first = [samples_of_devices(step) for step in sharded]
-    state_after_first = sharded.state_dict()
+def test_the_device_loader_passes_the_state_through():
+    per_device = DeviceLoader(loader(10, GLOBAL_BATCH, 'rollover', num_devices=2),
+                              [mx.cpu(0), mx.cpu(1)])
+    assert per_device.state_dict() == per_device.loader.state_dict()
+    first = [samples_of_devices(step) for step in per_device]
+    state_after_first = per_device.state_dict()
     assert state_after_first['epoch'] == 1 and state_after_first['batch'] == 0
-    batches = iter(sharded)
+    batches = iter(per_device)
     second = [samples_of_devices(next(batches))]
-    state = sharded.state_dict()
+    state = per_device.state_dict()
     assert (state['epoch'], state['batch']) == (1, 1)
     second += [samples_of_devices(step) for step in batches]
     # another loader, on another number of devices, resumes the run where it was
-    other = ShardedLoader(loader(10, GLOBAL_BATCH, 'rollover', num_shards=4),
-                          [mx.cpu(device) for device in range(4)])
+    other = DeviceLoader(loader(10, GLOBAL_BATCH, 'rollover', num_devices=4),
+                         [mx.cpu(device) for device in range(4)])
     other.load_state_dict(state)
     assert [samples_of_devices(step) for step in other] == second[1:]
     other.set_epoch(0)
@@ -165,10 +166,10 @@ def samples_of_devices(per_device):
 @pytest.mark.parametrize('method, arguments', [('state_dict', ()),
                                                ('load_state_dict', ({'epoch': 0},)),
                                                ('set_epoch', (1,))])
-def test_the_sharded_loader_names_a_loader_without_state(method, arguments):
-    plain = ShardedLoader(mx.gluon.data.DataLoader(dataset(4), batch_size=2,
-                                                   batchify_fn=batchify(1)), [mx.cpu(0)])
-    with pytest.raises(TypeError, match=r'ShardedLoader.%s\(\) calls its loader\'s, and '
+def test_the_device_loader_names_a_loader_without_state(method, arguments):
+    plain = DeviceLoader(mx.gluon.data.DataLoader(dataset(4), batch_size=2,
+                                                  batchify_fn=batchify(1)), [mx.cpu(0)])
+    with pytest.raises(TypeError, match=r'DeviceLoader.%s\(\) calls its loader\'s, and '
                        r'DataLoader has no %s\(\): wrap a seeded gluonbatch loader'
                        % (method, method)):
         getattr(plain, method)(*arguments)
@@ -179,4 +180,4 @@ def test_an_unseeded_loader_raises_its_own_error():
         warnings.simplefilter('ignore')
         unseeded = DetectionDataLoader(dataset(4), batch_size=2, batchify_fn=batchify(1))
     with pytest.raises(ValueError, match=r'state_dict\(\) needs a seeded loader'):
-        ShardedLoader(unseeded, [mx.cpu(0)]).state_dict()
+        DeviceLoader(unseeded, [mx.cpu(0)]).state_dict()

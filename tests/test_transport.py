@@ -181,18 +181,18 @@ def read_pad_ret_length(batch):
     return ids
 
 
-def read_pad_shards(batch):
-    shards, lengths = batch
-    assert isinstance(shards, list) and isinstance(lengths, list)
-    sizes = [len(shard) for shard in shards]
+def read_pad_slices(batch):
+    slices, lengths = batch
+    assert isinstance(slices, list) and isinstance(lengths, list)
+    sizes = [len(piece) for piece in slices]
     assert sizes == [len(part) for part in np.array_split(np.arange(sum(sizes)), 2)], sizes
     ids = []
-    for shard, shard_lengths in zip(shards, lengths):
-        assert shard.dtype == np.int64, shard.dtype  # lists of Python ints
-        shard_ids = _ids_of(shard.asnumpy()[:, :1])
-        _check_padded(shard, shard_ids, lambda i: i % 3 + 1)  # each shard to its own max
-        _check_lengths(shard_lengths, [i % 3 + 1 for i in shard_ids])
-        ids += shard_ids
+    for piece, piece_lengths in zip(slices, lengths):
+        assert piece.dtype == np.int64, piece.dtype  # lists of Python ints
+        piece_ids = _ids_of(piece.asnumpy()[:, :1])
+        _check_padded(piece, piece_ids, lambda i: i % 3 + 1)  # each slice to its own max
+        _check_lengths(piece_lengths, [i % 3 + 1 for i in piece_ids])
+        ids += piece_ids
     return ids
 
 
@@ -333,7 +333,7 @@ CASES = {
     'Pad-ret_length': (lambda i: np.full((i % 4 + 1, 2), i, np.float32),
                        Pad(pad_val=-1, ret_length=True), read_pad_ret_length),
     'Pad-num_shards': (lambda i: [i] * (i % 3 + 1),
-                       Pad(pad_val=-1, num_shards=2, ret_length=True), read_pad_shards),
+                       Pad(pad_val=-1, num_shards=2, ret_length=True), read_pad_slices),
     'Pad-axes': (lambda i: np.full((2, i % 3 + 1, i % 2 + 1), i, np.float32),
                  Pad(axis=(1, 2), pad_val=-1, ret_length=True), read_pad_axes),
     'Append': (lambda i: np.full((i % 3 + 1,), i, np.float32), Append(), read_append),

@@ -1,6 +1,7 @@
-"""Batch building blocks shared by every batchify function: stack, pad per shard, fields.
+"""Batch building blocks shared by every batchify function: stack, pad per device slice,
+fields.
 
-Each computes the layout first (shapes, shards, dtype), allocates each output once
+Each computes the layout first (shapes, device slices, dtype), allocates each output once
 through :mod:`~gluonbatch._core.alloc` and writes every sample once into its slot.
 
 Examples
@@ -17,7 +18,7 @@ from .checks import BatchifyUsageError
 from .layout import check_pad_value, check_same_shape, common_dtype, normalize_axes, padded_shape
 from .write import write_batch
 
-__all__ = ['stack_arrays', 'pad_shards', 'apply_to_field']
+__all__ = ['stack_arrays', 'pad_slices', 'apply_to_field']
 
 # Errors whose message gains the field's name; any other error passes through untouched.
 _INPUT_ERRORS = (ValueError, TypeError, BatchifyUsageError)
@@ -31,15 +32,15 @@ def stack_arrays(arrays, dtype):
     return out
 
 
-def pad_shards(arrays, bounds, axis, pad_val, dtype=None, round_to=None, ret_length=False):
-    """Pad host arrays shard by shard into one output NDArray per shard.
+def pad_slices(arrays, bounds, axis, pad_val, dtype=None, round_to=None, ret_length=False):
+    """Pad host arrays device slice by slice into one output NDArray per slice.
 
     Parameters
     ----------
     arrays : list of numpy.ndarray
         The samples.
     bounds : list of (start, stop)
-        The shards, as :func:`~gluonbatch._core.layout.shard_bounds` returns them.
+        The device slices, as :func:`~gluonbatch._core.layout.slice_bounds` returns them.
     axis : int or tuple of int
         The axes to pad (already checked by ``check_axis_argument``).
     pad_val : number
@@ -48,15 +49,15 @@ def pad_shards(arrays, bounds, axis, pad_val, dtype=None, round_to=None, ret_len
     round_to : int, optional
         Round padded lengths up to a multiple of this.
     ret_length : bool
-        Also make one int32 valid-length array per shard: (n,) for an int ``axis``,
+        Also make one int32 valid-length array per slice: (n,) for an int ``axis``,
         (n, len(axis)) for a tuple.
 
     Returns
     -------
     (list of NDArray, list of NDArray)
-        The padded shards, and their valid lengths (empty unless ``ret_length``).
+        The padded slices, and their valid lengths (empty unless ``ret_length``).
 
-    >>> padded, lengths = pad_shards([np.ones(1), np.ones(3)], [(0, 2)], 0, -1,
+    >>> padded, lengths = pad_slices([np.ones(1), np.ones(3)], [(0, 2)], 0, -1,
     ...                              ret_length=True)
     >>> padded[0].asnumpy().tolist(), lengths[0].asnumpy().tolist()
     ([[1.0, -1.0, -1.0], [1.0, 1.0, 1.0]], [1, 3])

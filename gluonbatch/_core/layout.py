@@ -1,4 +1,4 @@
-"""Pure layout arithmetic for batches: axes, shard boundaries, padded shapes, dtypes.
+"""Pure layout arithmetic for batches: axes, device slice boundaries, padded shapes, dtypes.
 
 Nothing here touches MXNet; every function is a plain computation on shapes and numbers
 so that a whole batch layout is known (and validated) before any memory is allocated.
@@ -13,7 +13,7 @@ import numpy as np
 from .checks import check_dtype, is_int
 from .wording import plural
 
-__all__ = ['normalize_axes', 'check_axis_argument', 'split_bounds', 'shard_bounds',
+__all__ = ['normalize_axes', 'check_axis_argument', 'split_bounds', 'slice_bounds',
            'round_up', 'padded_shape', 'check_same_shape', 'common_dtype', 'check_pad_value']
 
 
@@ -50,37 +50,38 @@ def check_axis_argument(axis):
     raise TypeError('axis must be an int or a non-empty tuple/list of ints, got %r' % (axis,))
 
 
-def split_bounds(num_samples, num_shards):
-    """Start/stop indices of ``np.array_split`` boundaries, at most one shard per sample.
+def split_bounds(num_samples, num_slices):
+    """Start/stop indices of ``np.array_split`` boundaries, at most one slice per sample.
 
-    The first ``num_samples % num_shards`` shards are one sample larger; zero samples make
-    one empty shard.
+    The first ``num_samples % num_slices`` slices are one sample larger; zero samples make
+    one empty slice.
 
     >>> split_bounds(7, 3)
     [(0, 3), (3, 5), (5, 7)]
     >>> split_bounds(2, 4), split_bounds(0, 2)
     ([(0, 1), (1, 2)], [(0, 0)])
     """
-    num_shards = max(1, min(num_shards, num_samples))
-    base, extra = divmod(num_samples, num_shards)
+    num_slices = max(1, min(num_slices, num_samples))
+    base, extra = divmod(num_samples, num_slices)
     bounds, start = [], 0
-    for shard in range(num_shards):
-        stop = start + base + (1 if shard < extra else 0)
+    for index in range(num_slices):
+        stop = start + base + (1 if index < extra else 0)
         bounds.append((start, stop))
         start = stop
     return bounds
 
 
-def shard_bounds(num_samples, num_shards):
-    """:func:`split_bounds` of a batch, warning when there are more shards than samples.
+def slice_bounds(num_samples, num_shards):
+    """:func:`split_bounds` of a batch into ``num_shards`` device slices, warning when there
+    are more slices than samples.
 
-    >>> shard_bounds(5, 4)
+    >>> slice_bounds(5, 4)
     [(0, 2), (2, 3), (3, 4), (4, 5)]
     """
     if num_shards > num_samples:
         warnings.warn('num_shards=%d is larger than the batch of %s; returning %s'
                       % (num_shards, plural(num_samples, 'sample'),
-                         plural(num_samples, 'shard')), stacklevel=3)
+                         plural(num_samples, 'device slice')), stacklevel=3)
     return split_bounds(num_samples, num_shards)
 
 

@@ -13,11 +13,11 @@ import mxnet as mx
 import numpy as np
 
 from .._core.alloc import allocate
-from .._core.assemble import pad_shards, stack_arrays
+from .._core.assemble import pad_slices, stack_arrays
 from .._core.checks import check_dtype, check_int
-from .._core.layout import check_axis_argument, check_pad_value, common_dtype, shard_bounds
+from .._core.layout import check_axis_argument, check_pad_value, common_dtype, slice_bounds
 from .._core.samples import as_host_arrays
-from .._core.shard_layout import ROWS, SHARDS
+from .._core.device_layout import PER_DEVICE, ROWS
 
 __all__ = ['Stack', 'Pad', 'Append']
 
@@ -59,8 +59,9 @@ class Stack:
     def __init__(self, dtype=None):
         self._dtype = _optional_dtype(dtype)
 
-    #: Every row is one sample: split on the shard boundaries (see ``split_to_devices``).
-    shard_layout = ROWS
+    #: Every row is one sample: split on the device slices' boundaries (see
+    #: ``split_to_devices``).
+    device_layout = ROWS
 
     def __call__(self, data):
         """Stack ``data``, a list of N samples of equal shape, into an (N, ...) NDArray."""
@@ -88,8 +89,8 @@ class Pad:
     pad_val : number, default 0
         Value written into the padding. It must be representable in the output dtype.
     num_shards : int, default 1
-        Split the batch into this many shards on ``np.array_split`` boundaries (the first
-        shards are one larger) and pad each shard to its own maximum; one per device.
+        Split the batch into this many device slices on ``np.array_split`` boundaries (the
+        first slices are one larger) and pad each slice to its own maximum; one per device.
     ret_length : bool, default False
         Also return the valid (unpadded) lengths as int32: shape (N,) for an int ``axis``,
         (N, len(axis)) for a tuple.
@@ -101,7 +102,7 @@ class Pad:
 
     Returns
     -------
-    NDArray, or a list of NDArrays (one per shard) when ``num_shards > 1``; with
+    NDArray, or a list of NDArrays (one per device slice) when ``num_shards > 1``; with
     ``ret_length`` a pair (padded, valid_lengths) in the same layout.
 
     Examples
@@ -123,8 +124,8 @@ class Pad:
             [ 1,  2, -1, -1]]])
     >>> lengths.asnumpy()
     array([4, 2], dtype=int32)
-    >>> shards = Pad(num_shards=2)([[1], [2, 3], [4, 5, 6]])
-    >>> [s.shape for s in shards]
+    >>> slices = Pad(num_shards=2)([[1], [2, 3], [4, 5, 6]])
+    >>> [s.shape for s in slices]
     [(2, 2), (1, 3)]
     >>> Pad(axis=(1, 2), round_to=32)([np.ones((3, 40, 50), 'float32')]).shape
     (1, 3, 64, 64)
@@ -142,36 +143,38 @@ class Pad:
         check_pad_value(pad_val, self._dtype or np.dtype(np.float64))
 
     def __call__(self, data):
-        """Pad and stack ``data``, a list of N samples, per shard."""
+        """Pad and stack ``data``, a list of N samples, per device slice."""
         arrays = as_host_arrays(data, deferred=True)
-        padded, lengths = self.pad_shards(arrays, shard_bounds(len(arrays), self._num_shards))
+        padded, lengths = self.pad_slices(arrays, slice_bounds(len(arrays), self._num_shards))
         if self._num_shards == 1:
             padded, lengths = padded[0], lengths[0] if lengths else None
         return (padded, lengths) if self._ret_length else padded
 
     @property
-    def shard_layout(self):
-        """``'shards'`` with ``num_shards > 1``, else ``'rows'``; a pair with ``ret_length``."""
-        kind = SHARDS if self._num_shards > 1 else ROWS
+    def device_layout(self):
+        """``'per_device'`` with ``num_shards > 1``, else ``'rows'``; a pair with
+        ``ret_length``."""
+        kind = PER_DEVICE if self._num_shards > 1 else ROWS
         return (kind, kind) if self._ret_length else kind
 
-    def pad_shards(self, arrays, bounds):
-        """Pad host arrays shard by shard; the building block of composite batchifiers.
+    def pad_slices(self, arrays, bounds):
+        """Pad host arrays device slice by slice; the building block of composite
+        batchifiers.
 
         Parameters
         ----------
         arrays : list of numpy.ndarray
             The samples, as returned by ``as_host_arrays``.
         bounds : list of (start, stop)
-            The shards, as returned by ``shard_bounds``.
+            The device slices, as returned by ``slice_bounds``.
 
         Returns
         -------
         (list of NDArray, list of NDArray)
-            One padded array per shard, and one int32 valid-length array per shard when
+            One padded array per slice, and one int32 valid-length array per slice when
             ``ret_length`` is set (else an empty list).
         """
-        return pad_shards(arrays, bounds, self._axis, self._pad_val, self._dtype,
+        return pad_slices(arrays, bounds, self._axis, self._pad_val, self._dtype,
                           self._round_to, self._ret_length)
 
     def __repr__(self):
@@ -210,8 +213,9 @@ class Append:
         self._expand = bool(expand)
         self._batch_axis = check_int(batch_axis, 'batch_axis')
 
-    #: Every row is one sample: split on the shard boundaries (see ``split_to_devices``).
-    shard_layout = ROWS
+    #: Every row is one sample: split on the device slices' boundaries (see
+    #: ``split_to_devices``).
+    device_layout = ROWS
 
     def __call__(self, data):
         """Return a list with one NDArray per sample of ``data``."""

@@ -40,7 +40,7 @@ import numpy as np
 from .._core.alloc import allocate, to_shared
 from .._core.checks import check_batch, check_fields, check_int
 from .._core.process import SharedByToken
-from .._core.shard_layout import ROWS
+from .._core.device_layout import ROWS
 from ..targets.center_net import (center_net_targets, check_scale_factor,
                                 output_grid, target_shapes)
 from ..targets.labels import label_batch
@@ -65,8 +65,8 @@ class _TargetBatchify:
         self._images = NormalizedStack(mean, std) if normalize else Stack()
 
     @property
-    def shard_layout(self):
-        """Every output has one row per sample: split on the shard boundaries."""
+    def device_layout(self):
+        """Every output has one row per sample: split on the device slices' boundaries."""
         return (ROWS,) * self.NUM_OUTPUTS
 
     def _split(self, data):

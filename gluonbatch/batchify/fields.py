@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from .._core.assemble import apply_to_field
 from .._core.checks import (BatchifyUsageError, check_batch, check_callable, check_choice,
                             check_fields, describe, described)
-from .._core.shard_layout import ROWS, layout_of
+from .._core.device_layout import ROWS, layout_of
 from .._core.wording import plural
 
 __all__ = ['Tuple', 'List', 'Dict', 'NamedTuple']
@@ -59,8 +59,8 @@ class Tuple:
                      for i, fn in enumerate(self._fn))
 
     @property
-    def shard_layout(self):
-        """The shard layout of each field's function, as a tuple."""
+    def device_layout(self):
+        """The device layout of each field's function, as a tuple."""
         return tuple(layout_of(fn) for fn in self._fn)
 
     def __repr__(self):
@@ -80,8 +80,9 @@ class List:
     ['a cat', 'two dogs']
     """
 
-    #: One item per sample: split on the shard boundaries (see ``split_to_devices``).
-    shard_layout = ROWS
+    #: One item per sample: split on the device slices' boundaries (see
+    #: ``split_to_devices``).
+    device_layout = ROWS
 
     def __call__(self, data):
         """Return ``list(data)``."""
@@ -153,8 +154,8 @@ class Dict:
                 for key, fn in self._fn_dict.items()}
 
     @property
-    def shard_layout(self):
-        """The shard layout of each key's function, as a dict."""
+    def device_layout(self):
+        """The device layout of each key's function, as a dict."""
         return {key: layout_of(fn) for key, fn in self._fn_dict.items()}
 
     def __repr__(self):
@@ -218,8 +219,8 @@ class NamedTuple:
                                  for i, fn in enumerate(self._fns)))
 
     @property
-    def shard_layout(self):
-        """The shard layout of each field's function, as a tuple in field order."""
+    def device_layout(self):
+        """The device layout of each field's function, as a tuple in field order."""
         return tuple(layout_of(fn) for fn in self._fns)
 
     def __repr__(self):

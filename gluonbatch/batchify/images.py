@@ -27,7 +27,7 @@ from .._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from .._core.inputs import channel_values
 from .._core.layout import check_same_shape
 from .._core.samples import as_host_array
-from .._core.shard_layout import ROWS
+from .._core.device_layout import ROWS
 
 __all__ = ['NormalizedStack', 'IMAGENET_MEAN', 'IMAGENET_STD']
 
@@ -70,8 +70,9 @@ class NormalizedStack:
            [ 2.2489083,  2.4285715,  2.64     ]], dtype=float32)
     """
 
-    #: Every row is one sample: split on the shard boundaries (see ``split_to_devices``).
-    shard_layout = ROWS
+    #: Every row is one sample: split on the device slices' boundaries (see
+    #: ``split_to_devices``).
+    device_layout = ROWS
 
     def __init__(self, mean=IMAGENET_MEAN, std=IMAGENET_STD):
         # float32 constants, as MXNet's normalize casts its float parameters

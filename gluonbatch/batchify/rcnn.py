@@ -1,7 +1,7 @@
 """Training batchifiers for Faster R-CNN and Mask R-CNN, with cached feature-map shapes.
 
 Each sample carries RPN targets laid out on the feature maps of *its own* image size; a
-batch pads images to a common size per shard, so the targets must be padded to the
+batch pads images to a common size per device slice, so the targets must be padded to the
 feature-map sizes of the padded image. Those sizes come from the network's symbolic graph
 (``net.features``), inferred once per distinct padded image size and cached, and the
 padded targets are written straight into their shared-memory outputs.
@@ -10,12 +10,12 @@ import mxnet as mx
 import numpy as np
 
 from .._core.alloc import allocate, legacy_mode
-from .._core.assemble import pad_shards
+from .._core.assemble import pad_slices
 from .._core.checks import check_batch, check_fields, check_int, described
 from .._core.shape_inference import FeatureShapes
-from .._core.layout import shard_bounds
+from .._core.layout import slice_bounds
 from .._core.samples import as_host_array, as_host_arrays
-from .._core.shard_layout import ROWS, SHARDS
+from .._core.device_layout import PER_DEVICE, ROWS
 from .._core.wording import plural
 from .._core.write import write_slots
 
@@ -68,24 +68,24 @@ class FasterRCNNTrainBatchify:
     made by gluoncv's ``FasterRCNNDefaultTrainTransform``: a (3, H, W) image, (M, 5+) boxes
     and, per feature level, (h, w, A) / (h, w, 4A) / (h, w, 4A) targets.
 
-    Images are padded per shard on (H, W) with 0 and boxes with -1 (shards on
+    Images are padded per device slice on (H, W) with 0 and boxes with -1 (slices on
     ``np.array_split`` boundaries). Each sample's targets are padded to the feature-map size
-    of its shard's padded image (cls with -1, box and mask with 0), flattened per level,
-    concatenated over levels and stacked per shard.
+    of its slice's padded image (cls with -1, box and mask with 0), flattened per level,
+    concatenated over levels and stacked per slice.
 
     Parameters
     ----------
     net : mxnet.gluon.HybridBlock
         The Faster R-CNN network (its ``features`` give the feature-map sizes).
     num_shards : int, default 1
-        Number of shards, one per device.
+        Number of device slices, one per device.
 
     Returns
     -------
     tuple
         ``(images, boxes, cls_targets, box_targets, box_masks)``: images and boxes are an
-        NDArray (one shard) or a list of per-shard NDArrays; the targets are tuples with one
-        float32 NDArray per shard, shaped (n, anchors) and (n, anchors, 4).
+        NDArray (one slice) or a list of per-device NDArrays; the targets are tuples with one
+        float32 NDArray per device slice, shaped (n, anchors) and (n, anchors, 4).
         They are legacy ``mx.nd.NDArray`` in MXNet's numpy mode too: gluoncv's R-CNN
         networks take only those.
 
@@ -112,36 +112,37 @@ class FasterRCNNTrainBatchify:
         check_batch(data)
         check_fields(data, self.NUM_ELEMENTS, type(self).__name__, 'element')
         with legacy_mode():
-            return self._batchify(data, shard_bounds(len(data), self._num_shards))
+            return self._batchify(data, slice_bounds(len(data), self._num_shards))
 
     def _batchify(self, data, bounds):
         """The five outputs for already-checked samples (shared with Mask R-CNN)."""
         images = as_host_arrays([sample[0] for sample in data])
         _check_images(images)
-        image_shards, _ = pad_shards(images, bounds, axis=(1, 2), pad_val=0)
-        box_shards, _ = pad_shards(as_host_arrays([s[1] for s in data]), bounds, axis=0,
+        image_slices, _ = pad_slices(images, bounds, axis=(1, 2), pad_val=0)
+        box_slices, _ = pad_slices(as_host_arrays([s[1] for s in data]), bounds, axis=0,
                                    pad_val=-1)
         targets = [[] for _ in _FIELDS]
-        for (start, stop), image_shard in zip(bounds, image_shards):
-            levels = self.feature_shapes(*image_shard.shape[2:])
+        for (start, stop), image_slice in zip(bounds, image_slices):
+            levels = self.feature_shapes(*image_slice.shape[2:])
             for outputs, field, position in zip(targets, _FIELDS, range(2, 5)):
                 outputs.append(self._pad_targets(field, data, start, stop, position, levels,
-                                                 image_shard.shape[2:]))
-        return (self._unshard(image_shards), self._unshard(box_shards)) + tuple(
+                                                 image_slice.shape[2:]))
+        return (self._one_or_all(image_slices), self._one_or_all(box_slices)) + tuple(
             tuple(outputs) for outputs in targets)
 
-    def _unshard(self, shards):
-        return shards[0] if self._num_shards == 1 else shards
+    def _one_or_all(self, slices):
+        """gluoncv's output: the one array with ``num_shards=1``, else the list of slices."""
+        return slices[0] if self._num_shards == 1 else slices
 
     @property
-    def shard_layout(self):
-        """Images and boxes: ``'shards'`` with ``num_shards > 1``, else ``'rows'``; the
-        targets are always one array per shard."""
-        padded = SHARDS if self._num_shards > 1 else ROWS
-        return (padded, padded) + (SHARDS,) * len(_FIELDS)
+    def device_layout(self):
+        """Images and boxes: ``'per_device'`` with ``num_shards > 1``, else ``'rows'``; the
+        targets are always one array per device slice."""
+        padded = PER_DEVICE if self._num_shards > 1 else ROWS
+        return (padded, padded) + (PER_DEVICE,) * len(_FIELDS)
 
     def _pad_targets(self, field, data, start, stop, position, levels, image_size):
-        """One shard's targets of one field, padded per level into one shared array."""
+        """One device slice's targets of one field, padded per level into one shared array."""
         samples = [field.host_levels(data[index][position], index, len(levels))
                    for index in range(start, stop)]
         channels = [target.shape[2] for target in samples[0]]
@@ -176,7 +177,7 @@ class MaskRCNNTrainBatchify(FasterRCNNTrainBatchify):
     Samples are ``(image, boxes, rpn_cls_targets, rpn_box_targets, rpn_box_masks, masks)``
     as made by gluoncv's ``MaskRCNNDefaultTrainTransform``; the first five are batchified
     as in :class:`FasterRCNNTrainBatchify` and the (M, H, W) instance masks are padded on
-    all three axes with 0, per shard.
+    all three axes with 0, per device slice.
 
     Returns
     -------
@@ -202,15 +203,15 @@ class MaskRCNNTrainBatchify(FasterRCNNTrainBatchify):
         """Batchify ``data``, a list of 6-element samples."""
         check_batch(data)
         check_fields(data, self.NUM_ELEMENTS, type(self).__name__, 'element')
-        bounds = shard_bounds(len(data), self._num_shards)
+        bounds = slice_bounds(len(data), self._num_shards)
         with legacy_mode():
             images, boxes, cls, box, mask = self._batchify(data, bounds)
-            masks, _ = pad_shards(as_host_arrays([s[5] for s in data]), bounds,
+            masks, _ = pad_slices(as_host_arrays([s[5] for s in data]), bounds,
                                   axis=(0, 1, 2), pad_val=0)
-        return images, boxes, self._unshard(masks), cls, box, mask
+        return images, boxes, self._one_or_all(masks), cls, box, mask
 
     @property
-    def shard_layout(self):
+    def device_layout(self):
         """As Faster R-CNN's, with the masks laid out like the images."""
-        layout = super().shard_layout
+        layout = super().device_layout
         return layout[:2] + layout[:1] + layout[2:]

@@ -44,14 +44,14 @@ def run(args):
     from ..examples.show import show_batch
 
     common = ['--batches', str(args.batches), '--num-workers', str(args.num_workers)]
-    print('== Faster R-CNN loader (embedded data, 2 shards) ==')
-    code = rcnn.main_faster(common + ['--batch-size', '4', '--num-shards', '2'])
+    print('== Faster R-CNN loader (embedded data, 2 devices) ==')
+    code = rcnn.main_faster(common + ['--batch-size', '4', '--num-devices', '2'])
     print('\n== SSD loader (embedded data, seeded) ==')
     code = ssd.main(common + ['--batch-size', '8']) or code
     if code:
         return code
     parser = loader_parser('demo', 'demo', 4, 'short', rcnn.DEFAULT_NETWORKS['faster'])
-    picture_args = parser.parse_args(['--batch-size', '4', '--num-shards', '2',
+    picture_args = parser.parse_args(['--batch-size', '4', '--num-devices', '2',
                                       '--no-progress'])
     path = show_batch('faster_rcnn', picture_args, os.path.abspath(args.output))
     print('\nThe first Faster R-CNN batch is drawn in %s' % path)

@@ -21,8 +21,8 @@ def add_parser(commands):
     show.add_argument('-o', '--output', type=png_path, default='batch.png',
                       help='PNG file to write (checked before any work)')
     show.add_argument('--batch-size', type=positive_int, default=4, help='images in the batch')
-    show.add_argument('--num-shards', type=positive_int, default=2,
-                      help='devices the batch is split for (padding per shard)')
+    show.add_argument('--num-devices', type=positive_int, default=2,
+                      help='devices the batch is split for (each slice padded on its own)')
     show.set_defaults(run=run)
     return show
 
@@ -40,7 +40,7 @@ def run(args):
                 'center_net': center_net.DEFAULT_NETWORK}
     parser = loader_parser('gluonbatch show', 'show', args.batch_size, image,
                            networks[args.loader])
-    options = parser.parse_args(['--batch-size', str(args.batch_size), '--num-shards',
-                                 str(args.num_shards), '--no-progress'])
+    options = parser.parse_args(['--batch-size', str(args.batch_size), '--num-devices',
+                                 str(args.num_devices), '--no-progress'])
     print(show_batch(args.loader, options, os.path.abspath(args.output)))
     return 0

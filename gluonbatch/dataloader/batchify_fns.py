@@ -20,7 +20,7 @@ from .._core.assemble import stack_arrays
 from .._core.checks import check_batch, check_fields
 from .._core.layout import common_dtype
 from .._core.samples import as_host_arrays
-from .._core.shard_layout import FIELDS
+from .._core.device_layout import FIELDS
 from .._core.write import write_slots
 from ..batchify import Pad
 
@@ -53,7 +53,7 @@ def default_batchify_fn(data):
 
 
 # One array per field, or one array (split_to_devices reads this).
-default_batchify_fn.shard_layout = FIELDS
+default_batchify_fn.device_layout = FIELDS
 
 #: gluonbatch always batches into shared memory: the same function as ``default_batchify_fn``.
 default_mp_batchify_fn = default_batchify_fn
@@ -84,11 +84,11 @@ def default_pad_batchify_fn(data):
     if all(len(array) == 0 for array in arrays):
         # no sample has a row: one row of padding keeps the layout
         arrays = [np.full((1,) + arrays[0].shape[1:], -1, arrays[0].dtype)] + arrays[1:]
-    padded, _ = _LABEL_PAD.pad_shards(arrays, [(0, len(arrays))])
+    padded, _ = _LABEL_PAD.pad_slices(arrays, [(0, len(arrays))])
     return padded[0]
 
 
-default_pad_batchify_fn.shard_layout = FIELDS
+default_pad_batchify_fn.device_layout = FIELDS
 
 #: gluonbatch always batches into shared memory: the same as ``default_pad_batchify_fn``.
 default_mp_pad_batchify_fn = default_pad_batchify_fn

@@ -1,4 +1,4 @@
-"""Draw one padded detection batch: images with their boxes, padding shaded, shards named."""
+"""Draw one padded detection batch: images with their boxes, padding shaded, devices named."""
 import numpy as np
 
 from .._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
@@ -15,7 +15,7 @@ def _displayable(image):
     return np.clip(image.transpose(1, 2, 0) * _STD + _MEAN, 0, 1)
 
 
-def draw_detection_batch(path, images, labels, valid_sizes, shards, title, columns=4,
+def draw_detection_batch(path, images, labels, valid_sizes, devices, title, columns=4,
                          heatmaps=None):
     """Write a PNG grid of a padded batch and return ``path``.
 
@@ -24,13 +24,13 @@ def draw_detection_batch(path, images, labels, valid_sizes, shards, title, colum
     path : str
         Where the PNG goes.
     images : list of numpy.ndarray
-        One normalised (3, H, W) image per sample, as padded in its shard.
+        One normalised (3, H, W) image per sample, as padded in its device slice.
     labels : list of numpy.ndarray
         (M, >= 4) boxes per sample (xmin, ymin, xmax, ymax, class...); rows of -1 are padding.
     valid_sizes : list of (int, int)
         Each sample's own (height, width) before padding.
-    shards : list of int
-        The shard (device) each sample belongs to.
+    devices : list of int
+        The device whose slice of the batch each sample is in.
     title : str
     columns : int, default 4
     heatmaps : list of numpy.ndarray, optional
@@ -82,9 +82,9 @@ def draw_detection_batch(path, images, labels, valid_sizes, shards, title, colum
             class_id = int(box[4]) if len(box) > 4 else 0
             axis.add_patch(Rectangle((box[0], box[1]), box[2] - box[0], box[3] - box[1],
                                      fill=False, linewidth=1.6, edgecolor=colors(class_id % 10)))
-        axis.set_title('sample %d, shard %d\nvalid %dx%d of %dx%d'
-                       % (index, shards[index], valid_h, valid_w, height, width), fontsize=9,
-                       color=colors(shards[index] % 10))
+        axis.set_title('sample %d, device %d\nvalid %dx%d of %dx%d'
+                       % (index, devices[index], valid_h, valid_w, height, width), fontsize=9,
+                       color=colors(devices[index] % 10))
     figure.suptitle(title)
     figure.tight_layout()
     figure.savefig(path, dpi=80)

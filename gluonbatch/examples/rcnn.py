@@ -1,14 +1,14 @@
 """Faster R-CNN and Mask R-CNN loaders the way gluoncv's train scripts build them.
 
 Train batches come from :class:`gluonbatch.batchify.rcnn.FasterRCNNTrainBatchify` /
-:class:`gluonbatch.batchify.rcnn.MaskRCNNTrainBatchify` with ``num_shards`` shards, fed by a
+:class:`gluonbatch.batchify.rcnn.MaskRCNNTrainBatchify` for ``--num-devices`` devices, fed by a
 batch sampler that groups images of similar aspect ratio (so little of each batch is padding):
 gluoncv's ``SplitSortedBucketSampler`` in its scripts, here its seeded counterpart
 :class:`~gluonbatch.samplers.SeededBucketSampler` in a seeded :class:`gluonbatch.DataLoader`
 (the same batches for any ``--num-workers``); validation batches are ``Append()`` per field
 (image, boxes and scale; for Mask R-CNN image and image info).
 ``--train-steps K`` runs K iterations of the RPN and R-CNN losses (and the mask loss),
-backward and an SGD step, one forward per shard as on one device per shard.
+backward and an SGD step, one forward per device slice as on one device per slice.
 """
 import functools
 import sys
@@ -21,7 +21,7 @@ from ..batchify import Append, Tuple
 from ..batchify.rcnn import FasterRCNNTrainBatchify, MaskRCNNTrainBatchify
 from ..dataloader import DataLoader
 from ..samplers import SeededBucketSampler
-from .runner import detection_dataset, loader_parser, run_example, shard_list
+from .runner import detection_dataset, device_slices, loader_parser, run_example
 
 TRAIN_FIELDS = {'faster': ('image', 'boxes', 'rpn_cls_targets', 'rpn_box_targets',
                            'rpn_box_masks'),
@@ -47,11 +47,11 @@ def build(kind, args):
 
     from ..transforms.presets import rcnn as presets
 
-    if args.batch_size % args.num_shards:
-        raise SystemExit('--batch-size %d must be a multiple of --num-shards %d'
-                         % (args.batch_size, args.num_shards))
+    if args.batch_size % args.num_devices:
+        raise SystemExit('--batch-size %d must be a multiple of --num-devices %d'
+                         % (args.batch_size, args.num_devices))
     net = get_model(args.network, pretrained=False, pretrained_base=False,
-                    per_device_batch_size=args.batch_size // args.num_shards)
+                    per_device_batch_size=args.batch_size // args.num_devices)
     net.initialize()
     short, max_size = args.short or 320, args.max_size or 512
     multi_stage = 'fpn' in args.network
@@ -75,7 +75,7 @@ def build(kind, args):
         return DataLoader(train_data, batch_sampler=sampler, batchify_fn=batchify_fn,
                           num_workers=args.num_workers, seed=args.seed)
 
-    val_loader = DataLoader(val_data, args.num_shards, shuffle=False, last_batch='keep',
+    val_loader = DataLoader(val_data, args.num_devices, shuffle=False, last_batch='keep',
                             num_workers=args.num_workers,
                             batchify_fn=Tuple([Append() for _ in VAL_FIELDS[kind]]))
 
@@ -91,11 +91,11 @@ def build(kind, args):
             train_base.transform(transform),
             batch_sampler=SplitSortedBucketSampler(ratios, args.batch_size, shuffle=True,
                                                    seed=args.seed),
-            batchify_fn=getattr(gcv, batchify_cls.__name__)(net, args.num_shards),
+            batchify_fn=getattr(gcv, batchify_cls.__name__)(net, args.num_devices),
             num_workers=args.num_workers)
 
     return {'net': net, 'train_loader': train_loader, 'val_loader': val_loader,
-            'train_batchify': batchify_cls(net, args.num_shards), 'train_data': train_data,
+            'train_batchify': batchify_cls(net, args.num_devices), 'train_data': train_data,
             'sampler': sampler, 'gluoncv_loader': gluoncv_loader, 'seed': args.seed}
 
 
@@ -113,7 +113,7 @@ def train_steps(kind, net, batches, steps, learning_rate=0.001):
     mask_loss = gluon.loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=False)
     trainer = gluon.Trainer(net.collect_params(), 'sgd',
                             {'learning_rate': learning_rate, 'wd': 0.0001, 'momentum': 0.9})
-    # Shards are forwarded one after the other on this one device, each with its own
+    # Device slices are forwarded one after the other on this one device, each with its own
     # backward, their gradients summed (what separate devices would all-reduce).
     params = net.collect_params()
     params.setattr('grad_req', 'add')
@@ -126,9 +126,9 @@ def train_steps(kind, net, batches, steps, learning_rate=0.001):
             (images, labels, rpn_cls, rpn_box, rpn_mask), masks = batch, None
         params.zero_grad()
         loss = 0.0
-        for shard, fields in enumerate(zip(shard_list(images), shard_list(labels), rpn_cls,
-                                           rpn_box, rpn_mask)):
-            image, label, shard_rpn_cls, shard_rpn_box, shard_rpn_mask = (
+        for device, fields in enumerate(zip(device_slices(images), device_slices(labels),
+                                            rpn_cls, rpn_box, rpn_mask)):
+            image, label, slice_rpn_cls, slice_rpn_box, slice_rpn_mask = (
                 field.as_in_context(mx.cpu()) for field in fields)
             with autograd.record():
                 outputs = net(image, label[:, :, :4], label[:, :, 4:5])
@@ -138,10 +138,10 @@ def train_steps(kind, net, batches, steps, learning_rate=0.001):
                 (cls_pred, box_pred, roi, _, matches, rpn_score, rpn_box_pred, _, cls_targets,
                  box_targets, box_masks, indices) = outputs
                 rpn_score = rpn_score.squeeze(axis=-1)
-                num_rpn_pos = (shard_rpn_cls >= 0).sum()
-                total = (rpn_cls_loss(rpn_score, shard_rpn_cls, shard_rpn_cls >= 0)
-                         * shard_rpn_cls.size / num_rpn_pos
-                         + rpn_box_loss(rpn_box_pred, shard_rpn_box, shard_rpn_mask)
+                num_rpn_pos = (slice_rpn_cls >= 0).sum()
+                total = (rpn_cls_loss(rpn_score, slice_rpn_cls, slice_rpn_cls >= 0)
+                         * slice_rpn_cls.size / num_rpn_pos
+                         + rpn_box_loss(rpn_box_pred, slice_rpn_box, slice_rpn_mask)
                          * rpn_box_pred.size / num_rpn_pos).sum()
                 num_rcnn_pos = (cls_targets >= 0).sum()
                 total = total + (rcnn_cls_loss(cls_pred, cls_targets,
@@ -153,7 +153,7 @@ def train_steps(kind, net, batches, steps, learning_rate=0.001):
                     # the mask head only sees the sampled rois that ``indices`` picks
                     roi, matches, picked_cls = (_take_rows(value, indices)
                                                 for value in (roi, matches, cls_targets))
-                    gt_masks = shard_list(masks)[shard].as_in_context(mx.cpu())
+                    gt_masks = device_slices(masks)[device].as_in_context(mx.cpu())
                     mask_targets, mask_masks = net.mask_target(roi, gt_masks, matches,
                                                                picked_cls)
                     total = total + (mask_loss(mask_pred, mask_targets, mask_masks)

@@ -43,8 +43,8 @@ def loader_parser(prog, description, batch_size, image_options, network):
                         help='samples per batch')
     parser.add_argument('--num-workers', type=non_negative_int, default=0,
                         help='DataLoader worker processes')
-    parser.add_argument('--num-shards', type=positive_int, default=1,
-                        help='devices the batch is split for (padding per shard)')
+    parser.add_argument('--num-devices', type=positive_int, default=1,
+                        help='devices the batch is split for (each slice padded on its own)')
     parser.add_argument('--batches', type=positive_int, default=4,
                         help='train batches to load')
     parser.add_argument('--samples', type=positive_int, default=64,
@@ -135,7 +135,7 @@ def detector_loaders(args, train_data, val_data, order=None):
     ``--seed`` too); ``train_loader(batchify_fn, dataset, seed=None)`` makes, over
     ``dataset``, the loader gluoncv's script makes: its arguments, unseeded. The validation
     loader keeps the last batch and stacks images beside labels padded with -1, in
-    ``--num-shards`` shards. Close each loader (``with`` or ``close()``) when done with it.
+    ``--num-devices`` slices. Close each loader (``with`` or ``close()``) when done with it.
     """
     def train_loader(batchify_fn, dataset=None, seed=args.seed):
         dataset = train_data if dataset is None else dataset
@@ -147,14 +147,14 @@ def detector_loaders(args, train_data, val_data, order=None):
                           last_batch='rollover', batchify_fn=batchify_fn,
                           num_workers=args.num_workers, seed=seed)
 
-    val_batchify = Tuple(Stack(), Pad(pad_val=-1, num_shards=args.num_shards))
+    val_batchify = Tuple(Stack(), Pad(pad_val=-1, num_shards=args.num_devices))
     val_loader = DataLoader(val_data, args.batch_size, shuffle=False, last_batch='keep',
                             batchify_fn=val_batchify, num_workers=args.num_workers)
     return train_loader, val_loader, val_batchify
 
 
-def shard_list(field):
-    """A batch field as a list of per-shard arrays (a bare NDArray is one shard)."""
+def device_slices(field):
+    """A batch field as a list of per-device arrays (a bare NDArray is one slice)."""
     return list(field) if isinstance(field, (list, tuple)) else [field]
 
 
@@ -199,13 +199,13 @@ def _batch_size(batch):
         if not first:
             return 0
         if isinstance(first, list) and all(isinstance(b, mx.nd.NDArray) for b in first):
-            return sum(b.shape[0] for b in first)  # shards of one field
+            return sum(b.shape[0] for b in first)  # device slices of one field
         first = first[0]
     return first.shape[0] if isinstance(first, mx.nd.NDArray) else 0
 
 
 def describe_batch(batch, names):
-    """One line per field: its name and shape (shards as a list of shapes)."""
+    """One line per field: its name and shape (device slices as a list of shapes)."""
     width = max([16] + [len(name) for name in names])  # names longer than 16 widen the column
     lines = []
     for name, field in zip(names, batch):

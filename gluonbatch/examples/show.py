@@ -2,22 +2,23 @@
 import mxnet as mx
 import numpy as np
 
-from .._core.layout import shard_bounds
+from .._core.layout import slice_bounds
 from .._core.wording import plural
 from ..seeded import SeededDataset
 from .picture import draw_detection_batch
-from .runner import shard_list
+from .runner import device_slices
 
 __all__ = ['LOADERS', 'show_batch']
 
-#: Loaders ``show`` can draw, with the batch size and shard count used by default.
+#: Loaders ``show`` can draw, with the batch size and device count used by default.
 LOADERS = ('ssd', 'yolo', 'faster_rcnn', 'center_net')
 
 
-def _rows(shards):
-    """Per-sample numpy rows out of shards: NDArrays, or already numpy (arrays or lists)."""
-    return [row for shard in shards
-            for row in (shard.asnumpy() if isinstance(shard, mx.nd.NDArray) else shard)]
+def _rows(slices):
+    """Per-sample numpy rows out of device slices: NDArrays, or already numpy (arrays or
+    lists)."""
+    return [row for piece in slices
+            for row in (piece.asnumpy() if isinstance(piece, mx.nd.NDArray) else piece)]
 
 
 def _first_samples(data, args):
@@ -34,9 +35,9 @@ def show_batch(loader, args, path):
         seeded = SeededDataset(parts['train_data'])
         samples = [seeded[key] for key in next(iter(parts['sampler']))]
         batch = parts['train_batchify'](samples)
-        images, labels = shard_list(batch[0]), shard_list(batch[1])
+        images, labels = device_slices(batch[0]), device_slices(batch[1])
         title = 'Faster R-CNN train batch: %s in %s, each padded to its own largest ' \
-                'image' % (plural(len(samples), 'image'), plural(len(images), 'shard'))
+                'image' % (plural(len(samples), 'image'), plural(len(images), 'device slice'))
     elif loader in ('ssd', 'yolo'):
         if loader == 'ssd':
             from .ssd import build
@@ -48,7 +49,7 @@ def show_batch(loader, args, path):
             data, batchify, box_field = parts['train_data'], parts['train_batchify'], 6
         samples = _first_samples(data, args)
         batch = batchify(samples)
-        images, labels = shard_list(batch[0]), shard_list(batch[box_field])
+        images, labels = device_slices(batch[0]), device_slices(batch[box_field])
         title = '%s batch: %s, boxes padded with -1 to the longest list' % (
             loader.upper(), plural(len(samples), 'image'))
     elif loader == 'center_net':
@@ -62,9 +63,10 @@ def show_batch(loader, args, path):
                 'targets encode' % plural(len(samples), 'image')
     else:
         raise ValueError('unknown loader %r; choose from %s' % (loader, ', '.join(LOADERS)))
-    # SSD and YOLO shard only their labels; R-CNN shards images and labels alike
-    bounds = shard_bounds(len(samples), max(len(images), len(labels)))
-    shards = [shard for shard, (start, stop) in enumerate(bounds) for _ in range(start, stop)]
+    # SSD and YOLO pad only their labels per device; R-CNN images and labels alike
+    bounds = slice_bounds(len(samples), max(len(images), len(labels)))
+    devices = [device for device, (start, stop) in enumerate(bounds)
+               for _ in range(start, stop)]
     sizes = [tuple(np.shape(sample[0])[1:]) for sample in samples]
-    return draw_detection_batch(path, _rows(images), _rows(labels), sizes, shards, title,
+    return draw_detection_batch(path, _rows(images), _rows(labels), sizes, devices, title,
                                 heatmaps=heatmaps)

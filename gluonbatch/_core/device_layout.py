@@ -1,15 +1,15 @@
-"""Shard layouts: how each field of a batch splits across devices, declared, not inferred.
+"""Device layouts: how each field of a batch splits across devices, declared, not inferred.
 
-Every batchify function states the layout of what it returns in its ``shard_layout``
+Every batchify function states the layout of what it returns in its ``device_layout``
 attribute, and :func:`gluonbatch.devices.split_to_devices` reads it. A layout mirrors the
 batch:
 
-* ``'rows'``: one row per sample, split on the shard boundaries. An NDArray or numpy
-  array is split on axis 0 and a list (``Append``, ``List``) item by item; a tuple,
+* ``'rows'``: one row per sample, split on the device slices' boundaries. An NDArray or
+  numpy array is split on axis 0 and a list (``Append``, ``List``) item by item; a tuple,
   namedtuple or dict found here is a container whose every item is ``'rows'``. Other
   values (numbers, None, strings, 0-d arrays) go to every device.
-* ``'shards'``: a list or tuple with one NDArray per shard (``Pad(num_shards=k)`` with
-  k > 1, the R-CNN targets); item ``i`` goes to device ``i``.
+* ``'per_device'``: a list or tuple with one NDArray per device slice
+  (``Pad(num_shards=k)`` with k > 1, the R-CNN targets); item ``i`` goes to device ``i``.
 * ``'fields'``: a list or tuple with one item per field, each ``'rows'``, or a single
   ``'rows'`` field (gluoncv's and MXNet's default batchify functions).
 * ``'whole'``: given to every device (its NDArrays copied onto each).
@@ -18,7 +18,7 @@ batch:
 
 A function that declares nothing (a plain function, ``default_collate``) has the layout
 None: tuples and dicts are containers, arrays are split by rows, and a list of NDArrays,
-which could be shards, per-sample arrays or fields, is refused rather than guessed.
+which could be device slices, per-sample arrays or fields, is refused rather than guessed.
 
 :func:`parse_batch` reads a batch by its layout, field by field, into :class:`Leaf` objects
 (:func:`leaves`) that say how each splits.
@@ -26,8 +26,8 @@ which could be shards, per-sample arrays or fields, is refused rather than guess
 Examples
 --------
 >>> from gluonbatch.batchify import Tuple, Pad, Stack
->>> Tuple(Pad(num_shards=2, ret_length=True), Stack()).shard_layout
-(('shards', 'shards'), 'rows')
+>>> Tuple(Pad(num_shards=2, ret_length=True), Stack()).device_layout
+(('per_device', 'per_device'), 'rows')
 >>> resolve_layout({'x': 'rows', 'id': 'whole'})
 {'x': 'rows', 'id': 'whole'}
 """
@@ -39,16 +39,16 @@ import numpy as np
 from .checks import described
 from .wording import plural
 
-__all__ = ['ROWS', 'SHARDS', 'FIELDS', 'WHOLE', 'layout_of', 'resolve_layout', 'Leaf',
+__all__ = ['ROWS', 'PER_DEVICE', 'FIELDS', 'WHOLE', 'layout_of', 'resolve_layout', 'Leaf',
            'parse_batch', 'leaves']
 
-ROWS, SHARDS, FIELDS, WHOLE = 'rows', 'shards', 'fields', 'whole'
-_KINDS = (ROWS, SHARDS, FIELDS, WHOLE)
+ROWS, PER_DEVICE, FIELDS, WHOLE = 'rows', 'per_device', 'fields', 'whole'
+_KINDS = (ROWS, PER_DEVICE, FIELDS, WHOLE)
 
 
 def layout_of(fn):
     """The layout a batchify function declares; None if it declares none."""
-    return getattr(fn, 'shard_layout', None)
+    return getattr(fn, 'device_layout', None)
 
 
 def _checked(layout, where):
@@ -56,7 +56,7 @@ def _checked(layout, where):
         return None
     if isinstance(layout, str):
         if layout not in _KINDS:
-            raise ValueError('%s is %r; a shard layout is one of %s, or a tuple or dict of '
+            raise ValueError('%s is %r; a device layout is one of %s, or a tuple or dict of '
                              'them' % (where, layout, ', '.join(map(repr, _KINDS))))
         return layout
     if isinstance(layout, tuple):
@@ -64,27 +64,27 @@ def _checked(layout, where):
                      for index, item in enumerate(layout))
     if isinstance(layout, Mapping):
         return {key: _checked(item, '%s[%r]' % (where, key)) for key, item in layout.items()}
-    raise TypeError('%s is %s; a shard layout is %s, or a tuple or dict of them'
+    raise TypeError('%s is %s; a device layout is %s, or a tuple or dict of them'
                     % (where, described(layout), ', '.join(map(repr, _KINDS))))
 
 
 def resolve_layout(layout):
     """A checked layout from ``layout``: a layout, a batchify function (its
-    ``shard_layout``, None if it declares none), or None.
+    ``device_layout``, None if it declares none), or None.
 
-    >>> resolve_layout(None), resolve_layout(('shards', 'rows'))
-    (None, ('shards', 'rows'))
+    >>> resolve_layout(None), resolve_layout(('per_device', 'rows'))
+    (None, ('per_device', 'rows'))
     >>> resolve_layout('rows ')
     Traceback (most recent call last):
     ...
-    ValueError: layout is 'rows '; a shard layout is one of 'rows', 'shards', 'fields', \
-'whole', or a tuple or dict of them
+    ValueError: layout is 'rows '; a device layout is one of 'rows', 'per_device', \
+'fields', 'whole', or a tuple or dict of them
     """
     if isinstance(layout, type):
         raise TypeError('layout is the class %s; give the batchify function (an instance) '
-                        'or a shard layout' % layout.__name__)
+                        'or a device layout' % layout.__name__)
     if callable(layout) and not isinstance(layout, (str, tuple, Mapping)):
-        return _checked(layout_of(layout), 'the shard_layout of %r' % (layout,))
+        return _checked(layout_of(layout), 'the device_layout of %r' % (layout,))
     return _checked(layout, 'layout')
 
 
@@ -95,7 +95,7 @@ def _is_array(value):
 class Leaf:
     """One field of the batch: how it splits (its kind), its value and name for messages."""
 
-    SHARDS, WHOLE, ARRAY, SEQUENCE = SHARDS, WHOLE, 'array', 'sequence'
+    PER_DEVICE, WHOLE, ARRAY, SEQUENCE = PER_DEVICE, WHOLE, 'array', 'sequence'
 
     def __init__(self, kind, value, name):
         self.kind, self.value, self.name = kind, value, name
@@ -104,8 +104,8 @@ class Leaf:
         """Rows of an ARRAY or SEQUENCE field."""
         return self.value.shape[0] if self.kind == Leaf.ARRAY else len(self.value)
 
-    def shard_sizes(self):
-        """Rows of each shard of a SHARDS field."""
+    def slice_sizes(self):
+        """Rows of each device slice of a PER_DEVICE field."""
         return [array.shape[0] for array in self.value]
 
 
@@ -113,18 +113,18 @@ def _container(value, layout, name):
     """A tuple/namedtuple/dict batch walked field by field with ``layout``'s items."""
     if isinstance(layout, tuple):
         if not isinstance(value, tuple):
-            raise TypeError('%s is %s; its shard layout %r expects a tuple of %d fields'
+            raise TypeError('%s is %s; its device layout %r expects a tuple of %d fields'
                             % (name, described(value), layout, len(layout)))
         if len(value) != len(layout):
-            raise ValueError('%s has %s; its shard layout %r expects %d'
+            raise ValueError('%s has %s; its device layout %r expects %d'
                              % (name, plural(len(value), 'field'), layout, len(layout)))
         return (type(value), [parse_batch(item, sub, '%s[%d]' % (name, index))
                               for index, (item, sub) in enumerate(zip(value, layout))])
     if not isinstance(value, Mapping):
-        raise TypeError('%s is %s; its shard layout expects a dict with keys %s'
+        raise TypeError('%s is %s; its device layout expects a dict with keys %s'
                         % (name, described(value), sorted(map(str, layout))))
     if set(value) != set(layout):
-        raise ValueError('%s has keys %s; its shard layout expects %s (missing %s, extra %s)'
+        raise ValueError('%s has keys %s; its device layout expects %s (missing %s, extra %s)'
                          % (name, sorted(map(str, value)), sorted(map(str, layout)),
                             sorted(map(str, set(layout) - set(value))),
                             sorted(map(str, set(value) - set(layout)))))
@@ -145,15 +145,15 @@ def parse_batch(value, layout, name):
     nothing) says its fields split; ``TypeError``/``ValueError`` where it does not fit."""
     if isinstance(layout, (tuple, Mapping)):
         return _container(value, layout, name)
-    if layout == SHARDS:
+    if layout == PER_DEVICE:
         if not (isinstance(value, (list, tuple)) and value and all(map(_is_array, value))):
-            raise TypeError('%s is %s; its shard layout says one NDArray per shard'
+            raise TypeError('%s is %s; its device layout says one NDArray per device slice'
                             % (name, described(value)))
         for index, array in enumerate(value):
             if array.ndim == 0:
-                raise ValueError('%s: shard %d is a 0-d NDArray; per-shard arrays need a '
-                                 'batch axis' % (name, index))
-        return Leaf(Leaf.SHARDS, value, name)
+                raise ValueError('%s: device slice %d is a 0-d NDArray; per-device arrays '
+                                 'need a batch axis' % (name, index))
+        return Leaf(Leaf.PER_DEVICE, value, name)
     if layout == WHOLE:
         return Leaf(Leaf.WHOLE, value, name)
     if layout == FIELDS and isinstance(value, (list, tuple)):
@@ -166,9 +166,9 @@ def parse_batch(value, layout, name):
     if isinstance(value, list) and layout is None and value and all(
             _is_array(item) and item.ndim for item in value):
         raise ValueError('%s is a list of %d NDArrays, and the function that made it '
-                         'declares no shard_layout: they could be one per shard, one per '
+                         'declares no device_layout: they could be one per device, one per '
                          'sample or one per field. Pass layout= (the batchify function, or '
-                         "'shards', 'rows' or 'fields')" % (name, len(value)))
+                         "'per_device', 'rows' or 'fields')" % (name, len(value)))
     if isinstance(value, list) or isinstance(value, np.ndarray) and value.ndim:
         return Leaf(Leaf.SEQUENCE, value, name)
     return Leaf(Leaf.WHOLE, value, name)
