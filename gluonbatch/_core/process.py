@@ -33,6 +33,8 @@ import os
 import threading
 import uuid
 import weakref
+from collections.abc import Callable, Hashable
+from typing import Any, ClassVar
 
 __all__ = ['ProcessLocal', 'shared_by_key', 'SharedByToken', 'in_worker_process',
            'share_temp_dir', 'note_shared_arrays', 'BoundedCache', 'file_identity']
@@ -135,7 +137,7 @@ def share_temp_dir():
 
 
 # Pure caches by key, held weakly: each lives as long as something uses it.
-_shared = weakref.WeakValueDictionary()
+_shared: weakref.WeakValueDictionary[Hashable, Any] = weakref.WeakValueDictionary()
 
 
 def shared_by_key(key, factory):
@@ -191,7 +193,7 @@ class SharedByToken:
     """
 
     #: ``{attribute: factory or description}`` of the attributes that pickle as the token.
-    BY_TOKEN = {}
+    BY_TOKEN: ClassVar[dict[str, str | Callable[[], object]]] = {}
 
     def _share_by_token(self, **values):
         """Keep ``values`` (objects that support weak references) under a new token."""

@@ -52,8 +52,9 @@ def default_batchify_fn(data):
     return _stack_keeping_dtype(data)
 
 
-# One array per field, or one array (split_to_devices reads this).
-default_batchify_fn.device_layout = FIELDS
+# One array per field, or one array (split_to_devices reads this). A function attribute,
+# which type checkers do not model: set by name.
+setattr(default_batchify_fn, 'device_layout', FIELDS)
 
 #: gluonbatch always batches into shared memory: the same function as ``default_batchify_fn``.
 default_mp_batchify_fn = default_batchify_fn
@@ -88,7 +89,7 @@ def default_pad_batchify_fn(data):
     return padded[0]
 
 
-default_pad_batchify_fn.device_layout = FIELDS
+setattr(default_pad_batchify_fn, 'device_layout', FIELDS)
 
 #: gluonbatch always batches into shared memory: the same as ``default_pad_batchify_fn``.
 default_mp_pad_batchify_fn = default_pad_batchify_fn

@@ -38,7 +38,7 @@ _HEADER = struct.Struct('<QI')
 _FD_BYTES = array.array('i').itemsize
 _EMPTY = object()  # no packet waiting
 # The loader's end of every channel this process opened (a worker closes them all).
-_loader_ends = weakref.WeakSet()
+_loader_ends: weakref.WeakSet[socket.socket] = weakref.WeakSet()
 
 
 def socket_pair() -> tuple[socket.socket, socket.socket]:
@@ -74,7 +74,8 @@ def send(sock: socket.socket, payload: bytes, fds=()) -> None:
     for number in range(packets):
         part = view[number * CHUNK:(number + 1) * CHUNK]
         passed = fds[number * FDS_PER_PACKET:(number + 1) * FDS_PER_PACKET]
-        buffers = [_HEADER.pack(len(view), len(fds)), part] if number == 0 else [part]
+        buffers: list[bytes | memoryview] = ([_HEADER.pack(len(view), len(fds)), part]
+                                             if number == 0 else [part])
         ancillary = ([(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', passed))]
                      if passed else [])
         sock.sendmsg(buffers, ancillary)

@@ -63,15 +63,18 @@ import multiprocessing.connection
 import os
 import pickle
 import signal
+import socket
 import time
 import warnings
+from multiprocessing.process import BaseProcess
+from typing import Any
 
 import mxnet as mx
 
 from .._core.pickling import close_fds, loads_with_fds
 from .._core.threads import before_forking_workers
 from .channel import Reader, send, socket_pair
-from .worker import SEQUENCE, Job, dataset_indices, error_payload, serve
+from .worker import SEQUENCE, Batch, Job, dataset_indices, error_payload, serve
 
 __all__ = ['CONTEXT', 'LEAVE_SECONDS', 'ABANDONED_SECONDS', 'STRIKES', 'Task', 'WorkerPool']
 
@@ -94,13 +97,13 @@ class Task:
 
     __slots__ = ('sequence', 'batch', 'transform', 'strikes', 'abandoned')
 
-    def __init__(self, sequence, batch, transform):
+    def __init__(self, sequence: int, batch: Batch, transform: int | None) -> None:
         self.sequence, self.batch, self.transform = sequence, batch, transform
-        self.strikes = []
+        self.strikes: list[tuple[int, str]] = []
         self.abandoned = False  # its pass was left early: nobody waits for it
 
     @property
-    def indices(self):
+    def indices(self) -> list[int]:
         """The batch's dataset indices."""
         return dataset_indices(self.batch)
 
@@ -109,14 +112,14 @@ class _Worker:
     """A worker process, the main process's end of its channel, and the tasks it holds in
     the order it answers them."""
 
-    def __init__(self, process, sock):
+    def __init__(self, process: BaseProcess, sock: socket.socket) -> None:
         self.process, self.sock, self.reader = process, sock, Reader(sock)
         self.gone = False  # a task could not be sent to it: it died
-        self.tasks = collections.deque()
+        self.tasks: collections.deque[Task] = collections.deque()
         self.answered = time.monotonic()  # when it last answered, or was given work idle
 
 
-def describe_exit(exitcode):
+def describe_exit(exitcode: int | None) -> str:
     """How a process ended, from its ``exitcode``: ``'killed by signal 9 (SIGKILL)'`` or
     ``'exited with code 3'``.
 
@@ -148,19 +151,21 @@ class WorkerPool:
         Replacements allowed in the pool's life.
     """
 
-    def __init__(self, job: Job, num_workers: int, timeout: float, max_restarts: int = 10):
+    def __init__(self, job: Job, num_workers: int, timeout: float,
+                 max_restarts: int = 10) -> None:
         self._job, self._timeout, self._max_restarts = job, timeout, max_restarts
         self.restarts = 0
-        self._broken = None  # why the pool can load no more, once it cannot
-        self._unsent = []  # tasks no live worker took: given out as workers are replaced
-        self._workers = []
+        self._broken: str | None = None  # why the pool can load no more, once it cannot
+        # tasks no live worker took: given out as workers are replaced
+        self._unsent: list[Task] = []
+        self._workers: list[_Worker] = []
         mx.nd.waitall()  # no engine operation in flight while forking
         before_forking_workers()
         for _ in range(num_workers):
             self._workers.append(self._start())
 
     @property
-    def pids(self) -> list:
+    def pids(self) -> list[int | None]:
         """The worker processes' pids."""
         return [worker.process.pid for worker in self._workers]
 
@@ -202,7 +207,7 @@ class WorkerPool:
             return
         self._unsent.append(task)
 
-    def collect(self, timeout=None) -> list:
+    def collect(self, timeout: float | None = None) -> list[tuple[Task, bool, Any]]:
         """Wait up to ``timeout`` seconds (None: until something happens) for answers;
         ``[(task, ok, value)]``, ``value`` the batch or the pickled error. Deaths and stalls
         seen meanwhile are dealt with (see the module)."""
@@ -212,14 +217,15 @@ class WorkerPool:
             timeout = stall_in
         if self._unsent:
             timeout = 0
-        handles = {}
+        handles: dict[Any, _Worker] = {}  # by its socket and by its sentinel
         for worker in self._workers:
             handles[worker.sock] = handles[worker.process.sentinel] = worker
         ready = multiprocessing.connection.wait(list(handles), timeout)
         answers = []
         for worker in {handles[handle] for handle in ready}:
             answers.extend(self._read(worker))
-        now, lost = time.monotonic(), []
+        now = time.monotonic()
+        lost: list[tuple[_Worker, str | None]] = []
         for worker in list(self._workers):
             if worker.gone or worker.reader.closed or not worker.process.is_alive():
                 lost.append((worker, None))

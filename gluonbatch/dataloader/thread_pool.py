@@ -17,11 +17,13 @@ Examples
 """
 import concurrent.futures
 import queue
+from typing import Any
 
 from mxnet.util import set_np
 
 from ..samplers import KeyBatch
-from .worker import Job, error_payload, dataset_indices, load_batch, owned_by, pick
+from .pool import Task
+from .worker import Job, Owned, error_payload, dataset_indices, load_batch, owned_by, pick
 
 __all__ = ['ThreadWorkers']
 
@@ -30,17 +32,18 @@ class ThreadWorkers:
     """``num_workers`` threads loading tasks; :meth:`collect` gives what they finished."""
 
     restarts = 0  # threads are never replaced
-    pids: list = []  # no worker processes
+    pids: list[int] = []  # no worker processes
 
-    def __init__(self, job: Job, num_workers: int, timeout: float = float('inf')):
-        self._job, self._owned, self._timeout = job, {}, timeout
+    def __init__(self, job: Job, num_workers: int, timeout: float = float('inf')) -> None:
+        self._job, self._timeout = job, timeout
+        self._owned: Owned = {}
         self._executor = concurrent.futures.ThreadPoolExecutor(
             num_workers, thread_name_prefix='gluonbatch-loader',
             initializer=set_np, initargs=(job.numpy_shape, job.numpy_array))
-        self._finished = queue.SimpleQueue()
+        self._finished: queue.SimpleQueue[tuple[Task, bool, Any]] = queue.SimpleQueue()
         self.outstanding = 0
 
-    def submit(self, task) -> None:
+    def submit(self, task: Task) -> None:
         """Load ``task`` in a thread."""
         self.outstanding += 1
         self._executor.submit(self._load, task)
@@ -56,7 +59,7 @@ class ThreadWorkers:
             value = False, error_payload(error, dataset_indices(task.batch))
         self._finished.put((task,) + value)
 
-    def collect(self, timeout=None) -> list:
+    def collect(self, timeout: float | None = None) -> list[tuple[Task, bool, Any]]:
         """Wait up to ``timeout`` seconds (None: ``timeout`` of the pool) for a finished
         task; ``[(task, ok, value)]``. RuntimeError if none finished within the pool's
         ``timeout``: a thread is stuck, and cannot be replaced."""

@@ -15,9 +15,13 @@ import io
 import os
 import pickle
 import signal
+import socket
 import struct
 import traceback
-from typing import Any, Callable, NamedTuple, Sequence
+from collections.abc import Iterable
+from typing import Any, Callable, NamedTuple, NoReturn, Sequence, TypeAlias
+
+import numpy as np
 
 from mxnet.util import set_np
 
@@ -33,6 +37,11 @@ __all__ = ['Job', 'serve', 'SEQUENCE', 'load_batch', 'dataset_indices', 'owned_b
 #: What leads every answer: the sequence number of the task it answers.
 SEQUENCE = struct.Struct('<Q')
 
+#: One batch as a sampler gives it: dataset indices, or a :class:`~gluonbatch.samplers.KeyBatch`.
+Batch: TypeAlias = Sequence[int] | KeyBatch
+#: The generators a dataset and each of its transforms own, by the transform's index.
+Owned: TypeAlias = dict[int | None, list[np.random.RandomState]]
+
 
 class Job(NamedTuple):
     """What every worker of a loader inherits as it is forked."""
@@ -44,7 +53,7 @@ class Job(NamedTuple):
     numpy_array: bool
 
 
-def serve(sock, job: Job) -> None:
+def serve(sock: socket.socket, job: Job) -> None:
     """A worker process's life: answer the tasks arriving at ``sock`` until the loader
     closes its end (or sends None).
 
@@ -55,7 +64,8 @@ def serve(sock, job: Job) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
     one_thread_per_worker()
     set_np(shape=job.numpy_shape, array=job.numpy_array)
-    reader, owned = Reader(sock), {}
+    reader = Reader(sock)
+    owned: Owned = {}
     while True:
         message = reader.next()
         if message is None:
@@ -87,18 +97,20 @@ def _answer(job, owned, batch, transform_index):
         return pickle.dumps((False, error_payload(error, dataset_indices(batch)))), []
 
 
-def add_note(error, note):
+def add_note(error: BaseException, note: str) -> None:
     """Add ``note`` to ``error`` once: an exception object raised again keeps one copy."""
     if note not in getattr(error, '__notes__', ()):
         error.add_note(note)
 
 
-def indices_note(indices):
+def indices_note(indices: Iterable[int]) -> str:
     """The note that names the dataset indices of the batch an error came from."""
     return 'raised while loading dataset samples %s' % list(indices)
 
 
-def load_batch(dataset, indices, transform, batchify_fn, owned=None):
+def load_batch(dataset: Any, indices: Batch, transform: Callable[..., Any] | None,
+               batchify_fn: Callable[[list[Any]], Any],
+               owned: list[np.random.RandomState] | None = None) -> Any:
     """Read ``dataset[i]`` for every index (through ``transform``), then batchify. A
     :class:`~gluonbatch.seeded.SampleKey` is read with the generators seeded from it,
     those ``dataset`` and ``transform`` own (``owned``, found here if None) too.
@@ -114,7 +126,7 @@ def load_batch(dataset, indices, transform, batchify_fn, owned=None):
     return batchify_fn([read_seeded(view, key, owned) for key in indices])
 
 
-def dataset_indices(batch):
+def dataset_indices(batch: Batch) -> list[int]:
     """The dataset indices of a batch of indices or of sample keys.
 
     >>> dataset_indices([4, 5])
@@ -125,7 +137,8 @@ def dataset_indices(batch):
     return list(batch)
 
 
-def owned_by(cache, dataset, transforms, transform_index):
+def owned_by(cache: Owned, dataset: Any, transforms: Sequence[Callable[..., Any]],
+             transform_index: int | None) -> list[np.random.RandomState]:
     """The generators ``dataset`` and its transform number ``transform_index`` own, found
     once per transform and kept in the dict ``cache``."""
     if transform_index not in cache:
@@ -133,12 +146,13 @@ def owned_by(cache, dataset, transforms, transform_index):
     return cache[transform_index]
 
 
-def pick(transforms, index):
+def pick(transforms: Sequence[Callable[..., Any]], index: int | None
+         ) -> Callable[..., Any] | None:
     """The transform at ``index``, or None for no transform."""
     return None if index is None else transforms[index]
 
 
-def error_payload(error, indices):
+def error_payload(error: BaseException, indices: Iterable[int]) -> bytes:
     """``error`` pickled with the notes to add to it: its dataset indices, this traceback.
 
     The notes travel beside the exception (which is left as it is), so a worker that
@@ -173,9 +187,11 @@ def _own_pickle(value):
     return buffer.getvalue()
 
 
-def raise_worker_error(payload):
+def raise_worker_error(payload: bytes) -> NoReturn:
     """In the main process: raise the error a worker sent, its notes added."""
     error, notes = pickle.loads(payload)
     for note in notes:
         add_note(error, note)
     raise error
+
+
