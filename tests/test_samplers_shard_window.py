@@ -1,5 +1,5 @@
 """ShardWindowSampler: an epoch order that reads a few shards at a time, dealt to the ranks
-in equal shares, and the seeded loaders that follow it (resumable, elastic).
+in equal parts, and the seeded loaders that follow it (resumable, elastic).
 
 A test dataset's samples are numbered shard by shard, so a sample's shard is found from
 the shard lengths alone; the order's locality is checked on the shards its samples come
@@ -310,7 +310,7 @@ def test_a_seeded_loader_follows_the_window_order_and_resumes_at_any_batch(last_
     start = loader.state_dict()
     reference = [(batch, loader.state_dict()) for _ in range(3) for batch in loader]
     loader.close()
-    # the batches are the rank's share of the window order, dealt a batch at a time
+    # the batches are the rank's part of the window order, dealt a batch at a time
     stream = [index for batch, _ in reference for index, _ in batch]
     orders = [sampler.order(epoch).tolist() for epoch in range(4)]
     length, size = len(orders[0]), BATCH * num_parts

@@ -21,7 +21,7 @@ own -- or left out (``'drop'``).
 so), ``block=batch_size`` the seeded ones (:class:`~gluonbatch.samplers.SeededBatchSampler`,
 :class:`~gluonbatch.samplers.SeededBucketSampler`). :func:`rank_positions` is the rule;
 :class:`RankSampler` is the base of the samplers that give an epoch's order and take a
-rank's share of it.
+rank's part of it.
 
 Examples
 --------
@@ -79,7 +79,7 @@ def rank_positions(count: int, num_parts: int = 1, part_index: int = 0, block: i
     last : {'pad', 'drop'}, default 'pad'
         The last, incomplete round: completed with the positions past the end
         (``>= count``; read them as ``position % count``), or left out.
-    start, stop : int, default 0 and the rank's whole share
+    start, stop : int, default 0 and the rank's whole part
         Only items ``start`` to ``stop - 1`` of the rank's positions (one batch, say),
         ``0 <= start <= stop <= rank_length(count, num_parts, block, last)``.
 
@@ -120,7 +120,7 @@ def rank_positions(count: int, num_parts: int = 1, part_index: int = 0, block: i
 
 
 class RankSampler(mx.gluon.data.Sampler, metaclass=abc.ABCMeta):
-    """An epoch order of all ranks, of which this sampler yields one rank's share by the
+    """An epoch order of all ranks, of which this sampler yields one rank's part by the
     rule of :mod:`gluonbatch.samplers.ranks` (``block=1``).
 
     A subclass gives the order of every epoch (:meth:`order`), its :attr:`length`, the

@@ -49,7 +49,7 @@ class KeyBatch(list):
 
 
 class SeededBatchSampler:
-    """Batches of sample keys: the order, the rank's share and the random draws of every
+    """Batches of sample keys: the order, the rank's part and the random draws of every
     sample a function of ``(seed, epoch, position)``.
 
     Give it as ``batch_sampler`` to ``mx.gluon.data.DataLoader`` over a

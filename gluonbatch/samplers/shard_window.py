@@ -4,7 +4,7 @@ A dataset made of shards (tar files, say) is read fastest shard by shard: sequen
 and few files in the page cache at once. A full shuffle reads every shard all the time.
 :class:`~gluonbatch.samplers.ShardWindowSampler` shuffles in windows instead: the shards
 in a new order every epoch, the samples shuffled within each window of a few consecutive
-shards, the windows one after the other. The ranks share that order by the rule of
+shards, the windows one after the other. The ranks divide that order by the rule of
 :mod:`gluonbatch.samplers.ranks`, so all of them read the same window at a time.
 """
 import hashlib
@@ -69,7 +69,7 @@ class ShardWindowSampler(RankSampler):
     order without communicating, and a run is made again exactly. It is dealt to the
     ``num_parts`` ranks one sample at a time, round-robin
     (:func:`~gluonbatch.samplers.ranks.rank_positions` with ``block=1``), and this sampler
-    yields the share of rank ``part_index``. Samples are numbered as the dataset numbers
+    yields the part of rank ``part_index``. Samples are numbered as the dataset numbers
     them: shard by shard, in the dataset's shard order.
 
     The window trades shuffle quality against memory and IO locality:
@@ -79,7 +79,7 @@ class ShardWindowSampler(RankSampler):
       straddles their border;
     - at any moment a rank reads about ``window`` shards, ``window / num_shards`` of the
       dataset: few files open, their pages in the page cache; all ranks read the same
-      window at a time, each its share of the window's samples;
+      window at a time, each its part of the window's samples;
     - ``window=1`` shuffles the shards' order and the samples within each shard;
       ``window >= num_shards`` is a full shuffle of the epoch.
 
@@ -106,12 +106,12 @@ class ShardWindowSampler(RankSampler):
         In ``[0, 2**64)``, the same on every rank.
     num_parts : int, default 1
         Number of ranks (``kv.num_workers``). Every rank opens the whole dataset (it reads
-        lazily) and takes its share here.
+        lazily) and takes its part here.
     part_index : int, default 0
         This rank (``kv.rank``), ``0 <= part_index < num_parts``.
     last_part : {'pad', 'drop'}, default 'pad'
         As for :class:`~gluonbatch.samplers.split.SplitSampler`: ``'pad'`` makes every
-        share ``ceil(length / num_parts)`` long, the last ranks' last sample taken from the
+        part ``ceil(length / num_parts)`` long, the last ranks' last sample taken from the
         start of the epoch's order again; ``'drop'`` makes them ``length // num_parts`` long
         and leaves out the order's last ``length % num_parts`` samples. A seeded loader's
         ``last_batch`` decides instead.
@@ -152,7 +152,7 @@ class ShardWindowSampler(RankSampler):
     >>> [rank.indices(0).tolist() for rank in ranks] == [order[0::2], order[1::2]]
     True
 
-    Seeded batches of a rank's share, a batch of every global batch, resumable (a
+    Seeded batches of a rank's part, a batch of every global batch, resumable (a
     gluonbatch loader given ``sampler=`` and ``seed=`` builds this itself):
 
     >>> from gluonbatch.samplers import SeededBatchSampler
@@ -189,7 +189,7 @@ class ShardWindowSampler(RankSampler):
 
     @property
     def length(self) -> int:
-        """The samples of all shards (of all ranks); ``len()`` is this rank's share."""
+        """The samples of all shards (of all ranks); ``len()`` is this rank's part."""
         return self._length
 
     @property

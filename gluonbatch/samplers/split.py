@@ -1,6 +1,6 @@
-"""One rank's share of a dataset in data-parallel training: :class:`SplitSampler`.
+"""One rank's part of a dataset in data-parallel training: :class:`SplitSampler`.
 
-Every rank (process) gets an equally long share of every epoch's order, reshuffled the
+Every rank (process) gets an equally long part of every epoch's order, reshuffled the
 same way on every rank each epoch, so that all ranks run the same number of steps without
 communicating; which rank gets which samples is the rule of
 :mod:`gluonbatch.samplers.ranks`.
@@ -24,14 +24,14 @@ __all__ = ['SplitSampler']
 
 
 class SplitSampler(RankSampler):
-    """Sample one rank's share of ``range(length)`` in data-parallel training.
+    """Sample one rank's part of ``range(length)`` in data-parallel training.
 
     Every epoch the indices are permuted (with ``shuffle``) by
     ``np.random.RandomState(seed + epoch)``, so all ranks compute the same permutation
     without communicating, and dealt to the ``num_parts`` ranks one at a time, round-robin
     (:func:`~gluonbatch.samplers.ranks.rank_positions` with ``block=1``): rank
     ``part_index`` takes positions ``part_index``, ``part_index + num_parts``, ... of the
-    permutation. Shares are disjoint and, together, cover the dataset (see
+    permutation. Parts are disjoint and, together, cover the dataset (see
     ``last_part``). Equal lengths matter: in synchronous training every rank must run the
     same number of steps, or the ranks that run out first leave the others waiting forever.
 
@@ -57,7 +57,7 @@ class SplitSampler(RankSampler):
     seed : int, default 0
         Base seed, the same on every rank.
     last_part : {'pad', 'drop'}, default 'pad'
-        When ``length`` is not a multiple of ``num_parts``: ``'pad'`` makes every share
+        When ``length`` is not a multiple of ``num_parts``: ``'pad'`` makes every part
         ``ceil(length / num_parts)`` long, the last ranks' last index taken from the start
         of the epoch's permutation again (every index is sampled; a few twice per epoch);
         ``'drop'`` makes them ``length // num_parts`` long and leaves out the
@@ -94,7 +94,7 @@ class SplitSampler(RankSampler):
 
     @property
     def length(self) -> int:
-        """The size of the dataset (of all ranks); ``len()`` is this rank's share."""
+        """The size of the dataset (of all ranks); ``len()`` is this rank's part."""
         return self._length
 
     @property
