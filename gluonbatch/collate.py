@@ -17,7 +17,8 @@ Examples
 (array([3, 5]), ['a', 'b'])
 """
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias, overload
 
 import mxnet as mx
 import numpy as np
@@ -28,6 +29,9 @@ from ._core.layout import common_dtype
 from ._core.samples import as_host_arrays
 
 __all__ = ['Collate', 'default_collate']
+
+#: A collate function for one type: ``fn(samples, collate)``, ``collate`` to recurse with.
+CollateFn: TypeAlias = Callable[[Sequence[Any], 'Collate'], Any]
 
 
 def collate_arrays(samples, collate):
@@ -119,8 +123,8 @@ class Collate:
     ((2, 4), array([1, 0]))
     """
 
-    def __init__(self):
-        self._registry = {}
+    def __init__(self) -> None:
+        self._registry: dict[type, CollateFn] = {}
         self.register(mx.nd.NDArray, collate_arrays)
         self.register(np.ndarray, collate_arrays)
         self.register(np.generic, collate_arrays)
@@ -132,7 +136,14 @@ class Collate:
         self.register(Mapping, collate_mapping)
         self.register(Sequence, collate_sequence)
 
-    def register(self, kind, fn=None):
+    @overload
+    def register(self, kind: type) -> Callable[[CollateFn], CollateFn]: ...
+
+    @overload
+    def register(self, kind: type, fn: CollateFn) -> CollateFn: ...
+
+    def register(self, kind: type, fn: CollateFn | None = None
+                 ) -> CollateFn | Callable[[CollateFn], CollateFn]:
         """Use ``fn(samples, collate)`` for batches whose first sample is a ``kind``.
 
         A later registration for the same type replaces the earlier one. Without ``fn``,
@@ -148,7 +159,7 @@ class Collate:
         self._registry[kind] = fn
         return fn
 
-    def lookup(self, kind):
+    def lookup(self, kind: type) -> CollateFn | None:
         """The function for samples of type ``kind``, or None.
 
         Among the registered types ``kind`` is a subclass of, the most specific wins; where
@@ -164,11 +175,11 @@ class Collate:
         best = min(most_specific, key=lambda m: order.get(m, len(order)))
         return self._registry[best]
 
-    def supported_types(self):
+    def supported_types(self) -> list[str]:
         """Names of the registered types, for error messages."""
         return [kind.__name__ for kind in self._registry]
 
-    def __call__(self, batch):
+    def __call__(self, batch: Sequence[Any]) -> Any:
         """Collate ``batch``, a list of samples."""
         check_batch(batch)
         fn = self.lookup(type(batch[0]))

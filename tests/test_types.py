@@ -29,6 +29,8 @@ ANNOTATED = (
     'gluonbatch.shards',
     'gluonbatch.detection',
     'gluonbatch.targets',
+    'gluonbatch.collate',
+    'gluonbatch.memory',
 )
 
 #: Dunders a caller uses (through syntax or a protocol): checked like public methods.

@@ -13,6 +13,8 @@ Examples
 import contextlib
 import os
 import warnings
+from collections.abc import Iterator
+from typing import Literal, TypeAlias
 
 from . import recycle
 from .checks import check_choice
@@ -24,14 +26,16 @@ __all__ = ['MODES', 'set_memory', 'get_memory', 'use_memory', 'use_shared_memory
 
 #: The memory settings.
 MODES = ('shared', 'auto', 'cpu')
+#: One of :data:`MODES`.
+MemoryMode: TypeAlias = Literal['shared', 'auto', 'cpu']
 _ENV = 'GLUONBATCH_MEMORY'
 _RECYCLE_ENV = 'GLUONBATCH_RECYCLE'
 
-_mode = None  # None: read the environment variable
-_recycling = None  # None: read the environment variable
+_mode: MemoryMode | None = None  # None: read the environment variable
+_recycling: bool | None = None  # None: read the environment variable
 
 
-def set_memory(mode):
+def set_memory(mode: MemoryMode) -> None:
     """Choose where batches live: ``'shared'``, ``'auto'`` or ``'cpu'`` (see module doc).
 
     Overrides ``GLUONBATCH_MEMORY``; worker processes forked afterwards inherit it.
@@ -41,7 +45,7 @@ def set_memory(mode):
 
 
 @contextlib.contextmanager
-def use_memory(mode):
+def use_memory(mode: MemoryMode) -> Iterator[None]:
     """Use memory setting ``mode`` inside a ``with`` block, then restore the previous one.
 
     >>> import gluonbatch
@@ -60,7 +64,7 @@ def use_memory(mode):
         _mode = previous
 
 
-def get_memory():
+def get_memory() -> MemoryMode:
     """The memory setting in force: ``set_memory``'s, else ``GLUONBATCH_MEMORY``'s, else
     ``'shared'``.
 
@@ -73,7 +77,7 @@ def get_memory():
                         MODES)
 
 
-def use_shared_memory():
+def use_shared_memory() -> bool:
     """Whether a batch allocated now goes to ``cpu_shared`` memory."""
     mode = get_memory()
     if mode == 'auto':
@@ -81,7 +85,7 @@ def use_shared_memory():
     return mode == 'shared'
 
 
-def set_recycling(enabled):
+def set_recycling(enabled: bool) -> None:
     """Turn recycled shared memory in worker processes on (the default) or off.
 
     Overrides ``GLUONBATCH_RECYCLE`` (``1`` or ``0``); worker processes forked afterwards
@@ -101,7 +105,7 @@ def set_recycling(enabled):
 
 
 @contextlib.contextmanager
-def use_recycling(enabled):
+def use_recycling(enabled: bool) -> Iterator[None]:
     """Use recycling setting ``enabled`` inside a ``with`` block, then restore the previous.
 
     >>> with use_recycling(False):
@@ -117,7 +121,7 @@ def use_recycling(enabled):
         _recycling = previous
 
 
-def get_recycling():
+def get_recycling() -> bool:
     """Whether worker processes recycle shared memory: the setting (``set_recycling``'s,
     else ``GLUONBATCH_RECYCLE``'s, else on), unless this MXNet build cannot
     (:func:`recycling_unavailable`).
@@ -132,7 +136,7 @@ def get_recycling():
     return enabled and recycle.unavailable() is None
 
 
-def recycling_unavailable():
+def recycling_unavailable() -> str | None:
     """None if this MXNet build counts shared-memory users as recycling relies on, else why
     not: gluonbatch checks once, when first needed (and logs the reason as a debug message).
 
@@ -142,7 +146,7 @@ def recycling_unavailable():
     return recycle.unavailable()
 
 
-def recycling_stats():
+def recycling_stats() -> dict[str, int]:
     """This process's recycled shared memory: a dict of ``segments`` and ``bytes`` held now,
     the ``limit`` of segments kept, and the segments ``allocated``, ``reused`` and
     ``evicted`` so far.
