@@ -30,6 +30,8 @@ Traceback (most recent call last):
 ValueError: state has format 'another/2', but this loader reads states of format \
 'gluonbatch.loader/1' (a gluonbatch loader's) or of none (a SeededBatchSampler's): ...
 """
+from typing import Any
+
 from .._core.checks import describe
 from ..samplers import KeyBatch, RankSampler, SeededBatchSampler, SplitSampler
 from ..seeded.keys import check_seed
@@ -132,7 +134,10 @@ class Resumable:
     None between passes); a position set during it (:meth:`set_epoch`,
     :meth:`load_state_dict`) has the last word as it ends."""
 
-    _delivered = None
+    # set by the loader: its seed, and its batch sampler (a SeededBatchSampler when seeded)
+    _seed: int | None
+    _batch_sampler: Any
+    _delivered: int | None = None
     _position_set = False
 
     def _begin_pass(self):
@@ -157,7 +162,7 @@ class Resumable:
             raise ValueError('%s() needs a seeded loader (seed=...): without a seed its '
                              'batches cannot be made again' % method)
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         """Where the run is: a small JSON-serializable dict naming the next batch (``epoch``
         and ``batch``) beside the ``seed``, what else the batch numbers depend on
         (``global_batch_size``, ``length``, ``shuffle``, ``last_batch``) and a ``format``.
@@ -169,7 +174,7 @@ class Resumable:
             return loader_state(self._batch_sampler.state_dict())
         return loader_state(self._batch_sampler.state_after(self._delivered))
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         """Make the next pass continue where ``state`` (from :meth:`state_dict`, perhaps
         of another process, with other ``num_workers``) says: the batches an uninterrupted
         run would have delivered next, none of those before computed again. TypeError or
@@ -179,7 +184,7 @@ class Resumable:
         self._batch_sampler.load_state_dict(checked_state(state))
         self._position_set = self._delivered is not None  # during a pass: it wins
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Make the next pass the first batch of ``epoch`` (each pass advances the epoch
         by itself; this sets it, as a distributed sampler's ``set_epoch`` does). Called
         during a pass, it takes effect as the pass ends."""
@@ -187,7 +192,7 @@ class Resumable:
             self._batch_sampler.set_epoch(epoch)
             self._position_set = self._delivered is not None  # during a pass: it wins
             return
-        sampler = getattr(self._batch_sampler, '_sampler', None)
+        sampler: Any = getattr(self._batch_sampler, '_sampler', None)
         if not hasattr(sampler, 'set_epoch'):
             raise ValueError('set_epoch() needs a seeded loader (seed=...) or a sampler with '
                              'epochs (SplitSampler), got %s' % type(sampler).__name__)

@@ -31,6 +31,7 @@ Examples
 [[0, 1, 2], [3, 4, 5]]
 """
 import abc
+from collections.abc import Iterator
 
 import mxnet as mx
 import numpy as np
@@ -209,7 +210,7 @@ class RankSampler(mx.gluon.data.Sampler, metaclass=abc.ABCMeta):
                                    last=self._last_part)
         return order[positions % len(order)]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         epoch = self.epoch
         self.epoch = epoch + 1
         return iter(self.indices(epoch).tolist())
