@@ -22,7 +22,7 @@ from gluoncv.model_zoo.rcnn.rpn import rpn_target as gcv_rpn_target
 from gluoncv.nn import coder as gcv_coder
 
 from gluonbatch.transforms import polygons
-from gluonbatch.transforms.presets import rcnn
+from gluonbatch.transforms.presets import Generators, rcnn
 from gluonbatch.targets import rpn
 
 from helpers import examples
@@ -410,11 +410,11 @@ def test_draw_then_apply_is_call(nets):
                                                      net=nets['fpn'], multi_stage=True)
     image = random_image(np.random.default_rng(1))
     label = random_label(np.random.default_rng(2), *image.shape[:2])
-    params = transform.draw(image.shape, np.random.RandomState(5), random.Random(5))
+    params = transform.draw(image.shape, label, Generators.seeded(5))
     assert isinstance(params, rcnn.RCNNDraw)
-    assert params == transform.draw(image.shape, np.random.RandomState(5), random.Random(5))
-    first = transform.apply(image, label, params, np.random.RandomState(9))
-    second = transform.apply(image, label, params, np.random.RandomState(9))
+    assert params == transform.draw(image.shape, label, Generators.seeded(5))
+    first = transform.apply((image, label), params, Generators.seeded(9))
+    second = transform.apply((image, label), params, Generators.seeded(9))
     compare_outputs(first, second, 'apply twice')
     assert first[0].shape == (3, params.height, params.width)
 

@@ -27,7 +27,8 @@ from gluoncv.data.transforms.presets import yolo as gcv_yolo
 
 from gluonbatch._core import scratch
 from gluonbatch.transforms import boxes, color, crops, draws, pixels, reach
-from gluonbatch.transforms.presets import center_net, rcnn, ssd, yolo
+from gluonbatch.transforms.presets import (Generators, center_net, global_generators, rcnn,
+                                          ssd, yolo)
 
 #: max |difference| of normalized train images (float32 resizes by two OpenCV versions)
 IMAGE_ATOL = 1e-3
@@ -366,15 +367,16 @@ def test_draw_then_apply_is_the_call_and_apply_is_pure():
     for seed in range(20):
         seed_all(seed)
         want = transform(image, label)
-        seed_all(seed)
-        params = transform.draw(image.shape, label)
+        generators = Generators.seeded(seed)
+        params = transform.draw(image.shape, label, generators)
         out = np.full((3, 48, 48), np.nan, np.float32)
-        first = transform.apply(image, label, params, out=out)
-        second = transform.apply(image, label, params)
+        first = transform.apply((image, label), params, generators, out=out)
+        second = transform.apply((image, label), params, generators)
         assert first[0] is out
         np.testing.assert_array_equal(first[0], want[0])
         np.testing.assert_array_equal(second[0], want[0])
-        np.testing.assert_array_equal(first[1].astype(np.float32), want[1])
+        np.testing.assert_array_equal(first[1], want[1])
+        assert first[1].dtype == want[1].dtype == np.float32
 
 
 def test_threads_share_no_crop_buffer():
@@ -384,14 +386,15 @@ def test_threads_share_no_crop_buffer():
     transform = ssd.SSDDefaultTrainTransform(64, 64)
     samples = [(random_image(rng, 60, 80), random_label(rng, 80, 60, count=2))
                for _ in range(8)]
-    params = [transform.draw(image.shape, label, np.random.RandomState(i), random.Random(i))
+    params = [transform.draw(image.shape, label, Generators.seeded(i))
               for i, (image, label) in enumerate(samples)]
-    want = [transform.apply(image, label, p)[0] for (image, label), p in zip(samples, params)]
+    want = [transform.apply(sample, p, global_generators())[0]
+            for sample, p in zip(samples, params)]
     got = [None] * len(samples)
 
     def work(index):
         for _ in range(20):
-            got[index] = transform.apply(*samples[index], params[index])[0]
+            got[index] = transform.apply(samples[index], params[index], global_generators())[0]
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(samples))]
     for thread in threads:

@@ -34,8 +34,7 @@ Examples
 >>> boxes.shape, boxes.dtype
 ((1, 5), dtype('float64'))
 """
-import random
-from typing import NamedTuple
+from typing import Any, NamedTuple, Sequence, Tuple
 
 import cv2
 import numpy as np
@@ -52,6 +51,8 @@ from ..draws import draw_flip
 from ..pixels import Normalizer
 from ...targets.center_net import CenterNetTargetGenerator, output_grid
 from .. import evaluation
+from .protocol import (Generators, check_draw, check_generators, check_image_shape,
+                       global_generators, unpack_sample)
 
 __all__ = ['CenterNetDraw', 'CenterNetDefaultTrainTransform', 'CenterNetDefaultValTransform',
            'get_post_transform', 'transform_test', 'load_test']
@@ -147,15 +148,20 @@ class CenterNetDefaultTrainTransform:
         self._target_generator = CenterNetTargetGenerator(
             self._num_class, self._target_width, self._target_height)
 
-    def draw(self, shape, np_rng=None, py_rng=None):
-        """gluoncv's draws for an image of ``shape`` ``(height, width[, channels])``.
-
-        ``np_rng`` (numpy's global generator by default) draws the flip, the centre and the
-        scale, ``py_rng`` (Python's ``random``) the order of the colour steps, and the
-        instance's ``data_rng`` the colour factors and the lighting.
+    def draw(self, image_shape: Sequence[int], label: np.ndarray,
+             generators: Generators) -> CenterNetDraw:
+        """:meth:`Preset.draw <gluonbatch.transforms.presets.protocol.Preset.draw>`:
+        gluoncv's draws, none decided by the label. ``generators.numpy`` draws the flip,
+        the centre and the scale, ``generators.python`` the order of the colour steps, and
+        the instance's ``data_rng`` the colour factors and the lighting (so a draw moves
+        the instance's state on).
         """
-        np_rng = np.random if np_rng is None else np_rng
-        py_rng = random if py_rng is None else py_rng
+        shape = check_image_shape(image_shape)
+        label_array(label, min_columns=5)
+        generators = check_generators(generators)
+        return self._draw(shape, generators.numpy, generators.python)
+
+    def _draw(self, shape, np_rng, py_rng):
         h, w = int(shape[0]), int(shape[1])
         flip_x, flip_y = draw_flip(np_rng, px=0.5)
         w_border = get_border(128, w)
@@ -168,11 +174,17 @@ class CenterNetDefaultTrainTransform:
         return CenterNetDraw(bool(flip_x), bool(flip_y), center_x, center_y, float(scale),
                              color)
 
-    def apply(self, src, label, params):
-        """The sample ``(src, label)`` augmented as ``params`` (a :class:`CenterNetDraw`)
-        says; the same outputs as a call."""
-        pixels = image_array(src)
-        label = label_array(label, min_columns=5)
+    def apply(self, sample: Sequence[Any], draw: CenterNetDraw,
+              generators: Generators) -> Tuple[Any, ...]:
+        """:meth:`Preset.apply <gluonbatch.transforms.presets.protocol.Preset.apply>`: the
+        outputs of a call for ``sample``, ``(image, label)``, as ``draw`` says (nothing is
+        drawn)."""
+        src, label = unpack_sample(sample, ('image', 'label'))
+        check_draw(draw, CenterNetDraw, self)
+        check_generators(generators)
+        return self._apply(image_array(src), label_array(label, min_columns=5), draw)
+
+    def _apply(self, pixels, label, params):
         h, w = pixels.shape[:2]
         if params.flip_x or params.flip_y:
             code = -1 if (params.flip_x and params.flip_y) else (1 if params.flip_x else 0)
@@ -217,7 +229,9 @@ class CenterNetDefaultTrainTransform:
         """Apply the transform to a training image and its label."""
         pixels = image_array(src)
         label = label_array(label, min_columns=5)
-        return self.apply(pixels, label, self.draw(pixels.shape))
+        generators = global_generators()
+        return self._apply(pixels, label, self._draw(pixels.shape, generators.numpy,
+                                                     generators.python))
 
 
 class CenterNetDefaultValTransform:

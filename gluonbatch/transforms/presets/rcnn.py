@@ -47,8 +47,7 @@ Examples
 >>> boxes, scale
 (array([[ 5.,  5., 25., 20.,  1.]], dtype=float32), array([2.], dtype=float32))
 """
-import random
-from typing import NamedTuple
+from typing import Any, NamedTuple, Sequence, Tuple
 
 import cv2
 import numpy as np
@@ -58,6 +57,8 @@ from ..._core.inputs import image_array, label_array
 from .. import boxes as tbox
 from .. import draws, pixels, polygons
 from ...targets.rpn import RPNAnchors, RPNTargetGenerator
+from .protocol import (Generators, check_draw, check_generators, check_image_shape,
+                       global_generators, unpack_sample)
 # the evaluation side, gluoncv's names in gluoncv's module
 from .rcnn_eval import (MEAN, STD, FasterRCNNDefaultValTransform, MaskRCNNDefaultValTransform,
                         check_max_size, check_short, check_size, load_test, make_normalizer,
@@ -113,19 +114,33 @@ class _RCNNTrain:
             neg_iou_thresh=neg_iou_thresh, pos_ratio=pos_ratio, stds=box_norm, **kwargs)
         self._anchors = RPNAnchors(net, ashape=ashape, multi_stage=multi_stage)
 
-    def draw(self, shape, np_rng=None, py_rng=None):
-        """The draws for an image of ``shape`` (``(height, width, ...)``) in gluoncv's
-        order: Python's ``randint`` of the short side (a range only), then numpy's two flip
-        coins (vertical with probability 0, then horizontal). An image that would resize to
-        nothing raises ``ValueError`` between the two, where gluoncv fails."""
-        py_rng = random if py_rng is None else py_rng
+    def draw(self, image_shape: Sequence[int], label: np.ndarray,
+             generators: Generators) -> RCNNDraw:
+        """:meth:`Preset.draw <gluonbatch.transforms.presets.protocol.Preset.draw>`, in
+        gluoncv's order: Python's ``randint`` of the short side (a range only), then
+        numpy's two flip coins (vertical with probability 0, then horizontal); the label
+        decides none of them. An image that would resize to nothing raises ``ValueError``
+        between the two, where gluoncv fails."""
+        shape = check_image_shape(image_shape)
+        label_array(label)
+        return self._draw(shape, check_generators(generators))
+
+    def _draw(self, shape, generators):
         height, width = int(shape[0]), int(shape[1])
-        short = py_rng.randint(self._short[0], self._short[1]) if self._random_resize \
-            else self._short
+        short = generators.python.randint(self._short[0], self._short[1]) \
+            if self._random_resize else self._short
         new_w, new_h = resize_short_within_size(height, width, short, self._max_size)
         check_size(new_w, new_h, shape)
-        flip_x, _ = draws.draw_flip(np_rng, px=self._flip_p)
+        flip_x, _ = draws.draw_flip(generators.numpy, px=self._flip_p)
         return RCNNDraw(short, new_w, new_h, flip_x)
+
+    def _checked(self, sample, fields, draw, generators):
+        """:meth:`apply`'s arguments checked: the image and label as the presets read
+        them, then the sample's other fields."""
+        fields = unpack_sample(sample, fields)
+        check_draw(draw, RCNNDraw, self)
+        check_generators(generators)
+        return (image_array(fields[0]), label_array(fields[1])) + fields[2:]
 
     def _image_and_boxes(self, src, label, params):
         """The resized, flipped image (CHW float32, or HWC uint8 or float32, the input's
@@ -143,7 +158,7 @@ class _RCNNTrain:
 
     def _rpn_targets(self, bbox, params, np_rng):
         """Per level ``(cls_targets, box_targets, box_masks)`` lists for the resized boxes;
-        numpy's draws (or ``np_rng``'s) as gluoncv's sampler makes them."""
+        ``np_rng``'s draws as gluoncv's sampler makes them."""
         layout = self._anchors.layout(params.height, params.width)
         targets = self._target_generator(bbox[:, :4], layout, np_rng)
         return layout.split(*targets)
@@ -202,9 +217,15 @@ class FasterRCNNDefaultTrainTransform(_RCNNTrain):
                          pos_iou_thresh, neg_iou_thresh, pos_ratio, flip_p, ashape,
                          multi_stage, normalize, kwargs)
 
-    def apply(self, src, label, params, np_rng=None):
-        """The sample for drawn ``params`` (:class:`RCNNDraw`); with a network the RPN
-        sampling draws from numpy's global generator (or ``np_rng``) here."""
+    def apply(self, sample: Sequence[Any], draw: RCNNDraw,
+              generators: Generators) -> Tuple[Any, ...]:
+        """:meth:`Preset.apply <gluonbatch.transforms.presets.protocol.Preset.apply>`: the
+        outputs of a call for ``sample``, ``(image, label)``; with a network the RPN
+        sampling draws from ``generators.numpy`` here."""
+        src, label = self._checked(sample, ('image', 'label'), draw, generators)
+        return self._apply(src, label, draw, generators.numpy)
+
+    def _apply(self, src, label, params, np_rng):
         img, bbox = self._image_and_boxes(src, label, params)
         if self._anchors is None:
             return img, bbox.astype(np.float32)
@@ -216,7 +237,8 @@ class FasterRCNNDefaultTrainTransform(_RCNNTrain):
         ``(N, 5+)`` boxes."""
         src = image_array(src)
         label = label_array(label)
-        return self.apply(src, label, self.draw(src.shape))
+        generators = global_generators()
+        return self._apply(src, label, self._draw(src.shape, generators), generators.numpy)
 
 
 class MaskRCNNDefaultTrainTransform(_RCNNTrain):
@@ -245,9 +267,16 @@ class MaskRCNNDefaultTrainTransform(_RCNNTrain):
                          pos_iou_thresh, neg_iou_thresh, pos_ratio, 0.5, ashape,
                          multi_stage, normalize, kwargs)
 
-    def apply(self, src, label, segm, params, np_rng=None):
-        """The sample for drawn ``params`` (:class:`RCNNDraw`); see
-        :meth:`FasterRCNNDefaultTrainTransform.apply`."""
+    def apply(self, sample: Sequence[Any], draw: RCNNDraw,
+              generators: Generators) -> Tuple[Any, ...]:
+        """:meth:`Preset.apply <gluonbatch.transforms.presets.protocol.Preset.apply>`: the
+        outputs of a call for ``sample``, ``(image, label, segm)``; with a network the RPN
+        sampling draws from ``generators.numpy`` here."""
+        src, label, segm = self._checked(sample, ('image', 'label', 'segm'), draw, generators)
+        polygons.check(segm)
+        return self._apply(src, label, segm, draw, generators.numpy)
+
+    def _apply(self, src, label, segm, params, np_rng):
         height, width = src.shape[:2]
         size = (params.width, params.height)
         segm = [polygons.resize(polys, (width, height), size) for polys in segm]
@@ -264,4 +293,6 @@ class MaskRCNNDefaultTrainTransform(_RCNNTrain):
         src = image_array(src)
         label = label_array(label)
         polygons.check(segm)
-        return self.apply(src, label, segm, self.draw(src.shape))
+        generators = global_generators()
+        return self._apply(src, label, segm, self._draw(src.shape, generators),
+                           generators.numpy)

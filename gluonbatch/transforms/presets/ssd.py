@@ -32,6 +32,8 @@ Examples
 >>> img.shape, boxes
 ((3, 64, 96), array([[12.      , 10.666667, 60.      , 42.666668,  1.      ]], dtype=float32))
 """
+from typing import Any, Optional, Sequence, Tuple
+
 import numpy as np
 
 from .. import boxes as tbox
@@ -42,6 +44,8 @@ from ..._core.inputs import channel_values, image_array, label_array
 from ..deferred import DeferredImage
 from ...targets.ssd import SSDTargets
 from .. import evaluation
+from .protocol import (Generators, check_draw, check_generators, check_image_shape,
+                       global_generators, unpack_sample)
 
 __all__ = ['SSDAugmentation', 'SSDDefaultTrainTransform', 'SSDDefaultValTransform',
            'transform_test', 'load_test']
@@ -54,10 +58,11 @@ class SSDAugmentation:
     """The augmentation shared by gluoncv's SSD and YOLOv3 train presets, drawn and applied
     in two steps.
 
-    ``draw(shape, label)`` makes every random draw (a :class:`~.draws.SSDDraw`);
-    ``apply(src, label, params)`` is pure. ``augment(src, label)`` does both and returns
-    ``(image, boxes)``, the boxes float64 as gluoncv's after ``bbox.flip``; extra label
-    columns (YOLOv3's mixup ratio) ride along.
+    A :class:`~gluonbatch.transforms.presets.protocol.Preset`: ``draw`` makes every random
+    draw (a :class:`~gluonbatch.transforms.draws.SSDDraw`), ``apply`` draws nothing.
+    ``augment(src, label)`` does both on the global generators and returns ``(image,
+    boxes)``, the boxes float64 as gluoncv's after ``bbox.flip``; extra label columns
+    (YOLOv3's mixup ratio) ride along.
 
     Parameters
     ----------
@@ -86,17 +91,31 @@ class SSDAugmentation:
         self._fill = np.asarray(mean, np.float64) * 255
         self._after = color.normalize(mean, std) if self._normalize else color.identity()
 
-    def draw(self, shape, label, np_rng=None, py_rng=None):
-        """Every random draw for an image of ``shape`` (``(height, width, ...)``) and
-        ``label``, in gluoncv's order; the generators default to numpy's and Python's
-        global ones."""
-        return draws.draw_ssd(shape, label, np_rng, py_rng)
+    def draw(self, image_shape: Sequence[int], label: np.ndarray,
+             generators: Generators) -> draws.SSDDraw:
+        """:meth:`Preset.draw <gluonbatch.transforms.presets.protocol.Preset.draw>`: every
+        random draw of gluoncv's augmentation, in its order (see
+        :func:`~gluonbatch.transforms.draws.draw_ssd`)."""
+        shape = check_image_shape(image_shape)
+        label = label_array(label)
+        generators = check_generators(generators)
+        return draws.draw_ssd(shape, label, generators.numpy, generators.python)
 
-    def apply(self, src, label, params, out=None):
-        """The augmentation ``params`` describes, applied to ``src`` (HWC numpy, uint8 or
-        float32: a call reads any other dtype as float32) and ``label``: ``(image,
-        boxes)``. ``out`` (C-contiguous float32 of the output's shape) receives the image
-        if given; else it is a new array, or a deferred image if the preset defers."""
+    def apply(self, sample: Sequence[Any], draw: draws.SSDDraw, generators: Generators, *,
+              out: Optional[np.ndarray] = None) -> Tuple[Any, Any]:
+        """:meth:`Preset.apply <gluonbatch.transforms.presets.protocol.Preset.apply>`: the
+        outputs of a call for ``sample``, ``(image, label)``, as ``draw`` says (nothing is
+        drawn); here ``(image, boxes)``. ``out`` (C-contiguous float32 of the output's
+        shape) receives the image if given; else it is a new array, or a deferred image if
+        the preset defers."""
+        src, label = unpack_sample(sample, ('image', 'label'))
+        check_draw(draw, draws.SSDDraw, self)
+        check_generators(generators)
+        return self._outputs(*self._apply(image_array(src), label_array(label), draw, out))
+
+    def _apply(self, src, label, params, out=None):
+        """The augmentation ``params`` describes, applied to the checked ``src`` (HWC
+        numpy, uint8 or float32) and ``label``."""
         expand, crop = params.expand, params.crop
         chain = color.compose(color.distort(params.color), self._after)
         offset = (0, 0)
@@ -127,7 +146,13 @@ class SSDAugmentation:
         """Check the inputs, draw from the global generators and apply."""
         src = image_array(src)
         label = label_array(label)
-        return self.apply(src, label, self.draw(src.shape, label))
+        generators = global_generators()
+        return self._apply(src, label, draws.draw_ssd(src.shape, label, generators.numpy,
+                                                      generators.python))
+
+    def _outputs(self, image, boxes):
+        """What a sample becomes from its augmented image and boxes: here, those two."""
+        return image, boxes
 
 
 class SSDDefaultTrainTransform(SSDAugmentation):
@@ -167,7 +192,9 @@ class SSDDefaultTrainTransform(SSDAugmentation):
 
     def __call__(self, src, label):
         """``(image, label)`` or, with anchors, ``(image, cls_targets, box_targets)``."""
-        img, bbox = self.augment(src, label)
+        return self._outputs(*self.augment(src, label))
+
+    def _outputs(self, img, bbox):
         if self._targets is None:
             return img, bbox.astype(np.float32)
         cls_targets, box_targets = self._targets.targets(bbox)

@@ -62,7 +62,9 @@ class YOLO3DefaultTrainTransform(SSDAugmentation):
 
     def __call__(self, src, label):
         """``(image, label)`` or, with a network, the image and its six targets."""
-        img, bbox = self.augment(src, label)
+        return self._outputs(*self.augment(src, label))
+
+    def _outputs(self, img, bbox):
         if self._targets is None:
             return img, bbox.astype(np.float32)
         return (img,) + tuple(self._targets.targets(bbox))
