@@ -24,6 +24,7 @@ import os
 import socket
 import struct
 import weakref
+from collections.abc import Iterable
 
 from .._core.pickling import close_fds
 
@@ -62,7 +63,7 @@ def close_inherited() -> None:
 os.register_at_fork(after_in_child=close_inherited)
 
 
-def send(sock: socket.socket, payload: bytes, fds=()) -> None:
+def send(sock: socket.socket, payload: bytes, fds: Iterable[int] = ()) -> None:
     """Send ``payload`` with the descriptors ``fds`` (still the caller's to close: the
     kernel holds its own reference to each until the message is read).
 
@@ -90,12 +91,12 @@ class Reader:
         One end of a :func:`socket_pair`.
     """
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._partial = None  # [payload length, fd count, chunks, fds] of a message begun
         self.closed = False  # the other end closed (or died), and every message was read
 
-    def available(self) -> list:
+    def available(self) -> list[tuple[bytes, list[int]]]:
         """The messages complete now, as ``(payload, fds)``; never blocks."""
         messages = []
         while not self.closed:
@@ -106,7 +107,7 @@ class Reader:
                 messages.append(message)
         return messages
 
-    def next(self):
+    def next(self) -> tuple[bytes, list[int]] | None:
         """The next message, ``(payload, fds)``, waiting for it; None once the other end
         is closed (a partial message is dropped then)."""
         while not self.closed:

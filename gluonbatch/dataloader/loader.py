@@ -8,6 +8,8 @@ with ``thread_pool=True`` they are threads of this process.
 import collections
 import itertools
 import numbers
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Literal, Self, TypeAlias
 
 import mxnet as mx
 from mxnet.util import is_np_array, is_np_shape
@@ -19,10 +21,15 @@ from .batchify_fns import default_batchify_fn
 from .pool import Task, WorkerPool
 from .resume import Resumable, seeded_batch_sampler
 from .thread_pool import ThreadWorkers
-from .worker import (Job, add_note, dataset_indices, indices_note, load_batch, owned_by, pick,
-                     raise_worker_error)
+from .worker import (Job, Owned, add_note, dataset_indices, indices_note, load_batch, owned_by,
+                     pick, raise_worker_error)
 
 __all__ = ['DataLoader', 'MAX_RESTARTS']
+
+#: MXNet's choices for a last batch smaller than ``batch_size``.
+LastBatch: TypeAlias = Literal['keep', 'discard', 'rollover']
+#: Makes a batch of a list of samples.
+BatchifyFn: TypeAlias = Callable[[list[Any]], Any]
 
 #: The default ``max_restarts``: room for the rare out-of-memory kill in a long run, while a
 #: worker that dies every time it starts ends the run within seconds.
@@ -126,10 +133,15 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
     True
     """
 
-    def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
-                 batch_sampler=None, batchify_fn=None, num_workers=0, pin_memory=False,
-                 pin_device_id=0, prefetch=None, thread_pool=False, timeout=120,
-                 auto_reload=False, seed=None, max_restarts=MAX_RESTARTS, transforms=()):
+    def __init__(self, dataset: Any, batch_size: int | None = None, shuffle: bool = False,
+                 sampler: Iterable[int] | None = None, last_batch: LastBatch | None = None,
+                 batch_sampler: Iterable[Sequence[Any]] | None = None,
+                 batchify_fn: BatchifyFn | None = None, num_workers: int = 0,
+                 pin_memory: bool = False, pin_device_id: int = 0, prefetch: int | None = None,
+                 thread_pool: bool = False, timeout: float | None = 120,
+                 auto_reload: bool = False, seed: int | None = None,
+                 max_restarts: int = MAX_RESTARTS,
+                 transforms: Sequence[Callable[..., Any]] = ()) -> None:
         num_workers = check_int(num_workers, 'num_workers', minimum=0)
         prefetch = check_int(prefetch, 'prefetch', minimum=1, allow_none=True)
         max_restarts = check_int(max_restarts, 'max_restarts', minimum=0)
@@ -142,7 +154,8 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
             batch_size, shuffle, sampler, last_batch = None, False, None, None
             seed = batch_sampler.seed
         self._seed = seed
-        self._owned = {}  # transform index -> generators it owns (seeded, in this process)
+        # transform index -> generators it owns (seeded, in this process)
+        self._owned: Owned = {}
         self._delivered = None  # batches the pass under way delivered (None: no pass)
         self._workers = None
         self._closed = True  # until fully made: close() then has nothing to do
@@ -197,7 +210,7 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
             return map_arrays(lambda array: array.as_in_context(pinned), batch)
         return batch
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         self._check_open()
         self._start_epoch()
         try:
@@ -284,11 +297,11 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
         if workers is not None:
             workers.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         self._check_open()
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __del__(self):

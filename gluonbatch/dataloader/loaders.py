@@ -1,13 +1,15 @@
 """gluoncv's detection data loaders, as thin layers over
 :class:`~gluonbatch.dataloader.loader.DataLoader` (its workers, errors, seeds and state)."""
 import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from .._core.checks import check_int, describe
 from ..seeded.keys import batch_choice
 from .batchify_fns import default_batchify_fn, default_pad_batchify_fn
-from .loader import MAX_RESTARTS, DataLoader
+from .loader import MAX_RESTARTS, BatchifyFn, DataLoader, LastBatch
 
 __all__ = ['DetectionDataLoader', 'RandomTransformDataLoader']
 
@@ -89,9 +91,12 @@ class DetectionDataLoader(DataLoader):
     block); make a new loader to load batches again
     """
 
-    def __init__(self, dataset, batch_size=None, shuffle=False, sampler=None, last_batch=None,
-                 batch_sampler=None, batchify_fn=None, num_workers=0, timeout=120, seed=None,
-                 max_restarts=MAX_RESTARTS):
+    def __init__(self, dataset: Any, batch_size: int | None = None, shuffle: bool = False,
+                 sampler: Iterable[int] | None = None, last_batch: LastBatch | None = None,
+                 batch_sampler: Iterable[Sequence[Any]] | None = None,
+                 batchify_fn: BatchifyFn | None = None, num_workers: int = 0,
+                 timeout: float | None = 120, seed: int | None = None,
+                 max_restarts: int = MAX_RESTARTS) -> None:
         warnings.warn('DetectionDataLoader is deprecated; use gluonbatch.DataLoader (or '
                       'mxnet.gluon.data.DataLoader) with gluonbatch batchify functions',
                       stacklevel=2)
@@ -154,10 +159,14 @@ class RandomTransformDataLoader(DataLoader):
     >>> pooled.close()  # again: nothing happens
     """
 
-    def __init__(self, transform_fns, dataset, interval=1, batch_size=None, shuffle=False,
-                 sampler=None, last_batch=None, batch_sampler=None, batchify_fn=None,
-                 num_workers=0, pin_memory=False, pin_device_id=0, prefetch=None, timeout=120,
-                 seed=None, max_restarts=MAX_RESTARTS):
+    def __init__(self, transform_fns: Iterable[Callable[..., Any]], dataset: Any,
+                 interval: int = 1, batch_size: int | None = None, shuffle: bool = False,
+                 sampler: Iterable[int] | None = None, last_batch: LastBatch | None = None,
+                 batch_sampler: Iterable[Sequence[Any]] | None = None,
+                 batchify_fn: BatchifyFn | None = None, num_workers: int = 0,
+                 pin_memory: bool = False, pin_device_id: int = 0, prefetch: int | None = None,
+                 timeout: float | None = 120, seed: int | None = None,
+                 max_restarts: int = MAX_RESTARTS) -> None:
         transform_fns = list(transform_fns)
         if not transform_fns:
             raise ValueError('RandomTransformDataLoader needs at least one transform')
