@@ -28,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ANNOTATED = (
     'gluonbatch.shards',
     'gluonbatch.detection',
+    'gluonbatch.curation',
     'gluonbatch.targets',
     'gluonbatch.collate',
     'gluonbatch.memory',

@@ -1,9 +1,12 @@
 """The dataset: :class:`ImageTextPairDataset`, random access to a sharded image-text dataset."""
 import os
+from collections.abc import Sequence
+from typing import Any, Self
 
 import dask.dataframe as dd
 
 from .._core.checks import check_str
+from .._core.typing import NDArray, PathLike
 from .._core.wording import plural
 from ..shards.commit import reading
 from .metadata import count_records, lazy_metadata
@@ -67,7 +70,7 @@ class ImageTextPairDataset(ShardDataset):
     >>> tmp.cleanup()
     """
 
-    def __init__(self, path, id_col, *, use_index=True):
+    def __init__(self, path: PathLike, id_col: str, *, use_index: bool = True) -> None:
         check_str(id_col, 'id_col')
         self.path = os.path.abspath(os.fspath(path))
         self.id_col = id_col
@@ -80,7 +83,7 @@ class ImageTextPairDataset(ShardDataset):
         super().__init__(self._shards, RecordReader(self._shards, id_col))
 
     @classmethod
-    def from_webdataset(cls, path, id_col, *, use_index=True):
+    def from_webdataset(cls, path: PathLike, id_col: str, *, use_index: bool = True) -> Self:
         """Open the dataset in directory ``path``.
 
         In data-parallel training every rank opens the whole dataset (opening reads only
@@ -141,7 +144,7 @@ class ImageTextPairDataset(ShardDataset):
         return ('%s(%r, id_col=%r, shards=%d, records=%d)'
                 % (type(self).__name__, self.path, self.id_col, len(self._shards), len(self)))
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: int) -> tuple[NDArray, str, dict[str, Any]]:
         return self._reader.record(self._index(idx))
 
     # ---------------------------------------------------------------- writing
@@ -170,7 +173,9 @@ class ImageTextPairDataset(ShardDataset):
                                 plural(len(self._shards), 'shard')))
         return frame
 
-    def save_metadata(self, path=None, columns=None, *, drop_other_columns=False):
+    def save_metadata(self, path: PathLike | None = None,
+                      columns: str | Sequence[str] | None = None, *,
+                      drop_other_columns: bool = False) -> list[str]:
         """Write the metadata back as one parquet per shard, with the shards' file names.
 
         Parameters
@@ -236,8 +241,9 @@ class ImageTextPairDataset(ShardDataset):
             self._open_metadata()  # the files just written are the metadata from now on
         return written
 
-    def to_webdataset(self, path, filter_column, samples_per_shard=10000, max_shards=5,
-                      old_id_col=None):
+    def to_webdataset(self, path: PathLike, filter_column: str | None,
+                      samples_per_shard: int = 10000, max_shards: int = 5,
+                      old_id_col: str | None = None) -> list[str]:
         """Write the records whose ``filter_column`` is True as a new, renumbered dataset.
 
         Record ``s`` of new shard ``k`` gets id ``s + 10**d * k`` zero-padded to
