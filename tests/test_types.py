@@ -30,6 +30,7 @@ ANNOTATED = (
     'gluonbatch.detection',
     'gluonbatch.curation',
     'gluonbatch.targets',
+    'gluonbatch.cli',
     'gluonbatch.collate',
     'gluonbatch.memory',
     # the dataloader package but for resume and batchify_fns (and __init__, which

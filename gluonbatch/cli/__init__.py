@@ -11,13 +11,14 @@ SystemExit: 0
 """
 import argparse
 import sys
+from collections.abc import Sequence
 
 from . import demo, show, usage, wds
 
 __all__ = ['main', 'build_parser']
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``gluonbatch`` command.
 
     >>> build_parser().parse_args(['show', '--loader', 'yolo']).command
@@ -32,7 +33,7 @@ def build_parser():
     return usage.finish(parser)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = usage.parse(build_parser(), argv)

@@ -4,6 +4,7 @@ layout on disk, into detection shards (:func:`~gluonbatch.detection.from_voc`,
 per stage elsewhere."""
 from .._core.argtypes import positive_int
 from .._core.wording import plural
+from .usage import Runner, SubParsers
 
 __all__ = ['add_actions']
 
@@ -50,7 +51,7 @@ def _common(parser, source):
                         help='no progress bar or progress lines')
 
 
-def add_actions(actions, run):
+def add_actions(actions: SubParsers, run: Runner) -> None:
     """Add ``from-voc`` and ``from-coco`` to the ``wds`` actions; ``run`` runs them."""
     voc = actions.add_parser('from-voc', help='convert Pascal VOC (gluoncv\'s layout) into '
                                               'detection shards')

@@ -5,17 +5,20 @@ a terminal and a line per computation elsewhere.
 ``embed`` and ``score`` add a column to the dataset's parquet files (written back in place,
 once every shard is computed); ``filter`` writes the records an expression keeps as a new dataset.
 """
+import argparse
 import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from .._core.argtypes import non_negative_int, positive_int
 from .._core.wording import plural
-from .usage import UsageError
+from .usage import Runner, SubParsers, UsageError
 
 __all__ = ['add_actions', 'dask_options', 'computing_on', 'write_kept']
 
 
 @contextlib.contextmanager
-def computing_on(args):
+def computing_on(args: argparse.Namespace) -> Iterator[None]:
     """Dask computes on ``args.scheduler`` (a ``distributed`` scheduler address) if given,
     else on local threads; with progress unless ``--no-progress``: a bar on a terminal, else
     a line per computation labelled with the action."""
@@ -122,9 +125,12 @@ not True or False; write a condition such as 'width >= 256'
                      'write a condition such as %r' % (where, dtype, example + ' >= 256'))
 
 
-def write_kept(ds, args, filter_column, why=None):
+def write_kept(ds: Any, args: argparse.Namespace, filter_column: str | None,
+               why: str | None = None) -> int:
     """``ds.to_webdataset`` into ``args.dst`` on the scheduler of ``args``, then one line:
-    how many records were kept (``why``: the reason shown beside the count)."""
+    how many records were kept (``why``: the reason shown beside the count). ``ds`` is an
+    :class:`~gluonbatch.curation.ImageTextPairDataset` (typed ``Any``: the command line
+    imports the curation package only when a command runs)."""
     from ..curation import ImageTextPairDataset
 
     with computing_on(args):
@@ -140,7 +146,7 @@ def write_kept(ds, args, filter_column, why=None):
     return 0
 
 
-def dask_options(parser):
+def dask_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--id-col', default='key', help='id column')
     parser.add_argument('--scheduler', metavar='ADDRESS',
                         help='compute on this Dask scheduler (e.g. tcp://host:8786); '
@@ -149,7 +155,8 @@ def dask_options(parser):
                         help='no progress (a bar on a terminal, else a line per stage)')
 
 
-def add_actions(actions, run, reshard_options):
+def add_actions(actions: SubParsers, run: Runner,
+                reshard_options: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add ``embed``, ``score`` and ``filter`` to the ``wds`` actions.
 
     ``reshard_options(parser)`` adds the options ``filter`` shares with ``reshard``.

@@ -6,14 +6,16 @@ loaders are seeded (the same batches for any ``--num-workers``; Faster R-CNN's
 aspect-ratio buckets from :class:`~gluonbatch.samplers.SeededBucketSampler`), and each says
 so as it starts.
 """
+import argparse
 import os
 
 from .._core.argtypes import png_path, positive_int
+from .usage import SubParsers
 
 __all__ = ['add_parser', 'run']
 
 
-def add_parser(commands):
+def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
     """Add the ``demo`` command to the ``commands`` sub-parsers.
 
     >>> import argparse
@@ -33,7 +35,7 @@ def add_parser(commands):
     return demo
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     """Run both loaders for ``args.batches`` batches, then draw the first R-CNN batch.
 
     Returns the exit code: 0, or a loader's that was not 0 (then nothing is drawn).

@@ -1,12 +1,14 @@
 """``gluonbatch show``: draw the first batch of an example loader."""
+import argparse
 import os
 
 from .._core.argtypes import png_path, positive_int
+from .usage import SubParsers
 
 __all__ = ['add_parser', 'run']
 
 
-def add_parser(commands):
+def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
     """Add the ``show`` command to the ``commands`` sub-parsers.
 
     >>> import argparse
@@ -27,7 +29,7 @@ def add_parser(commands):
     return show
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     """Draw the first batch of ``args.loader`` to ``args.output`` and print the PNG's path."""
     # the example loaders import gluoncv; only this command needs them
     from ..examples import center_net, rcnn

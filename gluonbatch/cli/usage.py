@@ -7,6 +7,8 @@ an option value it can only check once the data is open (one line, no usage). Ex
 is a failure of the data or the files.
 """
 import argparse
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeAlias
 
 from .._core.argtypes import HelpFormatter
 
@@ -14,6 +16,11 @@ __all__ = ['EXIT_USAGE', 'UsageError', 'parsers', 'finish', 'parse']
 
 #: The exit code of a wrong command line, argparse's.
 EXIT_USAGE = 2
+
+#: The sub-parsers action of a command (what ``ArgumentParser.add_subparsers`` returns).
+SubParsers: TypeAlias = argparse._SubParsersAction
+#: Runs a parsed command line; returns its exit code.
+Runner: TypeAlias = Callable[[argparse.Namespace], int]
 
 
 class UsageError(ValueError):
@@ -26,7 +33,7 @@ def _subcommands(parser):
             if isinstance(action, argparse._SubParsersAction)]
 
 
-def parsers(parser):
+def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
     """``parser`` and the parsers of all its subcommands, depth first.
 
     >>> from gluonbatch.cli import build_parser
@@ -39,7 +46,7 @@ def parsers(parser):
             yield from parsers(sub)
 
 
-def finish(parser):
+def finish(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Give ``parser`` and every subcommand's parser the help format
     (:class:`~gluonbatch._core.argtypes.HelpFormatter`); returns ``parser``."""
     for each in parsers(parser):
@@ -56,7 +63,7 @@ def _chosen(parser, args):
     return parser
 
 
-def parse(parser, argv):
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     """``parser.parse_args(argv)``, except that unrecognized arguments are reported with the
     usage of the subcommand they were given to, not the top-level usage."""
     args, extras = parser.parse_known_args(argv)

@@ -7,6 +7,7 @@ The datasets are directories of ``NNNNN.tar`` + ``.parquet`` + ``.idx`` files
 :func:`run` turns the errors of an action into exit code 1, and an option value the action
 finds wrong (:class:`~gluonbatch.cli.usage.UsageError`) into exit code 2.
 """
+import argparse
 import os
 import sys
 
@@ -15,7 +16,7 @@ from .._core.console import is_terminal
 from .._core.wording import plural
 from . import convert
 from .curate import add_actions, dask_options, write_kept
-from .usage import EXIT_USAGE, UsageError
+from .usage import EXIT_USAGE, SubParsers, UsageError
 
 __all__ = ['add_parser', 'run']
 
@@ -99,7 +100,7 @@ def _reshard(args):
     return write_kept(ds, args, args.filter_column)
 
 
-def add_parser(commands):
+def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
     """Add the ``wds`` command and its actions to the ``commands`` sub-parsers.
 
     >>> import argparse
@@ -162,7 +163,7 @@ def _reshard_options(parser):
                         help='keep the previous ids in this new column')
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     """Run the chosen action; its errors are printed on one line and give exit code 1 (2 for
     a :class:`~gluonbatch.cli.usage.UsageError`)."""
     try:
