@@ -29,6 +29,7 @@ ANNOTATED = (
     'gluonbatch.shards',
     'gluonbatch.detection',
     'gluonbatch.curation',
+    'gluonbatch.examples',
     'gluonbatch.targets',
     'gluonbatch.cli',
     'gluonbatch.collate',

@@ -1,6 +1,7 @@
 """``gluonbatch show``: draw the first batch of an example loader."""
 import argparse
 import os
+from typing import Literal
 
 from .._core.argtypes import png_path, positive_int
 from .usage import SubParsers
@@ -36,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     from ..examples.runner import loader_parser
     from ..examples.show import show_batch
 
-    image = 'short' if args.loader == 'faster_rcnn' else 'data-shape'
+    image: Literal['data-shape', 'short'] = ('short' if args.loader == 'faster_rcnn'
+                                             else 'data-shape')
     networks = {'ssd': 'ssd_300_mobilenet0.25_voc', 'yolo': 'yolo3_mobilenet0.25_voc',
                 'faster_rcnn': rcnn.DEFAULT_NETWORKS['faster'],
                 'center_net': center_net.DEFAULT_NETWORK}

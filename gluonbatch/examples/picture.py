@@ -1,7 +1,10 @@
 """Draw one padded detection batch: images with their boxes, padding shaded, devices named."""
+from collections.abc import Sequence
+
 import numpy as np
 
 from .._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
+from .._core.typing import PathLike
 
 __all__ = ['draw_detection_batch']
 
@@ -15,8 +18,10 @@ def _displayable(image):
     return np.clip(image.transpose(1, 2, 0) * _STD + _MEAN, 0, 1)
 
 
-def draw_detection_batch(path, images, labels, valid_sizes, devices, title, columns=4,
-                         heatmaps=None):
+def draw_detection_batch(path: PathLike, images: Sequence[np.ndarray],
+                         labels: Sequence[np.ndarray], valid_sizes: Sequence[Sequence[int]],
+                         devices: Sequence[int], title: str, columns: int = 4,
+                         heatmaps: Sequence[np.ndarray] | None = None) -> PathLike:
     """Write a PNG grid of a padded batch and return ``path``.
 
     Parameters

@@ -4,6 +4,8 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, TypeAlias
 
 import mxnet as mx
 import numpy as np
@@ -14,11 +16,16 @@ from .._core.argtypes import HelpFormatter, non_negative_int, positive_float, po
 from .._core.console import is_terminal
 from .._core.wording import plural
 from ..dataloader import DataLoader
+from ..samplers import ShardWindowSampler
 from .synthetic import SyntheticDetection
 
 __all__ = ['loader_parser', 'detection_dataset', 'train_order', 'detector_loaders',
            'time_loader', 'describe_batch', 'print_summary', 'compare_with_gluoncv',
            'check_losses', 'seeding_line', 'run_example']
+
+#: What :func:`time_loader` returns: ``(batches, samples, seconds, first batch or None,
+#: the batches)``.
+Timing: TypeAlias = tuple[int, int, float, Any, list[Any]]
 
 
 def _directory(text):
@@ -27,7 +34,9 @@ def _directory(text):
     return text
 
 
-def loader_parser(prog, description, batch_size, image_options, network):
+def loader_parser(prog: str, description: str, batch_size: int,
+                  image_options: Literal['data-shape', 'short'],
+                  network: str) -> argparse.ArgumentParser:
     """Options every loader takes; ``image_options`` adds --data-shape or --short/--max-size.
 
     >>> parser = loader_parser('ssd_loader', 'SSD', 8, 'data-shape', 'ssd_300_vgg16_atrous_voc')
@@ -88,7 +97,8 @@ def loader_parser(prog, description, batch_size, image_options, network):
     return parser
 
 
-def detection_dataset(args, masks=False, split='train'):
+def detection_dataset(args: argparse.Namespace, masks: bool = False,
+                      split: str = 'train') -> mx.gluon.data.Dataset:
     """The dataset the options ask for: shards, VOC or COCO through gluoncv, else embedded
     data."""
     if args.val_shards and not args.shards:
@@ -114,17 +124,19 @@ def detection_dataset(args, masks=False, split='train'):
                               seed=args.seed + (0 if split == 'train' else 1))
 
 
-def train_order(args, dataset):
+def train_order(args: argparse.Namespace, dataset: mx.gluon.data.Dataset
+                ) -> ShardWindowSampler | None:
     """The train loader's order over ``dataset``: a window of ``--shard-window`` shards at a
     time for shards (a :class:`~gluonbatch.samplers.ShardWindowSampler` of ``--seed``),
     else None (the seeded sampler's own shuffle)."""
     if not args.shards:
         return None
-    from ..samplers import ShardWindowSampler
     return ShardWindowSampler(dataset, window=args.shard_window, seed=args.seed)
 
 
-def detector_loaders(args, train_data, val_data, order=None):
+def detector_loaders(args: argparse.Namespace, train_data: mx.gluon.data.Dataset,
+                     val_data: mx.gluon.data.Dataset, order: Iterable[int] | None = None
+                     ) -> tuple[Callable[..., DataLoader], DataLoader, Tuple]:
     """The loaders gluoncv's single-stage detector scripts (SSD, YOLOv3, CenterNet) build,
     each a :class:`gluonbatch.DataLoader`, the training one seeded.
 
@@ -158,7 +170,8 @@ def device_slices(field):
     return list(field) if isinstance(field, (list, tuple)) else [field]
 
 
-def time_loader(loader, batches, description, progress=True):
+def time_loader(loader: Iterable[Any], batches: int, description: str,
+                progress: bool = True) -> Timing:
     """Iterate up to ``batches`` batches; returns (batches, samples, seconds, first, kept).
 
     ``kept`` holds the batches themselves (for training steps); the clock includes waiting
@@ -204,7 +217,7 @@ def _batch_size(batch):
     return first.shape[0] if isinstance(first, mx.nd.NDArray) else 0
 
 
-def describe_batch(batch, names):
+def describe_batch(batch: Sequence[Any], names: Sequence[str]) -> list[str]:
     """One line per field: its name and shape (device slices as a list of shapes)."""
     width = max([16] + [len(name) for name in names])  # names longer than 16 widen the column
     lines = []
@@ -217,7 +230,7 @@ def describe_batch(batch, names):
     return lines
 
 
-def print_summary(title, counts, names):
+def print_summary(title: str, counts: Timing, names: Sequence[str]) -> None:
     """Print batches/s, samples/s and the layout of the first batch."""
     batches, samples, seconds, first, _ = counts
     print('%s: %s, %s in %.2f s: %.1f batches/s, %.1f samples/s'
@@ -227,7 +240,8 @@ def print_summary(title, counts, names):
         print('\n'.join(describe_batch(first, names)))
 
 
-def compare_with_gluoncv(ours, theirs, batches, progress):
+def compare_with_gluoncv(ours: DataLoader, theirs: DataLoader, batches: int,
+                         progress: bool) -> float:
     """Load ``batches`` batches with each loader (:class:`gluonbatch.DataLoader`), closing
     each after; print and return the ratio."""
     timings = {}
@@ -242,7 +256,7 @@ def compare_with_gluoncv(ours, theirs, batches, progress):
     return ratio
 
 
-def check_losses(title, losses):
+def check_losses(title: str, losses: Iterable[float]) -> bool:
     """Print an error line and return False unless every loss is a finite number.
 
     >>> check_losses('SSD', [2.5, 1.5])
@@ -258,7 +272,7 @@ def check_losses(title, losses):
     return True
 
 
-def seeding_line(title, seed):
+def seeding_line(title: str, seed: int | None) -> str:
     """The line saying whether the train loader is seeded (``seed``) and what that means.
 
     >>> seeding_line('SSD', 0)
@@ -271,7 +285,10 @@ def seeding_line(title, seed):
             'any --num-workers' % (title, seed))
 
 
-def run_example(title, parser, argv, build, fields, train_steps):
+def run_example(title: str, parser: argparse.ArgumentParser, argv: Sequence[str] | None,
+                build: Callable[[argparse.Namespace], dict[str, Any]],
+                fields: Sequence[Sequence[str]],
+                train_steps: Callable[..., list[float]]) -> int:
     """The body of every example loader: parse, build, load, summarise, compare, train.
 
     ``build(args)`` returns the parts: ``net``, ``train_loader`` (a function of the

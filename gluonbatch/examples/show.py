@@ -1,8 +1,11 @@
 """Draw the first batch of an example loader (``gluonbatch show``, ``make demo``)."""
+import argparse
+
 import mxnet as mx
 import numpy as np
 
 from .._core.layout import slice_bounds
+from .._core.typing import PathLike
 from .._core.wording import plural
 from ..seeded import SeededDataset
 from .picture import draw_detection_batch
@@ -25,12 +28,12 @@ def _first_samples(data, args):
     return [data[i] for i in range(min(args.batch_size, len(data)))]
 
 
-def show_batch(loader, args, path):
+def show_batch(loader: str, args: argparse.Namespace, path: PathLike) -> PathLike:
     """Build ``loader`` (one of ``LOADERS``) from ``args``; draw its first batch."""
     heatmaps = None
     if loader == 'faster_rcnn':
-        from .rcnn import build
-        parts = build('faster', args)
+        from . import rcnn
+        parts = rcnn.build('faster', args)
         # the train loader's first batch, each sample read as the seeded loader reads it
         seeded = SeededDataset(parts['train_data'])
         samples = [seeded[key] for key in next(iter(parts['sampler']))]
@@ -40,12 +43,12 @@ def show_batch(loader, args, path):
                 'image' % (plural(len(samples), 'image'), plural(len(images), 'device slice'))
     elif loader in ('ssd', 'yolo'):
         if loader == 'ssd':
-            from .ssd import build
-            parts = build(args)
+            from . import ssd
+            parts = ssd.build(args)
             data, batchify, box_field = parts['val_data'], parts['val_batchify'], 1
         else:
-            from .yolo import build
-            parts = build(args)
+            from . import yolo
+            parts = yolo.build(args)
             data, batchify, box_field = parts['train_data'], parts['train_batchify'], 6
         samples = _first_samples(data, args)
         batch = batchify(samples)
@@ -53,11 +56,12 @@ def show_batch(loader, args, path):
         title = '%s batch: %s, boxes padded with -1 to the longest list' % (
             loader.upper(), plural(len(samples), 'image'))
     elif loader == 'center_net':
-        from .center_net import build, target_boxes
-        parts = build(args)
+        from . import center_net
+        parts = center_net.build(args)
         samples = _first_samples(parts['train_data'], args)
         batch = [field.asnumpy() for field in parts['train_batchify'](samples)]
-        images, labels = [batch[0]], [target_boxes(*batch[1:5], scale=parts['net'].scale)]
+        images, labels = [batch[0]], [center_net.target_boxes(
+            batch[1], batch[2], batch[3], batch[4], scale=parts['net'].scale)]
         heatmaps = [heatmap.max(axis=0) for heatmap in batch[1]]  # all classes in one map
         title = 'CenterNet train batch: %s, their heatmap targets and the boxes the ' \
                 'targets encode' % plural(len(samples), 'image')

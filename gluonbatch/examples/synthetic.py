@@ -6,11 +6,14 @@ apply unchanged: VOC-style ``(image, label)`` with label rows
 ``[xmin, ymin, xmax, ymax, class_id, difficult]``, or COCO-instance-style
 ``(image, label, polygons)`` for Mask R-CNN.
 """
+from typing import TypeAlias
+
 import mxnet as mx
 import numpy as np
 from PIL import Image, ImageDraw
 
 from .._core.checks import check_int
+from .._core.typing import NDArray
 
 __all__ = ['SyntheticDetection', 'CLASSES']
 
@@ -20,6 +23,10 @@ CLASSES = ('aeroplane', 'bicycle', 'bird', 'boat', 'bottle', 'bus', 'car', 'cat'
            'sheep', 'sofa', 'train', 'tvmonitor')
 
 _ELLIPSE_POINTS = 24
+
+#: A sample: ``(image, label)``, and its polygons per object with ``masks=True``.
+Item: TypeAlias = (tuple[NDArray, np.ndarray]
+                   | tuple[NDArray, np.ndarray, list[list[np.ndarray]]])
 
 
 class SyntheticDetection(mx.gluon.data.Dataset):
@@ -52,18 +59,19 @@ class SyntheticDetection(mx.gluon.data.Dataset):
 
     classes = CLASSES
 
-    def __init__(self, length=64, size_range=((240, 360), (320, 480)), max_objects=6,
-                 masks=False, seed=0):
+    def __init__(self, length: int = 64,
+                 size_range: tuple[tuple[int, int], tuple[int, int]] = ((240, 360), (320, 480)),
+                 max_objects: int = 6, masks: bool = False, seed: int = 0) -> None:
         self._length = check_int(length, 'length', minimum=1)
         self._size_range = size_range
         self._max_objects = check_int(max_objects, 'max_objects', minimum=1)
         self._masks = bool(masks)
         self._seed = check_int(seed, 'seed', minimum=0)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._length
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: int) -> Item:
         if not -self._length <= idx < self._length:
             raise IndexError('sample %d of a dataset of %d' % (idx, self._length))
         rng = np.random.default_rng([self._seed, idx % self._length])
@@ -85,7 +93,7 @@ class SyntheticDetection(mx.gluon.data.Dataset):
         label = np.array(labels, np.float32)
         return (image, label, polygons) if self._masks else (image, label)
 
-    def get_im_aspect_ratio(self):
+    def get_im_aspect_ratio(self) -> list[float]:
         """Width / height of every image, without drawing them (for aspect-ratio batching)."""
         sizes = (self._draw_size(np.random.default_rng([self._seed, idx]))
                  for idx in range(self._length))
