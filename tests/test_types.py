@@ -9,6 +9,7 @@ properties its own body defines, the dunders a caller uses (``__call__``, ``__ge
 ``**kwargs`` do. The annotations must resolve (``typing.get_type_hints``): Sphinx and
 runtime checkers read them.
 """
+import functools
 import importlib
 import inspect
 import os
@@ -92,6 +93,8 @@ def class_functions(cls):
             continue
         if isinstance(member, (staticmethod, classmethod)):
             member = member.__func__
+        elif isinstance(member, functools.cached_property):
+            member = member.func
         if isinstance(member, property):
             yield from ((name, accessor) for accessor in (member.fget, member.fset, member.fdel)
                         if accessor is not None)
@@ -151,7 +154,6 @@ def test_the_check_sees_what_is_missing():
         def area(self):
             return self.size ** 2
 
-    Example.__module__ = __name__
     found = [problem for name, function in class_functions(Example)
              for problem in missing_annotations(function, name, method=True)]
     assert found == ["grow: parameter 'by' has no annotation", 'grow: no return annotation',
