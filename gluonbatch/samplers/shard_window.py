@@ -2,9 +2,9 @@
 
 A dataset made of shards (tar files, say) is read fastest shard by shard: sequential reads,
 and few files in the page cache at once. A full shuffle reads every shard all the time.
-:class:`~gluonbatch.samplers.ShardWindowSampler` shuffles in windows instead: the shards
-in a new order every epoch, the samples shuffled within each window of a few consecutive
-shards, the windows one after the other. The ranks divide that order by the rule of
+:class:`ShardWindowSampler` shuffles in windows instead: the shards in a new order every
+epoch, the samples shuffled within each window of a few consecutive shards, the windows one
+after the other. The ranks divide that order by the rule of
 :mod:`gluonbatch.samplers.ranks`, so all of them read the same window at a time.
 """
 import hashlib

@@ -1,4 +1,5 @@
-"""The checks of a :class:`~gluonbatch.samplers.SeededBatchSampler`'s state, before it loads.
+"""The checks of a :class:`~gluonbatch.samplers.seeded.SeededBatchSampler`'s state, before
+it loads.
 
 A state names where a run is, ``epoch`` and ``batch``, and what its batch numbers mean:
 the fields of :data:`DESCRIPTION` and, for a sampler with an order, the order's
