@@ -2,7 +2,7 @@
 shards behind a :class:`~gluonbatch.shards.reader.RecordReader`."""
 import abc
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Self
 
 import mxnet as mx
 
@@ -100,7 +100,7 @@ class ShardDataset(mx.gluon.data.Dataset, metaclass=abc.ABCMeta):
         """
         self._reader.close()
 
-    def __enter__(self) -> 'ShardDataset':
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
