@@ -98,8 +98,8 @@ class ShardWindowSampler(RankSampler):
     ----------
     dataset : dataset or sequence of int
         A dataset with a ``shard_lengths`` attribute (the samples of each shard, in the
-        dataset's order; :class:`~gluonbatch.curation.ImageTextPairDataset` has one),
-        or those lengths themselves. Empty shards are allowed.
+        dataset's order; :class:`~gluonbatch.curation.image_text.ImageTextPairDataset` has
+        one), or those lengths themselves. Empty shards are allowed.
     window : int, default 4
         Shards per window, at least 1.
     seed : int, default 0
