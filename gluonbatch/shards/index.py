@@ -325,10 +325,9 @@ def parse_index_line(line: str, where: str, idx_path: PathLike, tar_path: PathLi
         if any(ext.lower() == other.lower() for other, _, _ in files):
             raise ValueError('%s: member %r is listed twice' % (where, name))
         files.append((ext, at, length))
-    assert key is not None  # tokens hold one member at least
+    if key is None:  # refused above; said again for the type of key
+        raise ValueError('%s: an index line lists no members' % where)
     return key, files
-
-
 
 
 def _listed_members(idx_path):
