@@ -27,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The packages and modules whose public API is annotated; a package counts with every
 #: module under it. A package joins when its last module is annotated.
 ANNOTATED = (
+    'gluonbatch.batchify',
     'gluonbatch.shards',
     'gluonbatch.detection',
     'gluonbatch.curation',

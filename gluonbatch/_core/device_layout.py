@@ -32,6 +32,7 @@ Examples
 {'x': 'rows', 'id': 'whole'}
 """
 from collections.abc import Mapping
+from typing import Final
 
 import mxnet as mx
 import numpy as np
@@ -42,7 +43,11 @@ from .wording import plural
 __all__ = ['ROWS', 'PER_DEVICE', 'FIELDS', 'WHOLE', 'layout_of', 'resolve_layout', 'Leaf',
            'parse_batch', 'leaves']
 
-ROWS, PER_DEVICE, FIELDS, WHOLE = 'rows', 'per_device', 'fields', 'whole'
+# Final: each is its own Literal type, a LayoutKind
+ROWS: Final = 'rows'
+PER_DEVICE: Final = 'per_device'
+FIELDS: Final = 'fields'
+WHOLE: Final = 'whole'
 _KINDS = (ROWS, PER_DEVICE, FIELDS, WHOLE)
 
 

@@ -85,7 +85,7 @@ def _reduce_np_ndarray(array):
     return _reduce(array, _mx_dataloader.reduce_np_ndarray)
 
 
-def install_reducer():
+def install_reducer() -> None:
     """Make gluonbatch's reducer the one ``ForkingPickler`` uses for NDArrays (idempotent).
 
     Importing ``gluonbatch`` calls it: DataLoader workers (MXNet's and gluonbatch's) send
@@ -105,7 +105,7 @@ def install_reducer():
     ForkingPickler.register(mx.np.ndarray, _reduce_np_ndarray)
 
 
-def restore_mxnet_reducer():
+def restore_mxnet_reducer() -> None:
     """Put MXNet's own ``ForkingPickler`` reducers for ``mx.nd.NDArray`` and
     ``mx.np.ndarray`` back, undoing what importing ``gluonbatch`` did (idempotent).
 

@@ -23,6 +23,7 @@ Examples
 """
 import functools
 import uuid
+from collections.abc import Sequence
 
 import mxnet as mx
 
@@ -46,7 +47,8 @@ class SymbolShapes:
         What the shapes are, for error messages.
     """
 
-    def __init__(self, symbol, maxsize=1024, what='the output shapes of the network'):
+    def __init__(self, symbol: mx.sym.Symbol | Sequence[mx.sym.Symbol], maxsize: int = 1024,
+                 what: str = 'the output shapes of the network') -> None:
         if isinstance(symbol, (list, tuple)):
             symbol = mx.sym.Group(list(symbol))
         if not isinstance(symbol, mx.sym.Symbol):
@@ -64,11 +66,11 @@ class SymbolShapes:
         return _restore, (self._token, inference.symbol_json(), inference.maxsize,
                           inference.what)
 
-    def __call__(self, height, width):
+    def __call__(self, height: int, width: int) -> tuple[tuple[int, ...], ...]:
         """Tuple of the output shapes for an input of ``height`` x ``width``."""
         return self._inference.lookup(int(height), int(width))
 
-    def cache_info(self):
+    def cache_info(self) -> functools._CacheInfo:
         """Hits, misses, maxsize and current size of this process's cache (``functools``
         style); per process, so DataLoader workers count in their own
         (:meth:`FeatureShapes.cache_info` shows how to read them)."""
@@ -137,7 +139,7 @@ class FeatureShapes:
     (1, 1)
     """
 
-    def __init__(self, net, maxsize=1024):
+    def __init__(self, net: mx.gluon.Block, maxsize: int = 1024) -> None:
         features = getattr(net, 'features', None)
         if not callable(features):
             raise ValueError('%s has no callable `features` block; R-CNN batchifiers need the '
@@ -153,15 +155,15 @@ class FeatureShapes:
         self._shapes = SymbolShapes(symbol, maxsize, 'the feature-map shapes of net.features')
         self.num_levels = self._shapes.num_outputs
 
-    def __call__(self, height, width):
+    def __call__(self, height: int, width: int) -> tuple[tuple[int, int], ...]:
         """Tuple of ``(feature_height, feature_width)``, one per level, for an input size."""
         shapes = self._shapes(height, width)
         if any(len(shape) != 4 for shape in shapes):
             raise ValueError('net.features does not give 4-d (N, C, H, W) feature maps for an '
                              'image of %dx%d (got %s)' % (height, width, list(shapes)))
-        return tuple(shape[2:] for shape in shapes)
+        return tuple((shape[2], shape[3]) for shape in shapes)
 
-    def cache_info(self):
+    def cache_info(self) -> functools._CacheInfo:
         """Hits, misses, maxsize and current size of this process's cache (``functools``
         style).
 

@@ -10,13 +10,23 @@ API pages show.
 'NDArray'
 """
 import os
-from typing import TypeAlias
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeAlias
 
 import mxnet as mx
 
-__all__ = ['PathLike', 'NDArray']
+__all__ = ['PathLike', 'NDArray', 'BatchifyFn', 'LayoutKind', 'DeviceLayout', 'ChannelValues']
 
 #: A file or directory: a ``str`` or an ``os.PathLike`` of one (``pathlib.Path``).
 PathLike: TypeAlias = str | os.PathLike[str]
 #: An MXNet array: ``mx.nd.NDArray``, or ``mx.np.ndarray`` in MXNet's numpy mode.
 NDArray: TypeAlias = mx.nd.NDArray
+#: Per-channel numbers (a normalization's mean or std): one for all channels, or one each.
+ChannelValues: TypeAlias = float | Sequence[float]
+#: Makes a batch of a list of samples.
+BatchifyFn: TypeAlias = Callable[[list[Any]], Any]
+#: How one field of a batch splits across devices (:mod:`gluonbatch._core.device_layout`).
+LayoutKind: TypeAlias = Literal['rows', 'per_device', 'fields', 'whole']
+#: A batch's device layout: a kind, a tuple or dict of layouts (field by field), or None
+#: for a function that declares none.
+DeviceLayout: TypeAlias = LayoutKind | tuple[Any, ...] | dict[Any, Any] | None

@@ -9,8 +9,12 @@ Examples
 >>> Stack()([[1, 2], [3, 4]]).shape, Pad()([[1, 2], [3]]).asnumpy().tolist()
 ((2, 2), [[1, 2], [3, 0]])
 """
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
 import mxnet as mx
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .._core.alloc import allocate
 from .._core.assemble import pad_slices, stack_arrays
@@ -18,8 +22,12 @@ from .._core.checks import check_dtype, check_int
 from .._core.layout import check_axis_argument, check_pad_value, common_dtype, slice_bounds
 from .._core.samples import as_host_arrays
 from .._core.device_layout import PER_DEVICE, ROWS
+from .._core.typing import DeviceLayout, LayoutKind, NDArray
 
 __all__ = ['Stack', 'Pad', 'Append']
+
+#: What ``Pad`` makes of a batch: one NDArray, or one per device slice.
+Padded: TypeAlias = NDArray | list[NDArray]
 
 _FLOAT32 = np.dtype(np.float32)
 
@@ -56,14 +64,14 @@ class Stack:
     <class 'numpy.uint8'>
     """
 
-    def __init__(self, dtype=None):
+    def __init__(self, dtype: DTypeLike | None = None) -> None:
         self._dtype = _optional_dtype(dtype)
 
     #: Every row is one sample: split on the device slices' boundaries (see
     #: ``split_to_devices``).
-    device_layout = ROWS
+    device_layout: DeviceLayout = ROWS
 
-    def __call__(self, data):
+    def __call__(self, data: Sequence[Any]) -> NDArray:
         """Stack ``data``, a list of N samples of equal shape, into an (N, ...) NDArray."""
         arrays = as_host_arrays(data, deferred=True)
         dtype = self._dtype
@@ -131,8 +139,9 @@ class Pad:
     (1, 3, 64, 64)
     """
 
-    def __init__(self, axis=0, pad_val=0, num_shards=1, ret_length=False, dtype=None,
-                 round_to=None):
+    def __init__(self, axis: int | Sequence[int] = 0, pad_val: float = 0, num_shards: int = 1,
+                 ret_length: bool = False, dtype: DTypeLike | None = None,
+                 round_to: int | None = None) -> None:
         self._axis = check_axis_argument(axis)
         self._pad_val = pad_val
         self._num_shards = check_int(num_shards, 'num_shards', minimum=1)
@@ -142,22 +151,23 @@ class Pad:
         # Fail at construction for what can be known then.
         check_pad_value(pad_val, self._dtype or np.dtype(np.float64))
 
-    def __call__(self, data):
+    def __call__(self, data: Sequence[Any]) -> Padded | tuple[Padded, Padded]:
         """Pad and stack ``data``, a list of N samples, per device slice."""
         arrays = as_host_arrays(data, deferred=True)
         padded, lengths = self.pad_slices(arrays, slice_bounds(len(arrays), self._num_shards))
-        if self._num_shards == 1:
-            padded, lengths = padded[0], lengths[0] if lengths else None
-        return (padded, lengths) if self._ret_length else padded
+        if self._num_shards > 1:
+            return (padded, lengths) if self._ret_length else padded
+        return (padded[0], lengths[0]) if self._ret_length else padded[0]
 
     @property
-    def device_layout(self):
+    def device_layout(self) -> DeviceLayout:
         """``'per_device'`` with ``num_shards > 1``, else ``'rows'``; a pair with
         ``ret_length``."""
-        kind = PER_DEVICE if self._num_shards > 1 else ROWS
+        kind: LayoutKind = PER_DEVICE if self._num_shards > 1 else ROWS
         return (kind, kind) if self._ret_length else kind
 
-    def pad_slices(self, arrays, bounds):
+    def pad_slices(self, arrays: Sequence[np.ndarray], bounds: Sequence[tuple[int, int]]
+                   ) -> tuple[list[NDArray], list[NDArray]]:
         """Pad host arrays device slice by slice; the building block of composite
         batchifiers.
 
@@ -209,15 +219,15 @@ class Append:
     <NDArray 3 @cpu_shared(0)>]
     """
 
-    def __init__(self, expand=True, batch_axis=0):
+    def __init__(self, expand: bool = True, batch_axis: int = 0) -> None:
         self._expand = bool(expand)
         self._batch_axis = check_int(batch_axis, 'batch_axis')
 
     #: Every row is one sample: split on the device slices' boundaries (see
     #: ``split_to_devices``).
-    device_layout = ROWS
+    device_layout: DeviceLayout = ROWS
 
-    def __call__(self, data):
+    def __call__(self, data: Sequence[Any]) -> list[NDArray]:
         """Return a list with one NDArray per sample of ``data``."""
         arrays = as_host_arrays(data)
         layouts = []

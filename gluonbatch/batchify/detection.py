@@ -35,15 +35,20 @@ Examples
 ((2, 3, 32, 32), array([[3., 0.],
        [3., 0.]], dtype=float32))
 """
+from collections.abc import Sequence
+from typing import Any
+
+import mxnet as mx
 import numpy as np
 
 from .._core.alloc import allocate, to_shared
 from .._core.checks import check_batch, check_fields, check_int
 from .._core.process import SharedByToken
 from .._core.device_layout import ROWS
+from .._core.typing import ChannelValues, DeviceLayout, NDArray
 from ..targets.center_net import (center_net_targets, check_scale_factor,
                                 output_grid, target_shapes)
-from ..targets.labels import label_batch
+from ..targets.labels import Label, label_batch
 from ..targets.ssd import SSDTargets
 from ..targets.yolo import YOLO3Layout
 from .arrays import Stack
@@ -60,12 +65,12 @@ class _TargetBatchify:
     #: How many outputs the batch has; each is one row per sample.
     NUM_OUTPUTS = 0
 
-    def __init__(self, normalize, mean, std):
+    def __init__(self, normalize: bool, mean: ChannelValues, std: ChannelValues) -> None:
         self._normalize = bool(normalize)
         self._images = NormalizedStack(mean, std) if normalize else Stack()
 
     @property
-    def device_layout(self):
+    def device_layout(self) -> DeviceLayout:
         """Every output has one row per sample: split on the device slices' boundaries."""
         return (ROWS,) * self.NUM_OUTPUTS
 
@@ -146,18 +151,20 @@ class SSDTrainBatchify(SharedByToken, _TargetBatchify):
 
     #: The anchors and what is computed from them stay in the process (see Notes).
     BY_TOKEN = {'_generator': 'its anchors'}
+    _generator: SSDTargets  # set by _share_by_token
 
-    def __init__(self, anchors, iou_thresh=0.5, box_norm=(0.1, 0.1, 0.2, 0.2),
-                 normalize=False, mean=IMAGENET_MEAN, std=IMAGENET_STD):
+    def __init__(self, anchors: np.ndarray | NDArray, iou_thresh: float = 0.5,
+                 box_norm: Sequence[float] = (0.1, 0.1, 0.2, 0.2), normalize: bool = False,
+                 mean: ChannelValues = IMAGENET_MEAN, std: ChannelValues = IMAGENET_STD) -> None:
         _TargetBatchify.__init__(self, normalize, mean, std)
         self._share_by_token(_generator=SSDTargets(anchors, iou_thresh, box_norm))
 
-    def __call__(self, data):
+    def __call__(self, data: Sequence[tuple[Any, Label]]) -> tuple[NDArray, ...]:
         """Batchify ``data``, a list of ``(image, label)`` samples."""
         images, labels = self._split(data)
         return (images,) + self.targets(labels)
 
-    def targets(self, labels):
+    def targets(self, labels: Sequence[Label]) -> tuple[NDArray, ...]:
         """``(cls_targets, box_targets)`` of a list of ``(M_i, 5+)`` labels, in shared
         memory."""
         batch = label_batch(labels)
@@ -199,19 +206,19 @@ class YOLO3TrainBatchify(_TargetBatchify):
 
     NUM_OUTPUTS = 7
 
-    def __init__(self, net, mixup=False, normalize=False, mean=IMAGENET_MEAN,
-                 std=IMAGENET_STD):
+    def __init__(self, net: mx.gluon.Block, mixup: bool = False, normalize: bool = False,
+                 mean: ChannelValues = IMAGENET_MEAN, std: ChannelValues = IMAGENET_STD) -> None:
         super().__init__(normalize, mean, std)
         self._layout = YOLO3Layout(net)
         self._mixup = bool(mixup)
 
-    def __call__(self, data):
+    def __call__(self, data: Sequence[tuple[Any, Label]]) -> tuple[NDArray, ...]:
         """Batchify ``data``, a list of ``(image, label)`` samples of one image size."""
         images, labels = self._split(data)
         height, width = images.shape[2:]
         return (images,) + self.targets(labels, width, height)
 
-    def targets(self, labels, width, height):
+    def targets(self, labels: Sequence[Label], width: int, height: int) -> tuple[NDArray, ...]:
         """The five targets and ``gt_bboxes`` of a list of ``(M_i, 5+)`` labels for
         ``width`` x ``height`` images, in shared memory."""
         generator = self._layout.targets(width, height, self._mixup)
@@ -251,19 +258,20 @@ class CenterNetTrainBatchify(_TargetBatchify):
 
     NUM_OUTPUTS = 6
 
-    def __init__(self, num_class, scale_factor=4, normalize=False, mean=IMAGENET_MEAN,
-                 std=IMAGENET_STD):
+    def __init__(self, num_class: int, scale_factor: float = 4, normalize: bool = False,
+                 mean: ChannelValues = IMAGENET_MEAN, std: ChannelValues = IMAGENET_STD) -> None:
         super().__init__(normalize, mean, std)
         self._num_class = check_int(num_class, 'num_class', minimum=1)
         self._scale_factor = check_scale_factor(scale_factor)
 
-    def __call__(self, data):
+    def __call__(self, data: Sequence[tuple[Any, np.ndarray]]) -> tuple[NDArray, ...]:
         """Batchify ``data``, a list of ``(image, boxes)`` samples."""
         images, boxes = self._split(data)
         height, width = images.shape[2:]
         return (images,) + self.targets(boxes, width, height)
 
-    def targets(self, boxes, width, height):
+    def targets(self, boxes: Sequence[np.ndarray], width: int, height: int
+                ) -> tuple[NDArray, ...]:
         """The five target maps of a list of ``(M_i, 5+)`` boxes for ``width`` x
         ``height`` images, in shared memory."""
         shapes = target_shapes(len(boxes), self._num_class,

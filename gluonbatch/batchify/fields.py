@@ -9,12 +9,14 @@ Examples
 >>> batch['x'].shape, batch['name']
 ((2, 1), ['a', 'b'])
 """
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .._core.assemble import apply_to_field
 from .._core.checks import (BatchifyUsageError, check_batch, check_callable, check_choice,
                             check_fields, describe, described)
 from .._core.device_layout import ROWS, layout_of
+from .._core.typing import BatchifyFn, DeviceLayout
 from .._core.wording import plural
 
 __all__ = ['Tuple', 'List', 'Dict', 'NamedTuple']
@@ -36,7 +38,7 @@ class Tuple:
     array([0., 1.], dtype=float32)
     """
 
-    def __init__(self, fn, *args):
+    def __init__(self, fn: BatchifyFn | Sequence[BatchifyFn], *args: BatchifyFn) -> None:
         if isinstance(fn, (list, tuple)):
             if args:
                 raise BatchifyUsageError('Tuple takes Tuple(A, B, C), Tuple([A, B, C]) or '
@@ -51,7 +53,7 @@ class Tuple:
             check_callable(ele_fn, str(index))
         self._fn = fns
 
-    def __call__(self, data):
+    def __call__(self, data: Sequence[Sequence[Any]]) -> tuple[Any, ...]:
         """Return a tuple: field i of every sample batchified by the i-th function."""
         check_batch(data)
         check_fields(data, len(self._fn), 'Tuple')
@@ -59,7 +61,7 @@ class Tuple:
                      for i, fn in enumerate(self._fn))
 
     @property
-    def device_layout(self):
+    def device_layout(self) -> DeviceLayout:
         """The device layout of each field's function, as a tuple."""
         return tuple(layout_of(fn) for fn in self._fn)
 
@@ -82,9 +84,9 @@ class List:
 
     #: One item per sample: split on the device slices' boundaries (see
     #: ``split_to_devices``).
-    device_layout = ROWS
+    device_layout: DeviceLayout = ROWS
 
-    def __call__(self, data):
+    def __call__(self, data: Sequence[Any]) -> list[Any]:
         """Return ``list(data)``."""
         check_batch(data)
         return list(data)
@@ -122,7 +124,7 @@ class Dict:
     sample 0 has keys ['id', 'image']; expected ['image'] (missing [], extra ['id'])
     """
 
-    def __init__(self, fn_dict, strict=False):
+    def __init__(self, fn_dict: Mapping[Any, BatchifyFn], strict: bool = False) -> None:
         if not isinstance(fn_dict, Mapping):
             raise BatchifyUsageError('Dict takes a dict of batchify functions, got %s'
                                      % describe(fn_dict))
@@ -131,7 +133,7 @@ class Dict:
         self._fn_dict = dict(fn_dict)
         self._strict = check_choice(strict, 'strict', (True, False))
 
-    def __call__(self, data):
+    def __call__(self, data: Sequence[Mapping[Any, Any]]) -> dict[Any, Any]:
         """Return a dict: for each key, that key of every sample batchified by its function."""
         check_batch(data)
         keys = set(self._fn_dict)
@@ -154,7 +156,7 @@ class Dict:
                 for key, fn in self._fn_dict.items()}
 
     @property
-    def device_layout(self):
+    def device_layout(self) -> DeviceLayout:
         """The device layout of each key's function, as a dict."""
         return {key: layout_of(fn) for key, fn in self._fn_dict.items()}
 
@@ -182,7 +184,8 @@ class NamedTuple:
     ('Sample', [[3, 0], [4, 5]])
     """
 
-    def __init__(self, container, fn_info):
+    def __init__(self, container: type[tuple[Any, ...]],
+                 fn_info: Sequence[BatchifyFn] | Mapping[str, BatchifyFn]) -> None:
         fields = getattr(container, '_fields', None)
         if not (isinstance(container, type) and issubclass(container, tuple) and fields):
             raise BatchifyUsageError('NamedTuple needs a namedtuple type, got %r' % (container,))
@@ -205,21 +208,22 @@ class NamedTuple:
         for name, fn in zip(fields, fns):
             check_callable(fn, name)
         self._container = container
+        self._fields: tuple[str, ...] = tuple(fields)
         self._fns = fns
 
-    def __call__(self, data):
+    def __call__(self, data: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
         """Return a ``container`` whose fields are the batchified fields of ``data``."""
         check_batch(data)
         for index, sample in enumerate(data):
             if not isinstance(sample, self._container):
                 raise BatchifyUsageError('sample %d is %s; expected %s'
                                          % (index, described(sample), self._container.__name__))
-        fields = self._container._fields
+        fields = self._fields
         return self._container(*(apply_to_field(fn, [sample[i] for sample in data], fields[i])
                                  for i, fn in enumerate(self._fns)))
 
     @property
-    def device_layout(self):
+    def device_layout(self) -> DeviceLayout:
         """The device layout of each field's function, as a tuple in field order."""
         return tuple(layout_of(fn) for fn in self._fns)
 

@@ -1,5 +1,8 @@
 """gluoncv's two batchify functions for special layouts: ``ms_batchify_fn`` (several
 image sizes) and ``dict_batchify_fn`` (dicts of NDArrays)."""
+from collections.abc import Sequence
+from typing import Any
+
 import mxnet as mx
 
 from .._core.checks import check_batch, check_fields, described
@@ -9,7 +12,7 @@ from .fields import Dict
 __all__ = ['ms_batchify_fn', 'dict_batchify_fn']
 
 
-def ms_batchify_fn(data):
+def ms_batchify_fn(data: Sequence[Any]) -> list[Any]:
     """Multi-size batchify: NDArrays and strings as lists (not stacks), tuples per field.
 
     For evaluation at several image sizes (gluoncv's segmentation ``ms_batchify_fn``).
@@ -34,7 +37,7 @@ def ms_batchify_fn(data):
                     '%s' % described(first))
 
 
-def dict_batchify_fn(data):
+def dict_batchify_fn(data: Sequence[Any]) -> Any:
     """Stack NDArrays, recursing into dicts: a dict of stacked batches (dtype kept).
 
     >>> import mxnet as mx

@@ -18,6 +18,9 @@ Examples
 >>> images.shape, images.dtype, float(images.asnumpy().max())
 ((4, 3, 2, 3), <class 'numpy.float32'>, 1.0)
 """
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from .._core import scratch
@@ -28,6 +31,7 @@ from .._core.inputs import channel_values
 from .._core.layout import check_same_shape
 from .._core.samples import as_host_array
 from .._core.device_layout import ROWS
+from .._core.typing import ChannelValues, DeviceLayout, NDArray
 
 __all__ = ['NormalizedStack', 'IMAGENET_MEAN', 'IMAGENET_STD']
 
@@ -72,14 +76,15 @@ class NormalizedStack:
 
     #: Every row is one sample: split on the device slices' boundaries (see
     #: ``split_to_devices``).
-    device_layout = ROWS
+    device_layout: DeviceLayout = ROWS
 
-    def __init__(self, mean=IMAGENET_MEAN, std=IMAGENET_STD):
+    def __init__(self, mean: ChannelValues = IMAGENET_MEAN,
+                 std: ChannelValues = IMAGENET_STD) -> None:
         # float32 constants, as MXNet's normalize casts its float parameters
         self._mean = np.array(channel_values(mean, 'mean'), np.float32)
         self._std = np.array(channel_values(std, 'std', nonzero=True), np.float32)
 
-    def __call__(self, data):
+    def __call__(self, data: Sequence[Any]) -> NDArray:
         """Normalize and stack ``data``, a list of ``(H, W, 3)`` uint8 or float32 images."""
         check_batch(data)
         images = [self._checked(image, index) for index, image in enumerate(data)]

@@ -6,6 +6,9 @@ feature-map sizes of the padded image. Those sizes come from the network's symbo
 (``net.features``), inferred once per distinct padded image size and cached, and the
 padded targets are written straight into their shared-memory outputs.
 """
+from collections.abc import Sequence
+from typing import Any
+
 import mxnet as mx
 import numpy as np
 
@@ -17,6 +20,7 @@ from .._core.layout import slice_bounds
 from .._core.samples import as_host_array, as_host_arrays
 from .._core.device_layout import PER_DEVICE, ROWS
 from .._core.wording import plural
+from .._core.typing import LayoutKind
 from .._core.write import write_slots
 
 __all__ = ['FeatureShapes', 'FasterRCNNTrainBatchify', 'MaskRCNNTrainBatchify']
@@ -103,11 +107,11 @@ class FasterRCNNTrainBatchify:
 
     NUM_ELEMENTS = 5
 
-    def __init__(self, net, num_shards=1):
+    def __init__(self, net: mx.gluon.Block, num_shards: int = 1) -> None:
         self._num_shards = check_int(num_shards, 'num_shards', minimum=1)
         self.feature_shapes = FeatureShapes(net)
 
-    def __call__(self, data):
+    def __call__(self, data: Sequence[Sequence[Any]]) -> tuple[Any, ...]:
         """Batchify ``data``, a list of 5-element samples."""
         check_batch(data)
         check_fields(data, self.NUM_ELEMENTS, type(self).__name__, 'element')
@@ -135,11 +139,12 @@ class FasterRCNNTrainBatchify:
         return slices[0] if self._num_shards == 1 else slices
 
     @property
-    def device_layout(self):
+    def device_layout(self) -> tuple[LayoutKind, ...]:
         """Images and boxes: ``'per_device'`` with ``num_shards > 1``, else ``'rows'``; the
         targets are always one array per device slice."""
-        padded = PER_DEVICE if self._num_shards > 1 else ROWS
-        return (padded, padded) + (PER_DEVICE,) * len(_FIELDS)
+        padded: LayoutKind = PER_DEVICE if self._num_shards > 1 else ROWS
+        target: tuple[LayoutKind] = (PER_DEVICE,)
+        return (padded, padded) + target * len(_FIELDS)
 
     def _pad_targets(self, field, data, start, stop, position, levels, image_size):
         """One device slice's targets of one field, padded per level into one shared array."""
@@ -199,7 +204,7 @@ class MaskRCNNTrainBatchify(FasterRCNNTrainBatchify):
 
     NUM_ELEMENTS = 6
 
-    def __call__(self, data):
+    def __call__(self, data: Sequence[Sequence[Any]]) -> tuple[Any, ...]:
         """Batchify ``data``, a list of 6-element samples."""
         check_batch(data)
         check_fields(data, self.NUM_ELEMENTS, type(self).__name__, 'element')
@@ -211,7 +216,7 @@ class MaskRCNNTrainBatchify(FasterRCNNTrainBatchify):
         return images, boxes, self._one_or_all(masks), cls, box, mask
 
     @property
-    def device_layout(self):
+    def device_layout(self) -> tuple[LayoutKind, ...]:
         """As Faster R-CNN's, with the masks laid out like the images."""
         layout = super().device_layout
         return layout[:2] + layout[:1] + layout[2:]

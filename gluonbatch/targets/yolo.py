@@ -375,7 +375,7 @@ class YOLO3Layout(SharedByToken):
             shapes = self._shapes(height, width)
             layers = len(self.anchors)
             cell_counts = [int(np.prod(shape)) // 2 for shape in shapes[:layers]]
-            grids = [shape[2:4] for shape in shapes[layers:]]
+            grids = [(shape[2], shape[3]) for shape in shapes[layers:]]
             found = YOLO3Targets.from_layout(self.anchors, cell_counts, grids, key[0], key[1],
                                              self.num_class, key[2])
             if len(self._by_size) >= self.MAX_SIZES:
