@@ -36,14 +36,7 @@ ANNOTATED = (
     'gluonbatch.cli',
     'gluonbatch.collate',
     'gluonbatch.memory',
-    # the dataloader package but for resume and batchify_fns (and __init__, which
-    # re-exports batchify_fns' functions)
-    'gluonbatch.dataloader.channel',
-    'gluonbatch.dataloader.loader',
-    'gluonbatch.dataloader.loaders',
-    'gluonbatch.dataloader.pool',
-    'gluonbatch.dataloader.thread_pool',
-    'gluonbatch.dataloader.worker',
+    'gluonbatch.dataloader',
 )
 
 #: Dunders a caller uses (through syntax or a protocol): checked like public methods.

@@ -12,6 +12,9 @@ Examples
 >>> images.shape, labels.shape, labels.asnumpy()[0, 1, 0]
 ((2, 3, 2, 2), (2, 3, 5), -1.0)
 """
+from collections.abc import Sequence
+from typing import Any
+
 import mxnet as mx
 import numpy as np
 
@@ -21,6 +24,7 @@ from .._core.checks import check_batch, check_fields
 from .._core.layout import common_dtype
 from .._core.samples import as_host_arrays
 from .._core.device_layout import FIELDS
+from .._core.typing import NDArray
 from .._core.write import write_slots
 from ..batchify import Pad
 
@@ -40,7 +44,7 @@ def _stack_keeping_dtype(data):
     return stack_arrays(arrays, common_dtype(arrays))
 
 
-def default_batchify_fn(data):
+def default_batchify_fn(data: Sequence[Any]) -> NDArray | list[Any]:
     """Stack samples (dtype kept); tuple samples give a list with one batch per field.
 
     >>> default_batchify_fn([(1, [0.5, 1.0]), (2, [1.5, 2.0])])[0].asnumpy()
@@ -62,7 +66,7 @@ default_mp_batchify_fn = default_batchify_fn
 _LABEL_PAD = Pad(pad_val=-1)
 
 
-def default_pad_batchify_fn(data):
+def default_pad_batchify_fn(data: Sequence[Any]) -> NDArray | list[Any]:
     """Stack NDArrays; pad other arrays (labels) on axis 0 with -1; tuples per field.
 
     Padded labels are at least one row long, as in gluoncv, so a batch without objects
@@ -95,7 +99,7 @@ setattr(default_pad_batchify_fn, 'device_layout', FIELDS)
 default_mp_pad_batchify_fn = default_pad_batchify_fn
 
 
-def tsn_mp_batchify_fn(data):
+def tsn_mp_batchify_fn(data: Sequence[Any]) -> NDArray | list[Any]:
     """Concatenate NDArrays that already carry a batch axis (temporal segment networks).
 
     NDArray samples are concatenated on axis 0; other samples are stacked (dtype kept);

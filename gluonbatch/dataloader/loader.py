@@ -16,6 +16,7 @@ from mxnet.util import is_np_array, is_np_shape
 
 from .._core.checks import check_int, describe
 from .._core.tree import map_arrays
+from .._core.typing import BatchifyFn
 from ..samplers import KeyBatch, SeededBatchSampler
 from .batchify_fns import default_batchify_fn
 from .pool import Task, WorkerPool
@@ -28,8 +29,6 @@ __all__ = ['DataLoader', 'MAX_RESTARTS']
 
 #: MXNet's choices for a last batch smaller than ``batch_size``.
 LastBatch: TypeAlias = Literal['keep', 'discard', 'rollover']
-#: Makes a batch of a list of samples.
-BatchifyFn: TypeAlias = Callable[[list[Any]], Any]
 
 #: The default ``max_restarts``: room for the rare out-of-memory kill in a long run, while a
 #: worker that dies every time it starts ends the run within seconds.
