@@ -27,6 +27,9 @@ Examples
 ...     batchify(samples), [mx.cpu(0), mx.cpu(1)], layout=batchify)]
 [((3, 3, 4), cpu(0), [0.0, 1.0, 2.0]), ((2, 3, 6), cpu(1), [3.0, 4.0])]
 """
+from collections.abc import Callable, Iterable, Iterator, Sized
+from typing import Any, TypeAlias
+
 import mxnet as mx
 import numpy as np
 
@@ -34,9 +37,15 @@ from ._core.checks import check_int
 from ._core.layout import split_bounds
 from ._core.device_layout import FIELDS, Leaf, layout_of, leaves, parse_batch, resolve_layout
 from ._core.tree import map_arrays
+from ._core.typing import DeviceLayout
 from ._core.wording import plural
 
 __all__ = ['split_to_devices', 'DeviceLoader']
+
+#: The devices of a batch: one ``mx.Context``, or one per device slice.
+Contexts: TypeAlias = mx.Context | Iterable[mx.Context]
+#: How a batch splits: a device layout, or the batchify function that declares it.
+LayoutOrFn: TypeAlias = DeviceLayout | Callable[..., Any]
 
 
 # --------------------------------------------------------------------------- devices
@@ -119,7 +128,7 @@ def _build(tree, device, bounds, ctx):
     return kind(built)
 
 
-def _check_contexts(ctx_list):
+def _check_contexts(ctx_list: Contexts) -> list[mx.Context]:
     if isinstance(ctx_list, mx.Context):
         ctx_list = [ctx_list]
     try:
@@ -134,7 +143,8 @@ def _check_contexts(ctx_list):
     return ctx_list
 
 
-def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
+def split_to_devices(batch: Any, ctx_list: Contexts, num_shards: int | None = None, *,
+                     layout: LayoutOrFn = None) -> list[Any]:
     """Copy each device's slice of a batch onto it: one item per device, ready to zip over.
 
     ``layout`` says how every field splits; pass the batchify function that made the batch
@@ -225,19 +235,19 @@ def split_to_devices(batch, ctx_list, num_shards=None, *, layout=None):
     >>> [(x.context, names) for x, names in split_to_devices(batch, ctx, layout=batchify)]
     [(cpu(0), ['a']), (cpu(1), ['b'])]
     """
-    ctx_list = _check_contexts(ctx_list)
+    devices = _check_contexts(ctx_list)
     num_shards = check_int(num_shards, 'num_shards', minimum=1, allow_none=True)
     tree = parse_batch(batch, resolve_layout(layout), 'the batch')
-    bounds = _bounds(list(leaves(tree)), num_shards, len(ctx_list))
-    if len(bounds) > len(ctx_list):
+    bounds = _bounds(list(leaves(tree)), num_shards, len(devices))
+    if len(bounds) > len(devices):
         raise ValueError('the batch has %s but only %s %s given; make it with '
                          'num_shards=%d (or fewer) or give %d contexts'
                          % (plural(len(bounds), 'device slice'),
-                            plural(len(ctx_list), 'device'),
-                            'was' if len(ctx_list) == 1 else 'were', len(ctx_list),
+                            plural(len(devices), 'device'),
+                            'was' if len(devices) == 1 else 'were', len(devices),
                             len(bounds)))
     return [_build(tree, device, slice_bounds, ctx)
-            for device, (slice_bounds, ctx) in enumerate(zip(bounds, ctx_list))]
+            for device, (slice_bounds, ctx) in enumerate(zip(bounds, devices))]
 
 
 # MXNet's DataLoader batchifies with these unless given a function: one array per field.
@@ -293,7 +303,8 @@ class DeviceLoader:
     [([0.0, 1.0, 2.0], 'cpu(0)'), ([3.0, 4.0, 5.0], 'cpu(1)')]
     """
 
-    def __init__(self, loader, ctx_list, num_shards=None, *, layout=None):
+    def __init__(self, loader: Iterable[Any], ctx_list: Contexts, num_shards: int | None = None,
+                 *, layout: LayoutOrFn = None) -> None:
         self.loader = loader
         self.ctx_list = _check_contexts(ctx_list)
         self.num_shards = check_int(num_shards, 'num_shards', minimum=1, allow_none=True)
@@ -302,7 +313,7 @@ class DeviceLoader:
             layout = FIELDS if batchify_fn in _MXNET_DEFAULTS else layout_of(batchify_fn)
         self.layout = resolve_layout(layout)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[list[Any]]:
         for batch in self.loader:
             yield split_to_devices(batch, self.ctx_list, self.num_shards, layout=self.layout)
 
@@ -315,7 +326,7 @@ class DeviceLoader:
                             'epochs' % (method, type(self.loader).__name__, method))
         return found
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         """The wrapped loader's ``state_dict()``: where the run is (the devices do not
         change it, so a run may resume on another number of them).
 
@@ -344,16 +355,19 @@ class DeviceLoader:
         """
         return self._passed_on('state_dict')()
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         """The wrapped loader's ``load_state_dict(state)``: the next pass continues where
         ``state`` says."""
         self._passed_on('load_state_dict')(state)
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """The wrapped loader's ``set_epoch(epoch)``: the next pass is epoch ``epoch``."""
         self._passed_on('set_epoch')(epoch)
 
-    def __len__(self):
+    def __len__(self) -> int:
+        if not isinstance(self.loader, Sized):
+            raise TypeError('DeviceLoader has a length when its loader has one, and %s has '
+                            'none' % (type(self.loader).__name__,))
         return len(self.loader)
 
     def __repr__(self):

@@ -37,6 +37,9 @@ ANNOTATED = (
     'gluonbatch.collate',
     'gluonbatch.memory',
     'gluonbatch.dataloader',
+    'gluonbatch.devices',
+    'gluonbatch.seeded',
+    'gluonbatch.samplers',
 )
 
 #: Dunders a caller uses (through syntax or a protocol): checked like public methods.

@@ -1,5 +1,8 @@
 """A dataset read under seeded generators: MXNet's own DataLoader, made reproducible."""
+from typing import Any
+
 import mxnet as mx
+import numpy as np
 
 from .keys import SampleKey, owned_generators, read_seeded
 
@@ -38,14 +41,14 @@ class SeededDataset(mx.gluon.data.Dataset):
     True
     """
 
-    def __init__(self, dataset):
+    def __init__(self, dataset: Any) -> None:
         self._dataset = dataset
-        self._owned = None
+        self._owned: list[np.random.RandomState] | None = None  # found at the first read
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._dataset)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: SampleKey | int) -> Any:
         if not isinstance(key, SampleKey):
             return self._dataset[key]
         if self._owned is None:

@@ -44,7 +44,8 @@ import random
 import threading
 import types
 import warnings
-from typing import List
+from collections.abc import Iterable
+from typing import Any, Self
 
 import mxnet as mx
 import numpy as np
@@ -101,16 +102,18 @@ class BatchStart(SampleKey):
     (True, 4)
     """
 
-    def __new__(cls, seed, epoch, position, index, size):
+    size: int  # the keys of the batch; set by __new__
+
+    def __new__(cls, seed: int, epoch: int, position: int, index: Any, size: int) -> Self:
         key = super().__new__(cls, seed, epoch, position, index)
         key.size = size
         return key
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type['BatchStart'], tuple[Any, ...]]:
         return BatchStart, (*self, self.size)
 
 
-def check_seed(seed, name='seed'):
+def check_seed(seed: int, name: str = 'seed') -> int:
     """``seed`` as an int in ``[0, 2**64)``: TypeError if not an integer, else ValueError.
 
     >>> check_seed(2 ** 64)
@@ -124,7 +127,7 @@ def check_seed(seed, name='seed'):
     return seed
 
 
-def check_epoch(epoch, name='epoch'):
+def check_epoch(epoch: int, name: str = 'epoch') -> int:
     """``epoch`` as an int in ``[0, 2**63)``: TypeError if not an integer, else ValueError.
 
     >>> check_epoch(10 ** 30, "state['epoch']")
@@ -150,7 +153,7 @@ def _generator(tag, counters):
     return np.random.Generator(np.random.Philox(key=key))
 
 
-def epoch_order(seed, epoch, length):
+def epoch_order(seed: int, epoch: int, length: int) -> np.ndarray:
     """The permutation of ``range(length)`` for ``epoch`` (an int64 array), drawn by a
     Philox generator keyed from ``(seed, epoch)``.
 
@@ -160,13 +163,13 @@ def epoch_order(seed, epoch, length):
     return _generator(_ORDER, (seed, epoch)).permutation(length).astype(np.int64)
 
 
-def bucket_generator(seed, epoch, bucket):
+def bucket_generator(seed: int, epoch: int, bucket: int) -> np.random.Generator:
     """The generator of the draws that arrange bucket ``bucket`` of ``epoch`` (its sort
     direction, its batches' order)."""
     return _generator(_BUCKET, (seed, epoch, bucket))
 
 
-def window_generator(seed, epoch):
+def window_generator(seed: int, epoch: int) -> np.random.Generator:
     """The generator of the draws that arrange ``epoch`` over shards, window by window
     (:class:`~gluonbatch.samplers.ShardWindowSampler`): the shards' order, then the
     samples' order in each window.
@@ -177,7 +180,8 @@ def window_generator(seed, epoch):
     return _generator(_WINDOW, (seed, epoch))
 
 
-def seed_sample(seed, epoch, position, owned=(), mxnet=True):
+def seed_sample(seed: int, epoch: int, position: int,
+                owned: Iterable[np.random.RandomState] = (), mxnet: bool = True) -> None:
     """Set Python's :mod:`random`, numpy's global generator, every ``RandomState`` in
     ``owned`` and, with ``mxnet``, MXNet's generator from ``(seed, epoch, position)``: each
     its own part of one key (the ``owned`` ones keys of their own)."""
@@ -191,14 +195,14 @@ def seed_sample(seed, epoch, position, owned=(), mxnet=True):
                                  np.uint32))
 
 
-def seed_batch(seed, epoch, position):
+def seed_batch(seed: int, epoch: int, position: int) -> None:
     """Set MXNet's generator for the batch whose first sample is ``(seed, epoch,
     position)``: once per batch, its samples then draw from it in turn."""
     digest = _digest(_BATCH, (seed, epoch, position), 4)
     mx.random.seed(int.from_bytes(digest, 'little') >> 1)  # MXNet takes an int32
 
 
-def batch_choice(seed, epoch, number, choices):
+def batch_choice(seed: int, epoch: int, number: int, choices: int) -> int:
     """An int in ``range(choices)`` for batch ``number`` of ``epoch``.
 
     >>> batch_choice(3, 0, 10, 5) == batch_choice(3, 0, 10, 5)
@@ -207,7 +211,7 @@ def batch_choice(seed, epoch, number, choices):
     return int.from_bytes(_digest(_CHOICE, (seed, epoch, number), 8), 'little') % choices
 
 
-def owned_generators(*roots: object) -> List[np.random.RandomState]:
+def owned_generators(*roots: object) -> list[np.random.RandomState]:
     """The ``numpy.random.RandomState`` objects ``roots`` hold (numpy's global one aside):
     found in their attributes, the attributes of those, ``functools.partial`` arguments,
     the objects of bound methods, the variables closures hold and small lists, tuples and
@@ -326,7 +330,8 @@ def _closed_over(function):
     return values
 
 
-def read_seeded(dataset, key, owned=()):
+def read_seeded(dataset: Any, key: SampleKey,
+                owned: Iterable[np.random.RandomState] = ()) -> Any:
     """``dataset[key.index]``, read with the generators seeded from ``key`` (and the
     ``owned`` ones), holding this process's seeding lock.
 
