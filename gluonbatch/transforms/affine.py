@@ -24,15 +24,18 @@ Examples
 >>> warp_boxes(np.array([[10., 20., 90., 60., 3.]]), m, (25, 20))
 array([[ 2.5,  7.5, 19. , 17.5,  3. ]])
 """
+from collections.abc import Sequence
+
 import cv2
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .pixels import written
 
 __all__ = ['get_border', 'get_affine_transform', 'warp_image', 'warp_boxes']
 
 
-def get_border(border, size):
+def get_border(border: int, size: int) -> int:
     """The margin CenterNet's train preset keeps between the drawn centre and the image
     edges: ``border`` halved (rounding down) until it is less than half of ``size``.
 
@@ -53,7 +56,8 @@ def _quarter_turn(fixed, moving):
     return moving + np.array([-step[1], step[0]], dtype=np.float32)
 
 
-def get_affine_transform(center, side, size, inverse=False):
+def get_affine_transform(center: ArrayLike, side: float, size: Sequence[int],
+                         inverse: bool = False) -> np.ndarray:
     """The 2x3 float64 map of the square of ``side`` centred at ``center`` onto an image of
     ``size = (width, height)`` (the square's width fills the width), or its inverse.
 
@@ -95,7 +99,8 @@ def get_affine_transform(center, side, size, inverse=False):
     return cv2.getAffineTransform(source, target)
 
 
-def warp_image(pixels, matrix, size, out=None):
+def warp_image(pixels: np.ndarray, matrix: np.ndarray, size: Sequence[int],
+               out: np.ndarray | None = None) -> np.ndarray:
     """``pixels`` (HWC uint8 or float32) warped by ``matrix`` onto a ``size = (width,
     height)`` image: gluoncv's ``cv2.warpAffine(img, trans_input, size,
     flags=cv2.INTER_LINEAR)``, so the same bilinear sampling (fixed-point on uint8) and a
@@ -113,7 +118,7 @@ def warp_image(pixels, matrix, size, out=None):
     return written(out, cv2.warpAffine(pixels, matrix, dsize, dst=out, flags=cv2.INTER_LINEAR))
 
 
-def warp_boxes(label, matrix, size):
+def warp_boxes(label: np.ndarray, matrix: ArrayLike, size: Sequence[int]) -> np.ndarray:
     """A copy of ``label`` (``(N, 4+)``, dtype kept) with its corners moved by ``matrix``
     and clipped as gluoncv clips them: columns 0, 1 to ``[0, size[0] - 1]`` and columns
     2, 3 to ``[0, size[1] - 1]`` (``size = (width, height)``; the swap is gluoncv's).

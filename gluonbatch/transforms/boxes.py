@@ -21,7 +21,7 @@ import numpy as np
 __all__ = ['translate', 'crop', 'resize', 'flip']
 
 
-def translate(label, x_offset=0, y_offset=0):
+def translate(label: np.ndarray, x_offset: float = 0, y_offset: float = 0) -> np.ndarray:
     """Shift boxes by ``(x_offset, y_offset)``.
 
     >>> translate(np.array([[1, 2, 3, 4, 0]]), 10, 20)
@@ -61,7 +61,7 @@ def crop(label: np.ndarray, crop_box: Sequence[float],
     return out[keep]
 
 
-def resize(label, in_size, out_size):
+def resize(label: np.ndarray, in_size: Sequence[float], out_size: Sequence[float]) -> np.ndarray:
     """Scale boxes from an image of ``in_size = (w, h)`` to one of ``out_size``; float64.
 
     >>> resize(np.array([[2, 2, 4, 4, 7]], 'float32'), (4, 4), (8, 2)).dtype
@@ -77,7 +77,8 @@ def resize(label, in_size, out_size):
     return out
 
 
-def flip(label, size, flip_x=False, flip_y=False):
+def flip(label: np.ndarray, size: Sequence[float], flip_x: bool = False,
+         flip_y: bool = False) -> np.ndarray:
     """Mirror boxes in an image of ``size = (w, h)``, horizontally and/or vertically.
 
     >>> flip(np.array([[1., 2., 3., 5., 0.]]), (10, 10), flip_y=True)

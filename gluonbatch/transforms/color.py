@@ -18,6 +18,9 @@ array([-2.,  0.,  2.])
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+from .draws import ColorDistort
 
 __all__ = ['GRAY', 'identity', 'brightness', 'contrast', 'saturation', 'hue', 'compose',
            'invert', 'apply', 'normalize', 'distort']
@@ -35,7 +38,7 @@ _ITYIQ = np.array([[1.0, 0.956, 0.621],
                    [1.0, -1.107, 1.705]])
 
 
-def identity():
+def identity() -> np.ndarray:
     """The map that leaves pixels as they are.
 
     >>> identity()
@@ -46,26 +49,26 @@ def identity():
     return np.eye(3, 4)
 
 
-def brightness(delta):
+def brightness(delta: float) -> np.ndarray:
     """``x + delta`` on every channel (gluoncv's ``src += delta``)."""
     m = identity()
     m[:, 3] = delta
     return m
 
 
-def contrast(alpha):
+def contrast(alpha: float) -> np.ndarray:
     """``x * alpha`` (gluoncv's contrast step: a plain scaling, not a blend with the mean)."""
     return np.eye(3, 4) * alpha
 
 
-def saturation(alpha):
+def saturation(alpha: float) -> np.ndarray:
     """``alpha * x + (1 - alpha) * gray(x)`` with ``gray`` the :data:`GRAY` weighted sum."""
     m = identity() * alpha
     m[:, :3] += (1.0 - alpha) * np.array(GRAY)[np.newaxis, :]
     return m
 
 
-def hue(angle):
+def hue(angle: float) -> np.ndarray:
     """gluoncv's hue rotation by ``angle``; gluoncv takes ``cos(angle * pi)`` and
     ``sin(angle * pi)`` of an angle drawn in ``[-18, 18]``, and so does this.
 
@@ -82,7 +85,7 @@ def hue(angle):
     return m
 
 
-def compose(*matrices):
+def compose(*matrices: ArrayLike) -> np.ndarray:
     """One matrix doing ``matrices[0]`` first, then ``matrices[1]``, and so on.
 
     >>> compose(contrast(2.0), brightness(1.0))[:, 3]    # x * 2 + 1
@@ -96,7 +99,7 @@ def compose(*matrices):
     return out
 
 
-def invert(m):
+def invert(m: ArrayLike) -> np.ndarray:
     """The inverse map of an invertible 3x4 ``m`` (else ``ValueError``).
 
     The 3x3 inverse is the adjugate over the determinant, not LAPACK's: a LAPACK call
@@ -124,14 +127,14 @@ def invert(m):
     return np.concatenate([linear, (-linear @ m[:, 3])[:, None]], axis=1)
 
 
-def apply(m, pixels):
+def apply(m: np.ndarray, pixels: ArrayLike) -> np.ndarray:
     """``m`` applied to an array of pixels ``(..., 3)`` in float64 (a reference, for tests
     and single colours; images go through ``cv2.transform``)."""
     pixels = np.asarray(pixels, dtype=np.float64)
     return pixels @ m[:, :3].T + m[:, 3]
 
 
-def normalize(mean, std, to_tensor=True):
+def normalize(mean: ArrayLike, std: ArrayLike, to_tensor: bool = True) -> np.ndarray:
     """gluoncv's ``to_tensor`` (``x / 255``, if ``to_tensor``) then
     ``normalize(mean, std)``: ``(x / 255 - mean) / std`` per channel."""
     mean = np.asarray(mean, dtype=np.float64).reshape(3)
@@ -143,7 +146,7 @@ def normalize(mean, std, to_tensor=True):
     return m
 
 
-def distort(params):
+def distort(params: ColorDistort) -> np.ndarray:
     """The matrix of one drawn ``random_color_distort``: ``params`` is a
     :class:`gluonbatch.transforms.draws.ColorDistort` (steps left out are ``None``),
     composed in the drawn order.

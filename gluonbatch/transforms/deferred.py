@@ -23,7 +23,10 @@ Examples
 >>> Stack()([image, image]).shape
 (2, 3, 2, 2)
 """
+from typing import Self
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._core.checks import described
 from .._core.deferred import Deferred
@@ -62,12 +65,14 @@ class DeferredImage(Deferred):
         values.
     """
 
-    def __init__(self, pixels, matrix, flip_x=False, shift=None, chw=True):
+    def __init__(self, pixels: np.ndarray, matrix: ArrayLike, flip_x: bool = False,
+                 shift: ArrayLike | None = None, chw: bool = True) -> None:
         pixel_ops.check_pixels(pixels, 'pixels')
         self._keep(np.array(pixels), matrix, flip_x, shift, chw)
 
     @classmethod
-    def from_owned(cls, pixels, matrix, flip_x=False, shift=None, chw=True):
+    def from_owned(cls, pixels: np.ndarray, matrix: ArrayLike, flip_x: bool = False,
+                   shift: ArrayLike | None = None, chw: bool = True) -> Self:
         """The same, keeping a view of ``pixels``: for pixels no one writes while the image
         lives (a preset's fresh array, or an image written at once)."""
         pixel_ops.check_pixels(pixels, 'pixels')
@@ -84,21 +89,21 @@ class DeferredImage(Deferred):
         self.shape = (3, height, width) if self.chw else (height, width, 3)
 
     @property
-    def pixels(self):
+    def pixels(self) -> np.ndarray:
         """The HWC pixels, read-only."""
         return _read_only(self._pixels)
 
     @property
-    def matrix(self):
+    def matrix(self) -> np.ndarray:
         """The 3x4 colour map, float64, read-only."""
         return _read_only(self._matrix)
 
     @property
-    def shift(self):
+    def shift(self) -> np.ndarray | None:
         """The 3 values added before the map (float64, read-only), or ``None``."""
         return None if self._shift is None else _read_only(self._shift)
 
-    def write(self, out):
+    def write(self, out: np.ndarray) -> None:
         """The image into ``out`` (float32 of :attr:`shape`)."""
         affine = pixel_ops.affine_chw if self.chw else pixel_ops.affine_hwc
         affine(self._pixels, self._matrix, self.flip_x, self._shift, out)

@@ -39,7 +39,9 @@ True
 import itertools
 import math
 import random
-from typing import NamedTuple, Optional
+from collections.abc import Sequence
+from types import ModuleType
+from typing import NamedTuple, Optional, TypeAlias
 
 import numpy as np
 
@@ -52,6 +54,14 @@ __all__ = ['ColorDistort', 'Expand', 'Crop', 'SSDDraw', 'CROP_CONSTRAINTS',
 #: gluoncv's default ``(min_iou, max_iou)`` constraints of the SSD crop (``None``: unbounded).
 CROP_CONSTRAINTS = ((0.1, None), (0.3, None), (0.5, None), (0.7, None), (0.9, None),
                     (None, 1))
+
+
+#: numpy's draws: a ``numpy.random.RandomState``, or the ``numpy.random`` module.
+NumpyRandom: TypeAlias = np.random.RandomState | ModuleType
+#: Python's draws: a ``random.Random``, or the ``random`` module.
+PythonRandom: TypeAlias = random.Random | ModuleType
+#: A crop's ``(min_iou, max_iou)`` bounds; None is no bound.
+Constraint: TypeAlias = tuple[float | None, float | None]
 
 
 class ColorDistort(NamedTuple):
@@ -107,9 +117,10 @@ def _rngs(np_rng, py_rng):
     return (np.random if np_rng is None else np_rng), (random if py_rng is None else py_rng)
 
 
-def draw_color_distort(np_rng=None, py_rng=None, brightness_delta=32, contrast_low=0.5,
-                       contrast_high=1.5, saturation_low=0.5, saturation_high=1.5,
-                       hue_delta=18):
+def draw_color_distort(np_rng: NumpyRandom | None = None, py_rng: PythonRandom | None = None,
+                       brightness_delta: float = 32, contrast_low: float = 0.5,
+                       contrast_high: float = 1.5, saturation_low: float = 0.5,
+                       saturation_high: float = 1.5, hue_delta: float = 18) -> ColorDistort:
     """The draws of gluoncv's ``experimental.image.random_color_distort`` (same defaults).
 
     >>> draw_color_distort(np.random.RandomState(0), random.Random(0))
@@ -141,7 +152,9 @@ def draw_color_distort(np_rng=None, py_rng=None, brightness_delta=32, contrast_l
     return ColorDistort(delta, False, contrast, saturation, hue)
 
 
-def draw_expand(height, width, np_rng=None, py_rng=None, max_ratio=4, p=0.5):
+def draw_expand(height: int, width: int, np_rng: NumpyRandom | None = None,
+                py_rng: PythonRandom | None = None, max_ratio: float = 4,
+                p: float = 0.5) -> Expand | None:
     """The presets' expand coin (``np.random.uniform(0, 1) > p``) and, if it says yes, the
     draws of gluoncv's ``random_expand(max_ratio=4, keep_ratio=True)``; ``None`` if not.
 
@@ -305,8 +318,10 @@ def _inline_matches():
 _INLINE_MATCHES = _inline_matches()
 
 
-def draw_crop(label, size, py_rng=None, np_rng=None, min_scale=0.3, max_scale=1,
-              max_aspect_ratio=2, constraints=None, max_trial=50):
+def draw_crop(label: np.ndarray, size: Sequence[int], py_rng: PythonRandom | None = None,
+              np_rng: NumpyRandom | None = None, min_scale: float = 0.3, max_scale: float = 1,
+              max_aspect_ratio: float = 2, constraints: Sequence[Constraint] | None = None,
+              max_trial: int = 50) -> Crop:
     """The draws of gluoncv's ``experimental.bbox.random_crop_with_constraints(label,
     size)`` (same defaults), ``size = (width, height)``; the crop as a :class:`Crop`.
 
@@ -350,7 +365,7 @@ def _pick(passed, label, size, np_rng):
     return Crop(0, 0, size[0], size[1], False)
 
 
-def draw_interp(np_rng=None):
+def draw_interp(np_rng: NumpyRandom | None = None) -> int:
     """The presets' ``np.random.randint(0, 5)``: OpenCV's interpolation code, passed to
     ``cv2.resize`` as is (0 nearest, 1 linear, 2 cubic, 3 area, 4 Lanczos)."""
     np_rng, _ = _rngs(np_rng, None)
@@ -363,7 +378,8 @@ def _choice(np_rng, p):
     return bool(np_rng.random_sample() >= (1 - p) / ((1 - p) + p))
 
 
-def draw_flip(np_rng=None, px=0.5, py=0):
+def draw_flip(np_rng: NumpyRandom | None = None, px: float = 0.5,
+              py: float = 0) -> tuple[bool, bool]:
     """The draws of gluoncv's ``random_flip(px=px, py=py)``: ``(flip_x, flip_y)``; the
     vertical one is drawn first, even with ``py=0``.
 
@@ -376,7 +392,8 @@ def draw_flip(np_rng=None, px=0.5, py=0):
     return flip_x, flip_y
 
 
-def draw_ssd(shape, label, np_rng=None, py_rng=None):
+def draw_ssd(shape: Sequence[int], label: np.ndarray, np_rng: NumpyRandom | None = None,
+             py_rng: PythonRandom | None = None) -> SSDDraw:
     """All draws of gluoncv's SSD (and YOLOv3) train preset for an image of ``shape``
     ``(height, width[, channels])`` and its boxes ``label`` (``(N, 4+)``), in its order.
 

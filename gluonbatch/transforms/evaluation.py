@@ -28,6 +28,8 @@ Examples
 [(1, 3, 60, 80), (1, 3, 50, 100)]
 """
 import os
+from collections.abc import Iterable
+from typing import TypeAlias
 
 import mxnet as mx
 import numpy as np
@@ -37,6 +39,7 @@ from .._core.checks import check_int, describe, is_real
 from .._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from .._core.inputs import channel_values, check_image
 from .._core.native import numpy_view
+from .._core.typing import ChannelValues, NDArray, PathLike
 from . import pixels
 
 __all__ = ['BICUBIC', 'MXNET_DTYPES', 'resize_short_within_size', 'transform_images',
@@ -51,7 +54,14 @@ MXNET_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float64))
 _OUTPUT_CONTEXT = mx.cpu(0)
 
 
-def resize_short_within_size(height, width, short, max_size, mult_base=1):
+#: An HWC image: an MXNet array (``mx.nd`` or ``mx.np``) or a numpy array.
+Image: TypeAlias = NDArray | np.ndarray
+#: A test-time input: ``(tensor, resized image)`` for one image, the two lists for several.
+TestInput: TypeAlias = tuple[NDArray, np.ndarray] | tuple[list[NDArray], list[np.ndarray]]
+
+
+def resize_short_within_size(height: int, width: int, short: float, max_size: float,
+                             mult_base: int = 1) -> tuple[int, int]:
     """``(new_width, new_height)`` of gluoncv's ``resize_short_within``: the shorter side
     scaled to ``short`` unless the longer one would then pass ``max_size`` (rounded down to
     a multiple of ``mult_base``), each side rounded half to even (``np.round``) to a
@@ -154,8 +164,9 @@ def _transform(images, resizer):
     return _single_or_lists(pairs)
 
 
-def transform_images(imgs, short, max_size, mult_base=1, mean=IMAGENET_MEAN,
-                     std=IMAGENET_STD):
+def transform_images(imgs: Image | Iterable[Image], short: float, max_size: float,
+                     mult_base: int = 1, mean: ChannelValues = IMAGENET_MEAN,
+                     std: ChannelValues = IMAGENET_STD) -> TestInput:
     """Test-time tensors of images, gluoncv's ``transform_test``.
 
     Parameters
@@ -223,8 +234,9 @@ def _read(filename, index):
                          'PNG or another format OpenCV reads' % (path, index)) from error
 
 
-def load_images(filenames, short, max_size, mult_base=1, mean=IMAGENET_MEAN,
-                std=IMAGENET_STD):
+def load_images(filenames: PathLike | Iterable[PathLike], short: float, max_size: float,
+                mult_base: int = 1, mean: ChannelValues = IMAGENET_MEAN,
+                std: ChannelValues = IMAGENET_STD) -> TestInput:
     """Image files read and made test-time tensors, gluoncv's ``load_test``.
 
     Parameters

@@ -35,10 +35,12 @@ Examples
 (1, 1, 3)
 """
 import random
+from types import ModuleType
 from typing import NamedTuple, Tuple
 
 import cv2
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import color
 
@@ -69,7 +71,8 @@ class JitterParams(NamedTuple):
     lighting: Tuple[float, float, float]
 
 
-def draw_jitter(data_rng, py_rng=None, var=0.4, alphastd=0.1):
+def draw_jitter(data_rng: np.random.RandomState, py_rng: random.Random | ModuleType | None = None,
+                var: float = 0.4, alphastd: float = 0.1) -> JitterParams:
     """gluoncv's draws for one ``np_random_color_distort(image, data_rng)``.
 
     Parameters
@@ -91,11 +94,13 @@ def draw_jitter(data_rng, py_rng=None, var=0.4, alphastd=0.1):
     for name in order:
         alphas[name] = 1. + data_rng.uniform(low=-var, high=var)
     lighting = data_rng.normal(scale=alphastd, size=(3, ))
-    return JitterParams(tuple(order), alphas['brightness'], alphas['contrast'],
+    first, second, third = order
+    return JitterParams((first, second, third), alphas['brightness'], alphas['contrast'],
                         alphas['saturation'], tuple(lighting.tolist()))
 
 
-def jitter_matrix(params, gs_mean, eig_val=None, eig_vec=None):
+def jitter_matrix(params: JitterParams, gs_mean: float, eig_val: np.ndarray | None = None,
+                  eig_vec: np.ndarray | None = None) -> np.ndarray:
     """The 3x4 float64 map of the jitter ``params`` on an image whose gray mean is
     ``gs_mean`` (in the image's own units: ``[0, 1]`` for gluoncv's CenterNet).
 
@@ -123,8 +128,10 @@ def jitter_matrix(params, gs_mean, eig_val=None, eig_vec=None):
     return m
 
 
-def color_matrix(params, gs_mean, input_scale=1.0, mean=None, std=None, eig_val=None,
-                 eig_vec=None):
+def color_matrix(params: JitterParams, gs_mean: float, input_scale: float = 1.0,
+                 mean: ArrayLike | None = None, std: ArrayLike | None = None,
+                 eig_val: np.ndarray | None = None,
+                 eig_vec: np.ndarray | None = None) -> np.ndarray:
     """The whole colour chain of a CenterNet sample as one 3x4 map: scale the input by
     ``input_scale`` (``1 / 255`` from uint8 values, as gluoncv's ``astype / 255.``), jitter
     (``gs_mean`` in the scaled units), then ``(x - mean) / std`` if ``mean`` and ``std``
@@ -138,7 +145,7 @@ def color_matrix(params, gs_mean, input_scale=1.0, mean=None, std=None, eig_val=
     return m
 
 
-def gray_mean(image):
+def gray_mean(image: np.ndarray) -> float:
     """The mean of ``cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)`` over an HWC image (uint8 or
     float32), in float64.
 

@@ -16,9 +16,12 @@ Examples
 array([1., 1., 1.], dtype=float32)
 """
 import contextlib
+from collections.abc import Sequence
+from typing import Any
 
 import cv2
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._core import scratch
 from .._core.checks import described
@@ -36,7 +39,7 @@ BILINEAR = 1
 AREA = 3
 
 
-def val_interp(in_size, out_size):
+def val_interp(in_size: Sequence[int], out_size: Sequence[int]) -> int:
     """MXNet's ``interp=9`` choice: cubic to enlarge both sides, area to shrink both,
     linear otherwise; sizes are ``(width, height)``.
 
@@ -53,7 +56,7 @@ def val_interp(in_size, out_size):
     return BILINEAR
 
 
-def resize(img, size, interp):
+def resize(img: np.ndarray, size: Sequence[int], interp: int) -> np.ndarray:
     """``img`` (HWC, uint8 or float32) resized to ``size = (width, height)`` with the
     interpolation code ``interp`` (0-4, :data:`INTERPOLATIONS`), as MXNet's ``imresize``
     does it: OpenCV's ``cv2.resize``, a new C-contiguous array (any strides in: OpenCV's
@@ -75,7 +78,7 @@ def _shifted(m, shift):
     return out
 
 
-def check_pixels(img, name='img'):
+def check_pixels(img: Any, name: str = 'img') -> None:
     """Raise unless ``img`` is what the colour maps take: a uint8 or float32 numpy array
     (else ``TypeError``), HWC with 3 channels (else ``ValueError``).
 
@@ -105,7 +108,8 @@ def _float32_values(img):
         yield values
 
 
-def affine_chw(img, m, flip_x=False, shift=None, out=None):
+def affine_chw(img: np.ndarray, m: ArrayLike, flip_x: bool = False,
+               shift: ArrayLike | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """The 3x4 colour map ``m`` applied to ``img + shift``, written CHW.
 
     Parameters
@@ -151,7 +155,8 @@ def affine_chw(img, m, flip_x=False, shift=None, out=None):
     return out
 
 
-def affine_hwc(img, m, flip_x=False, shift=None, out=None):
+def affine_hwc(img: np.ndarray, m: ArrayLike, flip_x: bool = False,
+               shift: ArrayLike | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """The 3x4 colour map ``m`` applied to ``img + shift``, written HWC.
 
     Parameters are those of :func:`affine_chw`, except that ``out`` is ``(H, W, 3)``.
@@ -182,7 +187,7 @@ def affine_hwc(img, m, flip_x=False, shift=None, out=None):
             return written(out, cv2.flip(mapped, 1, dst=out if direct else None))
 
 
-def written(out, result):
+def written(out: np.ndarray | None, result: np.ndarray) -> np.ndarray:
     """``out`` holding ``result``, which an OpenCV call given ``dst=out`` returned: OpenCV
     writes into ``out`` where it fits (then ``result`` is ``out``) and returns a new array
     otherwise, copied in here. ``result`` itself if ``out`` is ``None``.
@@ -197,7 +202,7 @@ def written(out, result):
     return out
 
 
-def normalize_lut(mean, std):
+def normalize_lut(mean: ArrayLike, std: ArrayLike) -> np.ndarray:
     """Per channel, the float32 value MXNet's ``to_tensor`` then ``normalize(mean, std)``
     give each uint8 value: ``(v / 255 - mean) / std``, in float32 as MXNet computes it.
     Shape ``(3, 256)``.
@@ -213,7 +218,7 @@ def normalize_lut(mean, std):
     return np.ascontiguousarray((values[np.newaxis, :] - mean) / std, dtype=np.float32)
 
 
-def lut_chw(img, lut, out=None):
+def lut_chw(img: np.ndarray, lut: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """A uint8 HWC image through the per-channel ``lut`` ``(3, 256)`` into float32 CHW
     ``out`` (new if ``None``): bit for bit what the table says."""
     h, w = img.shape[:2]
@@ -248,11 +253,11 @@ class Normalizer:
     array([-3., -3., -3.], dtype=float32)
     """
 
-    def __init__(self, mean, std):
+    def __init__(self, mean: ArrayLike, std: ArrayLike) -> None:
         self.lut = normalize_lut(mean, std)
         self.matrix = color.normalize(mean, std)
 
-    def __call__(self, img, out=None):
+    def __call__(self, img: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """``img`` (HWC, uint8 or float32; not written to) normalized into ``out``
         (``(3, H, W)`` float32, new if ``None``)."""
         if img.dtype == np.uint8:

@@ -21,14 +21,20 @@ array([[0., 0., 0., 0.],
        [0., 1., 1., 0.],
        [0., 0., 0., 0.]], dtype=float32)
 """
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
 import numpy as np
 
 from .._core.checks import describe
 
 __all__ = ['check', 'resize', 'flip', 'to_masks']
 
+#: A Mask R-CNN label's polygons: per object, a list of ``(K, 2)`` arrays of points.
+Segmentation: TypeAlias = Sequence[Sequence[np.ndarray]]
 
-def check(segm, name='segm'):
+
+def check(segm: Any, name: str = 'segm') -> None:
     """Raise ``TypeError``/``ValueError`` unless ``segm`` is a non-empty list of objects,
     each a non-empty list of numpy ``(K, 2)`` polygons.
 
@@ -60,7 +66,8 @@ def check(segm, name='segm'):
                                  % (name, i, j, describe(poly)))
 
 
-def resize(polys, in_size, out_size):
+def resize(polys: Sequence[np.ndarray], in_size: Sequence[float],
+           out_size: Sequence[float]) -> list[np.ndarray]:
     """The polygons of one object scaled from an image of ``in_size = (w, h)`` to one of
     ``out_size``; gluoncv's ``mask.resize``.
 
@@ -78,7 +85,8 @@ def resize(polys, in_size, out_size):
     return out
 
 
-def flip(polys, size, flip_x=False, flip_y=False):
+def flip(polys: Sequence[np.ndarray], size: Sequence[float], flip_x: bool = False,
+         flip_y: bool = False) -> list[np.ndarray]:
     """The polygons of one object mirrored in an image of ``size = (w, h)``; gluoncv's
     ``mask.flip``.
 
@@ -97,7 +105,7 @@ def flip(polys, size, flip_x=False, flip_y=False):
     return out
 
 
-def to_masks(segm, size):
+def to_masks(segm: Segmentation, size: Sequence[int]) -> np.ndarray:
     """Every object's polygons rasterised into one ``(objects, height, width)`` float32
     array of 0 and 1 for an image of ``size = (w, h)``: per object pycocotools'
     ``frPyObjects``, ``merge`` and ``decode``, as gluoncv's ``mask.to_mask``."""

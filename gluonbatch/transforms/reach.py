@@ -30,6 +30,7 @@ Span(kept=201, mirrored=True)
 (Span(kept=2000, mirrored=False), Span(kept=60, mirrored=False))
 """
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 __all__ = ['SPARE', 'Span', 'kept', 'symmetric', 'span', 'spans']
@@ -53,7 +54,7 @@ class Span(NamedTuple):
     mirrored: bool
 
 
-def kept(stop, length, out, interp):
+def kept(stop: int, length: int, out: int, interp: int) -> int:
     """How many source pixels, from the start of an axis of ``length`` resized to ``out``
     with the interpolation code ``interp``, give every output that reads a pixel before
     ``stop``, and :data:`SPARE` more; ``length`` where that is all of it, or where the
@@ -74,7 +75,7 @@ def kept(stop, length, out, interp):
     return part
 
 
-def symmetric(interp, size, out_size):
+def symmetric(interp: int, size: Sequence[int], out_size: Sequence[int]) -> bool:
     """Whether OpenCV's resize of ``size = (width, height)`` to ``out_size`` with the
     interpolation code ``interp`` treats both ends of each axis alike (up to float
     rounding): linear, cubic and Lanczos do; area does where both sides shrink (it
@@ -91,7 +92,7 @@ def symmetric(interp, size, out_size):
     return interp in _SYMMETRIC
 
 
-def span(shown, length, out, interp, mirror=False):
+def span(shown: slice, length: int, out: int, interp: int, mirror: bool = False) -> Span:
     """The :class:`Span` of an axis of ``length`` pixels, of which ``shown`` (a slice) shows
     the image, to resize to ``out`` with the interpolation code ``interp`` (0-4): the part
     from the start or, if ``mirror`` (see :func:`symmetric`) and it is shorter, the part
@@ -109,7 +110,8 @@ def span(shown, length, out, interp, mirror=False):
     return Span(backward, True) if backward < forward else Span(forward, False)
 
 
-def spans(rows, cols, size, out_size, interp):
+def spans(rows: slice, cols: slice, size: Sequence[int], out_size: Sequence[int],
+          interp: int) -> tuple[Span, Span]:
     """The ``(x, y)`` :class:`Span` of a crop of ``size = (width, height)`` whose ``rows``
     and ``cols`` (slices) show the image, to resize to ``out_size`` with ``interp``, parts
     from the end allowed where the resize is :func:`symmetric`.
