@@ -112,7 +112,7 @@ def campaign(num_workers, epochs, kills, seed, signals=(signal.SIGKILL,)):
 
     A kill comes only once the loader has seen the last one and delivered every batch that
     could be in flight since (more than ``prefetch + 1``): a batch lost twice would be a
-    poison batch."""
+    poison batch. The kills take ``signals`` in turn, so a short campaign sends each."""
     rng = random.Random(seed)
     loader = DataLoader(Noisy(), batch_size=2, shuffle=True, seed=5, num_workers=num_workers,
                         max_restarts=10 ** 6)
@@ -128,7 +128,7 @@ def campaign(num_workers, epochs, kills, seed, signals=(signal.SIGKILL,)):
         last = epoch == epochs - 1 and number >= per_epoch - spacing
         if len(made) < kills and since[0] >= spacing and not last and rng.random() < 0.6:
             pid = rng.choice(loader.worker_pids)
-            os.kill(pid, rng.choice(signals))
+            os.kill(pid, signals[len(made) % len(signals)])
             made.append(pid)
             since[0] = 0
 
@@ -155,17 +155,26 @@ def test_a_small_kill_campaign_leaves_the_stream_unchanged(num_workers):
     assert children_left() == []
 
 
+#: signals whose default action ends the process, SIGKILL's that cannot be caught
+CAMPAIGN_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP)
+
+
 @pytest.mark.slow
 def test_a_large_kill_campaign_leaves_the_stream_unchanged():
+    # Ten epochs per worker count make some seventy kills in all (four workers, spaced
+    # widest, the fewest), every signal at every count: more epochs repeat the same paths.
+    want = reference(10)
     total = 0
     for num_workers in (1, 2, 4):
-        stream, kills, restarts, _ = campaign(
-            num_workers, epochs=30, kills=40, seed=100 + num_workers,
-            signals=(signal.SIGKILL, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP))
-        assert stream == reference(30)
-        assert restarts == len(kills)
+        stream, kills, restarts, replacements = campaign(
+            num_workers, epochs=10, kills=40, seed=100 + num_workers, signals=CAMPAIGN_SIGNALS)
+        assert stream == want
+        assert restarts == len(kills) == len(replacements)
+        said = collections.Counter(re.search(r'killed by signal \d+ \((\w+)\)',
+                                             str(w.message)).group(1) for w in replacements)
+        assert set(said) == {s.name for s in CAMPAIGN_SIGNALS}, said
         total += len(kills)
-    assert total >= 100
+    assert total >= 40
     assert children_left() == []
 
 
