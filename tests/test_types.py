@@ -40,6 +40,7 @@ ANNOTATED = (
     'gluonbatch.devices',
     'gluonbatch.seeded',
     'gluonbatch.samplers',
+    'gluonbatch.transforms',
 )
 
 #: Dunders a caller uses (through syntax or a protocol): checked like public methods.

@@ -34,6 +34,7 @@ Examples
 >>> boxes.shape, boxes.dtype
 ((1, 5), dtype('float64'))
 """
+from collections.abc import Iterable
 from typing import Any, NamedTuple, Sequence, Tuple
 
 import cv2
@@ -49,7 +50,10 @@ from ..affine import get_affine_transform, get_border, warp_boxes, warp_image
 from ..deferred import DeferredImage
 from ..draws import draw_flip
 from ..pixels import Normalizer
+from ..._core.typing import ChannelValues, PathLike
 from ...targets.center_net import CenterNetTargetGenerator, output_grid
+from ...targets.labels import Label
+from ..evaluation import Image, TestInput
 from .. import evaluation
 from .protocol import (Generators, check_draw, check_generators, check_image_shape,
                        global_generators, unpack_sample)
@@ -128,8 +132,10 @@ class CenterNetDefaultTrainTransform:
         Accepted and kept, as gluoncv keeps them (and ignores them).
     """
 
-    def __init__(self, width, height, num_class, scale_factor=4, mean=MEAN, std=STD,
-                 data_rng=None, targets=True, normalize=True, deferred=False, **kwargs):
+    def __init__(self, width: int, height: int, num_class: int, scale_factor: float = 4,
+                 mean: ChannelValues = MEAN, std: ChannelValues = STD,
+                 data_rng: np.random.RandomState | None = None, targets: bool = True,
+                 normalize: bool = True, deferred: bool = False, **kwargs: Any) -> None:
         self._kwargs = kwargs
         self._width = check_int(width, 'width', minimum=1)
         self._height = check_int(height, 'height', minimum=1)
@@ -225,7 +231,7 @@ class CenterNetDefaultTrainTransform:
                                     eig_vec=self._eig_vec) * 255.
         return DeferredImage.from_owned(warped, m, chw=self._normalize)
 
-    def __call__(self, src, label):
+    def __call__(self, src: Image, label: Label) -> Tuple[Any, ...]:
         """Apply the transform to a training image and its label."""
         pixels = image_array(src)
         label = label_array(label, min_columns=5)
@@ -254,7 +260,8 @@ class CenterNetDefaultValTransform:
         three).
     """
 
-    def __init__(self, width, height, mean=MEAN, std=STD):
+    def __init__(self, width: int, height: int, mean: ChannelValues = MEAN,
+                 std: ChannelValues = STD) -> None:
         self._width = check_int(width, 'width', minimum=1)
         self._height = check_int(height, 'height', minimum=1)
         self._mean, self._std = _normalization(mean, std)
@@ -262,7 +269,7 @@ class CenterNetDefaultValTransform:
         # values, or the same map as a matrix on float pixels
         self._normalizer = Normalizer(self._mean.ravel(), self._std.ravel())
 
-    def __call__(self, src, label):
+    def __call__(self, src: Image, label: Label) -> Tuple[np.ndarray, np.ndarray]:
         """Apply the transform to a validation image and its label."""
         pixels = image_array(src)
         label = label_array(label, min_columns=4)
@@ -279,7 +286,7 @@ class CenterNetDefaultValTransform:
         return image, boxes.astype(np.float32)
 
 
-def get_post_transform(orig_w, orig_h, out_w, out_h):
+def get_post_transform(orig_w: int, orig_h: int, out_w: int, out_h: int) -> np.ndarray:
     """The 2x3 map from a prediction grid of ``out_w x out_h`` back to the original image
     of ``orig_w x orig_h`` (the inverse of the validation preset's warp, the longer side
     fitted): what gluoncv's ``train_center_net.py`` applies to predicted boxes.
@@ -292,7 +299,8 @@ def get_post_transform(orig_w, orig_h, out_w, out_h):
                                 inverse=True)
 
 
-def transform_test(imgs, short, max_size=1024, mean=MEAN, std=STD):
+def transform_test(imgs: Image | Iterable[Image], short: float, max_size: float = 1024,
+                   mean: ChannelValues = MEAN, std: ChannelValues = STD) -> TestInput:
     """gluoncv's ``center_net.transform_test``: images resized (shorter side to ``short``,
     longer side at most ``max_size``) and normalized as the network's test-time input
     (:mod:`gluonbatch.transforms.evaluation`).
@@ -326,7 +334,8 @@ def transform_test(imgs, short, max_size=1024, mean=MEAN, std=STD):
     return evaluation.transform_images(imgs, short, max_size, mean=mean, std=std)
 
 
-def load_test(filenames, short, max_size=1024, mean=MEAN, std=STD):
+def load_test(filenames: PathLike | Iterable[PathLike], short: float, max_size: float = 1024,
+              mean: ChannelValues = MEAN, std: ChannelValues = STD) -> TestInput:
     """gluoncv's ``center_net.load_test``: image files decoded (``mx.image.imread``, RGB)
     and made network inputs as :func:`transform_test` makes them.
 

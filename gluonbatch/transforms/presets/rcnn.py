@@ -50,19 +50,24 @@ Examples
 from typing import Any, NamedTuple, Sequence, Tuple
 
 import cv2
+import mxnet as mx
 import numpy as np
 
 from ..._core.checks import describe, is_real
 from ..._core.inputs import image_array, label_array
 from .. import boxes as tbox
 from .. import draws, pixels, polygons
+from ..._core.typing import ChannelValues
+from ...targets.labels import Label
 from ...targets.rpn import RPNAnchors, RPNTargetGenerator
+from ..evaluation import Image
+from ..polygons import Segmentation
 from .protocol import (Generators, check_draw, check_generators, check_image_shape,
                        global_generators, unpack_sample)
 # the evaluation side, gluoncv's names in gluoncv's module
 from .rcnn_eval import (MEAN, STD, FasterRCNNDefaultValTransform, MaskRCNNDefaultValTransform,
-                        check_max_size, check_short, check_size, load_test, make_normalizer,
-                        resize_short_within_size, transform_test)
+                        Short, check_max_size, check_short, check_size, load_test,
+                        make_normalizer, resize_short_within_size, transform_test)
 
 __all__ = ['RCNNDraw', 'resize_short_within_size', 'FasterRCNNDefaultTrainTransform',
            'FasterRCNNDefaultValTransform', 'MaskRCNNDefaultTrainTransform',
@@ -209,10 +214,13 @@ class FasterRCNNDefaultTrainTransform(_RCNNTrain):
         array per feature level; all float32 numpy.
     """
 
-    def __init__(self, short=600, max_size=1000, net=None, mean=MEAN, std=STD,
-                 box_norm=(1., 1., 1., 1.), num_sample=256, pos_iou_thresh=0.7,
-                 neg_iou_thresh=0.3, pos_ratio=0.5, flip_p=0.5, ashape=128,
-                 multi_stage=False, normalize=True, **kwargs):
+    def __init__(self, short: Short = 600, max_size: float = 1000,
+                 net: mx.gluon.Block | None = None, mean: ChannelValues = MEAN,
+                 std: ChannelValues = STD, box_norm: Sequence[float] = (1., 1., 1., 1.),
+                 num_sample: int = 256, pos_iou_thresh: float = 0.7,
+                 neg_iou_thresh: float = 0.3, pos_ratio: float = 0.5, flip_p: float = 0.5,
+                 ashape: int = 128, multi_stage: bool = False, normalize: bool = True,
+                 **kwargs: Any) -> None:
         super().__init__(short, max_size, net, mean, std, box_norm, num_sample,
                          pos_iou_thresh, neg_iou_thresh, pos_ratio, flip_p, ashape,
                          multi_stage, normalize, kwargs)
@@ -231,7 +239,7 @@ class FasterRCNNDefaultTrainTransform(_RCNNTrain):
             return img, bbox.astype(np.float32)
         return (img, bbox.astype(np.float32)) + self._rpn_targets(bbox, params, np_rng)
 
-    def __call__(self, src, label):
+    def __call__(self, src: Image, label: Label) -> Tuple[Any, ...]:
         """Transform one ``(image, label)``: an NDArray or numpy HWC image (uint8, or any
         integer or float dtype) and
         ``(N, 5+)`` boxes."""
@@ -259,10 +267,12 @@ class MaskRCNNDefaultTrainTransform(_RCNNTrain):
         float32 of 0 and 1.
     """
 
-    def __init__(self, short=600, max_size=1000, net=None, mean=MEAN, std=STD,
-                 box_norm=(1., 1., 1., 1.), num_sample=256, pos_iou_thresh=0.7,
-                 neg_iou_thresh=0.3, pos_ratio=0.5, ashape=128, multi_stage=False,
-                 normalize=True, **kwargs):
+    def __init__(self, short: Short = 600, max_size: float = 1000,
+                 net: mx.gluon.Block | None = None, mean: ChannelValues = MEAN,
+                 std: ChannelValues = STD, box_norm: Sequence[float] = (1., 1., 1., 1.),
+                 num_sample: int = 256, pos_iou_thresh: float = 0.7,
+                 neg_iou_thresh: float = 0.3, pos_ratio: float = 0.5, ashape: int = 128,
+                 multi_stage: bool = False, normalize: bool = True, **kwargs: Any) -> None:
         super().__init__(short, max_size, net, mean, std, box_norm, num_sample,
                          pos_iou_thresh, neg_iou_thresh, pos_ratio, 0.5, ashape,
                          multi_stage, normalize, kwargs)
@@ -288,7 +298,7 @@ class MaskRCNNDefaultTrainTransform(_RCNNTrain):
         return (img, bbox.astype(np.float32)) + self._rpn_targets(bbox, params, np_rng) + (
             masks,)
 
-    def __call__(self, src, label, segm):
+    def __call__(self, src: Image, label: Label, segm: Segmentation) -> Tuple[Any, ...]:
         """Transform one ``(image, label, segm)``."""
         src = image_array(src)
         label = label_array(label)

@@ -12,6 +12,9 @@ Examples
 >>> img.shape, boxes, scale
 ((3, 30, 40), array([[ 5.,  5., 25., 20.,  1.]], dtype=float32), array([2.], dtype=float32))
 """
+from collections.abc import Iterable
+from typing import Any, TypeAlias
+
 import numpy as np
 
 from ..._core.checks import describe, is_int, is_real
@@ -20,16 +23,20 @@ from ..._core.inputs import channel_values, image_array, label_array
 from .. import boxes as tbox
 from .. import pixels
 from .. import evaluation
-from ..evaluation import resize_short_within_size
+from ..._core.typing import ChannelValues, PathLike
+from ...targets.labels import Label
+from ..evaluation import Image, TestInput, resize_short_within_size
 
 __all__ = ['FasterRCNNDefaultValTransform', 'MaskRCNNDefaultValTransform', 'transform_test',
            'load_test']
 
 #: The default ``mean`` and ``std``: the ImageNet statistics, as gluoncv's.
 MEAN, STD = IMAGENET_MEAN, IMAGENET_STD
+#: The shorter side a train preset resizes to: a size, or a ``(low, high)`` range drawn from.
+Short: TypeAlias = int | tuple[int, int]
 
 
-def check_short(short):
+def check_short(short: Short) -> None:
     if isinstance(short, (tuple, list)):
         if len(short) != 2 or not all(is_int(s) for s in short):
             raise TypeError('short must be an int or a (low, high) pair of ints, got %r'
@@ -44,7 +51,7 @@ def check_short(short):
         raise ValueError('short must be positive, got %r' % (short,))
 
 
-def check_max_size(max_size):
+def check_max_size(max_size: float) -> None:
     if not is_real(max_size):
         raise TypeError('max_size must be a number, got %r (%s)'
                         % (max_size, describe(max_size)))
@@ -52,7 +59,7 @@ def check_max_size(max_size):
         raise ValueError('max_size must be >= 1, got %r' % (max_size,))
 
 
-def make_normalizer(mean, std):
+def make_normalizer(mean: ChannelValues, std: ChannelValues) -> pixels.Normalizer:
     """``to_tensor`` then ``normalize(mean, std)``: a float32 table per channel for uint8
     images, bit for bit MXNet's output (see :class:`~gluonbatch.transforms.pixels.Normalizer`)."""
     return pixels.Normalizer(channel_values(mean, 'mean'),
@@ -79,7 +86,8 @@ class FasterRCNNDefaultValTransform:
     (float32) and ``[original height / resized height]`` (float32, shape (1,)).
     """
 
-    def __init__(self, short=600, max_size=1000, mean=MEAN, std=STD):
+    def __init__(self, short: int = 600, max_size: float = 1000, mean: ChannelValues = MEAN,
+                 std: ChannelValues = STD) -> None:
         check_short(short)
         if isinstance(short, (tuple, list)):
             raise TypeError('short must be an int for validation, got %r' % (short,))
@@ -88,7 +96,7 @@ class FasterRCNNDefaultValTransform:
         self._max_size = max_size
         self._normalizer = make_normalizer(mean, std)
 
-    def __call__(self, src, label):
+    def __call__(self, src: Image, label: Label) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Transform one ``(image, label)``."""
         src = image_array(src)
         label = label_array(label)
@@ -108,7 +116,9 @@ class MaskRCNNDefaultValTransform(FasterRCNNDefaultValTransform):
     height / original height]`` (float32).
     """
 
-    def __call__(self, src, label, mask):
+    # gluoncv's Mask R-CNN call takes a third field, the masks, which Faster R-CNN's has not
+    def __call__(self, src: Image, label: Any,  # type: ignore[override]
+                 mask: Any) -> tuple[np.ndarray, np.ndarray]:
         """Transform one ``(image, label, mask)``."""
         src = image_array(src)
         height = src.shape[0]
@@ -118,7 +128,8 @@ class MaskRCNNDefaultValTransform(FasterRCNNDefaultValTransform):
         return img, np.array([img.shape[-2], img.shape[-1], im_scale], np.float32)
 
 
-def transform_test(imgs, short=600, max_size=1000, mean=MEAN, std=STD):
+def transform_test(imgs: Image | Iterable[Image], short: float = 600, max_size: float = 1000,
+                   mean: ChannelValues = MEAN, std: ChannelValues = STD) -> TestInput:
     """gluoncv's ``rcnn.transform_test``: images resized (shorter side to ``short``,
     longer side at most ``max_size``) and normalized as the network's test-time input
     (:mod:`gluonbatch.transforms.evaluation`).
@@ -152,7 +163,9 @@ def transform_test(imgs, short=600, max_size=1000, mean=MEAN, std=STD):
     return evaluation.transform_images(imgs, short, max_size, mean=mean, std=std)
 
 
-def load_test(filenames, short=600, max_size=1000, mean=MEAN, std=STD):
+def load_test(filenames: PathLike | Iterable[PathLike], short: float = 600,
+              max_size: float = 1000, mean: ChannelValues = MEAN,
+              std: ChannelValues = STD) -> TestInput:
     """gluoncv's ``rcnn.load_test``: image files decoded (``mx.image.imread``, RGB)
     and made network inputs as :func:`transform_test` makes them.
 

@@ -32,6 +32,7 @@ Examples
 >>> img.shape, boxes
 ((3, 64, 96), array([[12.      , 10.666667, 60.      , 42.666668,  1.      ]], dtype=float32))
 """
+from collections.abc import Iterable
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
@@ -41,7 +42,10 @@ from .. import color, crops, draws, pixels
 from ..._core.checks import check_int
 from ..._core.imagenet import IMAGENET_MEAN, IMAGENET_STD
 from ..._core.inputs import channel_values, image_array, label_array
+from ..._core.typing import ChannelValues, NDArray, PathLike
+from ...targets.labels import Label
 from ..deferred import DeferredImage
+from ..evaluation import Image, TestInput
 from ...targets.ssd import SSDTargets
 from .. import evaluation
 from .protocol import (Generators, check_draw, check_generators, check_image_shape,
@@ -81,7 +85,9 @@ class SSDAugmentation:
         write and a copy. ``numpy.asarray`` of it is the image.
     """
 
-    def __init__(self, width, height, mean=MEAN, std=STD, normalize=True, deferred=False):
+    def __init__(self, width: int, height: int, mean: ChannelValues = MEAN,
+                 std: ChannelValues = STD, normalize: bool = True,
+                 deferred: bool = False) -> None:
         self._width = check_int(width, 'width', minimum=1)
         self._height = check_int(height, 'height', minimum=1)
         mean = channel_values(mean, 'mean')
@@ -142,7 +148,7 @@ class SSDAugmentation:
             return image, label
         return image.array(out), label
 
-    def augment(self, src, label):
+    def augment(self, src: Image, label: Label) -> Tuple[Any, Any]:
         """Check the inputs, draw from the global generators and apply."""
         src = image_array(src)
         label = label_array(label)
@@ -182,15 +188,17 @@ class SSDDefaultTrainTransform(SSDAugmentation):
         Passed to the target generator, as in gluoncv.
     """
 
-    def __init__(self, width, height, anchors=None, mean=MEAN, std=STD, iou_thresh=0.5,
-                 box_norm=(0.1, 0.1, 0.2, 0.2), normalize=True, deferred=False, **kwargs):
+    def __init__(self, width: int, height: int, anchors: np.ndarray | NDArray | None = None,
+                 mean: ChannelValues = MEAN, std: ChannelValues = STD, iou_thresh: float = 0.5,
+                 box_norm: Sequence[float] = (0.1, 0.1, 0.2, 0.2), normalize: bool = True,
+                 deferred: bool = False, **kwargs: Any) -> None:
         super().__init__(width, height, mean, std, normalize, deferred)
         self._targets = None
         if anchors is not None:
             self._targets = SSDTargets(anchors, iou_thresh=iou_thresh, box_norm=box_norm,
                                        **kwargs)
 
-    def __call__(self, src, label):
+    def __call__(self, src: Image, label: Label) -> Tuple[Any, ...]:
         """``(image, label)`` or, with anchors, ``(image, cls_targets, box_targets)``."""
         return self._outputs(*self.augment(src, label))
 
@@ -206,13 +214,14 @@ class SSDDefaultValTransform:
     image's uint8 or float32) then ``to_tensor`` and ``normalize``; ``(image CHW float32,
     label float32)``."""
 
-    def __init__(self, width, height, mean=MEAN, std=STD):
+    def __init__(self, width: int, height: int, mean: ChannelValues = MEAN,
+                 std: ChannelValues = STD) -> None:
         self._width = check_int(width, 'width', minimum=1)
         self._height = check_int(height, 'height', minimum=1)
         self._normalizer = pixels.Normalizer(channel_values(mean, 'mean'),
                                              channel_values(std, 'std', nonzero=True))
 
-    def __call__(self, src, label):
+    def __call__(self, src: Image, label: Label) -> Tuple[np.ndarray, np.ndarray]:
         src = image_array(src)
         label = label_array(label)
         h, w = src.shape[:2]
@@ -222,7 +231,8 @@ class SSDDefaultValTransform:
         return self._normalizer(img), bbox.astype(np.float32)
 
 
-def transform_test(imgs, short, max_size=1024, mean=MEAN, std=STD):
+def transform_test(imgs: Image | Iterable[Image], short: float, max_size: float = 1024,
+                   mean: ChannelValues = MEAN, std: ChannelValues = STD) -> TestInput:
     """gluoncv's ``ssd.transform_test``: images resized (shorter side to ``short``,
     longer side at most ``max_size``) and normalized as the network's test-time input
     (:mod:`gluonbatch.transforms.evaluation`).
@@ -256,7 +266,8 @@ def transform_test(imgs, short, max_size=1024, mean=MEAN, std=STD):
     return evaluation.transform_images(imgs, short, max_size, mean=mean, std=std)
 
 
-def load_test(filenames, short, max_size=1024, mean=MEAN, std=STD):
+def load_test(filenames: PathLike | Iterable[PathLike], short: float, max_size: float = 1024,
+              mean: ChannelValues = MEAN, std: ChannelValues = STD) -> TestInput:
     """gluoncv's ``ssd.load_test``: image files decoded (``mx.image.imread``, RGB)
     and made network inputs as :func:`transform_test` makes them.
 

@@ -18,9 +18,16 @@ Examples
 >>> img.shape, boxes.shape[1], boxes[:, 5]
 ((3, 96, 64), 6, array([0.7], dtype=float32))
 """
+from collections.abc import Iterable
+from typing import Any
+
+import mxnet as mx
 import numpy as np
 
+from ..._core.typing import ChannelValues, PathLike
+from ...targets.labels import Label
 from ...targets.yolo import YOLO3Targets
+from ..evaluation import Image, TestInput
 from .. import evaluation
 from .ssd import MEAN, STD, SSDAugmentation, SSDDefaultValTransform
 
@@ -53,14 +60,15 @@ class YOLO3DefaultTrainTransform(SSDAugmentation):
         Passed to the target generator, as in gluoncv.
     """
 
-    def __init__(self, width, height, net=None, mean=MEAN, std=STD, mixup=False,
-                 normalize=True, deferred=False, **kwargs):
+    def __init__(self, width: int, height: int, net: mx.gluon.Block | None = None,
+                 mean: ChannelValues = MEAN, std: ChannelValues = STD, mixup: bool = False,
+                 normalize: bool = True, deferred: bool = False, **kwargs: Any) -> None:
         super().__init__(width, height, mean, std, normalize, deferred)
         self._targets = None
         if net is not None:
             self._targets = YOLO3Targets(net, width, height, mixup=mixup, **kwargs)
 
-    def __call__(self, src, label):
+    def __call__(self, src: Image, label: Label) -> tuple[Any, ...]:
         """``(image, label)`` or, with a network, the image and its six targets."""
         return self._outputs(*self.augment(src, label))
 
@@ -75,7 +83,9 @@ class YOLO3DefaultValTransform(SSDDefaultValTransform):
     MXNet's ``interp=9`` choice, ``to_tensor``, ``normalize``."""
 
 
-def transform_test(imgs, short=416, max_size=1024, stride=1, mean=MEAN, std=STD):
+def transform_test(imgs: Image | Iterable[Image], short: float = 416, max_size: float = 1024,
+                   stride: int = 1, mean: ChannelValues = MEAN,
+                   std: ChannelValues = STD) -> TestInput:
     """gluoncv's ``yolo.transform_test``: images resized (shorter side to ``short``,
     longer side at most ``max_size``, both sides multiples of ``stride``) and normalized
     as the network's test-time input (:mod:`gluonbatch.transforms.evaluation`).
@@ -111,7 +121,9 @@ def transform_test(imgs, short=416, max_size=1024, stride=1, mean=MEAN, std=STD)
     return evaluation.transform_images(imgs, short, max_size, stride, mean=mean, std=std)
 
 
-def load_test(filenames, short=416, max_size=1024, stride=1, mean=MEAN, std=STD):
+def load_test(filenames: PathLike | Iterable[PathLike], short: float = 416,
+              max_size: float = 1024, stride: int = 1, mean: ChannelValues = MEAN,
+              std: ChannelValues = STD) -> TestInput:
     """gluoncv's ``yolo.load_test``: image files decoded (``mx.image.imread``, RGB)
     and made network inputs as :func:`transform_test` makes them.
 
