@@ -52,6 +52,49 @@ html_theme_options = {'description': 'fast shared-memory batches for MXNet Gluon
 nitpick_ignore_regex = [(r'py:.*', r'(?!gluonbatch\b|benchmarks\b).*')]
 
 
+
+def constant_comment(app, what, name, obj, options, lines):
+    """A constant a package re-exports is documented at the package (``.. autodata::
+    gluonbatch.memory.MODES``), but autodoc reads ``#:`` comments only in the module being
+    documented: the comment is taken from the module that assigns the constant."""
+    from sphinx.pycode import ModuleAnalyzer
+
+    package, _, attr = name.rpartition('.')
+    if what != 'data' or not package.startswith('gluonbatch'):
+        return
+    for module_name in sorted(sys.modules):
+        module = sys.modules[module_name]
+        if (module_name.startswith('gluonbatch') and module_name != package
+                and getattr(module, attr, None) is obj):
+            comment = ModuleAnalyzer.for_module(module_name).find_attr_docs().get(('', attr))
+            if comment:
+                lines[:] = list(comment)
+                return
+
+
+def source_module(app, modname, fullname):
+    """The module whose source viewcode links an object to: the one its ``__module__``
+    names, or, for a type alias (``tuple[...]`` says ``builtins``, which has no source),
+    the module it is documented in."""
+    import importlib
+
+    try:
+        value = importlib.import_module(modname)
+        for attr in fullname.split('.'):
+            value = getattr(value, attr)
+    except (ImportError, AttributeError):
+        return None
+    found = getattr(value, '__module__', None)
+    if isinstance(found, str) and found.split('.')[0] in ('gluonbatch', 'benchmarks'):
+        return found
+    return modname
+
+
+def setup(app):
+    app.connect('autodoc-process-docstring', constant_comment)
+    app.connect('viewcode-follow-imported', source_module)
+
+
 # --------------------------------------------------------------------------- generated files
 
 def _write(name, text):

@@ -62,6 +62,64 @@ def test_detection_page_names_every_field(html_dir):
     assert not missing, 'fields not described on the detection page: %s' % missing
 
 
+#: The packages whose exported names (``__all__``) are documented at the package, the import
+#: path users write; a name ``gluonbatch`` itself exports may be documented there instead.
+DOCUMENTED_PACKAGES = ('gluonbatch.batchify', 'gluonbatch.dataloader', 'gluonbatch.collate',
+                       'gluonbatch.devices', 'gluonbatch.samplers', 'gluonbatch.seeded',
+                       'gluonbatch.shards', 'gluonbatch.curation', 'gluonbatch.detection',
+                       'gluonbatch.transforms.presets', 'gluonbatch.memory')
+_OBJECT_TYPES = ('py:class', 'py:exception', 'py:function')
+
+
+def _inventory(html_dir):
+    from sphinx.util.inventory import InventoryFile
+
+    with open(html_dir / 'objects.inv', 'rb') as handle:
+        return InventoryFile.load(handle, '', posixpath.join)
+
+
+@pytest.mark.slow
+def test_every_exported_name_is_documented_at_its_package(html_dir):
+    import importlib
+    import inspect
+
+    import gluonbatch
+
+    inventory = _inventory(html_dir)
+    documented = {name for kind in _OBJECT_TYPES + ('py:data',)
+                  for name in inventory.get(kind, {})}
+    missing = []
+    for package_name in DOCUMENTED_PACKAGES:
+        package = importlib.import_module(package_name)
+        for name in package.__all__:
+            obj = getattr(package, name)
+            if inspect.ismodule(obj):
+                continue
+            top = getattr(gluonbatch, name, None)
+            if ('%s.%s' % (package_name, name) not in documented
+                    and not (top is obj and 'gluonbatch.%s' % name in documented)):
+                missing.append('%s.%s' % (package_name, name))
+    assert not missing, 'not documented at their package: %s' % missing
+
+
+@pytest.mark.slow
+def test_no_object_is_documented_under_two_names(html_dir):
+    """A class or function has one entry; its other import paths (the module that defines
+    it) are only aliases of that entry, pointing at the same place."""
+    import pydoc
+
+    places = {}
+    for kind in _OBJECT_TYPES:
+        for name, (_, _, location, _) in _inventory(html_dir).get(kind, {}).items():
+            if name.startswith('gluonbatch.'):
+                obj = pydoc.locate(name)
+                if obj is not None:
+                    places.setdefault(id(obj), set()).add((location, name))
+    twice = sorted(sorted(names) for names in places.values()
+                   if len({location for location, _ in names}) > 1)
+    assert not twice, 'documented under two names: %s' % twice
+
+
 class _Links(html.parser.HTMLParser):
     """Collects every href and src attribute of a page."""
 

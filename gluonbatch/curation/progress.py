@@ -3,7 +3,7 @@
 :func:`local_progress` watches the computations of Dask's local schedulers (threads,
 synchronous); :func:`wait_with_progress` waits for the futures of a ``distributed``
 client. Both choose by whether ``sys.stdout`` is a terminal, and name the current stage
-(:func:`gluonbatch._core.console.stage_named`).
+(``reshard (writing shards): ...``).
 """
 import contextlib
 import sys

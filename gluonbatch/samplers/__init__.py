@@ -1,7 +1,7 @@
 """Epoch orders, and which rank gets which samples of each epoch.
 
 Every sampler here that splits data across ranks gives each rank the same number of samples,
-by one rule (:func:`gluonbatch.samplers.ranks.rank_positions`); the samplers that give an
+by one rule (:func:`gluonbatch.samplers.rank_positions`); the samplers that give an
 epoch's order of all ranks derive from :class:`~gluonbatch.samplers.ranks.RankSampler`.
 
 Examples

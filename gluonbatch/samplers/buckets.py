@@ -7,7 +7,7 @@ from the seed: the epoch's order, each bucket's sort direction and its batches' 
 from ``(seed, epoch, bucket)``, every sample keeps the key of its position in the epoch's
 order, and a rank takes its slice of each global batch, as
 :class:`~gluonbatch.samplers.seeded.SeededBatchSampler` does (each bucket's arranged positions
-dealt by :func:`~gluonbatch.samplers.ranks.rank_positions`, ``block=batch_size``).
+dealt by :func:`~gluonbatch.samplers.rank_positions`, ``block=batch_size``).
 """
 from collections.abc import Sequence
 

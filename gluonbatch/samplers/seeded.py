@@ -11,7 +11,7 @@ The epoch's order is :func:`~gluonbatch.seeded.keys.epoch_order` (or ``range`` w
 ``shuffle``), or an *order*'s: a :class:`~gluonbatch.samplers.ranks.RankSampler` such as
 :class:`~gluonbatch.samplers.shard_window.ShardWindowSampler`, which reads shards a few at
 a time. It is dealt to the ranks a ``batch_size`` at a time
-(:func:`~gluonbatch.samplers.ranks.rank_positions` with ``block=batch_size``): rank
+(:func:`~gluonbatch.samplers.rank_positions` with ``block=batch_size``): rank
 ``part_index`` takes the ``part_index``-th ``batch_size`` of each global batch of
 ``batch_size * num_parts``, so the ranks' batches, concatenated in rank order, are the
 global batch one rank would load. A sample's key position is its position in the epoch's

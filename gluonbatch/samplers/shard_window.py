@@ -68,7 +68,7 @@ class ShardWindowSampler(RankSampler):
     :func:`~gluonbatch.seeded.keys.window_generator`), so every rank computes the same
     order without communicating, and a run is made again exactly. It is dealt to the
     ``num_parts`` ranks one sample at a time, round-robin
-    (:func:`~gluonbatch.samplers.ranks.rank_positions` with ``block=1``), and this sampler
+    (:func:`~gluonbatch.samplers.rank_positions` with ``block=1``), and this sampler
     yields the part of rank ``part_index``. Samples are numbered as the dataset numbers
     them: shard by shard, in the dataset's shard order.
 

@@ -29,7 +29,7 @@ class SplitSampler(RankSampler):
     Every epoch the indices are permuted (with ``shuffle``) by
     ``np.random.RandomState(seed + epoch)``, so all ranks compute the same permutation
     without communicating, and dealt to the ``num_parts`` ranks one at a time, round-robin
-    (:func:`~gluonbatch.samplers.ranks.rank_positions` with ``block=1``): rank
+    (:func:`~gluonbatch.samplers.rank_positions` with ``block=1``): rank
     ``part_index`` takes positions ``part_index``, ``part_index + num_parts``, ... of the
     permutation. Parts are disjoint and, together, cover the dataset (see
     ``last_part``). Equal lengths matter: in synchronous training every rank must run the

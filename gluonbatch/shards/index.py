@@ -23,7 +23,7 @@ __all__ = ['INDEX_VERSION', 'write_index', 'read_index', 'parse_index_line', 'gr
 #: What to do about an index that is stale or damaged (``%s``: its tar).
 REBUILD = 'rebuild it with `gluonbatch wds index %s` (or gluonbatch.shards.write_index)'
 
-#: The first token of an ``.idx`` file this module reads and writes.
+#: The first token of an ``.idx`` file: the version of the format read and written here.
 INDEX_VERSION = 'v1.2'
 
 #: One sample of an index: ``(key, [(ext, data offset, size), ...])``.

@@ -18,8 +18,8 @@ import numpy as np
 
 from .._core.typing import PathLike
 
-__all__ = ['BLOCK', 'RESTORE', 'DamagedTar', 'padded', 'split_member_name', 'scan_tar',
-           'check_tail', 'check_headers', 'member_header']
+__all__ = ['BLOCK', 'RESTORE', 'Size', 'DamagedTar', 'padded', 'split_member_name',
+           'scan_tar', 'check_tail', 'check_headers', 'member_header']
 
 #: Tar headers and member data come in blocks of this many bytes.
 BLOCK = tarfile.BLOCKSIZE
@@ -29,7 +29,7 @@ BLOCK = tarfile.BLOCKSIZE
 NAME_FIELD, SIZE_FIELD, CHECKSUM_FIELD = slice(0, 100), slice(124, 136), slice(148, 156)
 TYPE_AT, PREFIX_AT, REGULAR_TYPES = 156, 345, b'0\0'
 #: A member size, or a numpy array of them.
-_Size = TypeVar('_Size', int, np.ndarray)
+Size = TypeVar('Size', int, np.ndarray)
 _BAD_NAME = re.compile(r'[/\\\s\x00]')
 #: What to do about a damaged tar, at the end of the messages that say how it is damaged.
 RESTORE = '; restore or re-copy it'
@@ -52,7 +52,7 @@ class DamagedTar(ValueError):
         self.at, self.truncated = at, truncated
 
 
-def padded(size: _Size) -> _Size:
+def padded(size: Size) -> Size:
     """Bytes a member's data occupies in a tar: ``size`` rounded up to whole blocks.
 
     >>> padded(0), padded(1), padded(512), padded(513)

@@ -156,7 +156,7 @@ class CenterNetDefaultTrainTransform:
 
     def draw(self, image_shape: Sequence[int], label: np.ndarray,
              generators: Generators) -> CenterNetDraw:
-        """:meth:`Preset.draw <gluonbatch.transforms.presets.protocol.Preset.draw>`:
+        """:meth:`Preset.draw <gluonbatch.transforms.presets.Preset.draw>`:
         gluoncv's draws, none decided by the label. ``generators.numpy`` draws the flip,
         the centre and the scale, ``generators.python`` the order of the colour steps, and
         the instance's ``data_rng`` the colour factors and the lighting (so a draw moves
@@ -182,7 +182,7 @@ class CenterNetDefaultTrainTransform:
 
     def apply(self, sample: Sequence[Any], draw: CenterNetDraw,
               generators: Generators) -> Tuple[Any, ...]:
-        """:meth:`Preset.apply <gluonbatch.transforms.presets.protocol.Preset.apply>`: the
+        """:meth:`Preset.apply <gluonbatch.transforms.presets.Preset.apply>`: the
         outputs of a call for ``sample``, ``(image, label)``, as ``draw`` says (nothing is
         drawn)."""
         src, label = unpack_sample(sample, ('image', 'label'))

@@ -121,7 +121,7 @@ class _RCNNTrain:
 
     def draw(self, image_shape: Sequence[int], label: np.ndarray,
              generators: Generators) -> RCNNDraw:
-        """:meth:`Preset.draw <gluonbatch.transforms.presets.protocol.Preset.draw>`, in
+        """:meth:`Preset.draw <gluonbatch.transforms.presets.Preset.draw>`, in
         gluoncv's order: Python's ``randint`` of the short side (a range only), then
         numpy's two flip coins (vertical with probability 0, then horizontal); the label
         decides none of them. An image that would resize to nothing raises ``ValueError``
@@ -227,7 +227,7 @@ class FasterRCNNDefaultTrainTransform(_RCNNTrain):
 
     def apply(self, sample: Sequence[Any], draw: RCNNDraw,
               generators: Generators) -> Tuple[Any, ...]:
-        """:meth:`Preset.apply <gluonbatch.transforms.presets.protocol.Preset.apply>`: the
+        """:meth:`Preset.apply <gluonbatch.transforms.presets.Preset.apply>`: the
         outputs of a call for ``sample``, ``(image, label)``; with a network the RPN
         sampling draws from ``generators.numpy`` here."""
         src, label = self._checked(sample, ('image', 'label'), draw, generators)
@@ -279,7 +279,7 @@ class MaskRCNNDefaultTrainTransform(_RCNNTrain):
 
     def apply(self, sample: Sequence[Any], draw: RCNNDraw,
               generators: Generators) -> Tuple[Any, ...]:
-        """:meth:`Preset.apply <gluonbatch.transforms.presets.protocol.Preset.apply>`: the
+        """:meth:`Preset.apply <gluonbatch.transforms.presets.Preset.apply>`: the
         outputs of a call for ``sample``, ``(image, label, segm)``; with a network the RPN
         sampling draws from ``generators.numpy`` here."""
         src, label, segm = self._checked(sample, ('image', 'label', 'segm'), draw, generators)

@@ -99,7 +99,7 @@ class SSDAugmentation:
 
     def draw(self, image_shape: Sequence[int], label: np.ndarray,
              generators: Generators) -> draws.SSDDraw:
-        """:meth:`Preset.draw <gluonbatch.transforms.presets.protocol.Preset.draw>`: every
+        """:meth:`Preset.draw <gluonbatch.transforms.presets.Preset.draw>`: every
         random draw of gluoncv's augmentation, in its order (see
         :func:`~gluonbatch.transforms.draws.draw_ssd`)."""
         shape = check_image_shape(image_shape)
@@ -109,7 +109,7 @@ class SSDAugmentation:
 
     def apply(self, sample: Sequence[Any], draw: draws.SSDDraw, generators: Generators, *,
               out: Optional[np.ndarray] = None) -> Tuple[Any, Any]:
-        """:meth:`Preset.apply <gluonbatch.transforms.presets.protocol.Preset.apply>`: the
+        """:meth:`Preset.apply <gluonbatch.transforms.presets.Preset.apply>`: the
         outputs of a call for ``sample``, ``(image, label)``, as ``draw`` says (nothing is
         drawn); here ``(image, boxes)``. ``out`` (C-contiguous float32 of the output's
         shape) receives the image if given; else it is a new array, or a deferred image if
