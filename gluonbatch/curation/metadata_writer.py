@@ -198,7 +198,7 @@ def save_metadata(frame: dd.DataFrame, opened_ids: dd.Series, id_col: str,
                   shards: Sequence[Shard], directory: PathLike,
                   columns: str | Sequence[str] | None = None, merge: bool = False) -> list[str]:
     """Write ``frame`` (the dataset's Dask metadata) as one parquet per shard, one task per
-    shard; the work of :meth:`ImageTextPairDataset.save_metadata` (which documents the
+    shard; the work of :meth:`.ImageTextPairDataset.save_metadata` (which documents the
     arguments). ``opened_ids`` is the id column of the metadata as opened: each
     partition's ids must still be those (a frame built from the opened one reads each
     parquet once for both). With ``merge`` (and ``columns``), each task puts ``columns``

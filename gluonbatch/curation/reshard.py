@@ -167,7 +167,7 @@ def reshard(frame: dd.DataFrame, shards: Sequence[Shard], reader: RecordReader, 
             max_shards: int, old_id_col: str | None) -> list[str]:
     """Write the records of ``frame`` kept by ``filter_column`` as a new, renumbered dataset.
 
-    The work of :meth:`ImageTextPairDataset.to_webdataset` (which documents the arguments):
+    The work of :meth:`.ImageTextPairDataset.to_webdataset` (which documents the arguments):
     ``frame`` is the dataset's Dask metadata (one partition per shard of ``shards``),
     ``reader`` the dataset's :class:`~gluonbatch.shards.reader.RecordReader` and
     ``source`` the source directory.

@@ -128,8 +128,8 @@ def checked_state(state: dict) -> dict:
 class Resumable:
     """What a seeded loader adds: its state (:meth:`state_dict`, :meth:`load_state_dict`)
     and its epochs (:meth:`set_epoch`). The loader sets ``_seed`` and ``_batch_sampler``
-    and calls :meth:`_begin_pass` once the sampler's pass has begun, :meth:`_delivering`
-    as each batch reaches the caller and :meth:`_end_pass` as the pass ends, finished or
+    and calls ``_begin_pass`` once the sampler's pass has begun, ``_delivering``
+    as each batch reaches the caller and ``_end_pass`` as the pass ends, finished or
     not. The position of a pass under way is the batches it delivered (``_delivered``,
     None between passes); a position set during it (:meth:`set_epoch`,
     :meth:`load_state_dict`) has the last word as it ends."""

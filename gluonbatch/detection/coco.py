@@ -1,4 +1,5 @@
-"""MS COCO on disk (gluoncv's layout) to detection shards: :func:`from_coco`."""
+"""MS COCO on disk (gluoncv's layout) to detection shards:
+:func:`~gluonbatch.detection.from_coco`."""
 import json
 import math
 import os

@@ -128,11 +128,11 @@ def write_dataset(records: Sequence[Record], dst: str, what: str, samples_per_sh
                   show: bool, **manifest: Any) -> str:
     """Write ``records`` (a list of :data:`Record`, in dataset order) into ``dst`` (from
     :func:`destination`; made if missing, and removed again if the run made it and fails),
-    ``samples_per_shard`` per shard, with the manifest :func:`make_manifest` makes of
+    ``samples_per_shard`` per shard, with the manifest
+    :func:`~gluonbatch.detection.annotations.make_manifest` makes of
     ``manifest`` and the shards. Returns ``dst``.
 
-    ``what`` labels the progress shown when ``show`` (:func:`counted`, one step per
-    image).
+    ``what`` labels the progress shown when ``show`` (one step per image).
     """
     samples_per_shard = check_int(samples_per_shard, 'samples_per_shard', minimum=1)
     if not records:

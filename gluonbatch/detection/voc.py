@@ -1,4 +1,5 @@
-"""Pascal VOC on disk (gluoncv's layout) to detection shards: :func:`from_voc`."""
+"""Pascal VOC on disk (gluoncv's layout) to detection shards:
+:func:`~gluonbatch.detection.from_voc`."""
 import logging
 import math
 import os

@@ -20,9 +20,9 @@ own -- or left out (``'drop'``).
 :class:`~gluonbatch.samplers.shard_window.ShardWindowSampler`; PyTorch's
 ``DistributedSampler`` deals so), ``block=batch_size`` the seeded ones
 (:class:`~gluonbatch.samplers.seeded.SeededBatchSampler`,
-:class:`~gluonbatch.samplers.buckets.SeededBucketSampler`). :func:`rank_positions` is the
-rule; :class:`RankSampler` is the base of the samplers that give an epoch's order and take a
-rank's part of it.
+:class:`~gluonbatch.samplers.buckets.SeededBucketSampler`).
+:func:`~gluonbatch.samplers.rank_positions` is the rule; :class:`RankSampler` is the base of
+the samplers that give an epoch's order and take a rank's part of it.
 
 Examples
 --------

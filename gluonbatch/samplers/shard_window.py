@@ -88,9 +88,9 @@ class ShardWindowSampler(RankSampler):
     most of the window's shards, while its shards fit in memory (or the page cache)
     together.
 
-    Epochs: each pass (``iter``) uses the current :attr:`epoch` and then advances it by
-    one; :meth:`set_epoch` sets the epoch of the next pass, as for
-    :class:`~gluonbatch.samplers.split.SplitSampler`. A seeded gluonbatch loader
+    Epochs: each pass (``iter``) uses the current ``epoch`` and then advances it by
+    one; :meth:`~gluonbatch.samplers.RankSampler.set_epoch` sets the epoch of the next pass,
+    as for :class:`~gluonbatch.samplers.split.SplitSampler`. A seeded gluonbatch loader
     (``seed=``, the same seed) takes it as ``sampler`` and makes its batches from
     :meth:`order` of its own epochs, dealt to the ranks a batch at a time, resumable.
 

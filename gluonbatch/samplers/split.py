@@ -35,11 +35,12 @@ class SplitSampler(RankSampler):
     ``last_part``). Equal lengths matter: in synchronous training every rank must run the
     same number of steps, or the ranks that run out first leave the others waiting forever.
 
-    Epochs: each pass (``iter``) uses the current :attr:`epoch` and then advances it by
-    one, so consecutive passes are shuffled differently. :meth:`set_epoch` sets the epoch
-    of the next pass, as PyTorch's ``DistributedSampler`` does; calling it before every
-    pass (with the epoch number) is the robust choice when ranks may iterate a different
-    number of times (e.g. an extra pass on one rank only).
+    Epochs: each pass (``iter``) uses the current ``epoch`` and then advances it by
+    one, so consecutive passes are shuffled differently.
+    :meth:`~gluonbatch.samplers.RankSampler.set_epoch` sets the epoch of the next pass, as
+    PyTorch's ``DistributedSampler`` does; calling it before every pass (with the epoch
+    number) is the robust choice when ranks may iterate a different number of times (e.g. an
+    extra pass on one rank only).
 
     A seeded gluonbatch loader given one (``seed=``) takes its rank and ``shuffle`` and
     orders the samples from its own seed.

@@ -42,7 +42,7 @@ _ZEROS = bytes(BLOCK)
 
 
 class RecordCopier:
-    """Copies records of source shards into one :class:`ShardWriter`'s tar.
+    """Copies records of source shards into one :class:`.ShardWriter`'s tar.
 
     Parameters
     ----------
@@ -71,7 +71,7 @@ class RecordCopier:
 
     def copy(self, shard: Shard, records: ShardRecords, fd: int,
              rows: Sequence[int] | np.ndarray, new_ids: Sequence[str]) -> None:
-        """Append records ``rows`` of ``shard`` (its :class:`ShardRecords`, read through
+        """Append records ``rows`` of ``shard`` (its :class:`.ShardRecords`, read through
         descriptor ``fd``) with ids ``new_ids``, in order."""
         rows = np.asarray(rows, np.int64)
         if not len(rows):

@@ -115,9 +115,9 @@ def reads_as_str(schema: pa.Schema, id_col: str) -> bool:
 
 def parquet_id_rows(source: pq.ParquetFile, id_col: str) -> np.ndarray | None:
     """The ids of a shard's parquet (``source``, a ``pyarrow.parquet.ParquetFile``) as
-    sorted rows of UTF-8 bytes (:func:`byte_matrix`), or None unless they are
-    :func:`sorted_ids` and none is empty or holds a NUL (numpy's byte strings drop
-    trailing NULs, and no tar member has an empty id).
+    sorted rows of UTF-8 bytes (:func:`~gluonbatch.shards.record_arrays.byte_matrix`), or
+    None unless they are :func:`sorted_ids` and none is empty or holds a NUL (numpy's byte
+    strings drop trailing NULs, and no tar member has an empty id).
 
     >>> import os, tempfile
     >>> with tempfile.TemporaryDirectory() as tmp:

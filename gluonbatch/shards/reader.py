@@ -203,13 +203,13 @@ class RecordReader:
     # ---------------------------------------------------------------- reading
 
     def shard_ids(self, shard: Shard) -> np.ndarray:
-        """The record ids of ``shard`` (one of :attr:`shards`, or a copy of one; it may be
+        """The record ids of ``shard`` (one of ``shards``, or a copy of one; it may be
         empty), in record order."""
         return self.records(shard).ids
 
     def records(self, shard: Shard) -> ShardRecords:
         """The :class:`~gluonbatch.shards.records.ShardRecords` of ``shard`` (one of
-        :attr:`shards`, or a copy of one)."""
+        ``shards``, or a copy of one)."""
         return self._shard_records(self._numbers[shard.stem])
 
     def locate(self, i: int) -> tuple[int, ShardRecords, int]:

@@ -108,8 +108,8 @@ def as_strings(matrix: np.ndarray) -> np.ndarray:
 
 
 def unicode_rows(rows: np.ndarray) -> np.ndarray:
-    """:func:`parquet_id_rows`' rows as numpy's ``str`` array (what ``np.array(ids,
-    dtype=str)`` makes of the ids).
+    """:func:`~gluonbatch.shards.parquet.parquet_id_rows`' rows as numpy's ``str`` array
+    (what ``np.array(ids, dtype=str)`` makes of the ids).
 
     >>> unicode_rows(np.array([[97, 98], [195, 169]], np.uint8))
     array(['ab', 'é'], dtype='<U2')

@@ -1,5 +1,5 @@
-"""Checking a dataset whole before a long job: :func:`verify`, one :class:`Problem` per
-thing wrong.
+"""Checking a dataset whole before a long job: :func:`~gluonbatch.shards.verify`, one
+:class:`Problem` per thing wrong.
 
 Each shard's parquet, index and tar are read as the dataset reads them
 (:class:`~gluonbatch.shards.records.ShardRecords`: the ids of the parquet against the

@@ -189,6 +189,7 @@ def commit_shards(stage: Stage, stems: Sequence[str], mode: CommitMode,
                   index: bool = True) -> list[str]:
     """Move the shards ``stems``, written by :class:`ShardWriter` into ``stage`` (a
     :class:`~gluonbatch.shards.commit.Stage`), into place together; ``mode`` and the
-    guarantee are :meth:`Stage.commit`'s. Returns their tars' paths."""
+    guarantee are :meth:`~gluonbatch.shards.commit.Stage.commit`'s. Returns their tars'
+    paths."""
     stage.commit([move for stem in stems for move in shard_moves(stem, index)], mode)
     return [os.path.join(stage.directory, stem + '.tar') for stem in stems]

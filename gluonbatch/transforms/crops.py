@@ -12,8 +12,8 @@ final map is ``m(r + shift)``, with ``shift`` the pre-image of the wanted fill c
 (:func:`fill_shift`).
 
 Crops with fill (and the rows :func:`resize_crop` averages down) are leased from the
-thread's zero buffer (:func:`.scratch.zeros`: no fresh pages for a crop up to 16 times
-the image), other crops from its kept arrays (:func:`.scratch.empty`).
+thread's zero buffer (``scratch.zeros``: no fresh pages for a crop up to 16 times
+the image), other crops from its kept arrays (``scratch.empty``).
 
 Examples
 --------

@@ -104,7 +104,7 @@ class DeferredImage(Deferred):
         return None if self._shift is None else _read_only(self._shift)
 
     def write(self, out: np.ndarray) -> None:
-        """The image into ``out`` (float32 of :attr:`shape`)."""
+        """The image into ``out`` (float32 of ``shape``)."""
         affine = pixel_ops.affine_chw if self.chw else pixel_ops.affine_hwc
         affine(self._pixels, self._matrix, self.flip_x, self._shift, out)
 

@@ -325,7 +325,7 @@ def draw_crop(label: np.ndarray, size: Sequence[int], py_rng: PythonRandom | Non
     """The draws of gluoncv's ``experimental.bbox.random_crop_with_constraints(label,
     size)`` (same defaults), ``size = (width, height)``; the crop as a :class:`Crop`.
 
-    A trial that cannot pass is not tested (see :class:`_TrialTest`), which changes
+    A trial that cannot pass is not tested (see ``_TrialTest``), which changes
     neither the draws nor the choice.
 
     >>> label = np.array([[10., 10., 50., 40., 0.]])

@@ -6,7 +6,7 @@ whole colour chain as one 3x4 matrix (see :mod:`gluonbatch.transforms.color`) wh
 flipping and writing CHW into the output (:func:`affine_chw`, :func:`affine_hwc`). The
 other presets resize (:func:`resize`) and normalize (:class:`Normalizer`) here too. The HWC
 image between the colour map and the CHW split lives in the thread's kept arrays
-(:func:`.scratch.empty`): fresh pages would cost more than the pass.
+(``scratch.empty``): fresh pages would cost more than the pass.
 
 Examples
 --------
@@ -121,7 +121,8 @@ def affine_chw(img: np.ndarray, m: ArrayLike, flip_x: bool = False,
     flip_x : bool
         Mirror left-right.
     shift : array-like of 3, optional
-        Added to every pixel before ``m`` (see :func:`fill_shift`).
+        Added to every pixel before ``m`` (see
+        :func:`~gluonbatch.transforms.crops.fill_shift`).
     out : numpy.ndarray, optional
         ``(3, H, W)`` float32 to write into; a new C-contiguous array if ``None``.
 

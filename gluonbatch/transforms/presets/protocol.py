@@ -6,7 +6,8 @@ them as a record (:class:`~gluonbatch.transforms.draws.SSDDraw`,
 :class:`~gluonbatch.transforms.presets.rcnn.RCNNDraw`,
 :class:`~gluonbatch.transforms.presets.center_net.CenterNetDraw`). ``apply`` makes the
 sample that record describes. Calling the preset, gluoncv's way, is ``draw`` then ``apply``
-on numpy's and Python's global generators (:func:`global_generators`), so a run seeded with
+on numpy's and Python's global generators
+(:func:`~gluonbatch.transforms.presets.global_generators`), so a run seeded with
 ``random.seed`` and ``np.random.seed`` sees gluoncv's samples, and seeded loading, which
 reseeds those generators per sample, reaches every draw.
 
@@ -115,7 +116,7 @@ class Preset(Protocol[Draw]):
     The SSD and YOLOv3 presets (:class:`~gluonbatch.transforms.presets.ssd.SSDAugmentation`
     and its subclasses), Faster and Mask R-CNN's and CenterNet's implement it. A call,
     ``preset(*sample)``, is ``preset.apply(sample, preset.draw(shape, label, g), g)`` with
-    ``g`` the global generators (:func:`global_generators`).
+    ``g`` the global generators (:func:`~gluonbatch.transforms.presets.global_generators`).
     """
 
     def draw(self, image_shape: Sequence[int], label: np.ndarray,
