@@ -44,7 +44,7 @@ def test_docs_build_without_warnings(html_dir):
                  'SplitSampler', 'default_collate', 'SharedMemoryError'):
         assert name in api, name
     for page in ('migration', 'choosing', 'detection', 'scaling', 'reproducible', 'memory',
-                 'webdataset', 'performance', 'cli'):
+                 'curation', 'shards', 'performance', 'cli', 'glossary'):
         assert (html_dir / ('%s.html' % page)).is_file(), page
     assert 'usage: gluonbatch' in _read(html_dir / 'cli.html')
 

@@ -73,6 +73,13 @@ train_data = mx.gluon.data.DataLoader(SeededDataset(dataset.transform(resized[0]
                                       batch_sampler=train_sampler, batchify_fn=batchify_fn)
 '''
 
+# A train preset and one sample of the reader's own
+_PRESET_SAMPLE = ('import numpy as np\n'
+                  'from gluonbatch.transforms.presets.ssd import SSDDefaultTrainTransform\n'
+                  'preset = SSDDefaultTrainTransform(96, 64)\n'
+                  'image = np.full((60, 80, 3), 128, np.uint8)\n'
+                  'label = np.array([[10., 10., 50., 40., 1.]])\n')
+
 #: (page, text of the block) -> the code that makes the names the block takes from the
 #: reader's own script
 SCRIPT_NAMES = {
@@ -85,6 +92,7 @@ SCRIPT_NAMES = {
         _DETECTION_DATA + _ANCHORS,
     ('docs/transforms.rst', 'SSDDefaultTrainTransform(300, 300, deferred=True)'):
         _ANCHORS,
+    ('docs/transforms.rst', 'preset.draw(image.shape, label, generators)'): _PRESET_SAMPLE,
     ('docs/batch_targets.rst', 'SSDTrainBatchify(anchors)'):
         _DETECTION_DATA + "net = zoo_net('ssd_300_vgg16_atrous_voc')\n",
     ('docs/batch_targets.rst', 'YOLO3TrainBatchify(net'):
@@ -122,7 +130,7 @@ SCRIPT_NAMES = {
 NOT_RUN = {
     ('README.md', 'ctx_list = [mx.gpu(i) for i in range(4)]'): 'needs four GPUs',
     ('docs/scaling.rst', 'ctx_list = [mx.gpu(i) for i in range(4)]'): 'needs four GPUs',
-    ('docs/webdataset.rst', "Client('scheduler-address:8786')"):
+    ('docs/curation.rst', "Client('scheduler-address:8786')"):
         'needs a Dask scheduler at that address',
 }
 
@@ -243,5 +251,5 @@ def test_the_lists_name_real_blocks():
         for page, marker in table:
             assert any(marker in code for _, code in page_blocks(page)), (page, marker)
     extracted = {page: page_blocks(page) for page in PAGES}
-    assert len(extracted['README.md']) >= 5 and len(extracted['docs/webdataset.rst']) >= 3
+    assert len(extracted['README.md']) >= 5 and len(extracted['docs/curation.rst']) >= 3
     assert all(code.strip() for blocks in extracted.values() for _, code in blocks)
