@@ -6,7 +6,7 @@ per device in its ``device_layout``; :func:`split_to_devices` reads that layout 
 each slice onto its device, returning one tuple per device, and :class:`DeviceLoader` does
 it for every batch of a loader. A batch with no per-device field is split by rows across
 all the devices, like ``gluon.utils.split_and_load``. Many machines:
-:class:`gluonbatch.samplers.split.SplitSampler` gives every rank its own part of the
+:class:`gluonbatch.samplers.SplitSampler` gives every rank its own part of the
 dataset.
 
 ``num_shards`` is gluoncv's name for the number of device slices (``Pad``,

@@ -22,7 +22,7 @@ batchify function                     gluoncv's preset (with targets) + batchify
 
 With ``normalize=True`` the images come HWC, ``uint8`` or ``float32`` in the pixel range
 (the presets' ``normalize=False``) and are written CHW after MXNet's ``to_tensor`` and
-``normalize``, bit for bit (:class:`~gluonbatch.batchify.images.NormalizedStack`).
+``normalize``, bit for bit (:class:`~gluonbatch.batchify.NormalizedStack`).
 
 Examples
 --------

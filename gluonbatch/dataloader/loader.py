@@ -86,7 +86,7 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
         random draws from ``(seed, epoch, position)``, the same batches for any
         ``num_workers``; :meth:`state_dict` and :meth:`load_state_dict` resume at any
         batch. The batches come from ``batch_size``, ``shuffle`` and ``last_batch`` (and a
-        :class:`~gluonbatch.samplers.split.SplitSampler`'s rank, or a
+        :class:`~gluonbatch.samplers.SplitSampler`'s rank, or a
         :class:`~gluonbatch.samplers.ShardWindowSampler`'s order and rank, of the same
         seed), or a :class:`~gluonbatch.samplers.SeededBatchSampler`. None: MXNet's order.
     max_restarts : int, default 10

@@ -1,5 +1,5 @@
 """gluoncv's detection data loaders, as thin layers over
-:class:`~gluonbatch.dataloader.loader.DataLoader` (its workers, errors, seeds and state)."""
+:class:`~gluonbatch.DataLoader` (its workers, errors, seeds and state)."""
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -19,7 +19,7 @@ class DetectionDataLoader(DataLoader):
 
     Deprecated in gluoncv in favour of ``mx.gluon.data.DataLoader`` with batchify functions,
     and kept so that gluoncv code keeps working (making one warns). A layer over
-    :class:`~gluonbatch.dataloader.loader.DataLoader`: its workers are replaced when they die,
+    :class:`~gluonbatch.DataLoader`: its workers are replaced when they die,
     a batch that fails to load raises the original exception with notes naming its dataset
     indices, and with a ``seed`` a run repeats and resumes.
 
@@ -31,7 +31,7 @@ class DetectionDataLoader(DataLoader):
     batchify_fn : callable, optional
         Default :func:`default_pad_batchify_fn` (labels padded with -1).
     num_workers, timeout, seed, max_restarts :
-        As for :class:`~gluonbatch.dataloader.loader.DataLoader` (defaults 0, 120 seconds,
+        As for :class:`~gluonbatch.DataLoader` (defaults 0, 120 seconds,
         None: gluoncv's behaviour, 10).
 
     Raises
@@ -110,7 +110,7 @@ class RandomTransformDataLoader(DataLoader):
 
     Multi-scale training: e.g. one YOLOv3 transform per input size, switched every 10
     batches so that a batch holds images of one size. A layer over
-    :class:`~gluonbatch.dataloader.loader.DataLoader`, which handles its errors, dead
+    :class:`~gluonbatch.DataLoader`, which handles its errors, dead
     workers, passes left early and closing.
 
     Parameters
@@ -127,7 +127,7 @@ class RandomTransformDataLoader(DataLoader):
     batchify_fn : callable, optional
         Default :func:`default_batchify_fn`.
     num_workers, prefetch, timeout, seed, max_restarts :
-        As for :class:`~gluonbatch.dataloader.loader.DataLoader`.
+        As for :class:`~gluonbatch.DataLoader`.
 
     Raises
     ------

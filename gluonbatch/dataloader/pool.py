@@ -1,4 +1,4 @@
-"""The worker processes of a :class:`~gluonbatch.dataloader.loader.DataLoader`: how they
+"""The worker processes of a :class:`~gluonbatch.DataLoader`: how they
 start, load, die, are replaced and stop. This is the one place that tells it.
 
 **Start.** Each worker is a fork of the training process (:func:`~.worker.serve`), with a

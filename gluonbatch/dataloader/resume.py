@@ -1,12 +1,12 @@
 """Seeded loaders' batches and their resumable state: what ``seed=`` adds to
-:class:`~gluonbatch.dataloader.loader.DataLoader`.
+:class:`~gluonbatch.DataLoader`.
 
 With a seed the loader's batches come from a
-:class:`~gluonbatch.samplers.seeded.SeededBatchSampler` built from the loader's own
+:class:`~gluonbatch.samplers.SeededBatchSampler` built from the loader's own
 arguments (``batch_size``, ``shuffle``, ``last_batch``, and a
-:class:`~gluonbatch.samplers.split.SplitSampler`'s rank, or another
-:class:`~gluonbatch.samplers.ranks.RankSampler`'s -- a
-:class:`~gluonbatch.samplers.shard_window.ShardWindowSampler`'s -- order and rank), and the
+:class:`~gluonbatch.samplers.SplitSampler`'s rank, or another
+:class:`~gluonbatch.samplers.RankSampler`'s -- a
+:class:`~gluonbatch.samplers.ShardWindowSampler`'s -- order and rank), and the
 loader's state is a small JSON-serializable dict: its sampler's state -- the next batch to
 deliver (``epoch`` and ``batch``) and what the batch numbers mean (``seed``,
 ``global_batch_size``, ``length``, ``shuffle``, ``last_batch``, and with an order its
@@ -50,13 +50,13 @@ KEYS = ('format', 'seed', 'epoch', 'batch', 'global_batch_size', 'length', 'shuf
 def seeded_batch_sampler(length: int, seed: int, batch_size: int | None, shuffle: bool,
                          sampler: object, last_batch: str | None,
                          batch_sampler: object) -> SeededBatchSampler:
-    """The :class:`~gluonbatch.samplers.seeded.SeededBatchSampler` of a loader made with
+    """The :class:`~gluonbatch.samplers.SeededBatchSampler` of a loader made with
     ``seed`` and MXNet's DataLoader arguments; ValueError for arguments that would order the
     samples some other way.
 
-    A :class:`~gluonbatch.samplers.split.SplitSampler` gives the rank and whether to shuffle
+    A :class:`~gluonbatch.samplers.SplitSampler` gives the rank and whether to shuffle
     (the seed orders the samples: its own seed and ``last_part`` are not used); any other
-    :class:`~gluonbatch.samplers.ranks.RankSampler` gives the order of every epoch too."""
+    :class:`~gluonbatch.samplers.RankSampler` gives the order of every epoch too."""
     seed = check_seed(seed)
     if batch_sampler is not None:
         if not isinstance(batch_sampler, SeededBatchSampler):
@@ -109,7 +109,7 @@ def loader_state(sampler_state: dict) -> dict:
 
 def checked_state(state: dict) -> dict:
     """``state`` if it is a loader's state dict (a dict of the right ``format``, with every
-    key) or a :class:`~gluonbatch.samplers.seeded.SeededBatchSampler`'s, which is the same dict
+    key) or a :class:`~gluonbatch.samplers.SeededBatchSampler`'s, which is the same dict
     without ``format``; TypeError or ValueError naming what is wrong. The sampler checks
     the values."""
     if not isinstance(state, dict):

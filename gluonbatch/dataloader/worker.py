@@ -1,4 +1,4 @@
-"""What runs in a worker process of :class:`~gluonbatch.dataloader.loader.DataLoader`.
+"""What runs in a worker process of :class:`~gluonbatch.DataLoader`.
 
 A worker is a fork of the training process (:mod:`~gluonbatch.dataloader.pool` tells its
 whole life): it inherits the :class:`Job` -- the dataset, the transforms, the batchify

@@ -1,7 +1,7 @@
 """Faster R-CNN and Mask R-CNN loaders the way gluoncv's train scripts build them.
 
-Train batches come from :class:`gluonbatch.batchify.rcnn.FasterRCNNTrainBatchify` /
-:class:`gluonbatch.batchify.rcnn.MaskRCNNTrainBatchify` for ``--num-devices`` devices, fed by a
+Train batches come from :class:`gluonbatch.batchify.FasterRCNNTrainBatchify` /
+:class:`gluonbatch.batchify.MaskRCNNTrainBatchify` for ``--num-devices`` devices, fed by a
 batch sampler that groups images of similar aspect ratio (so little of each batch is padding):
 gluoncv's ``SplitSortedBucketSampler`` in its scripts, here its seeded counterpart
 :class:`~gluonbatch.samplers.SeededBucketSampler` in a seeded :class:`gluonbatch.DataLoader`

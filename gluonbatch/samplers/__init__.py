@@ -2,7 +2,7 @@
 
 Every sampler here that splits data across ranks gives each rank the same number of samples,
 by one rule (:func:`gluonbatch.samplers.rank_positions`); the samplers that give an
-epoch's order of all ranks derive from :class:`~gluonbatch.samplers.ranks.RankSampler`.
+epoch's order of all ranks derive from :class:`~gluonbatch.samplers.RankSampler`.
 
 Examples
 --------

@@ -6,7 +6,7 @@ batch pads little, then its batches shuffled. :class:`SeededBucketSampler` does 
 from the seed: the epoch's order, each bucket's sort direction and its batches' order come
 from ``(seed, epoch, bucket)``, every sample keeps the key of its position in the epoch's
 order, and a rank takes its slice of each global batch, as
-:class:`~gluonbatch.samplers.seeded.SeededBatchSampler` does (each bucket's arranged positions
+:class:`~gluonbatch.samplers.SeededBatchSampler` does (each bucket's arranged positions
 dealt by :func:`~gluonbatch.samplers.rank_positions`, ``block=batch_size``).
 """
 from collections.abc import Sequence

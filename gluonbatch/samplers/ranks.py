@@ -16,11 +16,11 @@ again, and which a seeded sampler keys by their own position, so they get draws 
 own -- or left out (``'drop'``).
 
 ``block=1`` serves the samplers that do not know the batch size
-(:class:`~gluonbatch.samplers.split.SplitSampler`,
-:class:`~gluonbatch.samplers.shard_window.ShardWindowSampler`; PyTorch's
+(:class:`~gluonbatch.samplers.SplitSampler`,
+:class:`~gluonbatch.samplers.ShardWindowSampler`; PyTorch's
 ``DistributedSampler`` deals so), ``block=batch_size`` the seeded ones
-(:class:`~gluonbatch.samplers.seeded.SeededBatchSampler`,
-:class:`~gluonbatch.samplers.buckets.SeededBucketSampler`).
+(:class:`~gluonbatch.samplers.SeededBatchSampler`,
+:class:`~gluonbatch.samplers.SeededBucketSampler`).
 :func:`~gluonbatch.samplers.rank_positions` is the rule; :class:`RankSampler` is the base of
 the samplers that give an epoch's order and take a rank's part of it.
 
@@ -128,7 +128,7 @@ class RankSampler(mx.gluon.data.Sampler, metaclass=abc.ABCMeta):
     A subclass gives the order of every epoch (:meth:`order`), its :attr:`length`, the
     :attr:`seed` it is drawn from and a :attr:`description` of what else it depends on;
     this class deals it to the ranks and counts the epochs. A seeded loader or a
-    :class:`~gluonbatch.samplers.seeded.SeededBatchSampler` given one as its order deals
+    :class:`~gluonbatch.samplers.SeededBatchSampler` given one as its order deals
     the same order in blocks of its batch size instead.
 
     Parameters

@@ -1,15 +1,15 @@
 """The batches of a seeded run: which samples, in which order, under which keys.
 
 :class:`SeededBatchSampler` yields each batch as a list of
-:class:`~gluonbatch.seeded.keys.SampleKey`: the dataset index to read and the
+:class:`~gluonbatch.seeded.SampleKey`: the dataset index to read and the
 ``(seed, epoch, position)`` its augmentation draws from. Everything is computed from those
 numbers, never from a running state, so a pass can start at any batch at the cost of its
 first batch (resuming), and a rank's batches are a slice of the global batch whatever the
 number of ranks (elastic).
 
 The epoch's order is :func:`~gluonbatch.seeded.keys.epoch_order` (or ``range`` without
-``shuffle``), or an *order*'s: a :class:`~gluonbatch.samplers.ranks.RankSampler` such as
-:class:`~gluonbatch.samplers.shard_window.ShardWindowSampler`, which reads shards a few at
+``shuffle``), or an *order*'s: a :class:`~gluonbatch.samplers.RankSampler` such as
+:class:`~gluonbatch.samplers.ShardWindowSampler`, which reads shards a few at
 a time. It is dealt to the ranks a ``batch_size`` at a time
 (:func:`~gluonbatch.samplers.rank_positions` with ``block=batch_size``): rank
 ``part_index`` takes the ``part_index``-th ``batch_size`` of each global batch of
@@ -30,7 +30,7 @@ __all__ = ['SeededBatchSampler', 'KeyBatch']
 
 
 class KeyBatch(list):
-    """One batch of :class:`~gluonbatch.seeded.keys.SampleKey`, a list, which also knows
+    """One batch of :class:`~gluonbatch.seeded.SampleKey`, a list, which also knows
     the ``epoch`` of its pass and its ``number`` in the pass (from 0). Its first key is a
     :class:`~gluonbatch.seeded.keys.BatchStart`, from which MXNet's generator is seeded
     for the batch."""

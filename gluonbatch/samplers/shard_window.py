@@ -90,7 +90,7 @@ class ShardWindowSampler(RankSampler):
 
     Epochs: each pass (``iter``) uses the current ``epoch`` and then advances it by
     one; :meth:`~gluonbatch.samplers.RankSampler.set_epoch` sets the epoch of the next pass,
-    as for :class:`~gluonbatch.samplers.split.SplitSampler`. A seeded gluonbatch loader
+    as for :class:`~gluonbatch.samplers.SplitSampler`. A seeded gluonbatch loader
     (``seed=``, the same seed) takes it as ``sampler`` and makes its batches from
     :meth:`order` of its own epochs, dealt to the ranks a batch at a time, resumable.
 
@@ -98,7 +98,7 @@ class ShardWindowSampler(RankSampler):
     ----------
     dataset : dataset or sequence of int
         A dataset with a ``shard_lengths`` attribute (the samples of each shard, in the
-        dataset's order; :class:`~gluonbatch.curation.image_text.ImageTextPairDataset` has
+        dataset's order; :class:`~gluonbatch.curation.ImageTextPairDataset` has
         one), or those lengths themselves. Empty shards are allowed.
     window : int, default 4
         Shards per window, at least 1.
@@ -110,7 +110,7 @@ class ShardWindowSampler(RankSampler):
     part_index : int, default 0
         This rank (``kv.rank``), ``0 <= part_index < num_parts``.
     last_part : {'pad', 'drop'}, default 'pad'
-        As for :class:`~gluonbatch.samplers.split.SplitSampler`: ``'pad'`` makes every
+        As for :class:`~gluonbatch.samplers.SplitSampler`: ``'pad'`` makes every
         part ``ceil(length / num_parts)`` long, the last ranks' last sample taken from the
         start of the epoch's order again; ``'drop'`` makes them ``length // num_parts`` long
         and leaves out the order's last ``length % num_parts`` samples. A seeded loader's

@@ -1,4 +1,4 @@
-"""The checks of a :class:`~gluonbatch.samplers.seeded.SeededBatchSampler`'s state, before
+"""The checks of a :class:`~gluonbatch.samplers.SeededBatchSampler`'s state, before
 it loads.
 
 A state names where a run is, ``epoch`` and ``batch``, and what its batch numbers mean:

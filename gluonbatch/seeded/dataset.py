@@ -10,7 +10,7 @@ __all__ = ['SeededDataset']
 
 
 class SeededDataset(mx.gluon.data.Dataset):
-    """``dataset``, read by :class:`~gluonbatch.seeded.keys.SampleKey`: each sample with
+    """``dataset``, read by :class:`~gluonbatch.seeded.SampleKey`: each sample with
     Python's :mod:`random`, numpy's and MXNet's generators and the ``RandomState`` objects
     ``dataset`` holds (its transforms', found once) seeded from the key first.
 

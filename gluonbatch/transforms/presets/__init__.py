@@ -2,7 +2,7 @@
 and validation transforms of SSD, YOLOv3, Faster and Mask R-CNN and CenterNet, and each
 detector's ``load_test`` and ``transform_test``, which make files or decoded images the
 network's test-time input with that detector's defaults. Every train preset is a
-:class:`~gluonbatch.transforms.presets.protocol.Preset`: its random choices drawn from the
+:class:`~gluonbatch.transforms.presets.Preset`: its random choices drawn from the
 generators it is given, then applied.
 
 Examples

@@ -62,7 +62,7 @@ class SSDAugmentation:
     """The augmentation shared by gluoncv's SSD and YOLOv3 train presets, drawn and applied
     in two steps.
 
-    A :class:`~gluonbatch.transforms.presets.protocol.Preset`: ``draw`` makes every random
+    A :class:`~gluonbatch.transforms.presets.Preset`: ``draw`` makes every random
     draw (a :class:`~gluonbatch.transforms.draws.SSDDraw`), ``apply`` draws nothing.
     ``augment(src, label)`` does both on the global generators and returns ``(image,
     boxes)``, the boxes float64 as gluoncv's after ``bbox.flip``; extra label columns
