@@ -122,19 +122,22 @@ def test_seeded_samplers_deal_their_order_a_batch_at_a_time(
     if last_batch == 'keep' and count % (batch_size * num_parts):
         last_batch = 'pad'  # 'keep' is for whole global batches on several ranks
     last = 'drop' if last_batch == 'discard' else 'pad'
+    # the seed's permutation: the order of a sampler without one, or given a SplitSampler
+    # (which gives only the rank)
+    permutation = SeededBatchSampler(count, 1, seed).batches(epoch)
+    permutation = np.array([key.index for batch in permutation for key in batch], np.int64)
     for rank in range(num_parts):
         if order_kind is None:
             sampler = SeededBatchSampler(count, batch_size, seed, last_batch=last_batch,
                                          num_parts=num_parts, part_index=rank)
-            order = SeededBatchSampler(count, 1, seed).batches(epoch)
-            order = np.array([key.index for batch in order for key in batch], np.int64)
+            order = permutation
         else:
-            source = (SplitSampler(count, num_parts, rank, shuffle=True, seed=seed)
+            source = (SplitSampler(count, num_parts, rank, shuffle=True, seed=seed + 1)
                       if order_kind is SplitSampler else
                       ShardWindowSampler(lengths, 2, seed, num_parts, rank))
             sampler = SeededBatchSampler(count, batch_size, seed, last_batch=last_batch,
                                          order=source)
-            order = source.order(epoch)
+            order = permutation if order_kind is SplitSampler else source.order(epoch)
         keys = [key for batch in sampler.batches(epoch) for key in batch]
         positions = rank_positions(count, num_parts, rank, batch_size, last).tolist()
         if last_batch == 'keep':

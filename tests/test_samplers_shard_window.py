@@ -371,7 +371,7 @@ def test_the_loader_checks_the_window_sampler_it_is_given():
             'seed=%d but the ShardWindowSampler has seed=3: give both the same seed' % SEED)):
         DataLoader(data, batch_size=2, sampler=ShardWindowSampler(data, seed=3), seed=SEED)
     with pytest.raises(ValueError, match=re.escape(
-            'the ShardWindowSampler is for 5 samples, but the dataset has 19')):
+            'the ShardWindowSampler is for 5 samples, but length is 19')):
         DataLoader(data, batch_size=2, sampler=ShardWindowSampler([2, 3], seed=SEED),
                      seed=SEED)
     with pytest.raises(ValueError, match=re.escape(
@@ -439,9 +439,9 @@ def test_the_batch_sampler_checks_its_order():
             (dict(order=[1, 2]), TypeError,
              'order must be a RankSampler (an epoch order of all ranks, such as a '
              'ShardWindowSampler), got a list'),
-            (dict(seed=1), ValueError, 'seed=1 but the order has seed=%d' % SEED),
+            (dict(seed=1), ValueError, 'seed=1 but the ShardWindowSampler has seed=%d' % SEED),
             (dict(length=length + 1), ValueError,
-             'the order is of 19 samples, but length is 20'),
+             'the ShardWindowSampler is for 19 samples, but length is 20'),
             (dict(num_parts=3, part_index=1), ValueError,
              'num_parts=3, part_index=1, but the order is part 1 of 2'),
             (dict(shuffle=False), ValueError, 'shuffle=False, but the order shuffles')]:

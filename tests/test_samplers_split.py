@@ -105,3 +105,22 @@ def test_any_integer_below_the_minimum_is_a_value_error(name, below, numpy_int):
     kwargs[name] = np.int64(minimum - below) if numpy_int else minimum - below
     with pytest.raises(ValueError, match=name):
         SplitSampler(**kwargs)
+
+
+def test_a_split_sampler_gives_a_seeded_sampler_its_rank_wherever_it_is_passed():
+    # as the order of a SeededBatchSampler or as a seeded loader's sampler: the rank and
+    # whether to shuffle are the SplitSampler's, the order is the seed's permutation
+    import mxnet as mx
+    from gluonbatch import DataLoader
+    from gluonbatch.samplers import SeededBatchSampler
+
+    data = mx.gluon.data.SimpleDataset(list(range(8)))
+    for rank in (0, 1):
+        split = SplitSampler(8, 2, rank, shuffle=True, seed=5)  # its own seed is not used
+        direct = SeededBatchSampler(8, 2, seed=3, order=split)
+        plain = SeededBatchSampler(8, 2, seed=3, num_parts=2, part_index=rank)
+        assert [[key.index for key in batch] for batch in direct] == \
+            [[key.index for key in batch] for batch in plain]
+        loader = DataLoader(data, batch_size=2, sampler=split, seed=3)
+        assert [batch.asnumpy().tolist() for batch in loader] == \
+            [[key.index for key in batch] for batch in plain.batches(0)]

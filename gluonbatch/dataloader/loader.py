@@ -9,7 +9,7 @@ import collections
 import itertools
 import numbers
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Literal, Self, TypeAlias
+from typing import Any, Self
 
 import mxnet as mx
 from mxnet.util import is_np_array, is_np_shape
@@ -18,6 +18,7 @@ from .._core.checks import check_int, describe
 from .._core.tree import map_arrays
 from .._core.typing import BatchifyFn
 from ..samplers import KeyBatch, SeededBatchSampler
+from ..samplers.state import LastBatch
 from .batchify_fns import default_batchify_fn
 from .pool import Task, WorkerPool
 from .resume import Resumable, seeded_batch_sampler
@@ -27,8 +28,6 @@ from .worker import (Job, Owned, add_note, dataset_indices, indices_note, load_b
 
 __all__ = ['DataLoader', 'MAX_RESTARTS']
 
-#: MXNet's choices for a last batch smaller than ``batch_size``.
-LastBatch: TypeAlias = Literal['keep', 'discard', 'rollover']
 
 #: The default ``max_restarts``: room for the rare out-of-memory kill in a long run, while a
 #: worker that dies every time it starts ends the run within seconds.

@@ -9,7 +9,8 @@ import numpy as np
 from .._core.checks import check_int, describe
 from ..seeded.keys import batch_choice
 from .batchify_fns import default_batchify_fn, default_pad_batchify_fn
-from .loader import MAX_RESTARTS, BatchifyFn, DataLoader, LastBatch
+from ..samplers.state import LastBatch
+from .loader import MAX_RESTARTS, BatchifyFn, DataLoader
 
 __all__ = ['DetectionDataLoader', 'RandomTransformDataLoader']
 

@@ -33,9 +33,9 @@ ValueError: state has format 'another/2', but this loader reads states of format
 from typing import Any
 
 from .._core.checks import describe
-from ..samplers import KeyBatch, RankSampler, SeededBatchSampler, SplitSampler
+from ..samplers import KeyBatch, RankSampler, SeededBatchSampler
 from ..seeded.keys import check_seed
-from ..samplers.state import LOADER_FORMAT, check_format
+from ..samplers.state import LOADER_FORMAT, LastBatch, check_format
 
 __all__ = ['FORMAT', 'KEYS', 'Resumable', 'seeded_batch_sampler', 'loader_state',
            'checked_state']
@@ -48,7 +48,7 @@ KEYS = ('format', 'seed', 'epoch', 'batch', 'global_batch_size', 'length', 'shuf
 
 
 def seeded_batch_sampler(length: int, seed: int, batch_size: int | None, shuffle: bool,
-                         sampler: object, last_batch: str | None,
+                         sampler: object, last_batch: LastBatch | None,
                          batch_sampler: object) -> SeededBatchSampler:
     """The :class:`~gluonbatch.samplers.SeededBatchSampler` of a loader made with
     ``seed`` and MXNet's DataLoader arguments; ValueError for arguments that would order the
@@ -77,7 +77,6 @@ def seeded_batch_sampler(length: int, seed: int, batch_size: int | None, shuffle
         return batch_sampler
     if batch_size is None:
         raise ValueError('a loader with seed= needs batch_size')
-    parts, order = (1, 0), None
     if sampler is not None:
         if not isinstance(sampler, RankSampler):
             raise ValueError('a loader with seed= orders the samples itself; of samplers it '
@@ -87,19 +86,9 @@ def seeded_batch_sampler(length: int, seed: int, batch_size: int | None, shuffle
         if shuffle:
             raise ValueError('shuffle=True with a sampler: the %s says whether to shuffle'
                              % type(sampler).__name__)
-        parts, shuffle = (sampler.num_parts, sampler.part_index), sampler.shuffle
-        if not isinstance(sampler, SplitSampler):  # the order too: the batch sampler takes it
-            parts, order = (1, 0), sampler
-            if sampler.seed != seed:
-                raise ValueError('seed=%d but the %s has seed=%d: give both the same seed'
-                                 % (seed, type(sampler).__name__, sampler.seed))
-            if sampler.length != length:
-                raise ValueError('the %s is for %d samples, but the dataset has %d: make it '
-                                 'for this dataset' % (type(sampler).__name__, sampler.length,
-                                                       length))
+        shuffle = sampler.shuffle  # the batch sampler checks the rest (see its ``order``)
     return SeededBatchSampler(length, batch_size, seed, shuffle=shuffle,
-                              last_batch=last_batch or 'keep', num_parts=parts[0],
-                              part_index=parts[1], order=order)
+                              last_batch=last_batch or 'keep', order=sampler)
 
 
 def loader_state(sampler_state: dict) -> dict:

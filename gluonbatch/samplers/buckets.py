@@ -16,6 +16,7 @@ import numpy as np
 from .._core.checks import check_choice, check_int
 from ..seeded.keys import SampleKey, bucket_generator
 from .ranks import rank_positions
+from .state import LastBatch
 from .seeded import KeyBatch, SeededBatchSampler
 
 __all__ = ['SeededBucketSampler']
@@ -53,7 +54,7 @@ class SeededBucketSampler(SeededBatchSampler):
     """
 
     def __init__(self, sort_keys: Sequence[float] | np.ndarray, batch_size: int, seed: int,
-                 mult: int = 32, shuffle: bool = True, last_batch: str = 'pad',
+                 mult: int = 32, shuffle: bool = True, last_batch: LastBatch = 'pad',
                  num_parts: int = 1, part_index: int = 0) -> None:
         check_choice(last_batch, 'last_batch', ('keep', 'discard', 'pad'))
         self.sort_keys = np.asarray(sort_keys)

@@ -33,6 +33,7 @@ Examples
 """
 import abc
 from collections.abc import Iterator
+from typing import Literal, TypeAlias
 
 import mxnet as mx
 import numpy as np
@@ -44,9 +45,11 @@ __all__ = ['LAST_PARTS', 'rank_length', 'rank_positions', 'RankSampler']
 #: What the rule does with an epoch's last, incomplete round: complete it past the
 #: order's end, or leave it out.
 LAST_PARTS = ('pad', 'drop')
+#: A ``last`` / ``last_part`` value (one of :data:`LAST_PARTS`).
+LastPart: TypeAlias = Literal['pad', 'drop']
 
 
-def rank_length(count: int, num_parts: int = 1, block: int = 1, last: str = 'pad') -> int:
+def rank_length(count: int, num_parts: int = 1, block: int = 1, last: LastPart = 'pad') -> int:
     """How many positions each rank gets of an order of ``count``:
     ``len(rank_positions(count, num_parts, part_index, block, last))`` for any rank, not
     computed.
@@ -64,7 +67,7 @@ def rank_length(count: int, num_parts: int = 1, block: int = 1, last: str = 'pad
 
 
 def rank_positions(count: int, num_parts: int = 1, part_index: int = 0, block: int = 1,
-                   last: str = 'pad', *, start: int = 0, stop: int | None = None
+                   last: LastPart = 'pad', *, start: int = 0, stop: int | None = None
                    ) -> np.ndarray:
     """The positions of an epoch's order of ``count`` that rank ``part_index`` of
     ``num_parts`` takes, in its order: the rule of :mod:`gluonbatch.samplers.ranks`.
@@ -146,7 +149,7 @@ class RankSampler(mx.gluon.data.Sampler, metaclass=abc.ABCMeta):
         The epoch of the next pass; each pass advances it by one.
     """
 
-    def __init__(self, num_parts: int, part_index: int, last_part: str,
+    def __init__(self, num_parts: int, part_index: int, last_part: LastPart,
                  shuffle: bool) -> None:
         self._num_parts, self._part_index = check_part(num_parts, part_index)
         self._last_part = check_choice(last_part, 'last_part', LAST_PARTS)

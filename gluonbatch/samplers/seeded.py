@@ -23,8 +23,9 @@ import numpy as np
 
 from .._core.checks import check_choice, check_int, check_part, described
 from ..seeded.keys import BatchStart, SampleKey, check_epoch, check_seed, epoch_order
-from .ranks import RankSampler, rank_positions
-from .state import LAST_BATCH, check_description, position
+from .ranks import LastPart, RankSampler, rank_positions
+from .split import SplitSampler
+from .state import LAST_BATCH, LastBatch, check_description, position
 
 __all__ = ['SeededBatchSampler', 'KeyBatch']
 
@@ -76,12 +77,14 @@ class SeededBatchSampler:
         Every rank runs the same number of batches; with several, ``'keep'`` needs
         ``length`` to be a multiple of ``batch_size * num_parts``.
     order : RankSampler, optional
-        The order of every epoch instead of the seed's permutation: ``order.order(epoch)``
-        (of all ranks), dealt as above. This sampler takes the order's ``num_parts``,
-        ``part_index`` and ``shuffle`` (given otherwise than as their defaults, they must
-        agree); its ``seed`` must be this sampler's and its ``length`` ``length``; its
-        ``description`` goes into the state, so that a state is resumed only with the same
-        order. Its own ``epoch`` and ``last_part`` are not used.
+        This sampler takes the order's ``num_parts``, ``part_index`` and ``shuffle``
+        (given otherwise than as their defaults, they must agree). A
+        :class:`~gluonbatch.samplers.SplitSampler` gives only those: the order is still
+        the seed's permutation. Any other order gives every epoch's order too,
+        ``order.order(epoch)`` (of all ranks), dealt as above; its ``seed`` must be this
+        sampler's and its ``length`` ``length``, and its ``description`` goes into the
+        state, so that a state is resumed only with the same order. Its own ``epoch`` and
+        ``last_part`` are not used.
 
     Attributes
     ----------
@@ -109,7 +112,7 @@ class SeededBatchSampler:
     """
 
     def __init__(self, length: int, batch_size: int, seed: int, shuffle: bool = True,
-                 last_batch: str = 'keep', num_parts: int = 1, part_index: int = 0,
+                 last_batch: LastBatch = 'keep', num_parts: int = 1, part_index: int = 0,
                  order: RankSampler | None = None) -> None:
         self.length = check_int(length, 'length', minimum=0)
         self.batch_size = check_int(batch_size, 'batch_size', minimum=1)
@@ -117,7 +120,7 @@ class SeededBatchSampler:
         self.shuffle = bool(shuffle)
         self.last_batch = check_choice(last_batch, 'last_batch', LAST_BATCH)
         self.num_parts, self.part_index = check_part(num_parts, part_index)
-        self._source = order
+        self._source = None
         if order is not None:
             self._take_order(order)
         self.global_batch = self.batch_size * self.num_parts
@@ -141,12 +144,15 @@ class SeededBatchSampler:
         if not isinstance(order, RankSampler):
             raise TypeError('order must be a RankSampler (an epoch order of all ranks, such '
                             'as a ShardWindowSampler), got %s' % described(order))
-        if order.seed != self.seed:
-            raise ValueError('seed=%d but the order has seed=%d: give both the same seed'
-                             % (self.seed, order.seed))
+        kind = type(order).__name__
         if order.length != self.length:
-            raise ValueError('the order is of %d samples, but length is %d: make it for the '
-                             'same dataset' % (order.length, self.length))
+            raise ValueError('the %s is for %d samples, but length is %d: make it for the '
+                             'same dataset' % (kind, order.length, self.length))
+        if not isinstance(order, SplitSampler):  # its order too, keyed by this seed
+            if order.seed != self.seed:
+                raise ValueError('seed=%d but the %s has seed=%d: give both the same seed'
+                                 % (self.seed, kind, order.seed))
+            self._source = order
         if (self.num_parts, self.part_index) not in ((1, 0), (order.num_parts,
                                                               order.part_index)):
             raise ValueError('num_parts=%d, part_index=%d, but the order is part %d of %d: '
@@ -322,11 +328,11 @@ class SeededBatchSampler:
         first, stop = self._span(epoch)
         # the pass's run of the order, dealt to the ranks: with rollover the run of the
         # epochs' orders one after the other that its global batches cover
+        last: LastPart = 'drop' if self.last_batch in ('discard', 'rollover') else 'pad'
         if self.last_batch == 'rollover':
-            count, last, base = (stop - first) * self.global_batch, 'drop', first
+            count, base = (stop - first) * self.global_batch, first
         else:
             count, base = self.length, 0
-            last = 'drop' if self.last_batch == 'discard' else 'pad'
         dealt = rank_positions(count, self.num_parts, self.part_index, self.batch_size, last,
                                start=number * self.batch_size,
                                stop=(number + 1) * self.batch_size)

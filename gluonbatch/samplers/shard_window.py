@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._core.checks import check_int, described, describe, is_int
-from .ranks import RankSampler
+from .ranks import LastPart, RankSampler
 from ..seeded.keys import check_seed, window_generator
 
 __all__ = ['ShardWindowSampler', 'shard_lengths_of']
@@ -173,7 +173,7 @@ class ShardWindowSampler(RankSampler):
     """
 
     def __init__(self, dataset: Any, window: int = 4, seed: int = 0, num_parts: int = 1,
-                 part_index: int = 0, last_part: str = 'pad', shuffle: bool = True) -> None:
+                 part_index: int = 0, last_part: LastPart = 'pad', shuffle: bool = True) -> None:
         self._shard_lengths = shard_lengths_of(dataset)
         self._window = check_int(window, 'window', minimum=1)
         self._seed = check_seed(seed)

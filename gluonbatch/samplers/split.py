@@ -18,7 +18,7 @@ Examples
 import numpy as np
 
 from .._core.checks import check_int
-from .ranks import RankSampler
+from .ranks import LastPart, RankSampler
 
 __all__ = ['SplitSampler']
 
@@ -88,7 +88,7 @@ class SplitSampler(RankSampler):
     """
 
     def __init__(self, length: int, num_parts: int = 1, part_index: int = 0,
-                 shuffle: bool = False, seed: int = 0, last_part: str = 'pad') -> None:
+                 shuffle: bool = False, seed: int = 0, last_part: LastPart = 'pad') -> None:
         self._length = check_int(length, 'length', minimum=0)
         super().__init__(num_parts, part_index, last_part, shuffle)
         self._seed = check_int(seed, 'seed', minimum=0)

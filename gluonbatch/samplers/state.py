@@ -18,6 +18,8 @@ TypeError: state['epoch'] must be an integer, got True (bool)
 >>> order_differences({'window': 2, 'shards': 8}, {'window': 2, 'shards': 4})
 ["state['order']['shards'] is 8, but this sampler's order has 4"]
 """
+from typing import Literal, TypeAlias
+
 import numpy as np
 
 from .._core.checks import check_choice, check_int, describe
@@ -30,6 +32,8 @@ __all__ = ['LOADER_FORMAT', 'LAST_BATCH', 'DESCRIPTION', 'check_format', 'positi
 LOADER_FORMAT = 'gluonbatch.loader/1'
 #: What happens to an epoch's last, incomplete global batch.
 LAST_BATCH = ('keep', 'discard', 'pad', 'rollover')
+#: A ``last_batch`` value (one of :data:`LAST_BATCH`).
+LastBatch: TypeAlias = Literal['keep', 'discard', 'pad', 'rollover']
 #: What a state says of the sampler that made it, beside where the run is (``epoch``,
 #: ``batch``): what its batch numbers mean. A sampler with an ``order`` adds ``'order'``,
 #: the order's ``description``.
