@@ -243,9 +243,27 @@ def test_a_record_is_one_pread_once_its_shard_is_open(voc, monkeypatch):
 # A fresh interpreter in which Dask and pandas cannot be imported reads converted shards
 # through a 2-worker loader: training from detection shards needs neither.
 WITHOUT_DATAFRAMES = '''
-import hashlib, json, sys
-for name in ('dask', 'pandas', 'distributed'):
-    sys.modules[name] = None  # import fails, as where they are not installed
+import hashlib, importlib.abc, json, sys
+
+UNAVAILABLE = ('dask', 'pandas', 'distributed')
+asked = []  # (module, importer) of every import of them that gluonbatch's code makes
+
+
+class Unavailable(importlib.abc.MetaPathFinder):
+    # as where they are not installed: the import fails, and who asked is noted
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] not in UNAVAILABLE:
+            return None
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith('<frozen'):
+            frame = frame.f_back  # the import machinery's own frames
+        importer = frame.f_globals.get('__name__', '') if frame is not None else ''
+        if importer.split('.')[0] == 'gluonbatch':
+            asked.append([name, importer])
+        raise ModuleNotFoundError('No module named %r' % name, name=name)
+
+
+sys.meta_path.insert(0, Unavailable())
 import numpy as np
 import gluonbatch
 from gluonbatch.batchify import Pad, Stack, Tuple
@@ -262,9 +280,9 @@ for images, labels in loader:
     digest.update(labels.asnumpy().tobytes())
     batches += 1
 loader.close()
-loaded = sorted(name for name in ('dask', 'pandas') if sys.modules.get(name) is not None)
+loaded = sorted(name for name in UNAVAILABLE if name in sys.modules)
 print(json.dumps({'batches': batches, 'records': len(shards), 'digest': digest.hexdigest(),
-                  'loaded': loaded}))
+                  'loaded': loaded, 'asked': asked}))
 '''
 
 
@@ -282,7 +300,8 @@ def test_training_from_detection_shards_needs_neither_dask_nor_pandas(voc):
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.splitlines()[-1])
     shards = DetectionShards(path)
-    assert report['loaded'] == [] and report['records'] == len(shards) > 0
+    assert report['loaded'] == [] and report['asked'] == []
+    assert report['records'] == len(shards) > 0
     # the same batches as here, where Dask and pandas are importable
     batchify = Tuple(Pad(axis=(0, 1)), Pad(pad_val=-1))
     digest = hashlib.sha256()
