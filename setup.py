@@ -19,12 +19,12 @@ TRANSFORMS = ['opencv-python']
 JPEG = ['simplejpeg']
 EXAMPLES = ['gluoncv==0.10.5.post0', 'pycocotools', 'Pillow', 'tqdm', 'matplotlib'] + \
     TRANSFORMS + JPEG
-# gluonbatch.shards and gluonbatch.detection: the shards' parquet through pyarrow, a
-# conversion's progress drawn by tqdm.
-SHARDS = ['pyarrow', 'tqdm'] + JPEG
+# gluonbatch.shards and gluonbatch.detection: the shards' parquet through pyarrow, WebP
+# images decoded by Pillow, a conversion's progress drawn by tqdm.
+SHARDS = ['pyarrow', 'Pillow', 'tqdm'] + JPEG
 # gluonbatch.curation: the metadata through pandas as a lazy Dask DataFrame (run by Dask's
 # schedulers, a distributed cluster included), JPEGs written with Pillow.
-CURATION = ['pandas', 'Pillow', 'dask[dataframe]', 'distributed'] + SHARDS
+CURATION = ['pandas', 'dask[dataframe]', 'distributed'] + SHARDS
 
 setup(
     name='gluonbatch',

@@ -179,8 +179,6 @@ def test_properties_and_repr():
 def test_a_state_of_shards_of_other_lengths_is_refused():
     """The same number of shards and samples, split otherwise: another order, so a state
     of one does not resume the other."""
-    from gluonbatch.samplers import SeededBatchSampler
-
     saved = SeededBatchSampler(5, 2, seed=1, order=ShardWindowSampler([2, 3], seed=1))
     next(iter(saved))
     state = saved.state_after(1)

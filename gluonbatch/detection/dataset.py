@@ -7,15 +7,14 @@ from typing import Any
 from .._core.checks import describe
 from .._core.typing import PathLike
 from ..shards.commit import reading
+from ..shards.dataset import ShardDataset
 from ..shards.decode import decode_image_of
-from .annotations import ID_COL, decode_annotations, read_manifest, record_label, record_polygons
+from ..shards.files import Shard
 from ..shards.parquet import open_parquet, read_table
 from ..shards.reader import RecordReader
-from ..shards.dataset import ShardDataset
-from ..shards.files import Shard
+from .annotations import ID_COL, decode_annotations, read_manifest, record_label, record_polygons
 
 __all__ = ['DetectionShards']
-
 
 
 class DetectionShards(ShardDataset):

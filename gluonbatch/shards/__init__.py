@@ -7,7 +7,8 @@ A dataset is a directory of shards ``00000.tar, 00001.tar, ...``, each with a
 tar holds, per record, members named ``<id>.<ext>`` (``<id>.jpg``, ``<id>.txt``,
 ``<id>.json``, ...); the members sharing the name before the first ``'.'`` are one record,
 and the parquet has one row per record with the same id in its id column. The format is
-NeMo Curator's; this package needs only numpy, pyarrow and MXNet's arrays.
+NeMo Curator's; this package needs only numpy, pyarrow and MXNet's arrays (Pillow for
+WebP images, tqdm for a progress bar on a terminal, when they are used).
 
 :class:`ShardDataset` is what every dataset read from shards builds on
 (:class:`gluonbatch.curation.ImageTextPairDataset`,

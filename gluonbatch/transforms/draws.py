@@ -1,10 +1,10 @@
 """The random draws of the SSD-family presets (SSD, YOLOv3), in gluoncv's order, as
-frozen records (CenterNet's and R-CNN's are in their presets, :mod:`.jitter` and
+frozen tuples (CenterNet's and R-CNN's are in their presets, :mod:`.jitter` and
 :mod:`.targets.rpn`; they reuse :func:`draw_flip`). Each ``draw_*`` function makes exactly
 the calls gluoncv's function of the same job makes, on the same generators and in the same
 order, so a run seeded the gluoncv way draws the same augmentations and leaves the
 generators in the same states. The draws depend on the image shape and the boxes only,
-never on pixels, so a preset draws everything first and then applies the record (see
+never on pixels, so a preset draws everything first and then applies the draw (see
 :mod:`gluonbatch.transforms.presets.ssd`).
 
 The generators are injectable: ``np_rng`` defaults to numpy's global generator (the

@@ -2,10 +2,10 @@
 
 A train preset makes all its random choices in ``draw``, from the image's shape, its label
 and the generators it is handed (a :class:`Generators`), in gluoncv's order, and returns
-them as a record (:class:`~gluonbatch.transforms.draws.SSDDraw`,
+them as one *draw* (:class:`~gluonbatch.transforms.draws.SSDDraw`,
 :class:`~gluonbatch.transforms.presets.rcnn.RCNNDraw`,
 :class:`~gluonbatch.transforms.presets.center_net.CenterNetDraw`). ``apply`` makes the
-sample that record describes. Calling the preset, gluoncv's way, is ``draw`` then ``apply``
+sample that draw describes. Calling the preset, gluoncv's way, is ``draw`` then ``apply``
 on numpy's and Python's global generators
 (:func:`~gluonbatch.transforms.presets.global_generators`), so a run seeded with
 ``random.seed`` and ``np.random.seed`` sees gluoncv's samples, and seeded loading, which
@@ -38,7 +38,7 @@ from ..._core.checks import describe, is_int
 
 __all__ = ['Preset', 'Draw', 'Generators', 'global_generators']
 
-#: The type of a preset's record of draws (:class:`~gluonbatch.transforms.draws.SSDDraw`,
+#: The type of a preset's draw, its random choices for one sample (:class:`~gluonbatch.transforms.draws.SSDDraw`,
 #: :class:`~gluonbatch.transforms.presets.rcnn.RCNNDraw`, ...).
 Draw = TypeVar('Draw')
 
@@ -125,7 +125,7 @@ class Preset(Protocol[Draw]):
         width[, channels])``) and whose boxes are ``label`` (``(N, 5+)``; a preset whose
         draws do not depend on it checks it all the same), drawn from ``generators`` (a
         preset may also draw from generators it owns, CenterNet from its ``data_rng``) in
-        gluoncv's order; a record of them.
+        gluoncv's order, as one draw.
 
         Raises
         ------
@@ -150,7 +150,7 @@ class Preset(Protocol[Draw]):
         ------
         TypeError
             ``sample`` is not a tuple or list of the preset's fields, or holds the wrong
-            types; ``draw`` is not this preset's record; ``generators`` not
+            types; ``draw`` is not this preset's draw; ``generators`` not
             :class:`Generators`.
         ValueError
             ``sample`` has the wrong number of fields, or one of the wrong shape.
@@ -179,7 +179,7 @@ def check_image_shape(image_shape: object) -> Tuple[int, ...]:
 
 
 def check_draw(draw: object, kind: type, preset: object) -> None:
-    """``TypeError`` unless ``draw`` is the record ``kind`` that ``preset`` draws."""
+    """``TypeError`` unless ``draw`` is the ``kind`` of draw that ``preset`` makes."""
     if not isinstance(draw, kind):
         raise TypeError('draw must be the %s that %s.draw returns, got %s'
                         % (kind.__name__, type(preset).__name__, describe(draw)))
