@@ -94,8 +94,9 @@ def test_one_quick_case_prints_its_table_and_writes_its_results(tmp_path):
 
 @pytest.mark.slow
 def test_quick_run_writes_results_for_every_case(tmp_path, capsys):
+    # one round a case: every case's code, checks and goals run; more rounds repeat them
     out = tmp_path / 'bench.json'
-    assert runner.main(['--quick', '--json', str(out)]) == 0
+    assert runner.main(['--quick', '--repeats', '1', '--json', str(out)]) == 0
     report = capsys.readouterr().out
     assert 'goals met' in report
     check_results(json.loads(out.read_text()), CASES)
