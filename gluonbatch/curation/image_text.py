@@ -252,14 +252,10 @@ class ImageTextPairDataset(ShardDataset):
         (and the old one in ``old_id_col``), so the JSON, the parquet and the member names
         agree; the other members are copied byte for byte. Each shard is written as
         ``NNNNN.tar`` (``max_shards`` digits), ``NNNNN.parquet`` (the metadata, id column
-        renumbered) and ``NNNNN.idx``, one Dask task per shard, into a hidden directory of
-        ``path``; only when every shard is written are they moved into place, together, in
-        one journaled commit (:mod:`~gluonbatch.shards.commit`): a failed or
-        interrupted run leaves no shard, and one killed during the moves leaves files that
-        the next read or write of the directory removes, so it can be run again. The
-        metadata is computed once: a first pass, one task per input shard, checks its rows
-        against the records' ids and stages the kept rows in that hidden directory; each
-        output task then reads only the rows it writes, and the records one at a time.
+        renumbered) and ``NNNNN.idx``, one Dask task per shard, all or nothing
+        (:mod:`~gluonbatch.shards.commit`): a failed or killed run can simply be run again.
+        How the metadata is computed once and the records copied:
+        :mod:`~gluonbatch.curation.reshard`.
 
         Parameters
         ----------
