@@ -24,6 +24,8 @@ from gluoncv.nn import coder as gcv_coder
 from gluonbatch.transforms import polygons
 from gluonbatch.transforms.presets import Generators, rcnn
 from gluonbatch.targets import rpn
+from gluonbatch.targets.iou import box_iou
+from gluonbatch.targets.rpn_anchors import AnchorLayout, RPNAnchors
 
 from helpers import examples
 
@@ -152,7 +154,7 @@ def test_box_iou_is_mxnets_bit_for_bit(kind):
         theirs = mx.nd.contrib.box_iou(mx.nd.array(anchors), mx.nd.array(boxes),
                                        format='corner').asnumpy()
         with np.errstate(all='ignore'):
-            ours = rpn.box_iou(anchors, boxes)
+            ours = box_iou(anchors, boxes)
         assert_bits(ours, theirs, '%s case %d' % (kind, case))
 
 
@@ -160,7 +162,7 @@ def test_box_iou_in_float64_would_not_do():
     """The reason for float32: a float64 IoU differs in a good share of entries."""
     rng = np.random.default_rng(5)
     anchors, boxes = _iou_case(rng, 'float')
-    ours = rpn.box_iou(anchors, boxes)
+    ours = box_iou(anchors, boxes)
     a, b = anchors.astype(np.float64), boxes.astype(np.float64)
     width = np.clip(np.minimum(a[:, None, 2], b[:, 2]) - np.maximum(a[:, None, 0], b[:, 0]), 0,
                     None)
@@ -181,7 +183,7 @@ def _gcv_generator(**kwargs):
 @pytest.mark.parametrize('key', ['c4', 'fpn'])
 def test_rpn_targets_match_gluoncv(nets, key):
     name, multi_stage = NETS[key]
-    anchors = rpn.RPNAnchors(nets[key], ashape=128, multi_stage=multi_stage)
+    anchors = RPNAnchors(nets[key], ashape=128, multi_stage=multi_stage)
     settings = [{}, dict(num_sample=64, pos_ratio=0.25, stds=(0.1, 0.1, 0.2, 0.2)),
                 dict(pos_iou_thresh=0.5, neg_iou_thresh=0.4, num_sample=512)]
     rng = np.random.default_rng(11)
@@ -221,10 +223,10 @@ def test_rpn_targets_ties_and_thresholds_in_float32():
                         [50, 0, 58, 16 + 2 ** -19],   # 4: IoU 0.5 - 2**-24
                         [80, 80, 90, 90]], np.float32)  # 5: negative
     boxes = np.array([[0, 0, 10, 7], [0, 3, 10, 10], [50, 0, 58, 8]], np.float32)
-    ious = rpn.box_iou(anchors, boxes)
+    ious = box_iou(anchors, boxes)
     assert ious[0, 0] == ious[0, 1] == np.float32(0.7)
     assert ious[3, 2] == 0.5 and ious[4, 2] == np.float32(0.5 - 2 ** -24)
-    layout = rpn.AnchorLayout((100, 100), [anchors.reshape(1, -1, 4)])
+    layout = AnchorLayout((100, 100), [anchors.reshape(1, -1, 4)])
     expected = _gcv_generator()(mx.nd.array(boxes), mx.nd.array(anchors), 100, 100)
     got = rpn.RPNTargetGenerator()(boxes, layout)
     for name, mine, ref in zip(('cls', 'box', 'mask'), got, expected):
@@ -234,7 +236,7 @@ def test_rpn_targets_ties_and_thresholds_in_float32():
 
 
 def test_rpn_targets_with_non_finite_boxes_match_gluoncv(nets):
-    anchors = rpn.RPNAnchors(nets['c4'])
+    anchors = RPNAnchors(nets['c4'])
     layout = anchors.layout(200, 300)
     boxes = np.array([[10, 10, 120, 90], [np.nan, 5, 50, 60], [20, 30, np.inf, 150],
                       [40, 40, 40, 40]], np.float32)
@@ -252,7 +254,7 @@ def test_rpn_targets_with_non_finite_boxes_match_gluoncv(nets):
 
 
 def test_rpn_targets_draw_from_an_injected_generator(nets):
-    layout = rpn.RPNAnchors(nets['c4']).layout(300, 400)
+    layout = RPNAnchors(nets['c4']).layout(300, 400)
     boxes = np.array([[10, 10, 380, 290], [50, 60, 90, 110]], np.float32)
     before = np.random.get_state()
     first = rpn.RPNTargetGenerator()(boxes, layout, np.random.RandomState(4))
@@ -264,7 +266,7 @@ def test_rpn_targets_draw_from_an_injected_generator(nets):
 
 
 def test_rpn_targets_need_a_box(nets):
-    layout = rpn.RPNAnchors(nets['c4']).layout(100, 100)
+    layout = RPNAnchors(nets['c4']).layout(100, 100)
     with pytest.raises(ValueError, match='at least one ground-truth box'):
         rpn.RPNTargetGenerator()(np.zeros((0, 4), np.float32), layout)
     with pytest.raises(ValueError, match=r'shape \(M, 4\)'):
@@ -274,7 +276,7 @@ def test_rpn_targets_need_a_box(nets):
 
 
 def test_anchor_layouts_are_cached_and_cut_like_gluoncv(nets):
-    anchors = rpn.RPNAnchors(nets['fpn'], ashape=32, multi_stage=True)
+    anchors = RPNAnchors(nets['fpn'], ashape=32, multi_stage=True)
     layout = anchors.layout(300, 200)
     anchors.cache_bytes = layout.nbytes + 1              # room for this layout alone
     assert anchors.layout(300, 200) is layout
@@ -297,7 +299,7 @@ def test_anchors_leave_the_network_alone(nets):
     net = nets['c4']
     params = net.rpn.anchor_generator.collect_params()
     before = {name: (p.list_ctx(), p.data().asnumpy().copy()) for name, p in params.items()}
-    rpn.RPNAnchors(net)
+    RPNAnchors(net)
     for name, p in params.items():
         assert p.list_ctx() == before[name][0]
         assert np.array_equal(p.data().asnumpy(), before[name][1])

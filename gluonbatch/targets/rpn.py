@@ -14,8 +14,7 @@ The parts live in their own modules: the float32 IoU in
 :mod:`gluonbatch.targets.iou` (a float64 IoU differs in a few percent of the
 entries, which moves anchors across the thresholds and desyncs the draws), the anchors of
 a network and their per-size layouts in :mod:`gluonbatch.targets.rpn_anchors`.
-They are importable from here too (``box_iou``, ``AnchorLayout``, ``RPNAnchors``). This
-module holds :class:`RPNTargetGenerator`, which labels, subsamples and encodes; the IoU is
+This module holds :class:`RPNTargetGenerator`, which labels, subsamples and encodes; the IoU is
 computed for the anchors inside the image only (the others are ignored whatever their IoU).
 :class:`RPNTargetGenerator` shows an example.
 """
@@ -26,9 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._core.checks import describe
-# box_iou and the anchor classes are re-exported: the presets and users import them from here
-from .iou import box_iou  # noqa: F401
-from .rpn_anchors import AnchorLayout, RPNAnchors  # noqa: F401
+from .rpn_anchors import AnchorLayout
 
 __all__ = ['RPNTargetGenerator']
 

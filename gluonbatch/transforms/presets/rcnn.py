@@ -59,7 +59,8 @@ from .. import boxes as tbox
 from .. import draws, pixels, polygons
 from ..._core.typing import ChannelValues
 from ...targets.labels import Label
-from ...targets.rpn import RPNAnchors, RPNTargetGenerator
+from ...targets.rpn import RPNTargetGenerator
+from ...targets.rpn_anchors import RPNAnchors
 from ..evaluation import Image
 from ..polygons import Segmentation
 from .protocol import (Generators, check_draw, check_generators, check_image_shape,
