@@ -261,7 +261,7 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
             if not pending:
                 if exhausted:
                     return
-                self._workers.collect()  # tasks of a pass left early fill the window
+                self._workers.collect()  # tasks of a pass left early count against the prefetch
                 continue
             head = pending[0]
             while head.sequence not in arrived:

@@ -213,18 +213,18 @@ class _TarPass:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
             chunks = [memoryview(buffer)[room:] for buffer in buffers]
             ahead = reader.submit(os.preadv, fd, [chunks[0]], 0)
-            # window: the tar from byte pos on, up to byte end (read so far)
-            turn, window, pos, end = 0, memoryview(b''), 0, 0
+            # view: the tar from byte pos on, up to byte end (read so far)
+            turn, view, pos, end = 0, memoryview(b''), 0, 0
             try:
                 while i < count:
-                    got, keep = ahead.result(), len(window)
+                    got, keep = ahead.result(), len(view)
                     if keep <= room:  # the bytes kept go in front of the chunk
-                        buffers[turn][room - keep:room] = window
-                        window = memoryview(buffers[turn])[room - keep:room + got]
+                        buffers[turn][room - keep:room] = view
+                        view = memoryview(buffers[turn])[room - keep:room + got]
                     else:  # a member larger than that: the bytes kept and the chunk joined
                         joined = bytearray(keep + got)
-                        joined[:keep], joined[keep:] = window, chunks[turn][:got]
-                        window = memoryview(joined)
+                        joined[:keep], joined[keep:] = view, chunks[turn][:got]
+                        view = memoryview(joined)
                     end, turn = end + got, 1 - turn
                     ahead = reader.submit(os.preadv, fd, [chunks[turn]], end)
                     if not got:
@@ -235,12 +235,12 @@ class _TarPass:
                         return self.problems
                     done = int(np.searchsorted(self.reach, end, side='right'))
                     if done > i:
-                        if not self._check(window, pos, i, done):
+                        if not self._check(view, pos, i, done):
                             return self.problems
                         i = done
                     if i < count:  # keep from member i's headers on
                         start = max(pos, min(int(self.heads[i]), end))
-                        window, pos = window[start - pos:], start
+                        view, pos = view[start - pos:], start
             finally:
                 ahead.exception()  # the read done before its file is closed
         end = int((self.offsets - self.sizes // -BLOCK * BLOCK).max()) if count else 0
