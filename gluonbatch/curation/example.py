@@ -13,6 +13,8 @@ from ..shards.files import remove_quietly
 from ..shards.writer import ShardWriter, commit_shards, id_digits, record_key
 from .metadata_writer import arrow_table
 
+__all__ = ['make_example_dataset']
+
 _WORDS = ('red', 'blue', 'green', 'small', 'large', 'striped', 'cat', 'dog', 'boat', 'tree',
           'house', 'bird', 'on', 'a', 'the', 'beach', 'road', 'hill', 'at', 'night')
 

@@ -14,3 +14,5 @@ gluoncv's VOC dataset labels them.
 >>> image.dtype, image.shape[2], label.shape[1]
 (<class 'numpy.uint8'>, 3, 6)
 """
+
+__all__: list[str] = []  # the modules hold the API

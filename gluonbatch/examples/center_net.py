@@ -7,18 +7,28 @@ are ``Tuple(Stack(), Pad(pad_val=-1))`` of images and padded labels. ``--train-s
 runs K iterations of the heatmap focal loss and the masked L1 losses of box size and
 centre offset, backward and an SGD step.
 """
+import argparse
 import sys
+import types
 import warnings
+from collections.abc import Sequence
+from typing import Any
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
+from .._core.typing import BatchifyFn, NDArray
 from .runner import (detection_dataset, detector_loaders, loader_parser, run_example,
                      train_order)
 
+__all__ = ['TRAIN_FIELDS', 'VAL_FIELDS', 'DEFAULT_NETWORK', 'gluoncv_batchify', 'target_boxes',
+           'build', 'train_steps', 'main']
+
+#: The names of a train batch's fields, in order.
 TRAIN_FIELDS = ('image', 'heatmap_targets', 'wh_targets', 'wh_masks', 'center_reg_targets',
                 'center_reg_masks')
+#: The names of a validation batch's fields, in order.
 VAL_FIELDS = ('image', 'label')
 #: The smallest CenterNet of gluoncv's model zoo.
 DEFAULT_NETWORK = 'center_net_mobilenetv3_small_duc_voc'
@@ -28,12 +38,13 @@ WH_WEIGHT, CENTER_REG_WEIGHT = 0.1, 1.0
 SGD = {'learning_rate': 1.25e-4, 'wd': 1e-4, 'momentum': 0.9}
 
 
-def gluoncv_batchify(module):
+def gluoncv_batchify(module: types.ModuleType) -> BatchifyFn:
     """train_center_net.py's batchify, built from ``module`` (gluoncv's batchify module)."""
     return module.Tuple([module.Stack() for _ in TRAIN_FIELDS])
 
 
-def target_boxes(heatmaps, wh_targets, wh_masks, center_reg_targets, scale):
+def target_boxes(heatmaps: np.ndarray, wh_targets: np.ndarray, wh_masks: np.ndarray,
+                 center_reg_targets: np.ndarray, scale: float) -> list[np.ndarray]:
     """The boxes a CenterNet train batch encodes, per sample, in input-image pixels.
 
     Every object has a 1 in its class's heatmap, its width and height in ``wh_targets`` and
@@ -90,7 +101,7 @@ def _check_output_size(net, name, size):
                          'multiple of 32' % ((size, name, found) + expected))
 
 
-def build(args):
+def build(args: argparse.Namespace) -> dict[str, Any]:
     """Network, datasets and the two loaders for ``args``; returns a dict of them."""
     from ..transforms.presets.center_net import (CenterNetDefaultTrainTransform,
                                                  CenterNetDefaultValTransform)
@@ -128,7 +139,8 @@ def build(args):
             'gluoncv_loader': gluoncv_loader, 'seed': args.seed}
 
 
-def train_steps(net, batches, steps, learning_rate=SGD['learning_rate']):
+def train_steps(net: gluon.HybridBlock, batches: Sequence[Sequence[NDArray]], steps: int,
+                learning_rate: float = SGD['learning_rate']) -> list[float]:
     """Run ``steps`` SGD iterations of CenterNet's three losses; returns the summed losses."""
     from gluoncv.loss import HeatmapFocalLoss, MaskedL1Loss
 
@@ -154,7 +166,7 @@ def train_steps(net, batches, steps, learning_rate=SGD['learning_rate']):
     return losses
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the CenterNet loaders (and optionally training steps); returns the exit code."""
     parser = loader_parser('center_net_loader', __doc__.split('\n')[0], 8, 'data-shape',
                            DEFAULT_NETWORK)

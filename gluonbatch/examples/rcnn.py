@@ -10,9 +10,12 @@ gluoncv's ``SplitSortedBucketSampler`` in its scripts, here its seeded counterpa
 ``--train-steps K`` runs K iterations of the RPN and R-CNN losses (and the mask loss),
 backward and an SGD step, one forward per device slice as on one device per slice.
 """
+import argparse
 import functools
 import sys
 import warnings
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import mxnet as mx
 from mxnet import autograd, gluon
@@ -23,16 +26,22 @@ from ..dataloader import DataLoader
 from ..samplers import SeededBucketSampler
 from .runner import detection_dataset, device_slices, loader_parser, run_example
 
+__all__ = ['TRAIN_FIELDS', 'VAL_FIELDS', 'DEFAULT_NETWORKS', 'aspect_ratios', 'build',
+           'train_steps', 'main', 'main_faster', 'main_mask']
+
+#: Per kind, the names of a train batch's fields, in order.
 TRAIN_FIELDS = {'faster': ('image', 'boxes', 'rpn_cls_targets', 'rpn_box_targets',
                            'rpn_box_masks'),
                 'mask': ('image', 'boxes', 'masks', 'rpn_cls_targets', 'rpn_box_targets',
                          'rpn_box_masks')}
+#: Per kind, the names of a validation batch's fields, in order.
 VAL_FIELDS = {'faster': ('image', 'boxes', 'scale'), 'mask': ('image', 'im_info')}
+#: Per kind, the network of gluoncv's model zoo built by default.
 DEFAULT_NETWORKS = {'faster': 'faster_rcnn_resnet50_v1b_voc',
                     'mask': 'mask_rcnn_resnet18_v1b_coco'}
 
 
-def aspect_ratios(dataset):
+def aspect_ratios(dataset: mx.gluon.data.Dataset) -> list[float]:
     """Width / height per image: from the dataset if it knows them, else by reading them."""
     known = getattr(dataset, 'get_im_aspect_ratio', None)
     if known is not None:
@@ -40,7 +49,7 @@ def aspect_ratios(dataset):
     return [image.shape[1] / image.shape[0] for image, *_ in dataset]
 
 
-def build(kind, args):
+def build(kind: Literal['faster', 'mask'], args: argparse.Namespace) -> dict[str, Any]:
     """Network, datasets and loaders for ``kind`` ('faster' or 'mask')."""
     from gluoncv.data.sampler import SplitSortedBucketSampler
     from gluoncv.model_zoo import get_model
@@ -104,7 +113,9 @@ def _take_rows(value, indices):
     return mx.nd.stack(*[mx.nd.take(value[i], indices[i]) for i in range(indices.shape[0])])
 
 
-def train_steps(kind, net, batches, steps, learning_rate=0.001):
+def train_steps(kind: Literal['faster', 'mask'], net: gluon.HybridBlock,
+                batches: Sequence[Sequence[Any]], steps: int,
+                learning_rate: float = 0.001) -> list[float]:
     """Run ``steps`` SGD iterations of the R-CNN losses; returns the total losses."""
     rpn_cls_loss = gluon.loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=False)
     rpn_box_loss = gluon.loss.HuberLoss(rho=1 / 9.)
@@ -165,7 +176,7 @@ def train_steps(kind, net, batches, steps, learning_rate=0.001):
     return losses
 
 
-def main(kind, argv=None):
+def main(kind: Literal['faster', 'mask'], argv: Sequence[str] | None = None) -> int:
     """Run the loaders for ``kind`` ('faster' or 'mask'); returns the exit code."""
     title = {'faster': 'Faster R-CNN', 'mask': 'Mask R-CNN'}[kind]
     parser = loader_parser('%s_rcnn_loader' % kind, '%s loaders on gluonbatch batchify'
@@ -175,12 +186,12 @@ def main(kind, argv=None):
                        functools.partial(train_steps, kind))
 
 
-def main_faster(argv=None):
+def main_faster(argv: Sequence[str] | None = None) -> int:
     """``faster_rcnn_loader`` entry point."""
     return main('faster', argv)
 
 
-def main_mask(argv=None):
+def main_mask(argv: Sequence[str] | None = None) -> int:
     """``mask_rcnn_loader`` entry point."""
     return main('mask', argv)
 

@@ -7,21 +7,29 @@ at once; validation batches are ``Tuple(Stack(), Pad(pad_val=-1))`` of images an
 labels.
 ``--train-steps K`` runs K iterations of SSD's multibox loss, backward and an SGD step.
 """
+import argparse
 import sys
 import warnings
+from collections.abc import Sequence
+from typing import Any
 
 import mxnet as mx
 from mxnet import autograd, gluon
 
+from .._core.typing import NDArray
 from ..batchify import SSDTrainBatchify
 from .runner import (detection_dataset, detector_loaders, loader_parser, run_example,
                      train_order)
 
+__all__ = ['TRAIN_FIELDS', 'VAL_FIELDS', 'build', 'train_steps', 'main']
+
+#: The names of a train batch's fields, in order.
 TRAIN_FIELDS = ('image', 'cls_targets', 'box_targets')
+#: The names of a validation batch's fields, in order.
 VAL_FIELDS = ('image', 'label')
 
 
-def build(args):
+def build(args: argparse.Namespace) -> dict[str, Any]:
     """Network, datasets and the two loaders for ``args``; returns a dict of them."""
     from ..transforms.presets.ssd import SSDDefaultTrainTransform, SSDDefaultValTransform
     from gluoncv.model_zoo import get_model
@@ -54,7 +62,8 @@ def build(args):
             'gluoncv_loader': gluoncv_loader, 'val_batchify': val_batchify, 'seed': args.seed}
 
 
-def train_steps(net, batches, steps, learning_rate=0.001):
+def train_steps(net: gluon.HybridBlock, batches: Sequence[Sequence[NDArray]], steps: int,
+                learning_rate: float = 0.001) -> list[float]:
     """Run ``steps`` SGD iterations of SSD's multibox loss; returns the losses."""
     from gluoncv.loss import SSDMultiBoxLoss
 
@@ -75,7 +84,7 @@ def train_steps(net, batches, steps, learning_rate=0.001):
     return losses
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the SSD loaders (and optionally training steps); returns the exit code."""
     parser = loader_parser('ssd_loader', __doc__.split('\n')[0], 8, 'data-shape',
                            'ssd_300_mobilenet0.25_voc')

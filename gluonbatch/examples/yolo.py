@@ -7,26 +7,35 @@ gluonbatch's ``YOLO3DefaultTrainTransform`` without the network and
 validation batches are ``Tuple(Stack(), Pad(pad_val=-1))``. ``--train-steps K`` runs K
 iterations of the losses the network computes in training mode, backward and an SGD step.
 """
+import argparse
 import sys
+import types
 import warnings
+from collections.abc import Sequence
+from typing import Any
 
 import mxnet as mx
 from mxnet import autograd, gluon
 
+from .._core.typing import BatchifyFn, NDArray
 from .runner import (detection_dataset, detector_loaders, loader_parser, run_example,
                      train_order)
 
+__all__ = ['TRAIN_FIELDS', 'VAL_FIELDS', 'gluoncv_batchify', 'build', 'train_steps', 'main']
+
+#: The names of a train batch's fields, in order.
 TRAIN_FIELDS = ('image', 'objectness', 'center_targets', 'scale_targets', 'weights',
                 'class_targets', 'gt_boxes')
+#: The names of a validation batch's fields, in order.
 VAL_FIELDS = ('image', 'label')
 
 
-def gluoncv_batchify(module):
+def gluoncv_batchify(module: types.ModuleType) -> BatchifyFn:
     """train_yolo3.py's batchify, built from ``module`` (gluoncv's batchify module)."""
     return module.Tuple(*([module.Stack() for _ in range(6)] + [module.Pad(axis=0, pad_val=-1)]))
 
 
-def build(args):
+def build(args: argparse.Namespace) -> dict[str, Any]:
     """Network, datasets and the two loaders for ``args``; returns a dict of them."""
     from ..transforms.presets.yolo import YOLO3DefaultTrainTransform, YOLO3DefaultValTransform
     from gluoncv.model_zoo import get_model
@@ -59,7 +68,8 @@ def build(args):
             'gluoncv_loader': gluoncv_loader, 'seed': args.seed}
 
 
-def train_steps(net, batches, steps, learning_rate=0.001):
+def train_steps(net: gluon.HybridBlock, batches: Sequence[Sequence[NDArray]], steps: int,
+                learning_rate: float = 0.001) -> list[float]:
     """Run ``steps`` SGD iterations of YOLOv3's own losses; returns the summed losses."""
     trainer = gluon.Trainer(net.collect_params(), 'sgd',
                             {'learning_rate': learning_rate, 'wd': 0.0005, 'momentum': 0.9})
@@ -76,7 +86,7 @@ def train_steps(net, batches, steps, learning_rate=0.001):
     return losses
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the YOLOv3 loaders (and optionally training steps); returns the exit code."""
     parser = loader_parser('yolo_loader', __doc__.split('\n')[0], 8, 'data-shape',
                            'yolo3_mobilenet0.25_voc')

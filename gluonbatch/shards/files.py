@@ -12,17 +12,27 @@ from collections.abc import Iterable, Iterator
 from .._core.typing import PathLike
 from .._core.wording import plural
 
+__all__ = ['SHARD_FILE', 'Shard', 'find_shards', 'shard_files', 'stem_order', 'examples',
+           'temporary_name', 'replacing', 'remove_quietly']
+
+#: A shard file's name: group 1 its stem (digits), group 2 its kind.
 SHARD_FILE = re.compile(r'^(\d+)\.(tar|parquet|idx)$')
 _EXAMPLES = 5                       # ids listed in an error message
 
 
 def examples(values: Iterable[str]) -> str:
+    """The first few of ``values`` (sorted) for an error message, with how many more.
+
+    >>> examples(['b', 'a'])
+    "'a', 'b'"
+    """
     values = sorted(values)
     more = ' and %d more' % (len(values) - _EXAMPLES) if len(values) > _EXAMPLES else ''
     return ', '.join(map(repr, values[:_EXAMPLES])) + more
 
 
 def remove_quietly(path: PathLike) -> None:
+    """Remove the file ``path`` if it exists."""
     try:
         os.remove(path)
     except FileNotFoundError:

@@ -5,17 +5,19 @@ A shard's table is read in bulk with numpy, and again by the exact per-record co
 the bulk reading finds anything unusual: that code gives the precise error, or the same
 table for valid input."""
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeAlias
 
 import numpy as np
 
-from .index import group_members, index_disagreement, read_index
+from .index import Sample, group_members, index_disagreement, read_index
 from .parquet import open_parquet, parquet_id_rows, read_table
 from .record_arrays import as_strings, index_members, scanned_members, unicode_rows
 from .files import Shard, examples
 from .tar import BLOCK, padded, scan_tar
 
+__all__ = ['IMAGE_EXTENSIONS', 'Fields', 'RecordTable', 'ShardRecords', 'exact_fields',
+           'vectorized_fields', 'record_slots', 'header_starts', 'record_spans']
 
 #: Member extensions taken as the record's image (exactly one per record), matched
 #: case-insensitively like every extension. Each one decodes: WebP by Pillow (MXNet 1.9.1's
@@ -44,18 +46,22 @@ class RecordTable:
     record would be copied into every worker as their reference counts change.
     """
 
-    def __init__(self):
-        self.exts, self.codes = [], {}
-        self.members, self.starts, self.slots = [], [0], []
-        self.heads = []
+    def __init__(self) -> None:
+        self.exts: list[str] = []
+        self.codes: dict[str, int] = {}
+        self.members: list[tuple[int, int, int]] = []
+        self.starts: list[int] = [0]
+        self.slots: list[list[int]] = []
+        self.heads: list[int] = []
 
-    def code(self, ext):
+    def code(self, ext: str) -> int:
+        """The number of extension ``ext``, a new one if it is new."""
         if ext not in self.codes:
             self.codes[ext] = len(self.exts)
             self.exts.append(ext)
         return self.codes[ext]
 
-    def add_shard(self, shard, samples, ids):
+    def add_shard(self, shard: Shard, samples: Iterable[Sample], ids: Sequence[str]) -> None:
         """Add a shard's records in the order of ``ids``, checking them against its tar."""
         where = shard.idx or shard.tar
         by_key = dict(samples)
@@ -91,7 +97,8 @@ class RecordTable:
         added = np.array(self.members[len(self.heads):], dtype=np.int64).reshape(-1, 3)
         self.heads.extend(header_starts(added[:, 0], added[:, 1]).tolist())
 
-    def arrays(self):
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(members, starts, slots)`` as :class:`ShardRecords` holds them."""
         members = np.array(self.members, dtype=np.int64).reshape(-1, 3)
         return (np.column_stack([members, np.array(self.heads, dtype=np.int64)]),
                 np.array(self.starts, dtype=np.int64),

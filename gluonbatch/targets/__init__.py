@@ -16,3 +16,5 @@ CenterNet's five maps for one box, on a 16 x 16 output grid:
 >>> float(maps[0][1].max()), maps[1][:, 4, 5].tolist()
 (1.0, [7.0, 5.0])
 """
+
+__all__: list[str] = []  # the modules hold the API
