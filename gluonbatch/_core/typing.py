@@ -10,12 +10,16 @@ API pages show.
 'NDArray'
 """
 import os
+import random
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any, Literal, TypeAlias
 
 import mxnet as mx
+import numpy as np
 
-__all__ = ['PathLike', 'NDArray', 'BatchifyFn', 'LayoutKind', 'DeviceLayout', 'ChannelValues']
+__all__ = ['PathLike', 'NDArray', 'BatchifyFn', 'LayoutKind', 'DeviceLayout', 'ChannelValues',
+           'NumpyRandom', 'PythonRandom']
 
 #: A file or directory: a ``str`` or an ``os.PathLike`` of one (``pathlib.Path``).
 PathLike: TypeAlias = str | os.PathLike[str]
@@ -30,3 +34,7 @@ LayoutKind: TypeAlias = Literal['rows', 'per_device', 'fields', 'whole']
 #: A batch's device layout: a kind, a tuple or dict of layouts (field by field), or None
 #: for a function that declares none.
 DeviceLayout: TypeAlias = LayoutKind | tuple[Any, ...] | dict[Any, Any] | None
+#: numpy's draws: a ``numpy.random.RandomState``, or the ``numpy.random`` module.
+NumpyRandom: TypeAlias = np.random.RandomState | ModuleType
+#: Python's draws: a ``random.Random``, or the ``random`` module.
+PythonRandom: TypeAlias = random.Random | ModuleType

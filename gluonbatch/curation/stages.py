@@ -3,10 +3,9 @@ classifier on the embeddings, each adding a column to a dataset's lazy metadata.
 
 Calling a stage on an :class:`~gluonbatch.curation.ImageTextPairDataset` returns a copy
 of the dataset with a new column computed per shard (``map_partitions``), the dataset
-given left as it was: nothing runs until the
-metadata is computed (``save_metadata``, ``to_webdataset``, ``compute``), on whatever Dask
-scheduler is active. The model is loaded once per process that computes a shard and runs
-one batch at a time there (a Gluon block is not safe to call from two threads at once).
+given left as it was: nothing runs until the metadata is computed (``save_metadata``,
+``to_webdataset``, ``compute``), on whatever Dask scheduler is active. The model is loaded
+once per process that computes a shard and runs one batch at a time there.
 
 Examples
 --------

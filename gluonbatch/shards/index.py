@@ -205,9 +205,8 @@ def _default_index_path(tar_path):
 
 
 def write_index(tar_path: PathLike, idx_path: PathLike | None = None) -> str:
-    """Write the index of a tar in DALI's ``wds2idx`` format v1.2 (the module's docstring
-    gives the format), one line per sample. Directory entries are skipped. The file is
-    written to a temporary name and renamed when complete.
+    """Write the index of a tar in DALI's ``wds2idx`` format v1.2, one line per sample
+    (directory entries skipped), to a temporary name renamed when complete.
 
     Parameters
     ----------

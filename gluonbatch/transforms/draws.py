@@ -5,11 +5,8 @@ the calls gluoncv's function of the same job makes, on the same generators and i
 order, so a run seeded the gluoncv way draws the same augmentations and leaves the
 generators in the same states. The draws depend on the image shape and the boxes only,
 never on pixels, so a preset draws everything first and then applies the draw (see
-:mod:`gluonbatch.transforms.presets.ssd`).
-
-The generators are injectable: ``np_rng`` defaults to numpy's global generator (the
-``numpy.random`` module; a ``numpy.random.RandomState`` fits), ``py_rng`` to Python's
-(the ``random`` module; a ``random.Random`` fits).
+:mod:`gluonbatch.transforms.presets.ssd`). ``np_rng`` defaults to numpy's global
+generator, ``py_rng`` to Python's.
 
 SSD and YOLOv3 (gluoncv's ``SSDDefaultTrainTransform`` and ``YOLO3DefaultTrainTransform``
 augment alike) draw, with ``np`` and ``py`` the two generators:
@@ -40,36 +37,28 @@ import itertools
 import math
 import random
 from collections.abc import Sequence
-from types import ModuleType
 from typing import NamedTuple, Optional, TypeAlias
 
 import numpy as np
 
+from .._core.typing import NumpyRandom, PythonRandom
 from . import boxes
 
 __all__ = ['ColorDistort', 'Expand', 'Crop', 'SSDDraw', 'CROP_CONSTRAINTS',
            'draw_color_distort', 'draw_expand', 'draw_crop', 'draw_interp', 'draw_flip',
            'draw_ssd']
 
+#: A crop's ``(min_iou, max_iou)`` bounds; None is no bound.
+Constraint: TypeAlias = tuple[float | None, float | None]
 #: gluoncv's default ``(min_iou, max_iou)`` constraints of the SSD crop (``None``: unbounded).
 CROP_CONSTRAINTS = ((0.1, None), (0.3, None), (0.5, None), (0.7, None), (0.9, None),
                     (None, 1))
 
 
-#: numpy's draws: a ``numpy.random.RandomState``, or the ``numpy.random`` module.
-NumpyRandom: TypeAlias = np.random.RandomState | ModuleType
-#: Python's draws: a ``random.Random``, or the ``random`` module.
-PythonRandom: TypeAlias = random.Random | ModuleType
-#: A crop's ``(min_iou, max_iou)`` bounds; None is no bound.
-Constraint: TypeAlias = tuple[float | None, float | None]
-
-
 class ColorDistort(NamedTuple):
-    """One ``random_color_distort``: each step's value, or ``None`` where its coin said no.
-
-    ``contrast_first`` is the order gluoncv drew: contrast, saturation, hue if true, else
-    saturation, hue, contrast.
-    """
+    """One ``random_color_distort``: each step's value, or ``None`` where its coin said no;
+    ``contrast_first``: whether gluoncv drew contrast, saturation, hue in that order (else
+    saturation, hue, contrast)."""
     brightness: Optional[float]
     contrast_first: bool
     contrast: Optional[float]
@@ -176,15 +165,13 @@ def draw_expand(height: int, width: int, np_rng: NumpyRandom | None = None,
 
 
 class _TrialTest:
-    """Whether a trial crop passes an IoU constraint with every box: the
-    answer of gluoncv's IoU test, bit for bit. Its box areas are in the label's dtype, the
-    rest in float64: with finite values, Python floats box by box do that arithmetic;
-    otherwise numpy does, with those dtypes.
+    """Whether a trial crop passes an IoU constraint with every box: gluoncv's IoU test,
+    bit for bit. Its box areas are in the label's dtype, the rest in float64: Python floats
+    box by box do that arithmetic with finite values, numpy otherwise.
 
-    Most trials of a small box cannot pass: the IoU of areas ``a`` and ``A`` is at most
-    ``min(a, A) / max(a, A)``. Those trials are skipped (the draws are still made by the
-    caller) when that bound is below the threshold by more than any rounding of the two
-    sides could make up; a box of no area fails every positive threshold.
+    Most trials of a small box cannot pass, the IoU of areas ``a`` and ``A`` being at most
+    ``min(a, A) / max(a, A)``: trials whose bound is below the threshold by more than any
+    rounding could make up are skipped (the caller still draws them).
     """
 
     def __init__(self, label):
@@ -260,8 +247,7 @@ class _TrialTest:
 def _inline_random(py_rng):
     """``(random, getrandbits)`` of ``py_rng`` if it is CPython's generator and this
     Python's ``uniform`` and ``randrange`` draw what :func:`_trials` writes out with them
-    (the same draws at a fraction of the calls' cost); ``None`` for any other generator,
-    which is then called as gluoncv calls it."""
+    (faster); ``None`` for any other generator, then called as gluoncv calls it."""
     if (py_rng is random or type(py_rng) is random.Random) and _INLINE_MATCHES:
         return py_rng.random, py_rng.getrandbits
     return None
@@ -269,9 +255,8 @@ def _inline_random(py_rng):
 
 def _trials(py_rng, inline, width, height, min_scale, max_scale, max_aspect_ratio):
     """Endless trial crops ``(x, y, w, h)`` of a ``width`` x ``height`` image, each drawn
-    only when asked for, as gluoncv draws one: py scale, py aspect ratio (within what the
-    scale allows), then py ``randrange`` of the top and of the left offset (an empty range
-    raises ``ValueError``, as in gluoncv). ``inline``: see :func:`_inline_random`."""
+    when asked for as gluoncv draws one (step 3 of the module's list; an empty
+    ``randrange`` raises ``ValueError`` as there). ``inline``: see :func:`_inline_random`."""
     rand, getrandbits = inline if inline is not None else (None, None)
     ratio_floor, ratio_ceil = 1 / max_aspect_ratio, max_aspect_ratio
     spread = max_scale - min_scale
@@ -324,9 +309,7 @@ def draw_crop(label: np.ndarray, size: Sequence[int], py_rng: PythonRandom | Non
               max_trial: int = 50) -> Crop:
     """The draws of gluoncv's ``experimental.bbox.random_crop_with_constraints(label,
     size)`` (same defaults), ``size = (width, height)``; the crop as a :class:`Crop`.
-
-    A trial that cannot pass is not tested (see ``_TrialTest``), which changes
-    neither the draws nor the choice.
+    Trials that cannot pass are drawn but not tested: the draws and the choice are the same.
 
     >>> label = np.array([[10., 10., 50., 40., 0.]])
     >>> draw_crop(label, (64, 48), random.Random(3), np.random.RandomState(3))
