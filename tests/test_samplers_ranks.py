@@ -242,3 +242,24 @@ def test_the_old_rules_are_gone_without_aliases():
     old = ['PartSampler', 'part_of', 'part_length', 'LAST_PARTS']
     assert [name for name in old if hasattr(split, name) or hasattr(samplers, name)] == []
     assert not hasattr(seeded, 'ORDER_ATTRIBUTES')
+
+
+def test_an_order_of_the_wrong_length_is_refused_wherever_it_is_dealt():
+    class Short(SplitSampler):  # an order one index short of its length
+        def order(self, epoch):
+            return super().order(epoch)[:-1]
+
+    message = re.escape('Short.order(0) gave 5 indices, but its length is 6')
+    with pytest.raises(ValueError, match=message):
+        list(Short(6, 2, 0))
+    seeded = SeededBatchSampler(6, 2, seed=0, order=ShardWindowSampler([3, 3], seed=0))
+    assert len(list(seeded)) == 3   # a good order deals
+
+    class ShortWindows(ShardWindowSampler):
+        def order(self, epoch):
+            return super().order(epoch)[:-1]
+
+    seeded = SeededBatchSampler(6, 2, seed=0, order=ShortWindows([3, 3], seed=0))
+    with pytest.raises(ValueError, match=re.escape(
+            'ShortWindows.order(0) gave 5 indices, but its length is 6')):
+        list(seeded)

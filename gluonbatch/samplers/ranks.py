@@ -201,13 +201,19 @@ class RankSampler(mx.gluon.data.Sampler, metaclass=abc.ABCMeta):
         """Use ``epoch`` for the next pass (then it advances by one per pass as usual)."""
         self.epoch = check_int(epoch, 'epoch', minimum=0)
 
-    def indices(self, epoch: int) -> np.ndarray:
-        """This rank's indices for ``epoch``, an int64 numpy array (no state change)."""
+    def checked_order(self, epoch: int) -> np.ndarray:
+        """:meth:`order` of ``epoch`` as an int64 array, ValueError unless it holds
+        :attr:`length` indices: what the deal (here or a seeded sampler's) reads."""
         epoch = check_int(epoch, 'epoch', minimum=0)
         order = np.asarray(self.order(epoch), dtype=np.int64)
         if len(order) != self.length:
             raise ValueError('%s.order(%d) gave %d indices, but its length is %d'
                              % (type(self).__name__, epoch, len(order), self.length))
+        return order
+
+    def indices(self, epoch: int) -> np.ndarray:
+        """This rank's indices for ``epoch``, an int64 numpy array (no state change)."""
+        order = self.checked_order(epoch)
         if not len(order):
             return order
         positions = rank_positions(len(order), self._num_parts, self._part_index,

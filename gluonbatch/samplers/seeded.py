@@ -383,9 +383,4 @@ class SeededBatchSampler:
         if self._source is None:
             return (epoch_order(self.seed, epoch, self.length) if self.shuffle
                     else np.arange(self.length, dtype=np.int64))
-        order = np.asarray(self._source.order(epoch), dtype=np.int64)
-        if len(order) != self.length:
-            raise ValueError('the order gave %d indices for epoch %d, but has length %d: '
-                             'every epoch must have length indices'
-                             % (len(order), epoch, self.length))
-        return order
+        return self._source.checked_order(epoch)
