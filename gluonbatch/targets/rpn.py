@@ -19,12 +19,12 @@ computed for the anchors inside the image only (the others are ignored whatever 
 :class:`RPNTargetGenerator` shows an example.
 """
 from collections.abc import Sequence
-from types import ModuleType
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from .._core.checks import describe
+from .._core.typing import NumpyRandom
 from .rpn_anchors import AnchorLayout
 
 __all__ = ['RPNTargetGenerator']
@@ -74,7 +74,7 @@ class RPNTargetGenerator:
         self._allowed_border = allowed_border
 
     def __call__(self, boxes: ArrayLike, layout: AnchorLayout,
-                 np_rng: np.random.RandomState | ModuleType | None = None
+                 np_rng: NumpyRandom | None = None
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Targets of every anchor of ``layout`` for ground-truth ``boxes``.
 

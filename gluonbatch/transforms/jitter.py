@@ -35,13 +35,13 @@ Examples
 (1, 1, 3)
 """
 import random
-from types import ModuleType
 from typing import NamedTuple, Tuple
 
 import cv2
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._core.typing import PythonRandom
 from . import color
 
 __all__ = ['GRAY_WEIGHTS', 'EIG_VAL', 'EIG_VEC', 'JitterParams', 'draw_jitter',
@@ -71,7 +71,7 @@ class JitterParams(NamedTuple):
     lighting: Tuple[float, float, float]
 
 
-def draw_jitter(data_rng: np.random.RandomState, py_rng: random.Random | ModuleType | None = None,
+def draw_jitter(data_rng: np.random.RandomState, py_rng: PythonRandom | None = None,
                 var: float = 0.4, alphastd: float = 0.1) -> JitterParams:
     """gluoncv's draws for one ``np_random_color_distort(image, data_rng)``.
 
