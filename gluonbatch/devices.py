@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Any, TypeAlias
 
 import mxnet as mx
-import numpy as np
 
 from ._core.checks import check_int
 from ._core.layout import split_bounds

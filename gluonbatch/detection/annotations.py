@@ -21,7 +21,7 @@ its annotations:
 """
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import numpy as np

@@ -5,7 +5,7 @@ A shard's table is read in bulk with numpy, and again by the exact per-record co
 the bulk reading finds anything unusual: that code gives the precise error, or the same
 table for valid input."""
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TypeAlias
 
 import numpy as np
