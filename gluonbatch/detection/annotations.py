@@ -1,9 +1,9 @@
 """The detection layout on shards: the manifest ``detection.json`` and a record's annotations.
 
 A detection dataset is the usual shard directory (``NNNNN.tar`` with ``.parquet`` and
-``.idx``) plus ``detection.json``, written in the same commit as the shards: what the
-records hold (their source, classes, whether they carry polygons) and how many records
-each shard has, so opening the dataset reads this one file and nothing per shard.
+``.idx``) plus its manifest ``detection.json`` (:mod:`gluonbatch.shards.manifest`, which
+lists the shards): what the records hold (their source, classes, whether they carry
+polygons).
 
 Each record has three members, adjacent in its tar (one read gets them all): the image
 file's bytes as they were (``jpg``, or the source's own extension), ``txt``, the class
@@ -27,13 +27,11 @@ from typing import Any, Literal
 import numpy as np
 
 from .._core.typing import PathLike
-from .._core.wording import plural
+from ..shards.manifest import MANIFEST, VERIFY_HINT, listed_shards, load_manifest
 
-__all__ = ['MANIFEST', 'FORMAT', 'ID_COL', 'make_manifest', 'write_manifest', 'read_manifest',
-           'encode_annotations', 'decode_annotations', 'record_label', 'record_polygons']
+__all__ = ['FORMAT', 'ID_COL', 'make_manifest', 'read_manifest', 'encode_annotations',
+           'decode_annotations', 'record_label', 'record_polygons']
 
-#: The manifest's file name in a dataset directory.
-MANIFEST = 'detection.json'
 #: The manifest's ``format``: a reader refuses others.
 FORMAT = 'gluonbatch.detection/1'
 #: The parquet column of the record keys.
@@ -78,13 +76,6 @@ def make_manifest(source: Literal['voc', 'coco'], classes: Iterable[str],
             'shards': [[stem, int(count)] for stem, count in shards]}
 
 
-def write_manifest(path: PathLike, manifest: Mapping[str, Any]) -> None:
-    """Write ``manifest`` (from :func:`make_manifest`) to ``path``."""
-    with open(path, 'w', encoding='utf-8') as handle:
-        json.dump(manifest, handle, indent=1)
-        handle.write('\n')
-
-
 def read_manifest(directory: PathLike) -> dict[str, Any]:
     """The manifest of the dataset in ``directory``, checked.
 
@@ -99,39 +90,27 @@ def read_manifest(directory: PathLike) -> dict[str, Any]:
     """
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise NotADirectoryError('%s is a file, not a dataset directory' % directory)
-    path = os.path.join(directory, MANIFEST)
-    if not os.path.isfile(path):
+    manifest = load_manifest(directory)
+    if manifest is None:
         raise FileNotFoundError('%s is not a detection dataset: it has no %s (convert with '
                                 'from_voc or from_coco)' % (directory, MANIFEST))
-    try:
-        with open(path, encoding='utf-8') as handle:
-            manifest = json.load(handle)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ValueError('%s is not valid JSON: %s' % (path, err)) from None
     problem = _manifest_problem(manifest)
     if problem:
-        raise ValueError('%s: %s' % (path, problem))
+        raise ValueError('%s: %s; %s' % (os.path.join(directory, MANIFEST), problem,
+                                         VERIFY_HINT % directory))
+    listed_shards(manifest, directory)
     return manifest
 
 
 def _manifest_problem(manifest):
-    """What is wrong with a parsed manifest, or None."""
-    if not isinstance(manifest, dict) or manifest.get('format') != FORMAT:
-        seen = manifest.get('format') if isinstance(manifest, dict) else type(manifest)
-        return 'expected format %r, found %r' % (FORMAT, seen)
+    """What is wrong with the detection fields of a manifest, or None."""
+    if manifest.get('format') != FORMAT:
+        return 'expected format %r, found %r' % (FORMAT, manifest.get('format'))
     if manifest.get('source') not in _SOURCES:
         return 'source must be one of %s, found %r' % (_SOURCES, manifest.get('source'))
     classes = manifest.get('classes')
     if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
         return 'classes must be a list of names'
-    shards = manifest.get('shards')
-    if not isinstance(shards, list) or not all(
-            isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
-            and isinstance(entry[1], int) and entry[1] >= 0 for entry in shards):
-        return 'shards must be a list of [stem, number of records]'
-    stems = [stem for stem, _ in shards]
-    if len(set(stems)) != len(stems):
-        return 'a shard is listed twice among %s' % plural(len(stems), 'shard')
     return None
 
 

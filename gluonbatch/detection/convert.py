@@ -23,17 +23,18 @@ import pyarrow as pa
 from numpy.typing import ArrayLike, DTypeLike
 
 from .._core.checks import check_int, described
-from .._core.console import is_terminal
+from .._core.console import counted, is_terminal, stage_named
 from .._core.typing import PathLike
 from .._core.wording import plural
 from ..shards.commit import BACK, recover, staging
-from .annotations import ID_COL, MANIFEST, make_manifest, write_manifest
-from .._core.console import counted, stage_named
 from ..shards.files import SHARD_FILE, examples
-from ..shards.writer import ShardWriter, id_digits, record_key, shard_moves
+from ..shards.manifest import MANIFEST, MANIFEST_TMP, write_manifest
+from ..shards.writer import ShardWriter, commit_shards, id_digits, record_key
+from .annotations import ID_COL, make_manifest
 
 __all__ = ['Record', 'label_fields', 'caption', 'source_root', 'show_progress',
            'destination', 'write_dataset', 'STEM_DIGITS']
+
 
 class Record(NamedTuple):
     """One image to write: ``image`` (its file's path), ``ext`` (its member's extension),
@@ -48,7 +49,6 @@ class Record(NamedTuple):
 
 #: Digits of a converted dataset's shard numbers (``00000.tar``).
 STEM_DIGITS = 5
-_MANIFEST_TMP = '.' + MANIFEST + '.tmp'
 
 
 def label_fields(rows: ArrayLike, dtype: DTypeLike | None = None) -> dict[str, Any]:
@@ -152,10 +152,9 @@ def write_dataset(records: Sequence[Record], dst: str, what: str, samples_per_sh
             with stage_named('writing shards'):
                 shards = _write_shards(records, stage, samples_per_shard, types,
                                        counted(records, what, 'image', show))
-            write_manifest(stage.file(_MANIFEST_TMP), make_manifest(shards=shards, **manifest))
-            # the manifest moves last: a reader finds it only beside every shard
-            stage.commit([move for stem, _ in shards for move in shard_moves(stem)]
-                         + [(_MANIFEST_TMP, MANIFEST)], BACK)
+            write_manifest(stage.file(MANIFEST_TMP), make_manifest(shards=shards, **manifest))
+            commit_shards(stage, [stem for stem, _ in shards], BACK,
+                          last=[(MANIFEST_TMP, MANIFEST)])
             committed = True
     finally:
         if created and not committed:

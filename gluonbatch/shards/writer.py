@@ -186,10 +186,12 @@ def shard_moves(stem: str, index: bool = True) -> list[tuple[str, str]]:
 
 
 def commit_shards(stage: Stage, stems: Sequence[str], mode: CommitMode,
-                  index: bool = True) -> list[str]:
+                  index: bool = True, last: Sequence[tuple[str, str]] = ()) -> list[str]:
     """Move the shards ``stems``, written by :class:`ShardWriter` into ``stage`` (a
-    :class:`~gluonbatch.shards.commit.Stage`), into place together; ``mode`` and the
-    guarantee are :meth:`~gluonbatch.shards.commit.Stage.commit`'s. Returns their tars'
-    paths."""
-    stage.commit([move for stem in stems for move in shard_moves(stem, index)], mode)
+    :class:`~gluonbatch.shards.commit.Stage`), into place together, then the files of
+    ``last`` (``(staged name, final name)``: the dataset's manifest, which a reader must
+    find only beside every shard); ``mode`` and the guarantee are
+    :meth:`~gluonbatch.shards.commit.Stage.commit`'s. Returns the tars' paths."""
+    stage.commit([move for stem in stems for move in shard_moves(stem, index)] + list(last),
+                 mode)
     return [os.path.join(stage.directory, stem + '.tar') for stem in stems]
