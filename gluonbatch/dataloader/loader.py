@@ -14,11 +14,11 @@ from typing import Any, Self
 import mxnet as mx
 from mxnet.util import is_np_array, is_np_shape
 
-from .._core.checks import check_int, describe
+from .._core.checks import check_int, describe, is_int
 from .._core.tree import map_arrays
 from .._core.typing import BatchifyFn
 from ..samplers import KeyBatch, SeededBatchSampler
-from ..samplers.state import LastBatch
+from ..samplers.state import LastBatch, warn_empty_passes
 from .batchify_fns import default_batchify_fn
 from .pool import Task, WorkerPool
 from .resume import Resumable, seeded_batch_sampler
@@ -47,6 +47,17 @@ def _check_timeout(timeout):
     return float(timeout)
 
 
+def _warn_empty_passes(dataset, batch_size, sampler, last_batch):
+    """Warn if MXNet's batches of ``batch_size`` over ``sampler`` (the dataset's indices
+    without one; a rank's part with a SplitSampler) leave every pass empty."""
+    count = len(sampler) if hasattr(sampler, '__len__') else None
+    if sampler is None and hasattr(dataset, '__len__'):
+        count = len(dataset)
+    # arguments MXNet will refuse are left for it to name
+    if count is not None and is_int(batch_size) and batch_size > 0:
+        warn_empty_passes(count, batch_size, last_batch or 'keep')
+
+
 class DataLoader(Resumable, mx.gluon.data.DataLoader):
     """``mx.gluon.data.DataLoader``, whose workers may die without the run noticing, with
     seeded, resumable batches.
@@ -63,7 +74,10 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
     Parameters
     ----------
     dataset, batch_size, shuffle, sampler, last_batch, batch_sampler, pin_memory, pin_device_id :
-        As for ``mx.gluon.data.DataLoader``.
+        As for ``mx.gluon.data.DataLoader``. With ``last_batch`` ``'discard'`` or ``'rollover'`` and
+        fewer samples than ``batch_size`` (a pass's: a rank's part with a sampler), passes
+        are empty (``'rollover'``: the first ones, then a batch every few passes): a
+        ``UserWarning`` says so as the loader is made.
     batchify_fn : callable, optional
         Makes a batch of a list of samples; default
         :func:`~gluonbatch.dataloader.default_batchify_fn` (into shared memory).
@@ -151,6 +165,8 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
                                                  sampler, last_batch, batch_sampler)
             batch_size, shuffle, sampler, last_batch = None, False, None, None
             seed = batch_sampler.seed
+        elif batch_sampler is None:  # a seeded sampler said it already, if it had to
+            _warn_empty_passes(dataset, batch_size, sampler, last_batch)
         self._seed = seed
         # transform index -> generators it owns (seeded, in this process)
         self._owned: Owned = {}

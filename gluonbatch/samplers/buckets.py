@@ -41,6 +41,8 @@ class SeededBucketSampler(SeededBatchSampler):
         The last bucket's incomplete global batch: kept smaller, discarded, or filled up
         with samples from the start of the epoch's order (at positions past its end).
         gluoncv fills it with samples of its bucket, some twice in the epoch.
+        ``'discard'`` with fewer samples than ``batch_size * num_parts`` makes every pass
+        empty: a ``UserWarning`` says so as the sampler is made.
     num_parts, part_index : int, default 1, 0
         Ranks, and this one.
 

@@ -25,7 +25,7 @@ from .._core.checks import check_choice, check_int, check_part, described
 from ..seeded.keys import BatchStart, SampleKey, check_epoch, check_seed, epoch_order
 from .ranks import LastPart, RankSampler, rank_positions
 from .split import SplitSampler
-from .state import LAST_BATCH, LastBatch, check_description, position
+from .state import LAST_BATCH, LastBatch, check_description, position, warn_empty_passes
 
 __all__ = ['SeededBatchSampler', 'KeyBatch']
 
@@ -71,7 +71,10 @@ class SeededBatchSampler:
         The epoch's last, incomplete global batch: kept smaller, discarded, padded with
         samples from the start of the epoch's order (at positions past its end, so with
         draws of their own), or rolled over into the next epoch's first batch, as MXNet's
-        ``last_batch`` does.
+        ``last_batch`` does. With ``'discard'`` or ``'rollover'`` and fewer samples
+        than ``batch_size * num_parts``, passes are empty (with ``'rollover'`` the first
+        ones, then a batch every few passes): a ``UserWarning`` says so as the sampler is
+        made.
     num_parts, part_index : int, default 1, 0
         Ranks in data-parallel training and this one (``kv.num_workers``, ``kv.rank``).
         Every rank runs the same number of batches; with several, ``'keep'`` needs
@@ -138,6 +141,8 @@ class SeededBatchSampler:
         # load_state_dict() or set_epoch() ended it (an exhausted pass goes on)
         self._under_way: int | None = None
         self._orders: dict[int, np.ndarray] = {}
+        # said once, as it is made: a loader built on it does not say it again
+        warn_empty_passes(self.length, self.batch_size, self.last_batch, self.num_parts)
 
     def _take_order(self, order):
         """Check ``order`` (see the class's ``order``) and take its shuffle and rank."""

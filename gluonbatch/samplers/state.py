@@ -17,16 +17,23 @@ Traceback (most recent call last):
 TypeError: state['epoch'] must be an integer, got True (bool)
 >>> order_differences({'window': 2, 'shards': 8}, {'window': 2, 'shards': 4})
 ["state['order']['shards'] is 8, but this sampler's order has 4"]
+
+It is also where a sampler or loader says, as it is made, that its every pass is empty
+(:func:`empty_passes`, :func:`warn_empty_passes`).
 """
+import os
+import sys
+import warnings
 from typing import Literal, TypeAlias
 
 import numpy as np
 
 from .._core.checks import check_choice, check_int, describe
+from .._core.wording import plural
 from ..seeded.keys import check_epoch, check_seed
 
 __all__ = ['LOADER_FORMAT', 'LAST_BATCH', 'DESCRIPTION', 'check_format', 'position',
-           'check_description', 'order_differences']
+           'check_description', 'order_differences', 'empty_passes', 'warn_empty_passes']
 
 #: The ``format`` of a loader's state dict; a sampler's state is the same dict without it.
 LOADER_FORMAT = 'gluonbatch.loader/1'
@@ -134,3 +141,76 @@ def order_differences(theirs: dict, mine: dict) -> list[str]:
             found.append("%s is %r, but this sampler's order has %r"
                          % (name, theirs[key], mine[key]))
     return found
+
+
+def empty_passes(length: int, batch_size: int, last_batch: str, num_parts: int = 1
+                 ) -> str | None:
+    """Why every pass over ``length`` samples in batches of ``batch_size`` on each of
+    ``num_parts`` ranks is empty with ``last_batch``, and what to change; None if a pass
+    has batches, or if there is no sample at all.
+
+    A pass is empty when its ``length`` samples (of all ranks) do not make one global batch
+    of ``batch_size * num_parts`` and ``last_batch`` drops the rest: ``'discard'`` does
+    every pass, ``'rollover'`` carries it into the next pass, so that the first passes are
+    empty and a batch comes only every few passes.
+
+    Examples
+    --------
+    >>> print(empty_passes(16, 64, 'discard'))
+    batch_size=64 is larger than the 16 samples: with last_batch='discard' every pass is \
+empty (len() is 0); use last_batch='keep', or a batch_size of at most 16
+    >>> print(empty_passes(16, 64, 'rollover'))  # doctest: +ELLIPSIS
+    batch_size=64 ...: with last_batch='rollover' len() is 0 and the first 3 passes are \
+empty: the samples carry over, so a batch comes only every 4 passes; use ...
+    >>> empty_passes(16, 64, 'keep') is None, empty_passes(64, 64, 'discard') is None
+    (True, True)
+    """
+    size = batch_size * num_parts
+    if not 0 < length < size or last_batch not in ('discard', 'rollover'):
+        return None
+    samples = plural(length, 'sample')
+    if num_parts == 1:
+        why = 'batch_size=%d is larger than the %s' % (batch_size, samples)
+    else:
+        why = ('the global batch of %d (batch_size=%d x num_parts=%d) is larger than the %s'
+               % (size, batch_size, num_parts, samples))
+    if last_batch == 'discard':
+        what = "with last_batch='discard' every pass is empty (len() is 0)"
+    else:
+        # pass e ends after (e + 1) * length samples: its first batch is in pass
+        # ceil(size / length) - 1, and then one comes every size / length passes
+        empty = -(-size // length) - 1
+        every = ('every %d passes' % (size // length) if size % length == 0
+                 else 'about every %.1f passes' % (size / length))
+        what = ("with last_batch='rollover' len() is 0 and the first %s: the samples carry "
+                'over, so a batch comes only %s'
+                % ('pass is empty' if empty == 1 else '%d passes are empty' % empty, every))
+    # several ranks keep a short last batch only as whole global batches: 'pad' does
+    fixes = ["last_batch='keep'" if num_parts == 1 else "last_batch='pad'"]
+    if length // num_parts:
+        fixes.append('a batch_size of at most %d' % (length // num_parts))
+    return '%s: %s; use %s' % (why, what, ', or '.join(fixes))
+
+
+def warn_empty_passes(length: int, batch_size: int, last_batch: str,
+                      num_parts: int = 1) -> bool:
+    """Warn (a ``UserWarning`` at the caller's line outside gluonbatch) if every pass is
+    empty, with :func:`empty_passes`'s message; returns whether it warned. Samplers and
+    loaders call it once, as they are made, never per pass."""
+    message = empty_passes(length, batch_size, last_batch, num_parts)
+    if message is not None:
+        warnings.warn(message, UserWarning, stacklevel=_outside_stacklevel())
+    return message is not None
+
+
+#: The folder of the gluonbatch package, whose frames a warning's location skips.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _outside_stacklevel():
+    """The ``stacklevel`` that makes a ``warnings.warn`` in the function calling this one
+    name the first frame outside gluonbatch: the user's line, however deep the call."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
