@@ -127,7 +127,7 @@ def _help_text(argv):
 
 def cli_help():
     """``_generated/cli_help.txt``: literal blocks of every command's ``--help``."""
-    commands = [[], ['demo'], ['show'], ['wds'], ['wds', 'index'],
+    commands = [[], ['demo'], ['show'], ['info'], ['wds'], ['wds', 'index'],
                 ['wds', 'inspect'], ['wds', 'verify'], ['wds', 'reshard'], ['wds', 'embed'],
                 ['wds', 'score'], ['wds', 'filter'], ['wds', 'from-voc'],
                 ['wds', 'from-coco']]

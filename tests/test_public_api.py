@@ -32,6 +32,7 @@ PUBLIC = {
     'gluonbatch.cli': ['main', 'build_parser'],
     'gluonbatch.cli.curate': ['add_actions', 'dask_options', 'computing_on', 'write_kept'],
     'gluonbatch.cli.demo': ['add_parser', 'run'],
+    'gluonbatch.cli.info': ['add_parser', 'run', 'part_version', 'report', 'OPTIONAL_PARTS'],
     'gluonbatch.cli.show': ['add_parser', 'run'],
     'gluonbatch.cli.wds': ['add_parser', 'run'],
     'gluonbatch.collate': ['Collate', 'default_collate'],

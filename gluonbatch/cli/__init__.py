@@ -1,6 +1,7 @@
 """The ``gluonbatch`` command: ``gluonbatch demo`` (what ``make demo`` runs), ``gluonbatch
-show`` (the first batch of an example loader, drawn) and ``gluonbatch wds`` (shards:
-convert VOC and COCO, index, inspect, verify, embed, score, filter, reshard). ``python -m
+show`` (the first batch of an example loader, drawn), ``gluonbatch wds`` (shards:
+convert VOC and COCO, index, inspect, verify, embed, score, filter, reshard) and
+``gluonbatch info`` (the versions in use, the optional parts installed). ``python -m
 gluonbatch`` runs it too. The benchmarks are not a command: ``make bench`` runs them from a
 checkout of the repository.
 
@@ -13,7 +14,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import demo, show, usage, wds
+from . import demo, info, show, usage, wds
+from .. import __version__
 
 __all__ = ['main', 'build_parser']
 
@@ -27,8 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='gluonbatch', description='Fast shared-memory batches for MXNet Gluon: example '
                                        'loaders, batch pictures and webdatasets.')
+    parser.add_argument('--version', action='version', version='%(prog)s ' + __version__)
     commands = parser.add_subparsers(dest='command', required=True, metavar='COMMAND')
-    for command in (demo, show, wds):  # the order of `gluonbatch --help`
+    for command in (demo, show, wds, info):  # the order of `gluonbatch --help`
         command.add_parser(commands)
     return usage.finish(parser)
 
