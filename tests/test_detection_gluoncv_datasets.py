@@ -1,4 +1,6 @@
 """gluonbatch.detection.gluoncv_datasets: gluoncv's detection datasets, decoded faster, item for item the same."""
+import os
+
 import gluoncv
 import mxnet as mx
 import numpy as np
@@ -78,3 +80,69 @@ def test_a_transform_in_workers_gives_gluoncvs_batches(roots, num_workers):
     for got, expected in zip(ours, theirs):
         for field, expected_field in zip(got, expected):
             np.testing.assert_array_equal(field, expected_field)
+
+
+def _broken_copy(root, tmp_path, pattern, cut):
+    """A copy of the dataset at ``root`` whose first file matching ``pattern`` is cut to
+    ``cut`` bytes; ``(copy, that file)``."""
+    import shutil
+
+    copy = tmp_path / 'copy'
+    shutil.copytree(root, copy)
+    path = sorted(copy.glob(pattern))[0]
+    path.write_bytes(path.read_bytes()[:cut])
+    return str(copy), str(path)
+
+
+def _noted(error, path):
+    return 'while reading %s' % path in getattr(error, '__notes__', ())
+
+
+@pytest.mark.parametrize('preload_label', [True, False])
+def test_a_broken_xml_keeps_its_error_and_names_the_file(roots, tmp_path, preload_label):
+    import xml.etree.ElementTree as ET
+
+    root, xml = _broken_copy(roots[0], tmp_path, 'VOC2007/Annotations/*.xml', 100)
+    with pytest.raises(ET.ParseError) as theirs:
+        gluoncv.data.VOCDetection(root, preload_label=preload_label)[0]
+    with pytest.raises(ET.ParseError) as ours:  # made (preloaded), or read
+        datasets.VOCDetection(root, preload_label=preload_label)[0]
+    assert str(ours.value) == str(theirs.value) and ours.value.position == theirs.value.position
+    assert _noted(ours.value, xml)
+
+
+@pytest.mark.parametrize('name', ['VOCDetection', 'COCODetection', 'COCOInstance'])
+def test_an_empty_image_keeps_its_error_and_names_the_file(roots, tmp_path, name):
+    voc, coco = roots
+    if name == 'VOCDetection':
+        root, image = _broken_copy(voc, tmp_path, 'VOC2007/JPEGImages/*.jpg', 0)
+        dataset = datasets.VOCDetection(root)
+    else:
+        root, image = _broken_copy(coco, tmp_path, 'train2017/*.jpg', 0)
+        dataset = getattr(datasets, name)(root, splits='instances_train2017')
+    index = [i for i in range(len(dataset)) if image in _image_path(dataset, i)][0]
+    with pytest.raises(mx.base.MXNetError, match='empty') as raised:
+        dataset[index]
+    assert _noted(raised.value, image)
+
+
+def _image_path(dataset, index):
+    if isinstance(dataset, datasets.VOCDetection):
+        return dataset._image_path.format(*dataset._items[index])
+    return dataset._items[index]
+
+
+@pytest.mark.parametrize('name', ['COCODetection', 'COCOInstance'])
+def test_a_broken_annotation_json_names_the_file(roots, tmp_path, name):
+    root, annotations = _broken_copy(roots[1], tmp_path, 'annotations/*.json', 50)
+    with pytest.raises(ValueError) as raised:
+        getattr(datasets, name)(root, splits='instances_train2017')
+    assert _noted(raised.value, annotations)
+
+
+def test_a_missing_image_is_named_once(roots, tmp_path):
+    root, image = _broken_copy(roots[0], tmp_path, 'VOC2007/JPEGImages/*.jpg', 0)
+    os.remove(image)
+    with pytest.raises(FileNotFoundError) as raised:
+        datasets.VOCDetection(root)[0]
+    assert image in str(raised.value) and not hasattr(raised.value, '__notes__')

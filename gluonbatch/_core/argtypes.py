@@ -5,8 +5,8 @@ import argparse
 import os
 import re
 
-__all__ = ['positive_int', 'non_negative_int', 'positive_float', 'png_path', 'HelpFormatter',
-           'plain_text']
+__all__ = ['positive_int', 'non_negative_int', 'int_from', 'positive_float', 'png_path',
+           'HelpFormatter', 'plain_text']
 
 
 def _whole_number(text, minimum, wrong):
@@ -35,6 +35,31 @@ def non_negative_int(text):
     0
     """
     return _whole_number(text, 0, 'negative')
+
+
+def int_from(minimum, maximum):
+    """An argparse ``type=`` for an int from ``minimum`` to ``maximum`` (both included),
+    whose error names the range instead of listing every choice.
+
+    >>> workers = int_from(0, 64)
+    >>> workers('2')
+    2
+    >>> workers('-1')
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected an int from 0 to 64, got -1
+    """
+    def int_in_range(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError('expected an int from %d to %d, got %s' % (
+                minimum, maximum, text if value is not None else repr(text)))
+        return value
+
+    return int_in_range
 
 
 def positive_float(text):

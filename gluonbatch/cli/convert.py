@@ -2,6 +2,8 @@
 layout on disk, into detection shards (:func:`~gluonbatch.detection.from_voc`,
 :func:`~gluonbatch.detection.from_coco`), with a progress bar on a terminal and a line
 per stage elsewhere."""
+import argparse
+
 from .._core.argtypes import positive_int
 from .._core.wording import plural
 from .usage import Runner, SubParsers
@@ -20,6 +22,28 @@ def _written(path):
         plural(len(manifest['classes']), 'class', 'classes'),
         ' with polygons' if manifest['segmentation'] else ''))
     return 0
+
+
+def _split_arg(text: str) -> str:
+    """A ``--splits`` value, checked as :func:`~gluonbatch.detection.from_voc` checks a
+    string split (``YEAR:NAME`` or ``FOLDER:NAME``), for argparse ``type=``.
+
+    >>> _split_arg('2007:trainval')
+    '2007:trainval'
+    >>> _split_arg('2007')
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected YEAR:NAME (the folder VOC<YEAR>) or FOLDER:NAME, \
+got '2007'
+    """
+    from ..detection.sources import voc_splits
+
+    try:
+        voc_splits([text])
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError('expected YEAR:NAME (the folder VOC<YEAR>) or '
+                                         'FOLDER:NAME, got %r' % text) from None
+    return text
 
 
 def _from_voc(args):
@@ -56,8 +80,8 @@ def add_actions(actions: SubParsers, run: Runner) -> None:
     voc = actions.add_parser('from-voc', help='convert Pascal VOC (gluoncv\'s layout) into '
                                               'detection shards')
     _common(voc, 'VOC')
-    voc.add_argument('--splits', nargs='+', default=['2007:trainval', '2012:trainval'],
-                     metavar='YEAR:NAME',
+    voc.add_argument('--splits', nargs='+', type=_split_arg,
+                     default=['2007:trainval', '2012:trainval'], metavar='YEAR:NAME',
                      help='splits, in record order: YEAR:NAME (folder VOC<YEAR>) or '
                           'FOLDER:NAME')
     voc.add_argument('--invalid-boxes', choices=('error', 'drop'), default='error',

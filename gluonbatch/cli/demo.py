@@ -9,8 +9,8 @@ so as it starts.
 import argparse
 import os
 
-from .._core.argtypes import png_path, positive_int
-from .usage import SubParsers
+from .._core.argtypes import int_from, png_path, positive_int
+from .usage import SubParsers, reported
 
 __all__ = ['add_parser', 'run']
 
@@ -29,8 +29,8 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
                       help='PNG file to write (checked before any work)')
     demo.add_argument('--batches', type=positive_int, default=4,
                       help='batches each loader loads')
-    demo.add_argument('--num-workers', type=int, choices=range(0, 65), default=2,
-                      metavar='N', help='DataLoader worker processes')
+    demo.add_argument('--num-workers', type=int_from(0, 64), default=2, metavar='N',
+                      help='DataLoader worker processes, 0 to 64')
     demo.set_defaults(run=run)
     return demo
 
@@ -38,8 +38,13 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Run both loaders for ``args.batches`` batches, then draw the first R-CNN batch.
 
-    Returns the exit code: 0, or a loader's that was not 0 (then nothing is drawn).
+    Returns the exit code: 0, or a loader's that was not 0 (then nothing is drawn); an
+    error of the data is one line and exit code 1 (:func:`~.usage.reported`).
     """
+    return reported(args, _demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
     # the example loaders import gluoncv; only this command needs them
     from ..examples import rcnn, ssd
     from ..examples.runner import loader_parser

@@ -4,7 +4,7 @@ import os
 from typing import Literal
 
 from .._core.argtypes import png_path, positive_int
-from .usage import SubParsers
+from .usage import SubParsers, reported
 
 __all__ = ['add_parser', 'run']
 
@@ -31,7 +31,13 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Draw the first batch of ``args.loader`` to ``args.output`` and print the PNG's path."""
+    """Draw the first batch of ``args.loader`` to ``args.output`` and print the PNG's path;
+    returns the exit code (an error of the data is one line and 1:
+    :func:`~.usage.reported`)."""
+    return reported(args, _show)
+
+
+def _show(args: argparse.Namespace) -> int:
     # the example loaders import gluoncv; only this command needs them
     from ..examples import center_net, rcnn
     from ..examples.runner import loader_parser

@@ -16,7 +16,7 @@ from .._core.console import is_terminal
 from .._core.wording import plural
 from . import convert
 from .curate import add_actions, dask_options, write_kept
-from .usage import EXIT_USAGE, SubParsers, UsageError
+from .usage import SubParsers, UsageError, reported
 
 __all__ = ['add_parser', 'run']
 
@@ -164,10 +164,6 @@ def _reshard_options(parser):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the chosen action; its errors are printed on one line and give exit code 1 (2 for
-    a :class:`~gluonbatch.cli.usage.UsageError`)."""
-    try:
-        return args.action(args)
-    except (ValueError, TypeError, OSError, ImportError) as err:
-        print('gluonbatch wds %s: error: %s' % (args.wds_command, err), file=sys.stderr)
-        return EXIT_USAGE if isinstance(err, UsageError) else 1
+    """Run the chosen action; the errors of the data are printed on one line and give exit
+    code 1 (2 for a :class:`~gluonbatch.cli.usage.UsageError`): :func:`~.usage.reported`."""
+    return reported(args, args.action)

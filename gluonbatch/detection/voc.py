@@ -158,12 +158,20 @@ def _listed(root, splits):
             with open(listing, encoding='utf-8') as handle:
                 lines = handle.read().splitlines()
         except FileNotFoundError:
-            raise FileNotFoundError('split %r: no image list %s' % (
-                '%s:%s' % (given, name), listing)) from None
+            raise FileNotFoundError('split %r: no image list %s%s' % (
+                '%s:%s' % (given, name), listing, _splits_there(root, splits))) from None
         except UnicodeDecodeError as err:
             raise ValueError('%s is not a text file: %s' % (listing, err)) from None
         items += [(folder, line.strip()) for line in lines if line.strip()]
     return items
+
+
+def _splits_there(root, splits):
+    """A hint naming those of ``splits`` whose image list ``root`` has (a VOC2007-only root
+    asked for the default splits, say), or ``''``."""
+    there = ['%s:%s' % (given, name) for given, folder, name in splits
+             if os.path.isfile(os.path.join(root, folder, 'ImageSets', 'Main', name + '.txt'))]
+    return '; to convert the splits it has, pass splits=%r' % there if there else ''
 
 
 def _record(root, folder, image_id, classes, index_map, invalid_boxes):

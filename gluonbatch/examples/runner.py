@@ -14,6 +14,7 @@ from .._core.tree import array_leaves
 from ..batchify import Pad, Stack, Tuple
 from .._core.argtypes import HelpFormatter, non_negative_int, positive_float, positive_int
 from .._core.console import is_terminal
+from .._core.failures import report
 from .._core.wording import plural
 from ..dataloader import DataLoader
 from ..samplers import ShardWindowSampler
@@ -300,9 +301,15 @@ def run_example(title: str, parser: argparse.ArgumentParser, argv: Sequence[str]
     ``train_steps(net, batches, steps, learning_rate=...)`` runs training iterations and
     returns their losses. The loaders' workers run OpenCV and BLAS on one thread each by
     themselves; this process's settings are left as they are.
-    Returns the exit code: 0, or 1 when a training loss is not a finite number.
+    Returns the exit code: 0, or 1 when a training loss is not a finite number or the data
+    is bad (a broken file: one line on stderr naming it,
+    :func:`gluonbatch._core.failures.report`).
     """
     args = parser.parse_args(argv)
+    return report(parser.prog, lambda: _run(title, args, build, fields, train_steps), parser)
+
+
+def _run(title, args, build, fields, train_steps):
     parts = build(args)
     progress = not args.no_progress
     print(seeding_line(title, parts.get('seed')))

@@ -34,7 +34,12 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     from ..transforms.presets.ssd import SSDDefaultTrainTransform, SSDDefaultValTransform
     from gluoncv.model_zoo import get_model
 
-    net = get_model(args.network, pretrained=False, pretrained_base=False)
+    with warnings.catch_warnings():
+        # gluoncv's SSD wraps its base network's symbol in a SymbolBlock whose input has no
+        # dtype yet, and MXNet warns as it infers the parameters' types (float32, as meant)
+        warnings.filterwarnings('ignore', 'Cannot decide type for the following arguments',
+                                UserWarning)
+        net = get_model(args.network, pretrained=False, pretrained_base=False)
     net.initialize()
     size = args.data_shape or 300
     with autograd.train_mode():
