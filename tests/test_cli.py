@@ -143,28 +143,31 @@ def test_progress_where_the_output_is_no_terminal_is_a_line_per_stage(dataset, t
                                                                       capsys):
     dst = tmp_path / 'out'
     assert cli.main(['wds', 'reshard', dataset, str(dst), '--samples-per-shard', '2']) == 0
-    out = capsys.readouterr().out
-    assert '\r' not in out
-    # a pass over the source shards, then one task per new shard; then the summary
-    lines = out.splitlines()
-    assert len(lines) == 3
-    assert [re.match(_STAGE, line).group(1) for line in lines[:2]] == [
+    out, err = capsys.readouterr()
+    assert '\r' not in err
+    # on stderr, a pass over the source shards, then one task per new shard; the summary,
+    # the result, alone on stdout
+    lines = err.splitlines()
+    assert len(lines) == 2
+    assert [re.match(_STAGE, line).group(1) for line in lines] == [
         'selecting records', 'writing shards']  # each stage named
     assert lines[1].startswith('reshard (writing shards): 3/3 tasks')
-    assert lines[2] == '%s: 6 of 6 records in 3 shards' % dst
+    assert out == '%s: 6 of 6 records in 3 shards\n' % dst
 
 
-def test_progress_on_a_terminal_is_a_bar(dataset, tmp_path, monkeypatch):
+def test_progress_on_a_terminal_is_a_bar(dataset, tmp_path, monkeypatch, capsys):
     terminal = _Terminal()
-    monkeypatch.setattr(sys, 'stdout', terminal)
+    monkeypatch.setattr(sys, 'stderr', terminal)
     assert cli.main(['wds', 'reshard', dataset, str(tmp_path / 'out')]) == 0
-    out = terminal.getvalue()
-    assert out.count('100% Completed') == 2 and not re.search(_STAGE, out, re.M)
+    bars = terminal.getvalue()
+    assert bars.count('100% Completed') == 2 and not re.search(_STAGE, bars, re.M)
+    assert capsys.readouterr().out == '%s: 6 of 6 records in 1 shard\n' % (tmp_path / 'out')
 
 
 def test_no_progress_prints_only_the_summary(dataset, tmp_path, capsys):
     assert cli.main(['wds', 'reshard', dataset, str(tmp_path / 'out'), '--no-progress']) == 0
-    assert capsys.readouterr().out.count('\n') == 1
+    out, err = capsys.readouterr()
+    assert out.count('\n') == 1 and err == ''
 
 
 @pytest.mark.parametrize('stderr, bar', [(None, False), (_Terminal(), True)])

@@ -1,5 +1,6 @@
 """Bad data through the commands and the example loaders: one line on stderr naming the
-file, exit code 1, no traceback; a wrong command line: argparse's usage, exit code 2."""
+file, exit code 1, no traceback; a wrong command line: argparse's usage, exit code 2;
+progress on stderr, results alone on stdout."""
 import os
 import pathlib
 import shutil
@@ -197,6 +198,25 @@ def test_a_2007_only_root_hints_at_its_splits(voc2007, tmp_path, capsys):
     # the function says it in its own words
     with pytest.raises(FileNotFoundError, match=r"pass splits=\['2007:trainval'\]$"):
         from_voc(voc2007, str(tmp_path / 'o'))
+
+
+def test_progress_goes_to_stderr_and_the_result_alone_to_stdout(voc2007, tmp_path, capsys):
+    dst = tmp_path / 'o'
+    assert _run(['wds', 'from-voc', voc2007, str(dst), '--splits', '2007:trainval']) == 0
+    out, err = capsys.readouterr()
+    assert out == '%s: 3 records in 1 shard, 20 classes\n' % dst
+    assert [line.split(':')[0] for line in err.splitlines()] == [
+        'from_voc (reading annotations)', 'from_voc (writing shards)']
+
+
+@pytest.mark.slow
+def test_a_captured_conversion_is_its_result_line(voc2007, tmp_path):
+    dst = tmp_path / 'o'
+    code, out, err = run([sys.executable, '-m', 'gluonbatch', 'wds', 'from-voc', voc2007, dst,
+                          '--splits', '2007:trainval'])
+    assert code == 0, err
+    assert out == '%s: 3 records in 1 shard, 20 classes\n' % dst  # what DST=$(...) gets
+    assert len(err.splitlines()) == 2 and 'images done in' in err
 
 
 @pytest.mark.slow

@@ -54,11 +54,13 @@ def test_embed_score_filter_give_what_the_stages_give(curated, capsys):
     first = str(tmp_path / 'data' / '00000.parquet')
     before = pq.read_table(first)
     _embed_and_score(path, tmp_path)
-    out = capsys.readouterr().out
-    # the progress where the output is no terminal: a line per computation, no bar
-    assert '\r' not in out
-    assert len(re.findall(r'^(embed|score): (\d+)/\2 tasks? done in [\d.]+ s$', out, re.M)) == 2
-    assert 'image_embedding for 9 records in 3 parquet files' in out
+    out, err = capsys.readouterr()
+    # the progress where the output is no terminal: a line per computation on stderr, no
+    # bar; stdout has the results
+    assert '\r' not in err
+    assert len(re.findall(r'^(embed|score): (\d+)/\2 tasks? done in [\d.]+ s$', err, re.M)) == 2
+    assert out.splitlines()[0].endswith('image_embedding for 9 records in 3 parquet files')
+    assert len(out.splitlines()) == 2
     frame = ImageTextPairDataset.from_webdataset(path, ID).metadata.compute()
     np.testing.assert_allclose(np.stack(frame['image_embedding'].tolist()),
                                np.stack(want['image_embedding'].tolist()), rtol=1e-5)
@@ -83,15 +85,15 @@ def test_the_steps_on_a_scheduler_address(curated, cluster, capsys):
     address = cluster[0].scheduler_address
     _embed_and_score(path, tmp_path, '--scheduler', address)
     # the cluster computed them: a line of their tasks (one per shard) once per step
-    out = capsys.readouterr().out
-    assert re.findall(r'^(embed|score): 3/3 tasks done in [\d.]+ s$', out, re.M) == [
+    err = capsys.readouterr().err
+    assert re.findall(r'^(embed|score): 3/3 tasks done in [\d.]+ s$', err, re.M) == [
         'embed', 'score']
     dst = str(tmp_path / 'kept')
     assert main(['wds', 'filter', path, dst, '--where', 'aesthetic_score > 0',
                  '--scheduler', address]) == 0
     # a first pass over the input shards, then one task per output shard, each named
-    out = capsys.readouterr().out
-    assert re.findall(r'^filter \(([a-z ]+)\): (?:\d+)/\d+ tasks? done in [\d.]+ s$', out,
+    err = capsys.readouterr().err
+    assert re.findall(r'^filter \(([a-z ]+)\): (?:\d+)/\d+ tasks? done in [\d.]+ s$', err,
                       re.M) == ['selecting records', 'writing shards']
     frame = ImageTextPairDataset.from_webdataset(path, ID).metadata.compute()
     np.testing.assert_allclose(frame['aesthetic_score'], want['aesthetic_score'], rtol=1e-5)

@@ -28,10 +28,10 @@ def test_from_voc_writes_what_the_function_writes(roots, tmp_path, capsys):
     out = str(tmp_path / 'cli')
     assert cli.main(['wds', 'from-voc', voc, out, '--splits', '2012:val', '2007:trainval',
                      '--samples-per-shard', '2', '--invalid-boxes', 'drop']) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == '%s: 6 records in 3 shards, 20 classes' % out
-    # no terminal: a line per stage
-    assert lines[0].startswith('from_voc (reading annotations): 6/6 images done in ')
+    printed = capsys.readouterr()
+    assert printed.out == '%s: 6 records in 3 shards, 20 classes\n' % out
+    # no terminal: a line per stage, on stderr
+    assert printed.err.startswith('from_voc (reading annotations): 6/6 images done in ')
     from_voc(voc, str(tmp_path / 'api'), splits=[(2012, 'val'), (2007, 'trainval')],
              samples_per_shard=2, invalid_boxes='drop')
     _same(out, str(tmp_path / 'api'))

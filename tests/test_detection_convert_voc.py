@@ -305,10 +305,11 @@ def test_missing_root_and_no_images(tmp_path):
 def test_progress_lines_where_there_is_no_terminal(voc_root, tmp_path, capsys):
     from_voc(voc_root, str(tmp_path / 'a'), splits=SPLITS)  # default: a bar on a terminal only
     from_voc(voc_root, str(tmp_path / 'b'), splits=SPLITS, progress=False)
-    assert capsys.readouterr().out == ''
+    assert capsys.readouterr() == ('', '')
     from_voc(voc_root, str(tmp_path / 'c'), splits=SPLITS, progress=True)
-    lines = capsys.readouterr().out.splitlines()
-    assert [line.split(' done')[0] for line in lines] == [
+    out, err = capsys.readouterr()  # progress on stderr: stdout is the caller's
+    assert out == ''
+    assert [line.split(' done')[0] for line in err.splitlines()] == [
         'from_voc (reading annotations): 12/12 images',
         'from_voc (writing shards): 12/12 images']
 

@@ -1,5 +1,7 @@
-"""Where output goes: a terminal gets live progress bars, anything else (a CI log, a file, a
-pipe) a line per finished stage, since a bar's ``\\r`` redraws only clutter a file.
+"""Where output goes: progress goes to ``sys.stderr``, a live bar on a terminal and
+anywhere else (a CI log, a file, a pipe) a line per finished stage, since a bar's ``\\r``
+redraws only clutter a file; ``sys.stdout`` keeps the results, so that
+``DST=$(gluonbatch wds from-voc ...)`` captures only them.
 
 :func:`counted` shows the progress of a loop in the driver (converting a dataset, say): a
 ``tqdm`` bar where ``sys.stderr``, which the bar is drawn on, is a terminal.
@@ -66,13 +68,13 @@ def staged(label):
 
 def counted(items, label, unit='item', show=True):
     """Yield ``items`` (a sized iterable), showing how many are done when ``show``: a
-    ``tqdm`` bar if ``sys.stderr`` is a terminal, else one line on ``sys.stdout`` when the
+    ``tqdm`` bar if ``sys.stderr`` is a terminal, else one line on ``sys.stderr`` when the
     loop ends, labelled ``label`` (and the current stage, :func:`stage_named`). A loop
     stopped by an error says so on its line.
 
     Examples
     --------
-    >>> with stage_named('reading'):
+    >>> with stage_named('reading'), contextlib.redirect_stderr(sys.stdout):
     ...     total = sum(counted([1, 2, 3], 'convert', 'image'))
     ... # doctest: +ELLIPSIS
     convert (reading): 3/3 images done in ... s
@@ -96,4 +98,4 @@ def counted(items, label, unit='item', show=True):
             done += 1
     finally:
         print(stage_line(staged(label), done, total, time.perf_counter() - started, unit),
-              flush=True)
+              file=sys.stderr, flush=True)

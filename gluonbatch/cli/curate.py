@@ -7,6 +7,7 @@ once every shard is computed); ``filter`` writes the records an expression keeps
 """
 import argparse
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,7 +28,8 @@ def computing_on(args: argparse.Namespace) -> Iterator[None]:
         from ..curation.metadata_writer import cluster_progress
 
         with Client(args.scheduler) as client:
-            print('computing on %s (dashboard: %s)' % (args.scheduler, client.dashboard_link))
+            print('computing on %s (dashboard: %s)' % (args.scheduler, client.dashboard_link),
+                  file=sys.stderr)  # stdout keeps the results
             with cluster_progress(args.wds_command) if args.progress else \
                     contextlib.nullcontext():
                 yield

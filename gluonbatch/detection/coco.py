@@ -62,8 +62,8 @@ def from_coco(root: PathLike, dst: PathLike, split: str = 'train2017', segmentat
         objects has ``None`` as its label and polygons, as gluoncv gives it (JSON ``null``).
     samples_per_shard : int, default 1000
     progress : bool, optional
-        Show progress: a bar on a terminal (``sys.stderr``), else a line per stage on
-        ``sys.stdout``. Default: only a bar, on a terminal.
+        Show progress on ``sys.stderr``: a bar on a terminal, else a line per stage.
+        Default: only a bar, on a terminal.
 
     Returns
     -------

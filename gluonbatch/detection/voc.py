@@ -62,8 +62,8 @@ def from_voc(root: PathLike, dst: PathLike,
         raises a ValueError naming it, ``'drop'`` leaves it out of the label with a logged
         warning, as gluoncv does.
     progress : bool, optional
-        Show progress: a bar on a terminal (``sys.stderr``), else a line per stage on
-        ``sys.stdout``. Default: only a bar, on a terminal.
+        Show progress on ``sys.stderr``: a bar on a terminal, else a line per stage.
+        Default: only a bar, on a terminal.
 
     Returns
     -------
