@@ -40,13 +40,8 @@ def read_image(path: PathLike) -> NDArray:
     """The image file at ``path`` as ``mx.image.imread(path, 1)`` gives it (an (H, W, 3)
     uint8 RGB NDArray), its JPEG decoded by libjpeg-turbo where it can be.
 
-    Raises
-    ------
-    OSError
-        The file cannot be read (named).
-    mxnet.base.MXNetError
-        The file is no image MXNet decodes (an empty or damaged file), with the note
-        ``while reading PATH``.
+    A file that cannot be opened raises the ``OSError`` that names it; one that is no image
+    (empty or damaged) raises MXNet's ``MXNetError`` with the note ``while reading PATH``.
     """
     with reading(path):
         with open(path, 'rb') as handle:

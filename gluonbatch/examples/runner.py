@@ -302,8 +302,8 @@ def run_example(title: str, parser: argparse.ArgumentParser, argv: Sequence[str]
     returns their losses. The loaders' workers run OpenCV and BLAS on one thread each by
     themselves; this process's settings are left as they are.
     Returns the exit code: 0, or 1 when a training loss is not a finite number or the data
-    is bad (a broken file: one line on stderr naming it,
-    :func:`gluonbatch._core.failures.report`).
+    is bad (a broken file: then one line on stderr names it, as the ``gluonbatch`` command
+    reports it).
     """
     args = parser.parse_args(argv)
     return report(parser.prog, lambda: _run(title, args, build, fields, train_steps), parser)
