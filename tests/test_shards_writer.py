@@ -140,7 +140,7 @@ def test_reshard_refuses_bad_arguments_before_writing(source, tmp_path):
     assert not out.exists()
     out.mkdir()
     (out / '00003.parquet').write_bytes(b'')
-    with pytest.raises(ValueError, match='already holds shard files'):
+    with pytest.raises(ValueError, match='already holds a dataset'):
         ds.to_webdataset(out, None)
     assert files(out) == ['00003.parquet']
     # exactly 10**max_shards shards fit

@@ -15,7 +15,8 @@ from .._core.argtypes import non_negative_int, positive_int
 from .._core.wording import plural
 from .usage import Runner, SubParsers, UsageError
 
-__all__ = ['add_actions', 'dask_options', 'computing_on', 'write_kept']
+__all__ = ['add_actions', 'dask_options', 'computing_on', 'write_kept', 'has',
+           'WHERE_FUNCTIONS']
 
 
 @contextlib.contextmanager
@@ -91,17 +92,39 @@ def _score(args):
         batch_size=args.batch_size)(_open(args)), args)
 
 
+def has(values: Any, name: str) -> Any:
+    """``--where``'s ``@has(column, name)``: True where a list column's list holds
+    ``name`` (a detection dataset's ``classes``: the images with a person, say).
+
+    >>> import pandas as pd
+    >>> has(pd.Series([['dog'], ['person', 'dog'], []]), 'person').tolist()
+    [False, True, False]
+    """
+    return values.map(lambda listed: listed is not None and name in list(listed)).astype(bool)
+
+
+#: What ``--where`` may name besides the columns, with ``@``.
+WHERE_FUNCTIONS = {'has': has}
+
+
+def _evaluated(part, where):
+    """``where`` evaluated on ``part``, one partition of the metadata (pandas)."""
+    return part.eval(where, local_dict=WHERE_FUNCTIONS)
+
+
 def _filter(args):
     from ..curation import ImageTextPairDataset
 
     ds = ImageTextPairDataset.from_webdataset(args.src, args.id_col)
-    try:
-        kept = ds.metadata.eval(args.where)
-    except (NameError, SyntaxError, KeyError, TypeError, ValueError) as err:
+    frame = ds.metadata
+    try:  # on the first shard's rows: a wrong expression is told before any work
+        first = _evaluated(frame.partitions[0].compute(), args.where)
+    except (NameError, SyntaxError, KeyError, TypeError, ValueError, AttributeError) as err:
         raise UsageError('--where %r is not an expression of the columns %s: %s'
-                         % (args.where, list(map(str, ds.metadata.columns)), err)) from None
-    _check_condition(args.where, kept)
-    ds.metadata[args.keep_column] = kept
+                         % (args.where, list(map(str, frame.columns)), err)) from None
+    _check_condition(args.where, first)
+    frame[args.keep_column] = frame.map_partitions(_evaluated, args.where,
+                                                   meta=(args.keep_column, first.dtype))
     return write_kept(ds, args, args.keep_column, args.where)
 
 
@@ -209,7 +232,8 @@ def add_actions(actions: SubParsers, run: Runner,
     filtered.add_argument('dst', help='destination directory (not the source)')
     filtered.add_argument('--where', required=True, metavar='EXPR',
                           help="a DataFrame.eval expression of the metadata columns, e.g. "
-                               "'aesthetic_score > 5 and width >= 256'")
+                               "'aesthetic_score > 5 and width >= 256', or on detection "
+                               "data \"num_objects >= 3 and @has(classes, 'person')\"")
     filtered.add_argument('--keep-column', default='keep',
                           help='the column the expression is written to')
     reshard_options(filtered)

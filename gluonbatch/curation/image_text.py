@@ -3,18 +3,15 @@ import os
 from collections.abc import Sequence
 from typing import Any, Self
 
-import dask.dataframe as dd
-
 from .._core.checks import check_str
 from .._core.typing import NDArray, PathLike
-from .._core.wording import plural
 from ..shards.commit import reading
-from .metadata import count_records, lazy_metadata
-from ..shards.reader import RecordReader
 from ..shards.dataset import ShardDataset
 from ..shards.files import Shard, find_shards
-from .reshard import reshard
+from ..shards.reader import RecordReader
+from .metadata import checked_metadata, count_records, lazy_metadata
 from .metadata_writer import save_metadata
+from .reshard import reshard
 
 __all__ = ['ImageTextPairDataset']
 
@@ -157,21 +154,7 @@ class ImageTextPairDataset(ShardDataset):
         self._opened_ids = self.metadata[self.id_col]
 
     def _checked_metadata(self):
-        """The metadata, checked as far as it can be without computing it (its rows are
-        checked per shard when the writer computes them)."""
-        frame = self.metadata
-        if not isinstance(frame, dd.DataFrame):
-            raise TypeError('metadata must be a Dask DataFrame (one partition per shard), got '
-                            '%s; assign columns to it rather than replacing it'
-                            % type(frame).__name__)
-        if self.id_col not in frame.columns:
-            raise ValueError('metadata lost its id column %r' % self.id_col)
-        if frame.npartitions != max(1, len(self._shards)):
-            raise ValueError('metadata has %s but %s has %s: keep one partition per shard '
-                             '(add columns, but keep the rows)'
-                             % (plural(frame.npartitions, 'partition'), self.path,
-                                plural(len(self._shards), 'shard')))
-        return frame
+        return checked_metadata(self.metadata, self.id_col, self._shards, self.path)
 
     def save_metadata(self, path: PathLike | None = None,
                       columns: str | Sequence[str] | None = None, *,
@@ -255,7 +238,8 @@ class ImageTextPairDataset(ShardDataset):
         renumbered) and ``NNNNN.idx``, one Dask task per shard, all or nothing
         (:mod:`~gluonbatch.shards.commit`): a failed or killed run can simply be run again.
         How the metadata is computed once and the records copied:
-        :mod:`~gluonbatch.curation.reshard`.
+        :mod:`~gluonbatch.curation.reshard`. A detection dataset's ``detection.json`` comes
+        along, listing the new shards (:meth:`.DetectionShards.to_webdataset`).
 
         Parameters
         ----------

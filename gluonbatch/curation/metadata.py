@@ -15,7 +15,8 @@ from .._core.wording import plural
 from ..shards.files import Shard
 from ..shards.parquet import open_parquet, read_table
 
-__all__ = ['count_records', 'read_parquet', 'lazy_metadata', 'pandas_dtypes']
+__all__ = ['count_records', 'read_parquet', 'lazy_metadata', 'pandas_dtypes',
+           'checked_metadata']
 
 
 def count_records(shards: Sequence[Shard], id_col: str) -> pd.DataFrame:
@@ -93,3 +94,22 @@ def lazy_metadata(shards: Sequence[Shard], id_col: str, meta: pd.DataFrame) -> d
             divisions = tuple(shard.start for shard in shards) + (shards[-1].stop - 1,)
         return dd.from_map(ReadShardMetadata(id_col, meta.columns), shards, meta=meta,
                            divisions=divisions, label='read-shard-metadata')
+
+
+def checked_metadata(frame: dd.DataFrame, id_col: str, shards: Sequence[Shard],
+                     path: str) -> dd.DataFrame:
+    """``frame``, a dataset's metadata (of the ``shards`` of directory ``path``) before it
+    is written, checked as far as it can be without computing it: its rows are checked
+    per shard when the writer computes them."""
+    if not isinstance(frame, dd.DataFrame):
+        raise TypeError('metadata must be a Dask DataFrame (one partition per shard), got '
+                        '%s; assign columns to it rather than replacing it'
+                        % type(frame).__name__)
+    if id_col not in frame.columns:
+        raise ValueError('metadata lost its id column %r' % id_col)
+    if frame.npartitions != max(1, len(shards)):
+        raise ValueError('metadata has %s but %s has %s: keep one partition per shard '
+                         '(add columns, but keep the rows)'
+                         % (plural(frame.npartitions, 'partition'), path,
+                            plural(len(shards), 'shard')))
+    return frame

@@ -10,6 +10,10 @@ and the records from the source tars. Output shards are renamed into place only 
 every task has succeeded, together, in one journaled commit
 (:mod:`~gluonbatch.shards.commit`): a run killed during the renames leaves files that
 the next read or write of the directory removes.
+
+A source with a manifest (a detection dataset's ``detection.json``,
+:mod:`~gluonbatch.shards.manifest`) gives the new dataset its manifest: the same, but for
+the shard list, moved last in the same commit.
 """
 import logging
 import os
@@ -30,6 +34,8 @@ from .._core.wording import plural
 from ..shards.commit import BACK, recover, staging
 from ..shards.copier import RecordCopier
 from ..shards.files import SHARD_FILE, Shard, examples
+from ..shards.manifest import (MANIFEST, MANIFEST_TMP, hinted, listed_shards, load_manifest,
+                               with_shards, write_manifest)
 from ..shards.reader import RecordReader
 from ..shards.writer import ShardWriter, commit_shards, id_digits
 from .metadata_writer import arrow_table, check_rows, compute, partition_tasks
@@ -156,10 +162,34 @@ def _check_arguments(frame, id_col, source, destination, filter_column, old_id_c
                          'dataset somewhere else' % destination)
     if os.path.isdir(destination):
         recover(destination)  # what a killed run left is undone first
-        existing = sorted(n for n in os.listdir(destination) if SHARD_FILE.match(n))
+        existing = sorted(n for n in os.listdir(destination)
+                          if SHARD_FILE.match(n) or n == MANIFEST)
         if existing:
-            raise ValueError('to_webdataset: %s already holds shard files (%s); write into '
+            raise ValueError('to_webdataset: %s already holds a dataset (%s); write into '
                              'an empty directory' % (destination, examples(existing)))
+
+
+def _source_manifest(source, shards):
+    """The source's manifest (None without one), checked against its shards: resharding a
+    dataset whose files disagree with its manifest (a shard missing, say) would write a
+    part of it as if it were whole."""
+    try:
+        manifest = load_manifest(source)
+        if manifest is None:
+            return None
+        listed = listed_shards(manifest, source)
+        found = {shard.stem: shard.stop - shard.start for shard in shards}
+        if listed != found:
+            stem = next(stem for stem in sorted(set(listed) | set(found))
+                        if listed.get(stem) != found.get(stem))
+            raise ValueError('to_webdataset: %s lists shard %s with %s records, but the '
+                             'directory holds %s' % (
+                                 os.path.join(source, MANIFEST), stem, listed.get(stem, 'no'),
+                                 'no such shard' if stem not in found
+                                 else plural(found[stem], 'record')))
+    except ValueError as err:
+        raise hinted(err, source) from None
+    return manifest
 
 
 def reshard(frame: dd.DataFrame, shards: Sequence[Shard], reader: RecordReader, source: str,
@@ -176,6 +206,7 @@ def reshard(frame: dd.DataFrame, shards: Sequence[Shard], reader: RecordReader, 
     max_shards = check_int(max_shards, 'max_shards', minimum=1)
     destination = os.path.abspath(os.fspath(path))
     _check_arguments(frame, id_col, source, destination, filter_column, old_id_col)
+    manifest = _source_manifest(source, shards)
     created = not os.path.isdir(destination)
     os.makedirs(destination, exist_ok=True)
     written = []
@@ -199,9 +230,16 @@ def reshard(frame: dd.DataFrame, shards: Sequence[Shard], reader: RecordReader, 
                 stems = compute(_output_tasks(shards, kept, samples_per_shard, max_shards,
                                               reader, stage.path, id_col, old_id_col),
                                 'writing shards', holds_the_gil=True)
+                last = []
+                if manifest is not None:
+                    counts = [min(samples_per_shard, total - n * samples_per_shard)
+                              for n in range(len(stems))]
+                    write_manifest(stage.file(MANIFEST_TMP),
+                                   with_shards(manifest, list(zip(stems, counts))))
+                    last = [(MANIFEST_TMP, MANIFEST)]
                 # all shards or none: a kill during the moves is undone by the next read
                 # or write of the directory
-                written = commit_shards(stage, stems, BACK)
+                written = commit_shards(stage, stems, BACK, last=last)
     finally:
         if created and not written:
             # a run that writes nothing leaves nothing, not even the directory it made

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._core.typing import PathLike
-from ..shards.manifest import MANIFEST, VERIFY_HINT, listed_shards, load_manifest
+from ..shards.manifest import MANIFEST, hinted, listed_shards, load_manifest
 
 __all__ = ['FORMAT', 'ID_COL', 'make_manifest', 'read_manifest', 'encode_annotations',
            'decode_annotations', 'record_label', 'record_polygons']
@@ -90,15 +90,17 @@ def read_manifest(directory: PathLike) -> dict[str, Any]:
     """
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise NotADirectoryError('%s is a file, not a dataset directory' % directory)
-    manifest = load_manifest(directory)
-    if manifest is None:
-        raise FileNotFoundError('%s is not a detection dataset: it has no %s (convert with '
-                                'from_voc or from_coco)' % (directory, MANIFEST))
-    problem = _manifest_problem(manifest)
-    if problem:
-        raise ValueError('%s: %s; %s' % (os.path.join(directory, MANIFEST), problem,
-                                         VERIFY_HINT % directory))
-    listed_shards(manifest, directory)
+    try:
+        manifest = load_manifest(directory)
+        if manifest is None:
+            raise FileNotFoundError('%s is not a detection dataset: it has no %s (convert '
+                                    'with from_voc or from_coco)' % (directory, MANIFEST))
+        problem = _manifest_problem(manifest)
+        if problem:
+            raise ValueError('%s: %s' % (os.path.join(directory, MANIFEST), problem))
+        listed_shards(manifest, directory)
+    except ValueError as err:
+        raise hinted(err, directory) from None
     return manifest
 
 

@@ -44,9 +44,12 @@ class DetectionShards(ShardDataset):
     Raises
     ------
     FileNotFoundError
-        No such directory, or no ``detection.json`` in it.
+        No such directory, or no ``detection.json`` in it; when a record is read, a
+        shard's file missing.
     ValueError
-        A ``detection.json`` this version cannot read.
+        A ``detection.json`` this version cannot read; when a record is read, a shard
+        whose records disagree with it. Each error names the file and says to run
+        ``gluonbatch wds verify``.
 
     Examples
     --------
@@ -135,6 +138,65 @@ class DetectionShards(ShardDataset):
                 meta = source.schema_arrow.empty_table().to_pandas()
             self._metadata = lazy_metadata(self._shards, ID_COL, meta)
         return self._metadata
+
+    def to_webdataset(self, path: PathLike, filter_column: str | None,
+                      samples_per_shard: int = 10000, max_shards: int = 5,
+                      old_id_col: str | None = None) -> list[str]:
+        """Write the records whose ``filter_column`` of :attr:`metadata` is True as a new
+        detection dataset: a curation step's output, to train on.
+
+        The arguments, the new ids and the all-or-nothing commit are
+        :meth:`.ImageTextPairDataset.to_webdataset`'s, which this is (that method, run on
+        a detection directory, writes the same). The new ``detection.json`` is this one's
+        (source, classes, class ids) with the new shards: ``DetectionShards(path)[j]`` is
+        this dataset's item for the ``j``-th record kept. Needs Dask and pandas, as
+        :attr:`metadata` does.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The new dataset's directory (made if missing; not this one, nor holding a
+            dataset).
+        filter_column : str or None
+            A bool column of :attr:`metadata` (columns added in memory count): the
+            parquet's ``num_objects``, ``classes``, ``difficult`` (VOC) or ``crowd``
+            (COCO) make one; None keeps every record (a resharding).
+        samples_per_shard : int, default 10000
+        max_shards : int, default 5
+            Digits of the shard number.
+        old_id_col : str, optional
+            Keep each record's previous key in this new column.
+
+        Returns
+        -------
+        list of str
+            The tar files written, in order; empty (nothing written) when no record is kept.
+
+        Examples
+        --------
+        Keep the images with at least 3 objects:
+
+        >>> import tempfile
+        >>> from gluonbatch.detection import from_voc, make_voc_example
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> root = make_voc_example(tmp.name + '/voc', num_images=8)
+        >>> ds = DetectionShards(from_voc(root, tmp.name + '/shards', progress=False))
+        >>> ds.metadata['keep'] = ds.metadata['num_objects'] >= 3
+        >>> kept = ds.to_webdataset(tmp.name + '/busy', 'keep')
+        >>> busy = DetectionShards(tmp.name + '/busy')
+        >>> wanted = [i for i, n in enumerate(ds.metadata['num_objects'].compute()) if n >= 3]
+        >>> len(busy) == len(wanted), busy.classes == ds.classes
+        (True, True)
+        >>> all((busy[j][1] == ds[i][1]).all() for j, i in enumerate(wanted))
+        True
+        >>> busy.close(); ds.close(); tmp.cleanup()
+        """
+        from ..curation.metadata import checked_metadata  # curation's Dask, on demand
+        from ..curation.reshard import reshard
+
+        return reshard(checked_metadata(self.metadata, ID_COL, self._shards, self.path),
+                       self._shards, self._reader, self.path, ID_COL, path, filter_column,
+                       samples_per_shard, max_shards, old_id_col)
 
     def get_im_aspect_ratio(self) -> list[float]:
         """Width / height of each image, from the sizes its annotations give (the parquet

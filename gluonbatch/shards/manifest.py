@@ -18,8 +18,8 @@ from typing import Any
 from .._core.typing import PathLike
 from .._core.wording import plural
 
-__all__ = ['MANIFEST', 'MANIFEST_TMP', 'VERIFY_HINT', 'load_manifest', 'write_manifest',
-           'with_shards', 'listed_shards']
+__all__ = ['MANIFEST', 'MANIFEST_TMP', 'VERIFY_HINT', 'hinted', 'load_manifest',
+           'write_manifest', 'with_shards', 'listed_shards', 'manifest_problems']
 
 #: The manifest's file name in a dataset directory.
 MANIFEST = 'detection.json'
@@ -27,6 +27,16 @@ MANIFEST = 'detection.json'
 MANIFEST_TMP = '.' + MANIFEST + '.tmp'
 #: What an error met while reading a dataset tells the user to run: ``VERIFY_HINT % dir``.
 VERIFY_HINT = 'check the whole dataset with `gluonbatch wds verify %s`'
+
+
+def hinted(err: ValueError, directory: PathLike) -> ValueError:
+    """``err``, met reading the dataset in ``directory``, with :data:`VERIFY_HINT` added to
+    its message.
+
+    >>> print(hinted(ValueError('data/00000.tar is truncated'), 'data'))
+    data/00000.tar is truncated; check the whole dataset with `gluonbatch wds verify data`
+    """
+    return type(err)('%s; %s' % (err, VERIFY_HINT % os.fspath(directory)))
 
 
 def load_manifest(directory: PathLike) -> dict[str, Any] | None:
@@ -57,11 +67,10 @@ def load_manifest(directory: PathLike) -> dict[str, Any] | None:
         with open(path, encoding='utf-8') as handle:
             manifest = json.load(handle)
     except (ValueError, UnicodeDecodeError) as err:
-        raise ValueError('%s is not valid JSON: %s; %s'
-                         % (path, err, VERIFY_HINT % directory)) from None
+        raise ValueError('%s is not valid JSON: %s' % (path, err)) from None
     if not isinstance(manifest, dict):
-        raise ValueError('%s: expected a JSON object, found %s; %s'
-                         % (path, type(manifest).__name__, VERIFY_HINT % directory))
+        raise ValueError('%s: expected a JSON object, found %s'
+                         % (path, type(manifest).__name__))
     return manifest
 
 
@@ -92,19 +101,69 @@ def listed_shards(manifest: Mapping[str, Any], directory: PathLike) -> dict[str,
     >>> listed_shards({'shards': [['00000', -1]]}, 'data')
     Traceback (most recent call last):
     ...
-    ValueError: data/detection.json: shards must be a list of [stem, number of records]; \
-check the whole dataset with `gluonbatch wds verify data`
+    ValueError: data/detection.json: shards must be a list of [stem, number of records]
     """
-    shards = manifest.get('shards')
+    shards: list[Any] = manifest.get('shards') or []
     problem = None
-    if not isinstance(shards, list) or not all(
+    if not isinstance(manifest.get('shards'), list) or not all(
             isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
             and type(entry[1]) is int and entry[1] >= 0 for entry in shards):
         problem = 'shards must be a list of [stem, number of records]'
     elif len({stem for stem, _ in shards}) != len(shards):
         problem = 'a shard is listed twice among %s' % plural(len(shards), 'shard')
     if problem:
-        directory = os.fspath(directory)
-        raise ValueError('%s: %s; %s' % (os.path.join(directory, MANIFEST), problem,
-                                         VERIFY_HINT % directory))
+        raise ValueError('%s: %s' % (os.path.join(os.fspath(directory), MANIFEST), problem))
     return {stem: count for stem, count in shards}
+
+
+def manifest_problems(directory: PathLike,
+                      counts: Mapping[str, int | None]) -> list[tuple[str, str]]:
+    """What is wrong between the manifest of the dataset in ``directory`` (if it has one)
+    and its shards: ``counts`` gives the records of each shard found there, tar and parquet
+    (its stem: its record count, or None where its records cannot be read). ``(stem, line)`` per problem
+    (the stem ``''`` for the manifest itself), the line naming the file and what to do;
+    empty when they agree or there is no manifest.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     write_manifest(os.path.join(tmp, MANIFEST),
+    ...                    {'shards': [['00000', 4], ['00001', 2]]})
+    ...     for stem, line in manifest_problems(tmp, {'00000': 3}):
+    ...         print(line.replace(tmp, 'data'))
+    data/detection.json lists shard 00000 with 4 records, but data/00000.parquet holds 3: \
+the shard or the manifest was replaced; restore the dataset from where it was written
+    data/detection.json lists shard 00001 (2 records), but data/00001.tar is missing: the \
+dataset is incomplete (a copy cut short?); copy the shard again
+    """
+    directory = os.fspath(directory)
+    try:
+        manifest = load_manifest(directory)
+        if manifest is None:
+            return []
+        listed = listed_shards(manifest, directory)
+    except ValueError as err:
+        return [('', str(err))]
+    path = os.path.join(directory, MANIFEST)
+
+    def named(stem, ext):
+        return os.path.join(directory, '%s.%s' % (stem, ext))
+    problems = []
+    for stem, count in listed.items():
+        if stem not in counts:
+            missing = next((named(stem, ext) for ext in ('tar', 'parquet')
+                            if not os.path.exists(named(stem, ext))), named(stem, 'tar'))
+            problems.append((stem, '%s lists shard %s (%s), but %s is missing: the dataset '
+                                   'is incomplete (a copy cut short?); copy the shard again'
+                             % (path, stem, plural(count, 'record'), missing)))
+            continue
+        found = counts[stem]
+        if found is not None and found != count:
+            problems.append((stem, '%s lists shard %s with %s, but %s holds %d: the shard '
+                                   'or the manifest was replaced; restore the dataset from '
+                                   'where it was written'
+                             % (path, stem, plural(count, 'record'), named(stem, 'parquet'),
+                                found)))
+    problems += [(stem, '%s is not listed in %s: a reader of the manifest never reads it; '
+                        'remove it, or write the dataset again' % (named(stem, 'tar'), path))
+                 for stem in counts if stem not in listed]
+    return problems

@@ -9,9 +9,11 @@ import numpy as np
 
 from .._core.process import BoundedCache, file_identity
 from .._core.typing import NDArray, PathLike
+from .._core.wording import plural
 from .decode import decode_record
 from .files import Shard
 from .index import index_disagreement
+from .manifest import VERIFY_HINT
 from .record_lookup import IndexLookup
 from .records import ShardRecords
 from .tar import check_headers
@@ -261,7 +263,22 @@ class RecordReader:
         records = self._records.get(number)
         if records is None:
             shard = self.shards[number]
-            records = self._records.setdefault(number, shard_records(shard, self.id_col))
+            try:
+                records = shard_records(shard, self.id_col)
+            except FileNotFoundError as err:
+                raise FileNotFoundError(
+                    '%s is missing, but the dataset has shard %s: it is incomplete; %s'
+                    % (err.filename, shard.stem, VERIFY_HINT % os.path.dirname(shard.tar))
+                ) from None
+            if len(records.ids) != shard.stop - shard.start:
+                # the dataset was counted from files that disagree with this shard's (a
+                # manifest, or the parquet as it was when the dataset was opened)
+                raise ValueError('%s holds %s, but the dataset counted %d for it: its files '
+                                 'changed or disagree; %s' % (
+                                     shard.parquet, plural(len(records.ids), 'record'),
+                                     shard.stop - shard.start,
+                                     VERIFY_HINT % os.path.dirname(shard.tar)))
+            records = self._records.setdefault(number, records)
             self._lookups[number] = False  # its index bytes and ids are not needed now
             if shard.idx and len(records.ids):
                 for row in (0, len(records.ids) - 1):
