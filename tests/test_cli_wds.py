@@ -101,7 +101,7 @@ def _assert_the_gluonbatch_command(result, argv, code):
     assert returncode == code
     assert '__main__' not in stdout + stderr  # the program is 'gluonbatch'
     if argv == ['--help']:
-        assert stdout.startswith('usage: gluonbatch [-h] COMMAND')
+        assert stdout.startswith('usage: gluonbatch [-h] [--version] COMMAND')
     elif code == 0:
         assert '1 shard (0 with .idx), 2 records' in stdout
     else:

@@ -10,9 +10,10 @@ finds wrong (:class:`~gluonbatch.cli.usage.UsageError`) into exit code 2.
 import argparse
 import os
 import sys
+import time
 
 from .._core.argtypes import non_negative_int, positive_int
-from .._core.console import is_terminal
+from .._core.console import is_terminal, stage_line
 from .._core.wording import plural
 from . import convert
 from .curate import add_actions, dask_options, write_kept
@@ -56,6 +57,7 @@ def _inspect(args):
              tar_bytes / 1e6))
     print('columns: %s' % ', '.join('%s (%s)' % (name, dtype)
                                     for name, dtype in ds.metadata.dtypes.items()))
+    _detection_line(ds.path)
     failed = 0
     shown = min(args.records, len(ds))
     if shown:
@@ -75,11 +77,38 @@ def _inspect(args):
     return 1 if failed else 0
 
 
-def _verify(args):
-    from ..shards import verify
+def _detection_line(path):
+    """A line on a detection dataset's manifest, if ``path`` holds one."""
+    from ..shards.manifest import MANIFEST
 
-    report = verify(args.dir, args.id_col, decode=args.decode,
-                    progress=not args.no_progress and is_terminal(sys.stderr))
+    if os.path.isfile(os.path.join(path, MANIFEST)):
+        from ..detection.annotations import read_manifest
+
+        manifest = read_manifest(path)
+        print('detection: %s, %s%s (%s)' % (
+            manifest['source'], plural(len(manifest['classes']), 'class', 'classes'),
+            ' with polygons' if manifest['segmentation'] else '', MANIFEST))
+
+
+def _verify(args):
+    from ..shards.manifest import MANIFEST
+
+    bar = not args.no_progress and is_terminal(sys.stderr)
+    started = time.perf_counter()
+    if os.path.isfile(os.path.join(args.dir, MANIFEST)):  # a detection dataset
+        from ..detection import verify as verify_detection
+
+        if args.id_col != 'key':
+            raise UsageError('--id-col: a detection dataset\'s id column is key, not %r'
+                             % args.id_col)
+        report = verify_detection(args.dir, decode=args.decode, progress=bar)
+    else:
+        from ..shards import verify
+
+        report = verify(args.dir, args.id_col, decode=args.decode, progress=bar)
+    if not args.no_progress and not bar:  # off a terminal, the stage's line
+        print(stage_line('verify', report.shards, report.shards,
+                         time.perf_counter() - started, 'shard'), file=sys.stderr)
     checked = '%s, %s, %.1f MB of tar' % (plural(report.shards, 'shard'),
                                           plural(report.records, 'record'),
                                           report.tar_bytes / 1e6)
@@ -130,13 +159,15 @@ def add_parser(commands: SubParsers) -> argparse.ArgumentParser:
     inspect.set_defaults(run=run, action=_inspect)
 
     check = actions.add_parser('verify', help='check every shard: tar, index, parquet, '
-                                              'members and ids (exit 1 on any problem)')
+                                              'members and ids, and a detection dataset\'s '
+                                              'detection.json and annotations (exit 1 on '
+                                              'any problem)')
     check.add_argument('dir', help='dataset directory')
     check.add_argument('--id-col', default='key', help='id column')
     check.add_argument('--decode', action='store_true',
                        help='also decode every image (much slower)')
     check.add_argument('--no-progress', action='store_true',
-                       help='no progress bar (there is none when stderr is not a terminal)')
+                       help='no progress (a bar on a terminal, else a line when done)')
     check.set_defaults(run=run, action=_verify)
 
     reshard = actions.add_parser('reshard', help='write the records whose filter column is '

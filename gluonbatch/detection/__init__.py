@@ -1,6 +1,7 @@
 """Detection data: gluoncv's Pascal VOC and MS COCO converted to shards (:func:`from_voc`,
 :func:`from_coco`) and read back (:class:`DetectionShards`, whose item ``i`` is the gluoncv
-dataset's item ``i``), small example datasets in gluoncv's layouts, and gluoncv's own
+dataset's item ``i``; a curation step's output too, :meth:`DetectionShards.to_webdataset`),
+checked whole by :func:`verify`, small example datasets in gluoncv's layouts, and gluoncv's own
 ``VOCDetection``, ``COCODetection`` and ``COCOInstance`` with their JPEGs decoded faster.
 
 Reading detection shards for training needs neither Dask nor pandas; gluoncv's datasets are
@@ -20,9 +21,10 @@ Examples
 from .coco import from_coco
 from .dataset import DetectionShards
 from .examples import make_coco_example, make_voc_example
+from .verify import verify
 from .voc import from_voc
 
-__all__ = ['from_voc', 'from_coco', 'DetectionShards', 'make_voc_example',
+__all__ = ['from_voc', 'from_coco', 'DetectionShards', 'verify', 'make_voc_example',
            'make_coco_example', 'VOCDetection', 'COCODetection', 'COCOInstance']
 
 _GLUONCV_DATASETS = ('VOCDetection', 'COCODetection', 'COCOInstance')

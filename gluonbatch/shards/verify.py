@@ -9,7 +9,10 @@ header where the index (or the tar's own headers) put it, checked in bulk where 
 plain ustar header and by :mod:`tarfile` otherwise, its bytes all there, its ``.json``
 parsed and its ``.txt`` UTF-8, and nothing but zero blocks after the last member. With
 ``decode=True`` every image is decoded as the dataset decodes it. Across shards, no
-record id may occur twice, and no tar, parquet or index may be missing its partner.
+record id may occur twice, and no tar, parquet or index may be missing its partner. A
+dataset with a manifest (:mod:`~gluonbatch.shards.manifest`) must have the shards it
+lists, with as many records each, and no others. A kind of dataset asks more of its
+records with :class:`RecordRules` (detection's: :func:`gluonbatch.detection.verify`).
 
 A shard's checks stop at the first fault in its files' structure (a tar cut short or
 overwritten, an index that is stale, a parquet of other records): what follows is
@@ -21,7 +24,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -34,16 +37,18 @@ from .index import index_disagreement
 from .reader import header_mismatch
 from .records import IMAGE_EXTENSIONS, ShardRecords
 from .files import Shard, examples, shard_files, stem_order
+from .manifest import manifest_problems
 from .tar import BLOCK, RESTORE, DamagedTar, check_headers, check_tail
 from .ustar import checksums_match, name_fields, plain_headers_match
 
-__all__ = ['Problem', 'Report', 'verify']
+__all__ = ['Problem', 'Report', 'RecordRules', 'verify']
 
 #: Bytes of a tar read at a time, and kept in front of them from the chunk before (the
 #: member that spans both; a larger one is joined in a buffer of its own).
 CHUNK, KEEP = 4 << 20, 1 << 20
 #: What a member is, by its extension: checked as a caption, metadata, an image or not.
 _OTHER, _CAPTION, _METADATA, _IMAGE = range(4)
+_KINDS = {'image': _IMAGE, 'txt': _CAPTION, 'json': _METADATA}  # RecordRules' names
 _JSON, _JSON_SPACE = json.JSONDecoder(), re.compile(r'[ \t\n\r]*')  # json.loads' whitespace
 
 
@@ -53,7 +58,7 @@ class Problem(NamedTuple):
     Attributes
     ----------
     shard : str
-        The shard's stem (``'00001'`` for ``00001.tar``).
+        The shard's stem (``'00001'`` for ``00001.tar``); ``''`` for the dataset's manifest.
     member : str or None
         The tar member at fault (``'000010003.json'``), or None for the shard's files.
     message : str
@@ -78,8 +83,25 @@ class Report(list[Problem]):
         self.shards, self.records, self.tar_bytes = shards, records, tar_bytes
 
 
+class RecordRules(NamedTuple):
+    """What a kind of dataset asks of every record beyond the format, for :func:`verify`.
+
+    Attributes
+    ----------
+    members : tuple of str
+        The kinds of member each record must have: ``'image'`` (any image extension),
+        ``'txt'``, ``'json'``.
+    check_json : callable, optional
+        Called with the bytes of each record's ``json`` member (a JSON object): the
+        message of a ValueError it raises is a problem of that member.
+    """
+
+    members: tuple[str, ...] = ()
+    check_json: Callable[[bytes], object] | None = None
+
+
 def verify(path: PathLike, id_col: str = 'key', decode: bool = False,
-           progress: bool = False) -> Report:
+           progress: bool = False, rules: RecordRules | None = None) -> Report:
     """Check every shard of the dataset at ``path``; returns a :class:`Report` (a list of
     :class:`Problem`, empty when the dataset is healthy).
 
@@ -93,6 +115,8 @@ def verify(path: PathLike, id_col: str = 'key', decode: bool = False,
         Also decode every image (with the dataset's decoder): slower, by far.
     progress : bool
         Draw a progress bar (``tqdm``, one step per shard) on stderr.
+    rules : RecordRules, optional
+        What this kind of dataset asks of each record, besides the format.
 
     Raises
     ------
@@ -120,6 +144,11 @@ def verify(path: PathLike, id_col: str = 'key', decode: bool = False,
                         % type(path).__name__)
     if not isinstance(id_col, str):
         raise TypeError('id_col must be a str, not %s' % type(id_col).__name__)
+    rules = RecordRules() if rules is None else rules
+    unknown = set(rules.members) - set(_KINDS)
+    if not isinstance(rules, RecordRules) or unknown:
+        raise ValueError('rules must be a RecordRules whose members are among %s, got %r'
+                         % (sorted(_KINDS), rules))
     path = os.fspath(path)
     found = shard_files(path)
     if not any(found.values()):
@@ -128,6 +157,7 @@ def verify(path: PathLike, id_col: str = 'key', decode: bool = False,
 
     report = Report(_lone_files(path, found))
     stems = sorted(found['tar'] & found['parquet'], key=stem_order)
+    counts: dict[str, int | None] = dict.fromkeys(stems)
     # no larger than the largest tar: a small dataset's check is not paid in fresh pages
     largest = max([os.path.getsize(os.path.join(path, stem + '.tar')) for stem in stems],
                   default=0)
@@ -138,16 +168,20 @@ def verify(path: PathLike, id_col: str = 'key', decode: bool = False,
               disable=not progress) as bar, ThreadPoolExecutor(1) as reader:
         for stem in stems:
             shard = Shard(path, stem, stem in found['idx'])
-            problems, ids = _check_shard(shard, id_col, bool(decode), reader, buffers, room)
+            problems, ids = _check_shard(shard, id_col, bool(decode), rules, reader, buffers,
+                                         room)
             report.extend(problems)
             if ids is not None:
                 shard_ids.append((stem, ids))
                 report.records += len(ids)
+                counts[stem] = len(ids)
             report.shards += 1
             report.tar_bytes += os.path.getsize(shard.tar)
             bar.update()
     report.extend(_repeated_ids(path, shard_ids))
-    report.sort(key=lambda problem: stem_order(problem.shard))  # stable: file order kept
+    report.extend(Problem(stem, None, line) for stem, line in manifest_problems(path, counts))
+    # the manifest first; stable: file order kept
+    report.sort(key=lambda problem: stem_order(problem.shard) if problem.shard else (-1, ''))
     return report
 
 
@@ -168,7 +202,7 @@ def _lone_files(path, found):
     return problems
 
 
-def _check_shard(shard, id_col, decode, reader, buffers, room):
+def _check_shard(shard, id_col, decode, rules, reader, buffers, room):
     """``(problems, ids)`` of one shard; ``ids`` None where its records cannot be read."""
     try:
         records = ShardRecords(shard, id_col)
@@ -177,7 +211,7 @@ def _check_shard(shard, id_col, decode, reader, buffers, room):
     except OSError as err:
         return [Problem(shard.stem, None, 'cannot read shard %s: %s' % (shard.stem, err))], None
     try:
-        return _TarPass(shard, records, decode).run(reader, buffers, room), records.ids
+        return _TarPass(shard, records, decode, rules).run(reader, buffers, room), records.ids
     except OSError as err:
         return [Problem(shard.stem, None, 'cannot read %s: %s' % (shard.tar, err))], records.ids
 
@@ -186,8 +220,8 @@ class _TarPass:
     """One sequential read of a shard's tar, checking its members (``records.members``,
     taken in byte order) as they come."""
 
-    def __init__(self, shard, records, decode):
-        self.shard, self.decode = shard, decode
+    def __init__(self, shard, records, decode, rules):
+        self.shard, self.decode, self.check_json = shard, decode, rules.check_json
         order = np.argsort(records.members[:, 0], kind='stable')
         self.offsets, self.sizes, self.codes, self.heads = records.members[order].T
         self.record_of = np.repeat(np.arange(len(records.ids)), np.diff(records.starts))[order]
@@ -201,6 +235,14 @@ class _TarPass:
         # how far the members up to each one reach (an overlap reaches back)
         self.reach = np.maximum.accumulate(self.offsets + self.sizes)
         self.problems = []
+        member_kinds = self.kinds[self.codes]
+        for kind in rules.members:
+            having = np.zeros(len(self.ids), bool)
+            having[self.record_of[member_kinds == _KINDS[kind]]] = True
+            self.problems += [Problem(shard.stem, None, 'record %r in %s has no %s member; '
+                                      'each record of this dataset needs one'
+                                      % (self.ids[r], shard.tar, kind))
+                              for r in np.flatnonzero(~having).tolist()]
 
     def run(self, reader, buffers, room):
         """The shard's problems, the tar read once: a chunk ahead by the thread pool
@@ -282,6 +324,11 @@ class _TarPass:
         self._contents(view, pos, i, done)
         return True
 
+    def _checked_object(self, data):
+        """A JSON member's checks with :class:`RecordRules`: an object, then its rules."""
+        metadata_object(data)
+        self.check_json(data)
+
     def _contents(self, view, pos, i, done):
         """Check the captions, metadata (and images) of members ``i:done``."""
         kinds = self.kinds[self.codes[i:done]]
@@ -297,8 +344,13 @@ class _TarPass:
         except UnicodeDecodeError:
             suspects = list(zip(captions, texts))
         metadata, jsons = members(_METADATA)
+        # the kind of dataset's checks read every JSON object; else only those the fast
+        # parse of all of them does not confirm are read one by one
+        check, unconfirmed = ((self._checked_object, range(len(jsons)))
+                              if self.check_json else
+                              (metadata_object, _unconfirmed_objects(jsons)))
         suspects = [(caption_text, member, data) for member, data in suspects] + [
-            (metadata_object, metadata[k], jsons[k]) for k in _unconfirmed_objects(jsons)]
+            (check, metadata[k], jsons[k]) for k in unconfirmed]
         for check, member, data in suspects:  # the dataset's own checks say what is wrong
             try:
                 check(data.tobytes())

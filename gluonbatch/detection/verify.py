@@ -1,0 +1,137 @@
+"""Checking a detection dataset whole before training on it: :func:`verify`.
+
+What :class:`~gluonbatch.detection.DetectionShards` relies on, checked for every record:
+the format's checks (:func:`gluonbatch.shards.verify`: the tars, indexes and parquets, the
+record keys of the parquet against the tar members, and ``detection.json``'s shard list
+against the shards and their record counts), plus detection's own. The manifest's fields
+read; each record has an image and a ``json`` member whose annotations decode into a label
+of ``(x1, y1, x2, y2, class, ...)`` rows, each class id one of the manifest's classes, and
+polygons per row where the dataset has them; and the parquet's ``classes`` lists name only
+the manifest's classes.
+"""
+import functools
+import json
+import os
+
+import numpy as np
+
+from .._core.typing import PathLike
+from ..shards.files import Shard, shard_files, stem_order
+from ..shards.parquet import read_table
+from ..shards.verify import Problem, RecordRules, Report
+from ..shards.verify import verify as verify_shards
+from .annotations import ID_COL, read_manifest, record_label
+
+__all__ = ['verify']
+
+
+def verify(path: PathLike, decode: bool = False, progress: bool = False) -> Report:
+    """Check every shard and record of the detection dataset at ``path``; returns a
+    :class:`~gluonbatch.shards.verify.Report` (a list of
+    :class:`~gluonbatch.shards.verify.Problem`, empty when the dataset is healthy).
+
+    ``gluonbatch wds verify`` runs it on a directory with a ``detection.json``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The dataset directory (:func:`from_voc`, :func:`from_coco` or a curation step
+        wrote it).
+    decode : bool
+        Also decode every image: slower, by far.
+    progress : bool
+        Draw a progress bar on stderr.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` holds no shards, or no ``detection.json`` (not a detection dataset).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from gluonbatch.detection import from_voc, make_voc_example
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> root = make_voc_example(tmp.name + '/voc', num_images=4)
+    >>> path = from_voc(root, tmp.name + '/shards', splits=[(2007, 'trainval')],
+    ...                 samples_per_shard=2, progress=False)
+    >>> verify(path)
+    []
+    >>> for ext in ('tar', 'parquet', 'idx'):  # a copy cut short
+    ...     os.remove(os.path.join(path, '00001.' + ext))
+    >>> print(verify(path)[0])  # doctest: +ELLIPSIS
+    /.../detection.json lists shard 00001 (2 records), but /.../00001.tar is missing: ...
+    >>> tmp.cleanup()
+    """
+    path = os.fspath(path)
+    try:
+        manifest = read_manifest(path)
+    except ValueError as err:
+        # the format's check names what it can read of the manifest; its own fields
+        # are reported here, and the shards are checked without detection's rules
+        report = verify_shards(path, ID_COL, decode, progress)
+        if not any(problem.shard == '' for problem in report):
+            report.insert(0, Problem('', None, str(err)))
+        return report
+    num_class, segmentation = len(manifest['classes']), manifest['segmentation']
+    rules = RecordRules(('image', 'json'), functools.partial(
+        _check_annotations, num_class=num_class, segmentation=segmentation))
+    report = verify_shards(path, ID_COL, decode, progress, rules)
+    report.extend(_class_name_problems(path, manifest['classes']))
+    report.sort(key=lambda problem: stem_order(problem.shard) if problem.shard else (-1, ''))
+    return report
+
+
+def _check_annotations(data, num_class, segmentation):
+    """ValueError if a record's ``json`` member (``data``, a JSON object) does not decode
+    into what the dataset gives; the message continues the member's name."""
+    annotations = json.loads(data)
+    if 'label' not in annotations:
+        raise ValueError('has no label')
+    try:
+        label = record_label(annotations)
+    except (ValueError, TypeError) as err:
+        raise ValueError('has a label that is not an array of numbers of dtype %r: %s'
+                         % (annotations.get('label_dtype', 'float64'), err)) from None
+    if label is None:
+        if not segmentation:
+            raise ValueError('has no label rows (null), which only a dataset with polygons '
+                             'may have')
+        return
+    if label.size == 0:
+        return
+    if label.ndim != 2 or label.shape[1] < 5:
+        raise ValueError('has a label of shape %s; expected rows of at least 5 values '
+                         '(x1, y1, x2, y2, class, ...)' % (label.shape,))
+    ids = label[:, 4]
+    bad = ids[(ids != np.floor(ids)) | (ids < -1) | (ids >= num_class)]
+    if bad.size:
+        raise ValueError('has class id %s in its label; the dataset has %d classes (ids 0 to '
+                         '%d, or -1 for no object)' % (bad[0], num_class, num_class - 1))
+    if segmentation:
+        polygons = annotations.get('segm')
+        if polygons is None or len(polygons) != len(label):
+            raise ValueError('has polygons for %s objects but %d label rows'
+                             % ('no' if polygons is None else len(polygons), len(label)))
+
+
+def _class_name_problems(path, classes):
+    """Problems of parquet ``classes`` lists naming classes the manifest does not have."""
+    known, problems = set(classes), []
+    found = shard_files(path)
+    for stem in sorted(found['tar'] & found['parquet'], key=stem_order):
+        shard = Shard(path, stem, False)
+        try:
+            table = read_table(shard, ID_COL)
+        except (OSError, ValueError, TypeError):
+            continue  # the format's check reports it
+        if 'classes' not in table.column_names:
+            continue
+        for key, names in zip(table.column(ID_COL).to_pylist(),
+                              table.column('classes').to_pylist()):
+            unknown = sorted(set(names or ()) - known)
+            if unknown:
+                problems.append(Problem(stem, None, '%s: record %r lists classes %s, which '
+                                                    'are not among the %d of detection.json'
+                                        % (shard.parquet, key, unknown, len(classes))))
+    return problems
