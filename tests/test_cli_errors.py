@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from gluonbatch import cli
+from gluonbatch.cli.usage import parse
 from gluonbatch.detection import from_voc, make_voc_example
 from gluonbatch.examples import ssd
 
@@ -233,3 +234,57 @@ def test_the_ssd_network_is_built_without_mxnets_type_warning(recwarn):
     parser = loader_parser('ssd_loader', 'SSD', 2, 'data-shape', 'ssd_300_mobilenet0.25_voc')
     ssd.build(parser.parse_args(['--data-shape', '128', '--samples', '4']))
     assert not [w for w in recwarn if 'Cannot decide type' in str(w.message)]
+
+
+def test_a_stopped_stage_is_told_before_the_error(voc, tmp_path, capsys):
+    root = _copy(voc, tmp_path)
+    xml = sorted((root / 'VOC2007' / 'Annotations').glob('*.xml'))[1]
+    xml.write_bytes(b'<annotation>')
+    assert _run(['wds', 'from-voc', str(root), str(tmp_path / 'o'), '--splits',
+                 '2007:trainval']) == 1
+    stage, error = capsys.readouterr().err.splitlines()
+    assert stage.endswith('(stopped by an error)')
+    assert error.startswith('gluonbatch wds from-voc: error: ') and str(xml) in error
+
+
+@pytest.mark.parametrize('notes, one_line', [
+    (['while reading /data/1.jpg'], True),
+    ([], False),  # a computation's error, not a file's: its traceback is kept
+])
+def test_an_mxnet_error_is_bad_data_when_it_names_its_file(tmp_path, monkeypatch, capsys,
+                                                           notes, one_line):
+    import mxnet as mx
+
+    from gluonbatch.examples import show
+
+    def broken(*args):
+        error = mx.base.MXNetError('Traceback (most recent call last):\n  File "x.cc", '
+                                   'line 1\nMXNetError: Check failed: len > 0')
+        for note in notes:
+            error.add_note(note)
+        raise error
+
+    monkeypatch.setattr(show, 'show_batch', broken)
+    argv = ['show', '--loader', 'ssd', '-o', str(tmp_path / 'batch.png')]
+    if not one_line:
+        with pytest.raises(mx.base.MXNetError):
+            cli.main(argv)
+        return
+    assert cli.main(argv) == 1
+    assert capsys.readouterr().err == ('gluonbatch show: error: Check failed: len > 0; while '
+                                       'reading /data/1.jpg\n')
+
+
+@pytest.mark.parametrize('text, spelled', [
+    ("so does invalid_boxes='drop'", 'so does --invalid-boxes drop'),
+    ("pass splits=['2007:trainval', 'VOC 2012:val']",
+     "pass --splits 2007:trainval 'VOC 2012:val'"),
+    ('samples_per_shard=4, or fewer', '--samples-per-shard 4, or fewer'),
+    ("my_splits=['a'] and box.invalid_boxes=1", "my_splits=['a'] and box.invalid_boxes=1"),
+    ('root=/data', 'root=/data'),  # a positional argument has no flag
+])
+def test_messages_name_the_options_as_they_are_typed(text, spelled):
+    from gluonbatch._core.failures import in_flag_spelling
+
+    from_voc = parse(cli.build_parser(), ['wds', 'from-voc', 'root', 'dst']).chosen
+    assert in_flag_spelling(text, from_voc) == spelled
