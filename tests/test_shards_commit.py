@@ -130,6 +130,36 @@ def test_to_webdataset_stopped_at_any_step_leaves_nothing_and_reruns(source, tmp
         assert _contents(out) == want, step
 
 
+@pytest.mark.slow
+def test_a_detection_filter_stopped_at_any_step_never_shows_its_manifest_alone(tmp_path):
+    """A killed filter of a detection dataset: wherever it stops, a reader finds no
+    detection.json without every shard it lists, and a rerun writes the whole dataset."""
+    from gluonbatch.detection import DetectionShards, from_voc, make_voc_example
+
+    root = make_voc_example(str(tmp_path / 'voc'), num_images=4, seed=2)
+    source = from_voc(root, str(tmp_path / 'source'), splits=[(2007, 'trainval')],
+                      samples_per_shard=2, progress=False)
+    ds = DetectionShards(source)
+    ds.metadata['keep'] = ds.metadata['num_objects'] >= 3
+    reference = str(tmp_path / 'reference')
+    ds.to_webdataset(reference, 'keep', samples_per_shard=3)
+    want = [(item[0].asnumpy().tolist(), item[1].tolist()) for item in DetectionShards(reference)]
+    dirs, steps = _stop_at_every_step('detection_filter', source, tmp_path / 'runs', 'kill')
+    assert any('detection.json' in step for step in steps)  # its move is one of the steps
+    for step_dir, step in zip(dirs, steps):
+        out = os.path.join(step_dir, 'out')
+        if os.path.isdir(out):
+            if 'detection.json' in visible(out):  # only once the commit is done
+                assert visible(out) == files(reference), step
+            with pytest.raises(FileNotFoundError):
+                DetectionShards(out)  # undoes a half commit: no manifest remains
+            assert files(out) == [], (step, files(out))
+        ds.to_webdataset(out, 'keep', samples_per_shard=3)
+        assert files(out) == files(reference), step
+        assert [(item[0].asnumpy().tolist(), item[1].tolist())
+                for item in DetectionShards(out)] == want, step
+
+
 # --------------------------------------------------------------------------- the journal
 
 #: The start of a script that pauses its run after it moves a file onto a name ending in
