@@ -13,6 +13,7 @@ Examples
 """
 import io
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,7 +25,8 @@ from .._core.alloc import in_numpy_mode
 from .._core.typing import NDArray
 from .._core.wording import with_article
 
-__all__ = ['decode_image', 'decode_image_of', 'decode_record', 'caption_text', 'metadata_object']
+__all__ = ['decode_image', 'decode_image_of', 'decode_record', 'caption_text', 'metadata_object',
+           'unconfirmed_objects']
 
 
 def decode_image(ext: str, data: bytes) -> NDArray:
@@ -114,3 +116,37 @@ def decode_record(members: Sequence[tuple[str, bytes]], slots: tuple[int, int, i
     except ValueError as err:
         raise ValueError('the .json member of %s %s' % (describe(), err)) from None
     return image, caption, metadata
+
+
+_JSON, _JSON_SPACE = json.JSONDecoder(), re.compile(r'[ \t\n\r]*')  # json.loads' whitespace
+
+
+def unconfirmed_objects(datas: Sequence[bytes | memoryview]) -> list[int]:
+    """The positions of the members ``datas`` (bytes-like) not confirmed to be JSON
+    objects as ``json.loads`` reads them. All of them are parsed from one text, their
+    ASCII joined by newlines: each must be one object, with only whitespace around it in
+    its own bytes. Others (not ASCII, say) are left to ``json.loads``.
+
+    >>> unconfirmed_objects([b'{"a": 1}', b' {} ', b'{"b": [', b'1]}', b'[]', b'{}'])
+    [2, 3, 4]
+    """
+    joined = b'\n'.join(datas)
+    if not joined.isascii():
+        return list(range(len(datas)))
+    text, unconfirmed, start = joined.decode('ascii'), [], 0
+    parse = _JSON.raw_decode
+
+    def space(begin, stop):  # where the whitespace from begin on ends (it may be none)
+        return _JSON_SPACE.match(text, begin, stop).end()
+    for k, data in enumerate(datas):
+        end = start + len(data)
+        try:  # whitespace around the object is rare: looked for only where it is
+            value, stop = parse(text, start if text[start:start + 1] == '{' else
+                                space(start, end))
+            if type(value) is not dict or stop > end or (
+                    stop < end and space(stop, end) != end):
+                unconfirmed.append(k)
+        except ValueError:
+            unconfirmed.append(k)
+        start = end + 1
+    return unconfirmed

@@ -20,9 +20,7 @@ unreliable. Faults in members' contents (bad JSON, an image that does not decode
 each reported.
 """
 import collections
-import json
 import os
-import re
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +30,7 @@ import mxnet as mx
 import numpy as np
 
 from .._core.typing import PathLike
-from .decode import caption_text, decode_image, metadata_object
+from .decode import caption_text, decode_image, metadata_object, unconfirmed_objects
 from .index import index_disagreement
 from .reader import header_mismatch
 from .records import IMAGE_EXTENSIONS, ShardRecords
@@ -49,7 +47,6 @@ CHUNK, KEEP = 4 << 20, 1 << 20
 #: What a member is, by its extension: checked as a caption, metadata, an image or not.
 _OTHER, _CAPTION, _METADATA, _IMAGE = range(4)
 _KINDS = {'image': _IMAGE, 'txt': _CAPTION, 'json': _METADATA}  # RecordRules' names
-_JSON, _JSON_SPACE = json.JSONDecoder(), re.compile(r'[ \t\n\r]*')  # json.loads' whitespace
 
 
 class Problem(NamedTuple):
@@ -348,7 +345,7 @@ class _TarPass:
         # parse of all of them does not confirm are read one by one
         check, unconfirmed = ((self._checked_object, range(len(jsons)))
                               if self.check_json else
-                              (metadata_object, _unconfirmed_objects(jsons)))
+                              (metadata_object, unconfirmed_objects(jsons)))
         suspects = [(caption_text, member, data) for member, data in suspects] + [
             (check, metadata[k], jsons[k]) for k in unconfirmed]
         for check, member, data in suspects:  # the dataset's own checks say what is wrong
@@ -365,34 +362,6 @@ class _TarPass:
                 self._add(self.name(member), 'cannot decode the image %s in %s: %s'
                           % (self.name(member), self.shard.tar,
                              str(err).strip().splitlines()[-1]))
-
-
-def _unconfirmed_objects(datas):
-    """The positions of the members ``datas`` (bytes-like) not confirmed to be JSON
-    objects as ``json.loads`` reads them. All of them are parsed from one text, their
-    ASCII joined by newlines: each must be one object, with only whitespace around it in
-    its own bytes. Others (not ASCII, say) are left to ``json.loads``.
-
-    >>> _unconfirmed_objects([b'{"a": 1}', b' {} ', b'{"b": [', b'1]}', b'[]', b'{}'])
-    [2, 3, 4]
-    """
-    joined = b'\n'.join(datas)
-    if not joined.isascii():
-        return list(range(len(datas)))
-    text, unconfirmed, start = joined.decode('ascii'), [], 0
-    parse, space = _JSON.raw_decode, _JSON_SPACE.match
-    for k, data in enumerate(datas):
-        end = start + len(data)
-        try:  # whitespace around the object is rare: looked for only where it is
-            value, stop = parse(text, start if text[start:start + 1] == '{' else
-                                space(text, start, end).end())
-            if type(value) is not dict or stop > end or (
-                    stop < end and space(text, stop, end).end() != end):
-                unconfirmed.append(k)
-        except ValueError:
-            unconfirmed.append(k)
-        start = end + 1
-    return unconfirmed
 
 
 def _repeated_ids(path, shard_ids):
