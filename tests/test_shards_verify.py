@@ -267,3 +267,21 @@ def test_small_chunks_find_the_same(tmp_path, monkeypatch, chunk, keep):
     assert 'is not valid JSON' in problems[0].message
     assert re.search(r"is corrupt: no tar header at byte %d, where its index .* puts the headers "
                      r"of member '%s'" % (caption.offset, caption.name), problems[1].message)
+
+
+def test_record_rules_are_checked_and_ask_more_of_each_record(tmp_path):
+    from gluonbatch.shards import RecordRules
+
+    path = make_example_dataset(str(tmp_path / 'data'), num_shards=1, samples_per_shard=3)
+    with pytest.raises(TypeError, match='RecordRules or None, not dict'):
+        verify(path, rules={'members': ('json',)})
+    with pytest.raises(ValueError, match=r"among \['image', 'json', 'txt'\], got \['png'\]"):
+        verify(path, rules=RecordRules(('png',)))
+    assert verify(path, rules=RecordRules(('image', 'txt', 'json'))) == []
+
+    def no_url(data):
+        if b'"url"' in data:
+            raise ValueError('has a url')
+    report = verify(path, rules=RecordRules(check_json=no_url))
+    assert len(report) == 3 and all(p.member.endswith('.json') and 'has a url' in p.message
+                                    for p in report)

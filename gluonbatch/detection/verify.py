@@ -1,4 +1,5 @@
-"""Checking a detection dataset whole before training on it: :func:`verify`.
+"""Checking a detection dataset whole before training on it:
+:func:`gluonbatch.detection.verify`.
 
 What :class:`~gluonbatch.detection.DetectionShards` relies on, checked for every record:
 the format's checks (:func:`gluonbatch.shards.verify`: the tars, indexes and parquets, the
@@ -18,8 +19,7 @@ import numpy as np
 from .._core.typing import PathLike
 from ..shards.files import Shard, shard_files, stem_order
 from ..shards.parquet import read_table
-from ..shards.verify import Problem, RecordRules, Report
-from ..shards.verify import verify as verify_shards
+from ..shards.verify import Problem, RecordRules, Report, verify as verify_shards
 from .annotations import ID_COL, read_manifest, record_label
 
 __all__ = ['verify']

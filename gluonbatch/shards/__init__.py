@@ -30,7 +30,7 @@ Examples
 from .dataset import ShardDataset
 from .index import INDEX_VERSION, write_index
 from .records import IMAGE_EXTENSIONS
-from .verify import Problem, Report, verify
+from .verify import Problem, RecordRules, Report, verify
 
 __all__ = ['ShardDataset', 'write_index', 'INDEX_VERSION', 'IMAGE_EXTENSIONS', 'verify',
-           'Problem', 'Report']
+           'Problem', 'Report', 'RecordRules']

@@ -112,7 +112,7 @@ def verify(path: PathLike, id_col: str = 'key', decode: bool = False,
         Also decode every image (with the dataset's decoder): slower, by far.
     progress : bool
         Draw a progress bar (``tqdm``, one step per shard) on stderr.
-    rules : RecordRules, optional
+    rules : gluonbatch.shards.RecordRules, optional
         What this kind of dataset asks of each record, besides the format.
 
     Raises
@@ -142,10 +142,11 @@ def verify(path: PathLike, id_col: str = 'key', decode: bool = False,
     if not isinstance(id_col, str):
         raise TypeError('id_col must be a str, not %s' % type(id_col).__name__)
     rules = RecordRules() if rules is None else rules
-    unknown = set(rules.members) - set(_KINDS)
-    if not isinstance(rules, RecordRules) or unknown:
-        raise ValueError('rules must be a RecordRules whose members are among %s, got %r'
-                         % (sorted(_KINDS), rules))
+    if not isinstance(rules, RecordRules):
+        raise TypeError('rules must be a RecordRules or None, not %s' % type(rules).__name__)
+    unknown = sorted(set(rules.members) - set(_KINDS))
+    if unknown:
+        raise ValueError('rules.members must be among %s, got %s' % (sorted(_KINDS), unknown))
     path = os.fspath(path)
     found = shard_files(path)
     if not any(found.values()):
