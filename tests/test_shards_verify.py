@@ -279,8 +279,8 @@ def test_record_rules_are_checked_and_ask_more_of_each_record(tmp_path):
         verify(path, rules=RecordRules(('png',)))
     assert verify(path, rules=RecordRules(('image', 'txt', 'json'))) == []
 
-    def no_url(data):
-        if b'"url"' in data:
+    def no_url(metadata):
+        if 'url' in metadata:
             raise ValueError('has a url')
     report = verify(path, rules=RecordRules(check_json=no_url))
     assert len(report) == 3 and all(p.member.endswith('.json') and 'has a url' in p.message

@@ -11,10 +11,10 @@ polygons per row where the dataset has them; and the parquet's ``classes`` lists
 the manifest's classes.
 """
 import functools
-import json
 import os
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from .._core.typing import PathLike
 from ..shards.files import Shard, shard_files, stem_order
@@ -82,10 +82,9 @@ def verify(path: PathLike, decode: bool = False, progress: bool = False) -> Repo
     return report
 
 
-def _check_annotations(data, num_class, segmentation):
-    """ValueError if a record's ``json`` member (``data``, a JSON object) does not decode
-    into what the dataset gives; the message continues the member's name."""
-    annotations = json.loads(data)
+def _check_annotations(annotations, num_class, segmentation):
+    """ValueError if a record's ``json`` member (``annotations``, its dict) does not
+    decode into what the dataset gives; the message continues the member's name."""
     if 'label' not in annotations:
         raise ValueError('has no label')
     try:
@@ -122,11 +121,11 @@ def _class_name_problems(path, classes):
     for stem in sorted(found['tar'] & found['parquet'], key=stem_order):
         shard = Shard(path, stem, False)
         try:
-            table = read_table(shard, ID_COL)
+            if 'classes' not in pq.read_schema(shard.parquet).names:
+                continue
+            table = read_table(shard, ID_COL, ['classes'])
         except (OSError, ValueError, TypeError):
             continue  # the format's check reports it
-        if 'classes' not in table.column_names:
-            continue
         for key, names in zip(table.column(ID_COL).to_pylist(),
                               table.column('classes').to_pylist()):
             unknown = sorted(set(names or ()) - known)

@@ -24,7 +24,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import mxnet as mx
 import numpy as np
@@ -89,12 +89,12 @@ class RecordRules(NamedTuple):
         The kinds of member each record must have: ``'image'`` (any image extension),
         ``'txt'``, ``'json'``.
     check_json : callable, optional
-        Called with the bytes of each record's ``json`` member (a JSON object): the
-        message of a ValueError it raises is a problem of that member.
+        Called with each record's ``json`` member, parsed (a dict): the message of a
+        ValueError it raises is a problem of that member.
     """
 
     members: tuple[str, ...] = ()
-    check_json: Callable[[bytes], object] | None = None
+    check_json: Callable[[dict[str, Any]], object] | None = None
 
 
 def verify(path: PathLike, id_col: str = 'key', decode: bool = False,
@@ -324,8 +324,7 @@ class _TarPass:
 
     def _checked_object(self, data):
         """A JSON member's checks with :class:`RecordRules`: an object, then its rules."""
-        metadata_object(data)
-        self.check_json(data)
+        self.check_json(metadata_object(data))
 
     def _contents(self, view, pos, i, done):
         """Check the captions, metadata (and images) of members ``i:done``."""
