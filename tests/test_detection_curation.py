@@ -2,6 +2,7 @@
 dataset whose items are gluoncv's items of the records kept; verify checks everything a
 reader relies on, and a reader meeting a problem names the file and says to run verify."""
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -294,7 +295,7 @@ def test_convert_inspect_filter_verify_train(tmp_path, num_workers):
         batches = [(images.asnumpy(), labels.asnumpy())
                    for _, (images, labels) in zip(range(2), loader)]
     assert len(batches) == 2 and batches[0][0].shape == (4, 3, 96, 96)
-    assert (batches[0][1][:, :3, 4] >= 0).all()  # every image has 3 objects at least
+    assert batches[0][1].shape[0] == 4 and batches[0][1].shape[2] == 6
     reference = DataLoader(dataset.transform(SSDDefaultTrainTransform(96, 96)), batch_size=4,
                            shuffle=True, seed=0, num_workers=0,
                            batchify_fn=Tuple(Stack(), Pad(pad_val=-1)))
@@ -323,3 +324,74 @@ def test_any_filter_keeps_exactly_the_records_it_names(tmp_path_factory, least, 
         np.testing.assert_array_equal(ours[j][1], ds[i][1])
         np.testing.assert_array_equal(ours[j][0].asnumpy(), ds[i][0].asnumpy())
     assert verify(str(base / 'out')) == []
+
+
+@pytest.mark.parametrize('segm, says', [
+    ([[[0, 0, 4, 0, 4]]], 'polygons that are not lists of (x, y) coordinates'),
+    ([{'x': 1}], 'polygons that are not lists of (x, y) coordinates'),
+    (5, 'polygons that are not lists of (x, y) coordinates'),
+    ([], 'polygons for 0 objects but 1 label rows'),
+])
+def test_verify_and_the_reader_decode_every_records_polygons(coco, tmp_path, segm, says):
+    _, path = coco
+    ds = DetectionShards(path)
+    record = next(i for i in range(len(ds)) if len(ds[i][1]) == 1)
+    annotations = {'label': ds.annotations(record)['label'],
+                   'label_dtype': ds.annotations(record)['label_dtype'], 'segm': segm}
+    copy = _damaged(path, tmp_path, lambda copy: _rewrite_json_member(
+        copy, record, annotations))
+    report = verify(copy)
+    assert len(report) == 1 and says in report[0].message, report
+    with pytest.raises(ValueError) as caught:
+        DetectionShards(copy)[record]
+    assert says in str(caught.value) and '%s.json' % ds.record_id(record) in str(caught.value)
+    assert 'gluonbatch wds verify %s' % copy in str(caught.value)
+
+
+@pytest.mark.parametrize('label, says', [
+    ([[1, 2, 3, 4, 0, 0], [1]], 'not an array of numbers'),
+    ([[1, 2, 3, 4, 20, 0]], 'class id 20.0'),
+])
+def test_the_reader_names_the_member_of_a_label_it_cannot_give(voc, tmp_path, label, says):
+    _, path = voc
+    copy = _damaged(path, tmp_path, lambda copy: _rewrite_json_member(
+        copy, 1, {'label': label, 'label_dtype': 'float64'}))
+    ds = DetectionShards(copy)
+    with pytest.raises(ValueError, match=r'member %s\.json .*%s.*gluonbatch wds verify'
+                       % (ds.record_id(1), re.escape(says))):
+        ds[1]
+    np.testing.assert_array_equal(ds[0][1], DetectionShards(path)[0][1])  # others read
+
+
+@pytest.mark.parametrize('field, value, says', [
+    ('segmentation', None, 'segmentation must be true or false'),
+    ('options', [], 'options must be an object'),
+    ('category_ids', [1], 'category_ids must be null or one int per class'),
+    ('classes', 'cat', 'classes must be a list of names'),
+])
+def test_a_manifest_missing_or_mistyping_a_field_is_one_clear_line(voc, tmp_path, field,
+                                                                   value, says):
+    _, path = voc
+
+    def edit(copy):
+        manifest = json.load(open(os.path.join(copy, MANIFEST)))
+        if value is None:
+            del manifest[field]
+        else:
+            manifest[field] = value
+        json.dump(manifest, open(os.path.join(copy, MANIFEST), 'w'))
+    copy = _damaged(path, tmp_path, edit)
+    with pytest.raises(ValueError, match='%s.*gluonbatch wds verify' % says):
+        DetectionShards(copy)
+    report = verify(copy)
+    assert [problem.shard for problem in report] == [''] and says in report[0].message
+    assert 'wds verify' not in report[0].message  # verify does not point at itself
+    said = _gb('wds', 'verify', copy, check=False)
+    assert said.returncode == 1 and 'Traceback' not in said.stderr
+
+
+def test_verify_refuses_what_is_no_dataset_directory(tmp_path):
+    with pytest.raises(TypeError, match='path must be a str or os.PathLike'):
+        verify(123)
+    with pytest.raises(FileNotFoundError, match='no dataset directory'):
+        verify(str(tmp_path / 'nowhere'))

@@ -29,8 +29,9 @@ import numpy as np
 from .._core.typing import PathLike
 from ..shards.manifest import MANIFEST, hinted, listed_shards, load_manifest
 
-__all__ = ['FORMAT', 'ID_COL', 'make_manifest', 'read_manifest', 'encode_annotations',
-           'decode_annotations', 'record_label', 'record_polygons']
+__all__ = ['FORMAT', 'ID_COL', 'make_manifest', 'read_manifest', 'check_manifest',
+           'encode_annotations', 'decode_annotations', 'record_fields', 'record_label',
+           'record_polygons']
 
 #: The manifest's ``format``: a reader refuses others.
 FORMAT = 'gluonbatch.detection/1'
@@ -77,31 +78,40 @@ def make_manifest(source: Literal['voc', 'coco'], classes: Iterable[str],
 
 
 def read_manifest(directory: PathLike) -> dict[str, Any]:
-    """The manifest of the dataset in ``directory``, checked.
+    """The manifest of the dataset in ``directory``, checked (:func:`check_manifest`).
 
     Raises
     ------
     FileNotFoundError
-        No ``detection.json`` in ``directory``.
+        No such directory, or no ``detection.json`` in it.
     NotADirectoryError
         ``directory`` is a file.
     ValueError
-        It is not JSON, or not a manifest this version reads; the message names the file.
+        It is not JSON, or not a manifest this version reads; the message names the file
+        and says to run ``gluonbatch wds verify``.
     """
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise NotADirectoryError('%s is a file, not a dataset directory' % directory)
+    if not os.path.isdir(directory):
+        if os.path.exists(directory):
+            raise NotADirectoryError('%s is a file, not a dataset directory' % directory)
+        raise FileNotFoundError('no dataset directory %s' % directory)
     try:
         manifest = load_manifest(directory)
         if manifest is None:
             raise FileNotFoundError('%s is not a detection dataset: it has no %s (convert '
                                     'with from_voc or from_coco)' % (directory, MANIFEST))
-        problem = _manifest_problem(manifest)
-        if problem:
-            raise ValueError('%s: %s' % (os.path.join(directory, MANIFEST), problem))
-        listed_shards(manifest, directory)
+        check_manifest(manifest, directory)
     except ValueError as err:
         raise hinted(err, directory) from None
     return manifest
+
+
+def check_manifest(manifest: Mapping[str, Any], directory: PathLike) -> None:
+    """ValueError naming the file if ``manifest`` (parsed from ``directory``'s
+    ``detection.json``) is not one this version reads: its fields and shard list."""
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise ValueError('%s: %s' % (os.path.join(os.fspath(directory), MANIFEST), problem))
+    listed_shards(manifest, directory)
 
 
 def _manifest_problem(manifest):
@@ -113,6 +123,20 @@ def _manifest_problem(manifest):
     classes = manifest.get('classes')
     if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
         return 'classes must be a list of names'
+    if not isinstance(manifest.get('segmentation'), bool):
+        return 'segmentation must be true or false, found %r' % (manifest.get('segmentation'),)
+    if not isinstance(manifest.get('options'), dict):
+        return 'options must be an object, found %r' % (manifest.get('options'),)
+    index_map = manifest.get('index_map')
+    if index_map is not None and not (isinstance(index_map, dict) and all(
+            type(number) is int for number in index_map.values())):
+        return 'index_map must be null or an object of class ids, found %r' % (index_map,)
+    category_ids = manifest.get('category_ids')
+    if category_ids is not None and not (
+            isinstance(category_ids, list) and len(category_ids) == len(classes)
+            and all(type(number) is int for number in category_ids)):
+        return ('category_ids must be null or one int per class (%d), found %r'
+                % (len(classes), category_ids))
     return None
 
 
@@ -122,15 +146,72 @@ def encode_annotations(annotations: Mapping[str, Any]) -> bytes:
                       allow_nan=False).encode('utf-8')
 
 
-def decode_annotations(data: bytes, where: str) -> dict[str, Any]:
-    """The dict of a record's ``json`` member ``data``; ValueError naming ``where``."""
+def decode_annotations(data: bytes) -> dict[str, Any]:
+    """The dict of a record's ``json`` member ``data``; ValueError saying what is wrong,
+    worded to follow the member's name (``'... has no label'``).
+
+    >>> decode_annotations(b'{"label": []}')
+    {'label': []}
+    >>> decode_annotations(b'[]')
+    Traceback (most recent call last):
+    ...
+    ValueError: has no label
+    """
     try:
         annotations = json.loads(data)
     except (ValueError, UnicodeDecodeError) as err:
-        raise ValueError('%s: its annotations are not valid JSON: %s' % (where, err)) from None
+        raise ValueError('is not valid JSON: %s' % err) from None
     if not isinstance(annotations, dict) or 'label' not in annotations:
-        raise ValueError('%s: its annotations have no label' % where)
+        raise ValueError('has no label')
     return annotations
+
+
+def record_fields(annotations: Mapping[str, Any], num_class: int,
+                  segmentation: bool) -> tuple[np.ndarray | None, Any]:
+    """``(label, polygons)`` of a record's ``annotations`` (polygons None unless
+    ``segmentation``), checked as far as training relies on them: the label's rows hold a
+    box and a class id among ``num_class`` classes (or -1, gluoncv's no-object row), and
+    there are polygons per row. ValueError saying what is wrong, worded to follow the
+    member's name.
+
+    >>> label, _ = record_fields({'label': [[1, 2, 3, 4, 0, 0]]}, 2, False)
+    >>> label.tolist()
+    [[1.0, 2.0, 3.0, 4.0, 0.0, 0.0]]
+    >>> record_fields({'label': [[1, 2, 3, 4, 5, 0]]}, 2, False)
+    Traceback (most recent call last):
+    ...
+    ValueError: has class id 5.0 in its label; the dataset has 2 classes (ids 0 to 1, or -1 \
+for no object)
+    """
+    try:
+        label = record_label(annotations)
+    except (ValueError, TypeError) as err:
+        raise ValueError('has a label that is not an array of numbers of dtype %r: %s'
+                         % (annotations.get('label_dtype', 'float64'), err)) from None
+    if label is None and not segmentation:
+        raise ValueError('has no label rows (null), which only a dataset with polygons may '
+                         'have')
+    if label is not None and label.size:
+        if label.ndim != 2 or label.shape[1] < 5:
+            raise ValueError('has a label of shape %s; expected rows of at least 5 values '
+                             '(x1, y1, x2, y2, class, ...)' % (label.shape,))
+        ids = label[:, 4]
+        bad = ids[(ids != np.floor(ids)) | (ids < -1) | (ids >= num_class)]
+        if bad.size:
+            raise ValueError('has class id %s in its label; the dataset has %d classes (ids 0 '
+                             'to %d, or -1 for no object)' % (bad[0], num_class, num_class - 1))
+    if not segmentation:
+        return label, None
+    try:
+        polygons = record_polygons(annotations)
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        raise ValueError('has polygons that are not lists of (x, y) coordinates: %s'
+                         % err) from None
+    rows = 0 if label is None else len(label)
+    if (polygons is None) != (label is None) or len(polygons or ()) != rows:
+        raise ValueError('has polygons for %s objects but %d label rows'
+                         % ('no' if polygons is None else len(polygons), rows))
+    return label, polygons
 
 
 def record_label(annotations: Mapping[str, Any]) -> np.ndarray | None:

@@ -12,7 +12,8 @@ from ..shards.decode import decode_image_of
 from ..shards.files import Shard
 from ..shards.parquet import open_parquet, read_table
 from ..shards.reader import RecordReader
-from .annotations import ID_COL, decode_annotations, read_manifest, record_label, record_polygons
+from ..shards.manifest import hinted
+from .annotations import ID_COL, decode_annotations, read_manifest, record_fields
 
 __all__ = ['DetectionShards']
 
@@ -235,19 +236,28 @@ class DetectionShards(ShardDataset):
         (['image', 'label', 'label_dtype'], ['jpg', 'json', 'txt'], '00000000')
         """
         i = self._index(idx)
-        return self._annotations(dict(self._reader.read_members(i)), i)
+        return self._checked(i, decode_annotations, dict(self._reader.read_members(i)))
 
-    def _annotations(self, members, i):
-        return decode_annotations(members['json'], self._member(i, 'json'))
+    def _checked(self, i, decode, members, *args):
+        """``decode(members['json'], *args)`` for record ``i``: its ValueError names the
+        member and says to run ``wds verify``, as does a record without annotations."""
+        try:
+            if 'json' not in members:
+                raise ValueError('has no json member (annotations)')
+            return decode(members['json'], *args)
+        except ValueError as err:
+            raise hinted(ValueError('%s %s' % (self._member(i, 'json'), err)),
+                         self.path) from None
 
     def __getitem__(self, idx: int) -> Any:
         i = self._index(idx)
         members = dict(self._reader.read_members(i))
-        annotations = self._annotations(members, i)
-        image = self._image(members, i)
-        item: tuple[Any, ...] = (image, record_label(annotations))
-        if self._manifest['segmentation']:
-            item += (record_polygons(annotations),)
+        segmentation = self._manifest['segmentation']
+        label, polygons = self._checked(i, _decoded_fields, members, self.num_class,
+                                        segmentation)
+        item: tuple[Any, ...] = (self._image(members, i), label)
+        if segmentation:
+            item += (polygons,)
         return item if self._transform is None else self._transform(*item)
 
     def _member(self, i, ext):
@@ -265,3 +275,7 @@ class DetectionShards(ShardDataset):
         state['_metadata'] = None  # the lazy frame is made again where it is used
         return state
 
+
+def _decoded_fields(data, num_class, segmentation):
+    """``(label, polygons)`` of a record's ``json`` member ``data``, checked."""
+    return record_fields(decode_annotations(data), num_class, segmentation)

@@ -13,14 +13,14 @@ the manifest's classes.
 import functools
 import os
 
-import numpy as np
 import pyarrow.parquet as pq
 
 from .._core.typing import PathLike
 from ..shards.files import Shard, shard_files, stem_order
+from ..shards.manifest import MANIFEST, load_manifest
 from ..shards.parquet import read_table
 from ..shards.verify import Problem, RecordRules, Report, verify as verify_shards
-from .annotations import ID_COL, read_manifest, record_label
+from .annotations import ID_COL, check_manifest, record_fields
 
 __all__ = ['verify']
 
@@ -44,8 +44,11 @@ def verify(path: PathLike, decode: bool = False, progress: bool = False) -> Repo
 
     Raises
     ------
+    TypeError
+        ``path`` is not a path.
     FileNotFoundError
-        ``path`` holds no shards, or no ``detection.json`` (not a detection dataset).
+        No such directory, no shards in it, or no ``detection.json`` (not a detection
+        dataset).
 
     Examples
     --------
@@ -63,12 +66,22 @@ def verify(path: PathLike, decode: bool = False, progress: bool = False) -> Repo
     /.../detection.json lists shard 00001 (2 records), but /.../00001.tar is missing: ...
     >>> tmp.cleanup()
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError('path must be a str or os.PathLike (a dataset directory), not %s'
+                        % type(path).__name__)
     path = os.fspath(path)
+    if not os.path.isdir(path):
+        raise FileNotFoundError('no dataset directory %s' % path)
     try:
-        manifest = read_manifest(path)
+        manifest = load_manifest(path)
+        if manifest is None:
+            raise FileNotFoundError('%s is not a detection dataset: it has no %s'
+                                    % (path, MANIFEST))
+        check_manifest(manifest, path)
     except ValueError as err:
-        # the format's check names what it can read of the manifest; its own fields
-        # are reported here, and the shards are checked without detection's rules
+        # the format's check reports a manifest it cannot read; one it can, with fields
+        # this version does not read, is reported here; either way the shards are
+        # checked without detection's rules
         report = verify_shards(path, ID_COL, decode, progress)
         if not any(problem.shard == '' for problem in report):
             report.insert(0, Problem('', None, str(err)))
@@ -78,40 +91,16 @@ def verify(path: PathLike, decode: bool = False, progress: bool = False) -> Repo
         _check_annotations, num_class=num_class, segmentation=segmentation))
     report = verify_shards(path, ID_COL, decode, progress, rules)
     report.extend(_class_name_problems(path, manifest['classes']))
-    report.sort(key=lambda problem: stem_order(problem.shard) if problem.shard else (-1, ''))
+    report.sort_by_shard()
     return report
 
 
 def _check_annotations(annotations, num_class, segmentation):
-    """ValueError if a record's ``json`` member (``annotations``, its dict) does not
-    decode into what the dataset gives; the message continues the member's name."""
+    """ValueError if a record's parsed ``json`` member does not decode into what the
+    dataset gives; the message follows the member's name."""
     if 'label' not in annotations:
         raise ValueError('has no label')
-    try:
-        label = record_label(annotations)
-    except (ValueError, TypeError) as err:
-        raise ValueError('has a label that is not an array of numbers of dtype %r: %s'
-                         % (annotations.get('label_dtype', 'float64'), err)) from None
-    if label is None:
-        if not segmentation:
-            raise ValueError('has no label rows (null), which only a dataset with polygons '
-                             'may have')
-        return
-    if label.size == 0:
-        return
-    if label.ndim != 2 or label.shape[1] < 5:
-        raise ValueError('has a label of shape %s; expected rows of at least 5 values '
-                         '(x1, y1, x2, y2, class, ...)' % (label.shape,))
-    ids = label[:, 4]
-    bad = ids[(ids != np.floor(ids)) | (ids < -1) | (ids >= num_class)]
-    if bad.size:
-        raise ValueError('has class id %s in its label; the dataset has %d classes (ids 0 to '
-                         '%d, or -1 for no object)' % (bad[0], num_class, num_class - 1))
-    if segmentation:
-        polygons = annotations.get('segm')
-        if polygons is None or len(polygons) != len(label):
-            raise ValueError('has polygons for %s objects but %d label rows'
-                             % ('no' if polygons is None else len(polygons), len(label)))
+    record_fields(annotations, num_class, segmentation)
 
 
 def _class_name_problems(path, classes):

@@ -79,6 +79,11 @@ class Report(list[Problem]):
         super().__init__(problems)
         self.shards, self.records, self.tar_bytes = shards, records, tar_bytes
 
+    def sort_by_shard(self) -> None:
+        """Put the problems in shard order, the manifest's first; stable: the order within
+        a shard (its files' order) is kept."""
+        self.sort(key=lambda problem: stem_order(problem.shard) if problem.shard else (-1, ''))
+
 
 class RecordRules(NamedTuple):
     """What a kind of dataset asks of every record beyond the format, for :func:`verify`.
@@ -117,6 +122,10 @@ def verify(path: PathLike, id_col: str = 'key', decode: bool = False,
 
     Raises
     ------
+    TypeError
+        ``path`` or ``id_col`` of another type, ``rules`` not a :class:`RecordRules`.
+    ValueError
+        ``rules.members`` naming an unknown kind of member.
     FileNotFoundError
         ``path`` is not a directory, or holds no shard files.
 
@@ -178,8 +187,7 @@ def verify(path: PathLike, id_col: str = 'key', decode: bool = False,
             bar.update()
     report.extend(_repeated_ids(path, shard_ids))
     report.extend(Problem(stem, None, line) for stem, line in manifest_problems(path, counts))
-    # the manifest first; stable: file order kept
-    report.sort(key=lambda problem: stem_order(problem.shard) if problem.shard else (-1, ''))
+    report.sort_by_shard()
     return report
 
 
