@@ -45,6 +45,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
 from gluonbatch import DataLoader  # noqa: E402
+from gluonbatch._core import failures  # noqa: E402
 from gluonbatch._core.argtypes import HelpFormatter  # noqa: E402
 from gluonbatch.batchify import List, Pad, Stack, Tuple  # noqa: E402
 from gluonbatch.devices import DeviceLoader  # noqa: E402
@@ -132,13 +133,9 @@ def make_loader(args, rank, num_workers, ctx_list):
     """This rank's loader: a ``DeviceLoader`` over ``ctx_list`` of a ``gluonbatch.DataLoader``
     (its ``set_epoch`` starts an epoch; ``loader.loader.close()`` stops its workers)."""
     if args.shards:
-        if args.webdataset:
-            raise SystemExit('give --shards (detection) or --webdataset (image-text), not both')
         return DeviceLoader(shard_loader(args, rank, num_workers), ctx_list)
     batchify = Tuple(Pad(axis=(1, 2), num_shards=args.devices), Stack(), List())
     if args.loader_seed is not None:
-        if args.webdataset:
-            raise SystemExit('--loader-seed takes the synthetic dataset, not --webdataset')
         dataset = synthetic_dataset(args.samples, args.seed).transform(Augment())
         # every rank its slice of each global batch: the seeded loader takes the
         # SplitSampler's rank (the seed orders the samples; its own seed is not used)
@@ -208,7 +205,16 @@ def main(argv=None):
     parser.add_argument('--fail-rank', type=int, default=None,
                         help='(testing) this rank exits with status 3 after one step')
     args = parser.parse_args(argv)
+    if args.shards and args.webdataset:
+        parser.error('give --shards (detection) or --webdataset (image-text), not both')
+    if args.loader_seed is not None and args.webdataset:
+        parser.error('--loader-seed takes the synthetic dataset, not --webdataset')
+    # bad data (a damaged shard, say) is one line naming the file, exit 1
+    return failures.report(parser.prog, lambda: train(args), parser)
 
+
+def train(args):
+    """Train for ``args.steps`` steps on this rank; returns the exit code."""
     # Pad(num_shards=D) warns when a (last) batch has fewer samples than D
     warnings.filterwarnings('ignore', message='num_shards=.* is larger than the batch')
     kv = mx.kv.create(args.kvstore)

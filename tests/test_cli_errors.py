@@ -112,6 +112,15 @@ def test_a_truncated_tar_is_one_line_naming_it(truncated_shards, num_workers, ca
     assert ('in DataLoader worker process' in err) is (num_workers > 0)
 
 
+def test_the_distributed_training_script_prints_a_truncated_tar_on_one_line(
+        truncated_shards):
+    path, tar = truncated_shards
+    code, out, err = run([sys.executable, ROOT / 'scripts' / 'dist_train.py', '--shards', path,
+                          '--kvstore', 'local', '--batch-size', '4', '--steps', '2'])
+    assert code == 1
+    assert_one_line(err, 'dist_train.py', tar, 'truncated')
+
+
 @pytest.mark.slow
 def test_a_loader_script_prints_a_broken_xml_on_one_line(broken_xml):
     root, xml = broken_xml

@@ -1,12 +1,13 @@
 """Curating detection data, then training on it: filtering and resharding write a detection
 dataset whose items are gluoncv's items of the records kept; verify checks everything a
 reader relies on, and a reader meeting a problem names the file and says to run verify."""
+import contextlib
+import io
 import json
-import re
 import os
+import re
 import shutil
-import subprocess
-import sys
+import types
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -15,6 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 from gluonbatch import DataLoader
 from gluonbatch.batchify import Pad, Stack, Tuple
+from gluonbatch.cli import main
 from gluonbatch.curation import ImageTextPairDataset
 from gluonbatch.detection import (DetectionShards, from_coco, from_voc, make_coco_example,
                                   make_voc_example, verify)
@@ -41,8 +43,12 @@ def coco(tmp_path_factory):
 
 
 def _gb(*args, check=True):
-    done = subprocess.run([sys.executable, '-m', 'gluonbatch', *args], capture_output=True,
-                          text=True, timeout=600)
+    """``gluonbatch ARGS``, run in this process: its exit code, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    done = types.SimpleNamespace(returncode=code, stdout=out.getvalue(),
+                                 stderr=err.getvalue())
     if check:
         assert done.returncode == 0, done.stderr
     return done
@@ -271,23 +277,35 @@ def test_verify_decodes_every_records_annotations(voc, tmp_path, change, says):
 
 # --------------------------------------------------------------------------- the whole path
 
-@pytest.mark.parametrize('num_workers', [0, 1, 2])
-def test_convert_inspect_filter_verify_train(tmp_path, num_workers):
-    """The path of a new user: VOC converted, inspected, filtered to the images with at
-    least 3 objects, verified, and 2 batches trained on with a seeded loader; the batches
-    are the same for any number of workers."""
-    root = make_voc_example(str(tmp_path / 'voc'), num_images=12, seed=7)
-    shards, busy = str(tmp_path / 'shards'), str(tmp_path / 'busy')
-    said = _gb('wds', 'from-voc', root, shards, '--splits', '2007:trainval', '2012:trainval')
-    assert said.stdout.splitlines() == [
+@pytest.fixture(scope='module')
+def walked(tmp_path_factory):
+    """The path of a new user, on the command line: VOC converted, inspected, filtered to
+    the images with at least 3 objects, verified; what each step printed."""
+    base = tmp_path_factory.mktemp('walk')
+    root = make_voc_example(str(base / 'voc'), num_images=12, seed=7)
+    shards, busy = str(base / 'shards'), str(base / 'busy')
+    return shards, busy, [
+        _gb('wds', 'from-voc', root, shards, '--splits', '2007:trainval', '2012:trainval'),
+        _gb('wds', 'inspect', shards, '--records', '1'),
+        _gb('wds', 'filter', shards, busy, '--where', 'num_objects >= 3'),
+        _gb('wds', 'verify', busy)]
+
+
+def test_convert_inspect_filter_verify(walked):
+    shards, busy, (converted, inspected, _, verified) = walked
+    assert converted.stdout.splitlines() == [
         '%s: 24 records in 1 shard, 20 classes' % shards]  # progress is on stderr
-    said = _gb('wds', 'inspect', shards, '--records', '1')
-    assert 'num_objects (int64)' in said.stdout and 'detection: voc, 20 classes' in said.stdout
-    _gb('wds', 'filter', shards, busy, '--where', 'num_objects >= 3')
-    said = _gb('wds', 'verify', busy)
-    assert said.stdout.rstrip().endswith('no problems')
+    assert 'num_objects (int64)' in inspected.stdout
+    assert 'detection: voc, 20 classes' in inspected.stdout
+    assert verified.stdout.rstrip().endswith('no problems')
     dataset = DetectionShards(busy)
     assert len(dataset) >= 8 and all(len(dataset[i][1]) >= 3 for i in range(len(dataset)))
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+def test_then_train_two_batches_of_a_seeded_loader(walked, num_workers):
+    """The curated dataset trains: 2 batches, the same for any number of workers."""
+    dataset = DetectionShards(walked[1])
     loader = DataLoader(dataset.transform(SSDDefaultTrainTransform(96, 96)), batch_size=4,
                         shuffle=True, seed=0, num_workers=num_workers,
                         batchify_fn=Tuple(Stack(), Pad(pad_val=-1)))
@@ -395,3 +413,44 @@ def test_verify_refuses_what_is_no_dataset_directory(tmp_path):
         verify(123)
     with pytest.raises(FileNotFoundError, match='no dataset directory'):
         verify(str(tmp_path / 'nowhere'))
+
+
+@pytest.mark.parametrize('options, says', [
+    (['--filter-column', 'nosuch'], "--filter-column 'nosuch' is not a column"),
+    (['--filter-column', 'num_objects'], "--filter-column 'num_objects' must be a column of "
+                                         "True or False"),
+    (['--old-id-col', 'key'], "--old-id-col 'key' is already a column"),
+])
+def test_reshard_options_naming_wrong_columns_are_a_usage_error(voc, tmp_path, capsys,
+                                                                options, says):
+    from gluonbatch.cli import main
+
+    _, path = voc
+    assert main(['wds', 'reshard', path, str(tmp_path / 'out'), *options]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count('\n') == 1 and not os.path.exists(tmp_path / 'out')
+
+
+def test_the_cli_speaks_in_flags(voc, tmp_path, capsys):
+    from gluonbatch.cli import main
+
+    _, path = voc
+    assert main(['wds', 'reshard', path, str(tmp_path / 'out'), '--samples-per-shard', '1',
+                 '--max-shards', '1']) == 1
+    err = capsys.readouterr().err
+    assert 'raise --max-shards or --samples-per-shard' in err and 'max_shards' not in err
+
+
+@pytest.mark.parametrize('damage, says', [
+    (_remove_shard, 'lists shard 00001 (4 records), but '),
+    (_more_records_listed, 'lists shard 00004 with 6 records, but '),
+])
+def test_detection_filter_refuses_a_source_its_manifest_disagrees_with(voc, tmp_path, damage,
+                                                                      says):
+    _, path = voc
+    copy = _damaged(path, tmp_path, damage)
+    ds = DetectionShards(copy)
+    ds.metadata['keep'] = ds.metadata['num_objects'] >= 0
+    with pytest.raises(ValueError, match=re.escape(says) + '.*gluonbatch wds verify'):
+        ds.to_webdataset(str(tmp_path / 'out'), 'keep')
+    assert not os.path.exists(tmp_path / 'out')

@@ -482,6 +482,7 @@ def test_val_shards_need_shards(voc_shards):
                                                        + SMALL['ssd']))
 
 
-def test_mask_rcnn_needs_shards_with_polygons(voc_shards):
-    assert 'has no polygons' in str(exit_of(rcnn.main_mask, ['--shards', voc_shards]
-                                            + SMALL['mask_rcnn']))
+def test_mask_rcnn_needs_shards_with_polygons(voc_shards, capsys):
+    assert rcnn.main_mask(['--shards', voc_shards] + SMALL['mask_rcnn']) == 1
+    err = capsys.readouterr().err
+    assert 'has no polygons' in err and err.count('\n') == 1 and ': error: ' in err

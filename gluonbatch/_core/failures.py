@@ -103,20 +103,29 @@ def _option_flags(parser):
 
 def in_flag_spelling(text: str, parser: argparse.ArgumentParser) -> str:
     """``text`` with each ``name='value'`` (or ``name=value``, ``name=['a', 'b']``) of an
-    option of ``parser`` written as its flag, ``--name value``: a library's message as the
-    command's user types it.
+    option of ``parser`` written as its flag, ``--name value``, and each bare name of two
+    words or more (``max_shards``) as its flag: a library's message as the command's user
+    types it. Names within a path (``/data/splits=old/``) are left alone.
 
     >>> parser = argparse.ArgumentParser()
     >>> _ = parser.add_argument('--invalid-boxes')
+    >>> _ = parser.add_argument('--max-shards')
     >>> in_flag_spelling("so does invalid_boxes='drop'; boxes=2", parser)
     'so does --invalid-boxes drop; boxes=2'
+    >>> in_flag_spelling('raise max_shards; see /runs/invalid_boxes=drop/a.log', parser)
+    'raise --max-shards; see /runs/invalid_boxes=drop/a.log'
     """
     flags = _option_flags(parser)
     if not flags:
         return text
     names = '|'.join(map(re.escape, sorted(flags, key=len, reverse=True)))
-    pattern = re.compile(r"(?<![\w.-])(%s)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^\s,;)\]]+)"
+    # not within a word, a dotted name or a path
+    outside = r"(?<![\w./\\-])"
+    pattern = re.compile(outside + r"(%s)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^\s,;)\]]+)(?![\w/])"
                          % names)
+    words = [name for name in flags if '_' in name]
+    bare = re.compile(outside + r"(%s)(?![\w=/.-])" % '|'.join(
+        map(re.escape, sorted(words, key=len, reverse=True)))) if words else None
 
     def spelled(match):
         try:
@@ -128,7 +137,8 @@ def in_flag_spelling(text: str, parser: argparse.ArgumentParser) -> str:
             return match.group(0)
         return ' '.join([flags[match.group(1)]] + [shlex.quote(str(each)) for each in values])
 
-    return pattern.sub(spelled, text)
+    text = pattern.sub(spelled, text)
+    return bare.sub(lambda match: flags[match.group(1)], text) if bare else text
 
 
 def report(prog: str, work: Callable[[], int],

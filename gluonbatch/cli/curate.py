@@ -158,6 +158,7 @@ def write_kept(ds: Any, args: argparse.Namespace, filter_column: str | None,
     imports the curation package only when a command runs)."""
     from ..curation import ImageTextPairDataset
 
+    _check_columns(ds.metadata, filter_column, args.old_id_col)
     with computing_on(args):
         tars = ds.to_webdataset(args.dst, filter_column,
                                 samples_per_shard=args.samples_per_shard,
@@ -169,6 +170,23 @@ def write_kept(ds: Any, args: argparse.Namespace, filter_column: str | None,
     print('%s: %d of %s%s in %s' % (args.dst, kept, plural(len(ds), 'record'),
                                     ' (%s)' % why if why else '', plural(len(tars), 'shard')))
     return 0
+
+
+def _check_columns(frame, filter_column, old_id_col):
+    """The options naming columns of the metadata ``frame`` must name them as the write
+    needs: a wrong one is a command line the command cannot run (exit 2)."""
+    import pandas as pd
+
+    columns = list(map(str, frame.columns))
+    if filter_column is not None and filter_column not in columns:
+        raise UsageError('--filter-column %r is not a column of the metadata; it has %s'
+                         % (filter_column, columns))
+    if filter_column is not None and not pd.api.types.is_bool_dtype(frame[filter_column].dtype):
+        raise UsageError('--filter-column %r must be a column of True or False (True keeps a '
+                         'record); it holds %s' % (filter_column, frame[filter_column].dtype))
+    if old_id_col is not None and old_id_col in columns:
+        raise UsageError('--old-id-col %r is already a column of the metadata; choose a new '
+                         'name' % old_id_col)
 
 
 def dask_options(parser: argparse.ArgumentParser) -> None:

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.feather as feather
+import pyarrow.parquet as pq
 
 from .._core.checks import check_int, check_str
 from .._core.heap import heap_for_large_arrays
@@ -33,9 +34,9 @@ from .._core.typing import PathLike
 from .._core.wording import plural
 from ..shards.commit import BACK, recover, staging
 from ..shards.copier import RecordCopier
-from ..shards.files import SHARD_FILE, Shard, examples
-from ..shards.manifest import (MANIFEST, MANIFEST_TMP, hinted, listed_shards, load_manifest,
-                               with_shards, write_manifest)
+from ..shards.files import SHARD_FILE, Shard, examples, shard_files
+from ..shards.manifest import (MANIFEST, MANIFEST_TMP, hinted, load_manifest,
+                               manifest_problems, with_shards, write_manifest)
 from ..shards.reader import RecordReader
 from ..shards.writer import ShardWriter, commit_shards, id_digits
 from .metadata_writer import arrow_table, check_rows, compute, partition_tasks
@@ -169,24 +170,26 @@ def _check_arguments(frame, id_col, source, destination, filter_column, old_id_c
                              'an empty directory' % (destination, examples(existing)))
 
 
-def _source_manifest(source, shards):
-    """The source's manifest (None without one), checked against its shards: resharding a
-    dataset whose files disagree with its manifest (a shard missing, say) would write a
-    part of it as if it were whole."""
+def _source_manifest(source):
+    """The source's manifest (None without one), checked against the shard files there
+    (their parquet footers), as verify checks it: resharding a dataset whose files
+    disagree with its manifest (a shard missing, say) would write a part of it as if it
+    were whole."""
     try:
         manifest = load_manifest(source)
         if manifest is None:
             return None
-        listed = listed_shards(manifest, source)
-        found = {shard.stem: shard.stop - shard.start for shard in shards}
-        if listed != found:
-            stem = next(stem for stem in sorted(set(listed) | set(found))
-                        if listed.get(stem) != found.get(stem))
-            raise ValueError('to_webdataset: %s lists shard %s with %s records, but the '
-                             'directory holds %s' % (
-                                 os.path.join(source, MANIFEST), stem, listed.get(stem, 'no'),
-                                 'no such shard' if stem not in found
-                                 else plural(found[stem], 'record')))
+        found = shard_files(source)
+        counts = {}
+        for stem in found['tar'] & found['parquet']:
+            try:
+                counts[stem] = pq.ParquetFile(os.path.join(source, stem + '.parquet')
+                                              ).metadata.num_rows
+            except (OSError, pa.ArrowException):
+                counts[stem] = None  # reading the shard says what is wrong with it
+        problems = manifest_problems(source, counts)
+        if problems:
+            raise ValueError('to_webdataset: %s' % problems[0][1])
     except ValueError as err:
         raise hinted(err, source) from None
     return manifest
@@ -206,7 +209,7 @@ def reshard(frame: dd.DataFrame, shards: Sequence[Shard], reader: RecordReader, 
     max_shards = check_int(max_shards, 'max_shards', minimum=1)
     destination = os.path.abspath(os.fspath(path))
     _check_arguments(frame, id_col, source, destination, filter_column, old_id_col)
-    manifest = _source_manifest(source, shards)
+    manifest = _source_manifest(source)
     created = not os.path.isdir(destination)
     os.makedirs(destination, exist_ok=True)
     written = []

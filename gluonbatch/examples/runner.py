@@ -109,7 +109,7 @@ def detection_dataset(args: argparse.Namespace, masks: bool = False,
         path = args.val_shards if split != 'train' and args.val_shards else args.shards
         dataset = DetectionShards(path)
         if masks and not dataset.segmentation:
-            raise SystemExit('%s has no polygons: convert it with gluonbatch wds from-coco '
+            raise ValueError('%s has no polygons: convert it with gluonbatch wds from-coco '
                              '--segmentation' % path)
         return dataset
     if args.voc_root:  # gluoncv's datasets, their JPEGs decoded faster (the same items)
