@@ -126,3 +126,16 @@ def test_the_other_samplers_and_loaders_warn_too():
 def test_keeping_or_padding_never_warns(last_batch):
     _, warned = made(lambda: SeededBatchSampler(3, 64, seed=1, last_batch=last_batch))
     assert warned == []
+
+
+@pytest.mark.parametrize('last_batch, warns', [('discard', True), ('rollover', True),
+                                               ('keep', False)])
+def test_a_loader_on_a_batch_sampler_giving_no_batch_warns(last_batch, warns):
+    sampler = mx.gluon.data.BatchSampler(mx.gluon.data.SequentialSampler(16), 64, last_batch)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        loader = gluonbatch.DataLoader(list(range(16)), batch_sampler=sampler)
+    said = [str(w.message) for w in caught if 'gives no batch' in str(w.message)]
+    assert len(said) == int(warns) and len(loader) == int(not warns)
+    if warns:
+        assert 'over the 16 samples' in said[0] and caught[0].filename == __file__

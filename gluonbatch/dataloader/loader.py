@@ -18,7 +18,7 @@ from .._core.checks import check_int, describe, is_int
 from .._core.tree import map_arrays
 from .._core.typing import BatchifyFn
 from ..samplers import KeyBatch, SeededBatchSampler
-from ..samplers.state import LastBatch, warn_empty_passes
+from ..samplers.state import LastBatch, warn_empty_passes, warn_no_batches
 from .batchify_fns import default_batchify_fn
 from .pool import Task, WorkerPool
 from .resume import Resumable, seeded_batch_sampler
@@ -167,6 +167,8 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
             seed = batch_sampler.seed
         elif batch_sampler is None:  # a seeded sampler said it already, if it had to
             _warn_empty_passes(dataset, batch_size, sampler, last_batch)
+        elif hasattr(batch_sampler, '__len__') and hasattr(dataset, '__len__'):
+            warn_no_batches(batch_sampler, len(dataset))
         self._seed = seed
         # transform index -> generators it owns (seeded, in this process)
         self._owned: Owned = {}

@@ -24,7 +24,7 @@ It is also where a sampler or loader says, as it is made, that its every pass is
 import os
 import sys
 import warnings
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
@@ -33,7 +33,8 @@ from .._core.wording import plural
 from ..seeded.keys import check_epoch, check_seed
 
 __all__ = ['LOADER_FORMAT', 'LAST_BATCH', 'DESCRIPTION', 'check_format', 'position',
-           'check_description', 'order_differences', 'empty_passes', 'warn_empty_passes']
+           'check_description', 'order_differences', 'empty_passes', 'warn_empty_passes',
+           'warn_no_batches']
 
 #: The ``format`` of a loader's state dict; a sampler's state is the same dict without it.
 LOADER_FORMAT = 'gluonbatch.loader/1'
@@ -201,6 +202,30 @@ def warn_empty_passes(length: int, batch_size: int, last_batch: str,
     if message is not None:
         warnings.warn(message, UserWarning, stacklevel=_outside_stacklevel())
     return message is not None
+
+
+def warn_no_batches(batch_sampler: Any, length: int) -> bool:
+    """Warn as :func:`warn_empty_passes` does if ``batch_sampler``, one the caller made
+    (MXNet's ``BatchSampler``, say), gives no batch over a dataset of ``length`` samples;
+    returns whether it warned.
+
+    >>> import mxnet as mx, warnings
+    >>> sampler = mx.gluon.data.BatchSampler(mx.gluon.data.SequentialSampler(16), 64,
+    ...                                      'discard')
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter('always')
+    ...     warn_no_batches(sampler, 16)
+    True
+    >>> print(caught[0].message)  # doctest: +ELLIPSIS
+    the batch_sampler (BatchSampler) gives no batch over the 16 samples: every pass is ...
+    """
+    if length <= 0 or len(batch_sampler) > 0:
+        return False
+    warnings.warn('the batch_sampler (%s) gives no batch over the %d samples: every pass is '
+                  'empty; give it a smaller batch size, or a last_batch that keeps a short '
+                  'batch (\'keep\')' % (type(batch_sampler).__name__, length), UserWarning,
+                  stacklevel=_outside_stacklevel())
+    return True
 
 
 #: The folder of the gluonbatch package, whose frames a warning's location skips.
