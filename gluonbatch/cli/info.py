@@ -5,6 +5,7 @@ Nothing optional is imported: a part is found by its module, its version read fr
 installed package's metadata, so the command answers in a moment and whatever is broken.
 """
 import argparse
+import functools
 import importlib.metadata
 import importlib.util
 import platform
@@ -34,6 +35,13 @@ OPTIONAL_PARTS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
+@functools.lru_cache(maxsize=1)
+def _distributions():
+    """Top-level module -> the distributions providing it: read once (it scans every
+    installed package)."""
+    return importlib.metadata.packages_distributions()
+
+
 def part_version(module: str) -> str | None:
     """The installed version of the package that provides ``module`` (a top-level module
     name), ``'version unknown'`` without package metadata, None if it is not installed.
@@ -46,7 +54,7 @@ def part_version(module: str) -> str | None:
             return None
     except (ImportError, ValueError):  # a module made unimportable on purpose, say
         return None
-    for distribution in importlib.metadata.packages_distributions().get(module, ()):
+    for distribution in _distributions().get(module, ()):
         try:
             return importlib.metadata.version(distribution)
         except importlib.metadata.PackageNotFoundError:
