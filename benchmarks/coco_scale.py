@@ -312,7 +312,7 @@ def table(results: dict) -> str:
     return '\n'.join(lines)
 
 
-def _prepare(work, images, seed):
+def prepare(work: str, images: int, seed: int) -> tuple[str, str, dict]:
     """The synthetic COCO and its shards in ``work``: written, or kept from an earlier run
     with the same ``images`` and ``seed``."""
     root, shards = os.path.join(work, 'coco'), os.path.join(work, 'shards')
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         work = args.work or stack.enter_context(tempfile.TemporaryDirectory())
         try:
-            root, shards, counts = _prepare(os.path.abspath(work), args.images, args.seed)
+            root, shards, counts = prepare(os.path.abspath(work), args.images, args.seed)
         except ValueError as err:
             parser.error(str(err))
         results = {}

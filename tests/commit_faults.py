@@ -5,8 +5,7 @@
 
 For k = 1, 2, ... a forked child opens a copy of the dataset, then runs OPERATION
 (``save_metadata`` over ``WORK/step-k/data``, a copy of ``SOURCE``, or ``to_webdataset``
-of ``SOURCE`` into ``WORK/step-k/out``, or ``detection_filter`` of a detection dataset
-``SOURCE`` into it) and is stopped just before its k-th step: a file
+of ``SOURCE`` into ``WORK/step-k/out``) and is stopped just before its k-th step: a file
 renamed, removed or opened for writing, a directory made or removed, an fsync, a parquet
 written. MODE ``kill`` ends the child there (``os._exit``: no ``finally`` runs, locks are
 released by the system, as after SIGKILL); ``interrupt`` raises ``KeyboardInterrupt`` there
@@ -28,7 +27,6 @@ import dask
 import pyarrow.parquet as pq
 
 from gluonbatch.curation import ImageTextPairDataset
-from gluonbatch.detection import DetectionShards
 
 STOPPED = 86  # a child's exit code when it was stopped at its step
 ID = 'key'
@@ -59,19 +57,6 @@ def to_webdataset(step_dir, source):
         ds.metadata['keep'] = ds.metadata['score'] < 0.7
         return lambda: ds.to_webdataset(os.path.join(step_dir, 'out'), 'keep',
                                         samples_per_shard=3, old_id_col='old_key')
-    return prepare
-
-
-def detection_filter(step_dir, source):
-    """A detection dataset's records with at least 3 objects, 3 per output shard: its
-    manifest moves in the same commit."""
-    os.makedirs(step_dir)
-
-    def prepare():
-        ds = DetectionShards(source)
-        ds.metadata['keep'] = ds.metadata['num_objects'] >= 3
-        return lambda: ds.to_webdataset(os.path.join(step_dir, 'out'), 'keep',
-                                        samples_per_shard=3)
     return prepare
 
 
@@ -135,8 +120,7 @@ def _child(operation, step_dir, source, number, mode):
 
 
 def main(operation_name, source, work, mode):
-    operation = {'save_metadata': save_metadata, 'to_webdataset': to_webdataset,
-                 'detection_filter': detection_filter}[operation_name]
+    operation = {'save_metadata': save_metadata, 'to_webdataset': to_webdataset}[operation_name]
     dask.config.set(scheduler='synchronous')
     steps = []
     number = 0

@@ -13,6 +13,7 @@ import pytest
 
 from gluonbatch.curation import ImageTextPairDataset
 from gluonbatch.shards.commit import recover, staging
+from gluonbatch.shards.manifest import MANIFEST, write_manifest
 
 from helpers import ID, files, make_dataset, visible
 
@@ -24,8 +25,12 @@ SIZES = (2, 4)
 
 @pytest.fixture(scope='module')
 def source(tmp_path_factory):
+    """The dataset, with a manifest listing its shards (as a detection dataset has): a
+    write moves it last, in the same commit."""
     path = str(tmp_path_factory.mktemp('source'))
     make_dataset(path, sizes=SIZES, index=True)
+    write_manifest(os.path.join(path, MANIFEST),
+                   {'shards': [['%05d' % n, size] for n, size in enumerate(SIZES)]})
     return path
 
 
@@ -113,6 +118,7 @@ def test_to_webdataset_stopped_at_any_step_leaves_nothing_and_reruns(source, tmp
     assert len(want[1]) >= 3 and len(files(reference)) >= 6  # several output shards
     dirs, steps = _stop_at_every_step('to_webdataset', source, tmp_path / 'runs', mode)
     shard_files = files(reference)
+    assert MANIFEST in shard_files
     assert sum(step.startswith('replace(.') and step.split(', ')[1][:-1] in shard_files
                for step in steps) == len(shard_files)  # every rename of the commit
     for step_dir, step in zip(dirs, steps):
@@ -120,6 +126,8 @@ def test_to_webdataset_stopped_at_any_step_leaves_nothing_and_reruns(source, tmp
         if mode == 'interrupt' and os.path.isdir(out):  # the run settled its commit itself
             assert not _journals(out) and visible(out) == [], (step, files(out))
         if os.path.isdir(out):
+            if MANIFEST in visible(out):  # the manifest only beside every shard it lists
+                assert visible(out) == shard_files, (step, files(out))
             if not _journals(out):  # nothing to undo: no shard is visible
                 assert visible(out) == [], (step, files(out))
             with pytest.raises(FileNotFoundError, match='holds no shards'):
@@ -128,36 +136,6 @@ def test_to_webdataset_stopped_at_any_step_leaves_nothing_and_reruns(source, tmp
         ds.to_webdataset(out, 'keep', samples_per_shard=3, old_id_col='old_key')
         assert files(out) == shard_files, step
         assert _contents(out) == want, step
-
-
-@pytest.mark.slow
-def test_a_detection_filter_stopped_at_any_step_never_shows_its_manifest_alone(tmp_path):
-    """A killed filter of a detection dataset: wherever it stops, a reader finds no
-    detection.json without every shard it lists, and a rerun writes the whole dataset."""
-    from gluonbatch.detection import DetectionShards, from_voc, make_voc_example
-
-    root = make_voc_example(str(tmp_path / 'voc'), num_images=4, seed=2)
-    source = from_voc(root, str(tmp_path / 'source'), splits=[(2007, 'trainval')],
-                      samples_per_shard=2, progress=False)
-    ds = DetectionShards(source)
-    ds.metadata['keep'] = ds.metadata['num_objects'] >= 3
-    reference = str(tmp_path / 'reference')
-    ds.to_webdataset(reference, 'keep', samples_per_shard=3)
-    want = [(item[0].asnumpy().tolist(), item[1].tolist()) for item in DetectionShards(reference)]
-    dirs, steps = _stop_at_every_step('detection_filter', source, tmp_path / 'runs', 'kill')
-    assert any('detection.json' in step for step in steps)  # its move is one of the steps
-    for step_dir, step in zip(dirs, steps):
-        out = os.path.join(step_dir, 'out')
-        if os.path.isdir(out):
-            if 'detection.json' in visible(out):  # only once the commit is done
-                assert visible(out) == files(reference), step
-            with pytest.raises(FileNotFoundError):
-                DetectionShards(out)  # undoes a half commit: no manifest remains
-            assert files(out) == [], (step, files(out))
-        ds.to_webdataset(out, 'keep', samples_per_shard=3)
-        assert files(out) == files(reference), step
-        assert [(item[0].asnumpy().tolist(), item[1].tolist())
-                for item in DetectionShards(out)] == want, step
 
 
 # --------------------------------------------------------------------------- the journal
