@@ -329,8 +329,9 @@ def die_once(frame, marker, shard):
 
 @contextlib.contextmanager
 def _cluster_losing_a_worker():
-    """A local cluster of two worker processes, of which a test kills one: closed with a
-    bound, then its processes are ended (a restarted worker may not answer the close)."""
+    """A local cluster of two worker processes, of which a test kills one: its processes
+    are ended first (a restarted worker may not answer a close, which would wait for it),
+    then the client and the cluster are closed."""
     distributed = pytest.importorskip('distributed')
     psutil = pytest.importorskip('psutil')
     before = {child.pid for child in psutil.Process().children(recursive=True)}
@@ -339,16 +340,18 @@ def _cluster_losing_a_worker():
     try:
         yield client
     finally:
-        spawned = [child for child in psutil.Process().children(recursive=True)
-                   if child.pid not in before]
+        for child in psutil.Process().children(recursive=True):
+            try:  # the nannies and workers; the process's own resource tracker stays
+                if child.pid not in before and 'resource_tracker' not in ' '.join(
+                        child.cmdline()):
+                    child.kill()
+            except psutil.NoSuchProcess:
+                pass
         try:
-            client.close(timeout=10)
-            local.close(timeout=10)
+            client.close(timeout=5)
+            local.close(timeout=5)
         except (TimeoutError, OSError):
-            pass  # ended below
-        for child in spawned:
-            if child.is_running():
-                child.kill()
+            pass  # its processes are gone already
 
 
 @pytest.mark.slow  # a cluster's worker killed mid-run: the full tier
