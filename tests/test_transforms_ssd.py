@@ -26,7 +26,7 @@ from gluoncv.data.transforms.presets import ssd as gcv_ssd
 from gluoncv.data.transforms.presets import yolo as gcv_yolo
 
 from gluonbatch._core import scratch
-from gluonbatch.transforms import boxes, color, crops, draws, pixels, reach
+from gluonbatch.transforms import boxes, color, crop_trials, crops, draws, pixels, reach
 from gluonbatch.transforms.presets import (Generators, center_net, global_generators, rcnn,
                                           ssd, yolo)
 
@@ -184,14 +184,14 @@ def test_skipped_trials_are_only_trials_that_fail(dtype):
                                            (10, 10, 10, 100), (9, 10, 10, 10)):
             if abs(box_w * box_h / (win_w * win_h) - t) > 1e-12:
                 continue
-            test = draws._TrialTest(np.array([[3, 4, 3 + box_w, 4 + box_h, 0]], dtype))
+            test = crop_trials.TrialTest(np.array([[3, 4, 3 + box_w, 4 + box_h, 0]], dtype))
             assert test.passes(3, 4, win_w, win_h, t, np.inf)
             assert not test.hopeless(win_w * win_h, test.threshold(t))
             checked += 1
     assert checked == 5
     for _ in range(300):
         label = random_label(rng, 50, 40, dtype, count=int(rng.integers(1, 4)))
-        test = draws._TrialTest(label)
+        test = crop_trials.TrialTest(label)
         for _ in range(30):
             x, y = (int(v) for v in rng.integers(0, 40, 2))
             w, h = (int(v) for v in rng.integers(0, 50, 2))
@@ -821,7 +821,7 @@ def test_crop_iou_test_matches_gluoncv_on_non_finite_boxes(dtype):
         for _ in range(int(rng.integers(0, 3))):
             label[rng.integers(0, len(label)), rng.integers(0, 4)] = odd[rng.integers(0, 6)]
         label = label.astype(dtype)
-        test = draws._TrialTest(label)
+        test = crop_trials.TrialTest(label)
         x, y, w, h = (int(v) for v in rng.integers(0, 50, 4))
         iou = bbox_iou(label, np.array([[x, y, x + w, y + h]]))
         for low, high in ((0.1, np.inf), (0.5, np.inf), (-np.inf, 1)):

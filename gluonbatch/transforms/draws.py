@@ -33,8 +33,6 @@ True
 >>> a.interp in range(5), a.flip_y
 (True, False)
 """
-import itertools
-import math
 import random
 from collections.abc import Sequence
 from typing import NamedTuple, Optional, TypeAlias
@@ -43,6 +41,7 @@ import numpy as np
 
 from .._core.typing import NumpyRandom, PythonRandom
 from . import boxes
+from .crop_trials import CropTrials, TrialTest
 
 __all__ = ['ColorDistort', 'Expand', 'Crop', 'SSDDraw', 'CROP_CONSTRAINTS',
            'draw_color_distort', 'draw_expand', 'draw_crop', 'draw_interp', 'draw_flip',
@@ -164,145 +163,6 @@ def draw_expand(height: int, width: int, np_rng: NumpyRandom | None = None,
     return Expand(x, y, out_w, out_h)
 
 
-class _TrialTest:
-    """Whether a trial crop passes an IoU constraint with every box: gluoncv's IoU test,
-    bit for bit. Its box areas are in the label's dtype, the rest in float64: Python floats
-    box by box do that arithmetic with finite values, numpy otherwise.
-
-    Most trials of a small box cannot pass, the IoU of areas ``a`` and ``A`` being at most
-    ``min(a, A) / max(a, A)``: trials whose bound is below the threshold by more than any
-    rounding could make up are skipped (the caller still draws them).
-    """
-
-    def __init__(self, label):
-        self.label = label
-        corners = label[:, :4]
-        with np.errstate(all='ignore'):  # in the label's dtype: float16 ones may overflow
-            areas = np.prod(corners[:, 2:] - corners[:, :2], axis=1)
-        self.fast = bool(np.isfinite(corners).all() and np.isfinite(areas).all())
-        if not self.fast:
-            return
-        x0, y0, x1, y1 = (corners[:, k].astype(np.float64).tolist() for k in range(4))
-        areas = areas.astype(np.float64).tolist()
-        self.boxes = list(zip(x0, y0, x1, y1, areas))
-        # a box of no width or height has IoU 0 (or nan) with every crop
-        self.empty_box = any(b[2] <= b[0] or b[3] <= b[1] for b in self.boxes)
-        self.area_range = (min(areas), max(areas))
-        eps = np.finfo(label.dtype if label.dtype.kind == 'f' else np.float64).eps
-        # the bound holds for gluoncv's rounded IoU within ~11 eps of the area's dtype
-        self.slack = 1.0 - 64 * float(eps)
-
-    def threshold(self, min_iou):
-        """The bound of ``min(a, A) / max(a, A)`` (box areas ``a`` of :attr:`area_range`,
-        crop area ``A``) below which a trial cannot pass ``min_iou``; ``None``: test
-        every trial, ``inf``: none can pass (a box of no area)."""
-        if not (self.fast and min_iou > 0):
-            return None
-        if self.empty_box:
-            return math.inf
-        return min_iou * self.slack
-
-    def hopeless(self, area, threshold):
-        """Whether a trial crop of ``area`` cannot pass the constraint ``threshold``
-        (from :meth:`threshold`, not ``None``) came from."""
-        lo, hi = self.area_range
-        return area <= 0 or (lo / area if lo <= area else area / lo) < threshold or (
-            hi / area if hi <= area else area / hi) < threshold
-
-    def passes(self, left, top, width, height, min_iou, max_iou):
-        """Whether ``min_iou <= IoU <= max_iou`` for every box (a nan IoU fails)."""
-        if not self.fast:
-            return self._passes_numpy(left, top, width, height, min_iou, max_iou)
-        right, bottom = float(left + width), float(top + height)
-        left, top, crop_area = float(left), float(top), float(width * height)
-        for x0, y0, x1, y1, box_area in self.boxes:
-            # the overlap's edges by comparisons: cheaper than min/max calls
-            inner_left = x0 if x0 > left else left
-            inner_top = y0 if y0 > top else top
-            inner_right = x1 if x1 < right else right
-            inner_bottom = y1 if y1 < bottom else bottom
-            overlap = (inner_right - inner_left) * (inner_bottom - inner_top) if (
-                inner_left < inner_right and inner_top < inner_bottom) else 0.0
-            union = box_area + crop_area - overlap
-            iou = overlap / union if union != 0 else math.nan
-            if not min_iou <= iou <= max_iou:
-                return False
-        return True
-
-    def _passes_numpy(self, left, top, width, height, min_iou, max_iou):
-        """:meth:`passes` for non-finite coordinates or areas: gluoncv's dtypes in numpy,
-        so nan and inf spread through the same operations."""
-        corners = self.label[:, :4]
-        near = np.array((left, top), np.float64)
-        far = np.array((left + width, top + height), np.float64)
-        with np.errstate(all='ignore'):
-            box_areas = np.prod(corners[:, 2:] - corners[:, :2], axis=1).astype(np.float64)
-            low, high = np.maximum(corners[:, :2], near), np.minimum(corners[:, 2:], far)
-            # scaled by the non-empty test, not masked: an infinite extent times 0 is nan
-            overlap = np.prod(high - low, axis=1) * np.all(low < high, axis=1)
-            iou = overlap / (box_areas + float(width * height) - overlap)
-        return bool(min_iou <= iou.min() and iou.max() <= max_iou)
-
-
-def _inline_random(py_rng):
-    """``(random, getrandbits)`` of ``py_rng`` if it is CPython's generator and this
-    Python's ``uniform`` and ``randrange`` draw what :func:`_trials` writes out with them
-    (faster); ``None`` for any other generator, then called as gluoncv calls it."""
-    if (py_rng is random or type(py_rng) is random.Random) and _INLINE_MATCHES:
-        return py_rng.random, py_rng.getrandbits
-    return None
-
-
-def _trials(py_rng, inline, width, height, min_scale, max_scale, max_aspect_ratio):
-    """Endless trial crops ``(x, y, w, h)`` of a ``width`` x ``height`` image, each drawn
-    when asked for as gluoncv draws one (step 3 of the module's list; an empty
-    ``randrange`` raises ``ValueError`` as there). ``inline``: see :func:`_inline_random`."""
-    rand, getrandbits = inline if inline is not None else (None, None)
-    ratio_floor, ratio_ceil = 1 / max_aspect_ratio, max_aspect_ratio
-    spread = max_scale - min_scale
-    while True:
-        if inline is None:
-            scale = py_rng.uniform(min_scale, max_scale)
-            ratio = py_rng.uniform(max(ratio_floor, scale * scale),
-                                   min(ratio_ceil, 1 / (scale * scale)))
-        else:  # CPython's uniform, written out
-            scale = min_scale + spread * rand()
-            floor = max(ratio_floor, scale * scale)
-            ratio = floor + (min(ratio_ceil, 1 / (scale * scale)) - floor) * rand()
-        # np.sqrt of a Python float and math.sqrt are the same correctly rounded root
-        root = math.sqrt(ratio)
-        crop_h, crop_w = int(height * scale / root), int(width * scale * root)
-        room_y, room_x = height - crop_h, width - crop_w
-        if inline is None or room_y < 1 or room_x < 1:
-            y = py_rng.randrange(room_y)
-            x = py_rng.randrange(room_x)
-        else:  # CPython's randrange (rejection sampling on getrandbits), written out
-            bits = room_y.bit_length()
-            y = getrandbits(bits)
-            while y >= room_y:
-                y = getrandbits(bits)
-            bits = room_x.bit_length()
-            x = getrandbits(bits)
-            while x >= room_x:
-                x = getrandbits(bits)
-        yield x, y, crop_w, crop_h
-
-
-def _inline_matches():
-    """Whether :func:`_trials` draws the same crops, leaving the same state, with the
-    calls written out as with the calls made (checked once, at import)."""
-    written, called = random.Random(20240601), random.Random(20240601)
-    for size in ((5000, 3000), (40, 30)):
-        fast = _trials(written, (written.random, written.getrandbits), *size, 0.3, 1, 2)
-        slow = _trials(called, None, *size, 0.3, 1, 2)
-        if any(next(fast) != next(slow) for _ in range(200)):
-            return False
-    return written.getstate() == called.getstate()
-
-
-_INLINE_MATCHES = _inline_matches()
-
-
 def draw_crop(label: np.ndarray, size: Sequence[int], py_rng: PythonRandom | None = None,
               np_rng: NumpyRandom | None = None, min_scale: float = 0.3, max_scale: float = 1,
               max_aspect_ratio: float = 2, constraints: Sequence[Constraint] | None = None,
@@ -319,22 +179,17 @@ def draw_crop(label: np.ndarray, size: Sequence[int], py_rng: PythonRandom | Non
     """
     np_rng, py_rng = _rngs(np_rng, py_rng)
     width, height = size
-    trials = _trials(py_rng, _inline_random(py_rng), width, height, min_scale, max_scale,
-                     max_aspect_ratio)
-    test = _TrialTest(label) if len(label) else None
+    trials = CropTrials(py_rng, width, height, min_scale, max_scale, max_aspect_ratio)
+    test = TrialTest(label) if len(label) else None
     passed = [(0, 0, width, height)]
     for lowest, highest in CROP_CONSTRAINTS if constraints is None else constraints:
         lowest = -np.inf if lowest is None else lowest
         highest = np.inf if highest is None else highest
-        bound = None if test is None else test.threshold(lowest)
-        for x, y, w, h in itertools.islice(trials, max_trial):
-            if test is None:  # no boxes: gluoncv keeps the first crop drawn
-                return Crop(x, y, w, h, False)
-            if bound is not None and test.hopeless(w * h, bound):
-                continue
-            if test.passes(x, y, w, h, lowest, highest):
-                passed.append((x, y, w, h))
-                break
+        found = trials.first_passing(max_trial, test, lowest, highest)
+        if test is None and found is not None:  # no boxes: gluoncv keeps the first crop
+            return Crop(*found, False)
+        if found is not None:
+            passed.append(found)
     return _pick(passed, label, (width, height), np_rng)
 
 

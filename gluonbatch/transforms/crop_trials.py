@@ -1,0 +1,224 @@
+"""The trials of gluoncv's constrained crop (step 3 of :mod:`~gluonbatch.transforms.draws`):
+drawing them (:class:`CropTrials`) and testing each against an IoU constraint
+(:class:`TrialTest`), exactly as gluoncv's ``random_crop_with_constraints`` does.
+
+A sample draws some 250 trials, most of which cannot pass; each is drawn all the same, so
+that the generator ends where gluoncv's does. With CPython's own generator the draws are
+written out (``uniform`` and ``randrange``, rejection sampling on ``getrandbits``) in one
+loop with the area bound, which is checked at import to draw what the calls draw.
+"""
+import itertools
+import math
+import random
+from collections.abc import Iterator
+
+import numpy as np
+
+from .._core.typing import PythonRandom
+
+__all__ = ['TrialTest', 'CropTrials']
+
+
+class TrialTest:
+    """Whether a trial crop passes an IoU constraint with every box: gluoncv's IoU test,
+    bit for bit. Its box areas are in the label's dtype, the rest in float64: Python floats
+    box by box do that arithmetic with finite values, numpy otherwise.
+
+    Most trials of a small box cannot pass, the IoU of areas ``a`` and ``A`` being at most
+    ``min(a, A) / max(a, A)``: trials whose bound is below the threshold by more than any
+    rounding could make up are skipped (the caller still draws them).
+    """
+
+    def __init__(self, label: np.ndarray) -> None:
+        self.label = label
+        corners = label[:, :4]
+        with np.errstate(all='ignore'):  # in the label's dtype: float16 ones may overflow
+            areas = np.prod(corners[:, 2:] - corners[:, :2], axis=1)
+        self.fast = bool(np.isfinite(corners).all() and np.isfinite(areas).all())
+        if not self.fast:
+            return
+        x0, y0, x1, y1 = (corners[:, k].astype(np.float64).tolist() for k in range(4))
+        areas = areas.astype(np.float64).tolist()
+        self.boxes = list(zip(x0, y0, x1, y1, areas))
+        # a box of no width or height has IoU 0 (or nan) with every crop
+        self.empty_box = any(b[2] <= b[0] or b[3] <= b[1] for b in self.boxes)
+        self.area_range = (min(areas), max(areas))
+        eps = np.finfo(label.dtype if label.dtype.kind == 'f' else np.float64).eps
+        # the bound holds for gluoncv's rounded IoU within ~11 eps of the area's dtype
+        self.slack = 1.0 - 64 * float(eps)
+
+    def threshold(self, min_iou: float) -> float | None:
+        """The bound of ``min(a, A) / max(a, A)`` (box areas ``a`` within ``area_range``,
+        crop area ``A``) below which a trial cannot pass ``min_iou``; ``None``: test
+        every trial, ``inf``: none can pass (a box of no area)."""
+        if not (self.fast and min_iou > 0):
+            return None
+        if self.empty_box:
+            return math.inf
+        return min_iou * self.slack
+
+    def hopeless(self, area: float, threshold: float) -> bool:
+        """Whether a trial crop of ``area`` cannot pass the constraint ``threshold``
+        (from :meth:`threshold`, not ``None``) came from."""
+        lo, hi = self.area_range
+        return area <= 0 or (lo / area if lo <= area else area / lo) < threshold or (
+            hi / area if hi <= area else area / hi) < threshold
+
+    def passes(self, left: float, top: float, width: float, height: float, min_iou: float,
+               max_iou: float) -> bool:
+        """Whether ``min_iou <= IoU <= max_iou`` for every box (a nan IoU fails)."""
+        if not self.fast:
+            return self._passes_numpy(left, top, width, height, min_iou, max_iou)
+        right, bottom = float(left + width), float(top + height)
+        left, top, crop_area = float(left), float(top), float(width * height)
+        for x0, y0, x1, y1, box_area in self.boxes:
+            # the overlap's edges by comparisons: cheaper than min/max calls
+            inner_left = x0 if x0 > left else left
+            inner_top = y0 if y0 > top else top
+            inner_right = x1 if x1 < right else right
+            inner_bottom = y1 if y1 < bottom else bottom
+            overlap = (inner_right - inner_left) * (inner_bottom - inner_top) if (
+                inner_left < inner_right and inner_top < inner_bottom) else 0.0
+            union = box_area + crop_area - overlap
+            iou = overlap / union if union != 0 else math.nan
+            if not min_iou <= iou <= max_iou:
+                return False
+        return True
+
+    def _passes_numpy(self, left, top, width, height, min_iou, max_iou):
+        """:meth:`passes` for non-finite coordinates or areas: gluoncv's dtypes in numpy,
+        so nan and inf spread through the same operations."""
+        corners = self.label[:, :4]
+        near = np.array((left, top), np.float64)
+        far = np.array((left + width, top + height), np.float64)
+        with np.errstate(all='ignore'):
+            box_areas = np.prod(corners[:, 2:] - corners[:, :2], axis=1).astype(np.float64)
+            low, high = np.maximum(corners[:, :2], near), np.minimum(corners[:, 2:], far)
+            # scaled by the non-empty test, not masked: an infinite extent times 0 is nan
+            overlap = np.prod(high - low, axis=1) * np.all(low < high, axis=1)
+            iou = overlap / (box_areas + float(width * height) - overlap)
+        return bool(min_iou <= iou.min() and iou.max() <= max_iou)
+
+
+class CropTrials:
+    """The endless trial crops ``(x, y, w, h)`` of a ``width`` x ``height`` image, drawn
+    from ``py_rng`` as gluoncv draws them, taken a constraint at a time.
+
+    Examples
+    --------
+    >>> trials = CropTrials(random.Random(3), 64, 48, 0.3, 1, 2)
+    >>> trials.first_passing(50, None, 0, 1)  # no boxes: the first crop drawn
+    (29, 11, 34, 19)
+    """
+
+    def __init__(self, py_rng: PythonRandom, width: int, height: int, min_scale: float,
+                 max_scale: float, max_aspect_ratio: float) -> None:
+        self.py_rng, self.width, self.height = py_rng, width, height
+        self.scales = min_scale, max_scale, max_aspect_ratio
+        self.inline = _inline(py_rng)
+        # the calls' generator, where the draws are not written out
+        self.called: Iterator[tuple[int, int, int, int]] = iter(()) if self.inline else \
+            _called_trials(py_rng, width, height, *self.scales)
+
+    def first_passing(self, max_trial: int, test: TrialTest | None, lowest: float,
+                      highest: float) -> tuple[int, int, int, int] | None:
+        """The first of the next ``max_trial`` crops with ``lowest <= IoU <= highest`` for
+        every box of ``test`` (the first crop where ``test`` is None: no boxes), or None.
+        Trials that cannot pass (:meth:`TrialTest.hopeless`) are drawn but not tested."""
+        bound = None if test is None else test.threshold(lowest)
+        if self.inline:
+            return self._inline_pass(max_trial, test, bound, lowest, highest)
+        for x, y, w, h in itertools.islice(self.called, max_trial):
+            if test is None:
+                return x, y, w, h
+            if bound is not None and test.hopeless(w * h, bound):
+                continue
+            if test.passes(x, y, w, h, lowest, highest):
+                return x, y, w, h
+        return None
+
+    def _inline_pass(self, max_trial, test, bound, lowest, highest):
+        """:meth:`first_passing` for CPython's generator: the calls written out and
+        :meth:`TrialTest.hopeless` inlined, in one loop."""
+        rand, getrandbits = self.py_rng.random, self.py_rng.getrandbits
+        width, height = self.width, self.height
+        min_scale, max_scale, max_aspect_ratio = self.scales
+        ratio_floor, spread, sqrt = 1 / max_aspect_ratio, max_scale - min_scale, math.sqrt
+        bounded = bound is not None
+        lo, hi = test.area_range if bounded and bound != math.inf else (0.0, 0.0)
+        for _ in range(max_trial):
+            scale = min_scale + spread * rand()  # uniform(min_scale, max_scale)
+            square = scale * scale
+            floor = square if square > ratio_floor else ratio_floor
+            ceil = 1 / square
+            if ceil > max_aspect_ratio:
+                ceil = max_aspect_ratio
+            root = sqrt(floor + (ceil - floor) * rand())
+            crop_h, crop_w = int(height * scale / root), int(width * scale * root)
+            room_y, room_x = height - crop_h, width - crop_w
+            if room_y < 1 or room_x < 1:  # an empty randrange: its ValueError, as gluoncv's
+                self.py_rng.randrange(room_y)
+                self.py_rng.randrange(room_x)
+            bits = room_y.bit_length()  # randrange(room_y)
+            y = getrandbits(bits)
+            while y >= room_y:
+                y = getrandbits(bits)
+            bits = room_x.bit_length()
+            x = getrandbits(bits)
+            while x >= room_x:
+                x = getrandbits(bits)
+            if test is None:
+                return x, y, crop_w, crop_h
+            if bounded:
+                area = crop_w * crop_h
+                if bound == math.inf or area <= 0 or (
+                        lo / area if lo <= area else area / lo) < bound or (
+                        hi / area if hi <= area else area / hi) < bound:
+                    continue
+            if test.passes(x, y, crop_w, crop_h, lowest, highest):
+                return x, y, crop_w, crop_h
+        return None
+
+
+def _called_trials(py_rng, width, height, min_scale, max_scale, max_aspect_ratio):
+    """The trials drawn with the calls gluoncv makes (an empty ``randrange`` raises
+    ``ValueError`` as there)."""
+    while True:
+        scale = py_rng.uniform(min_scale, max_scale)
+        ratio = py_rng.uniform(max(1 / max_aspect_ratio, scale * scale),
+                               min(max_aspect_ratio, 1 / (scale * scale)))
+        # np.sqrt of a Python float and math.sqrt are the same correctly rounded root
+        root = math.sqrt(ratio)
+        crop_h, crop_w = int(height * scale / root), int(width * scale * root)
+        y = py_rng.randrange(height - crop_h)
+        x = py_rng.randrange(width - crop_w)
+        yield x, y, crop_w, crop_h
+
+
+def _inline(py_rng):
+    """Whether ``py_rng`` is CPython's generator, whose calls this Python's written-out
+    draws match (checked at import); any other generator is called as gluoncv calls it."""
+    return (py_rng is random or type(py_rng) is random.Random) and _INLINE_MATCHES
+
+
+def _inline_matches():
+    """Whether the written-out draws give the calls' crops and leave the same state: the
+    first crop, and the state after 200 trials none of which passes."""
+    never = TrialTest(np.array([[0.0, 0.0, 1.0, 1.0, 0.0]]))
+    for size in ((5000, 3000), (40, 30)):
+        written, called = random.Random(20240601), random.Random(20240601)
+        fast = CropTrials(written, *size, 0.3, 1, 2)
+        fast.inline = True
+        slow = _called_trials(called, *size, 0.3, 1, 2)
+        if fast.first_passing(1, None, 0, 1) != next(slow):
+            return False
+        fast.first_passing(200, never, 2.0, 3.0)
+        for _ in range(200):
+            next(slow)
+        if written.getstate() != called.getstate():
+            return False
+    return True
+
+
+_INLINE_MATCHES = False  # until the check below says the written-out draws match
+_INLINE_MATCHES = _inline_matches()
