@@ -431,6 +431,29 @@ def test_canvas_crop_equals_a_built_canvas():
         assert not crop[:9].any()  # the reused buffer was zeroed again
 
 
+@given(st.sampled_from([np.uint8, np.float32]), st.booleans(), st.booleans(),
+       st.booleans(), st.integers(0, 2 ** 31 - 1))
+@settings(max_examples=40, deadline=None)
+def test_canvas_crop_of_a_mirrored_view_equals_that_of_its_copy(dtype, rows, cols, shifted,
+                                                                seed):
+    # resize_crop hands mirrored views of the image to canvas_crop: their values must be
+    # those of the same image laid out forwards, to the bit
+    rng = np.random.default_rng(seed)
+    src = (random_image(rng, 23, 31) if dtype == np.uint8
+           else rng.uniform(-300, 300, (23, 31, 3)).astype(np.float32))
+    view = src[::-1 if rows else 1, ::-1 if cols else 1]
+    shift = rng.uniform(-50, 50, 3) if shifted else None
+    for _ in range(20):
+        offset = tuple(int(v) for v in rng.integers(0, 8, 2))
+        x, y = (int(v) for v in rng.integers(0, 12, 2))
+        w, h = (int(v) for v in rng.integers(1, 40, 2))
+        with crops.canvas_crop(view, (x, y, w, h), offset, shift) as got:
+            got = got.copy()
+        with crops.canvas_crop(np.ascontiguousarray(view), (x, y, w, h), offset,
+                               shift) as want:
+            np.testing.assert_array_equal(got, want)
+
+
 def position_rounding(crop, interp):
     """How far (relative to the largest value) a part of a crop resized from its end
     may be from the whole crop's resize: OpenCV rounds sample positions to float32, so

@@ -96,17 +96,45 @@ def canvas_crop(src: np.ndarray, crop: Sequence[int], offset: Sequence[int] = (0
             return
         rows, cols, src_rows, src_cols = overlap
         block, target = src[src_rows, src_cols], out[rows, cols]
-        if shift is None or not np.any(shift):
-            np.copyto(target, block, casting='unsafe')
-        else:
-            # OpenCV's pass, in float32 as numpy's, writes the strided target rows in place
-            # at twice numpy's speed (OpenCV's stubs lack its depth constants)
-            scalar = tuple(float(v) for v in np.asarray(shift, np.float32)) + (0.0,)
-            written(target, cv2.subtract(block, scalar, dst=target,
-                                         dtype=cv2.CV_32F))  # type: ignore[attr-defined]
+        _shifted_into(target, block, shift)
         yield out
         if not covered:
             target[...] = 0  # the zero buffer's contract: leave it all zeros
+
+
+#: ``cv2.flip``'s code for a block reversed along (rows, columns).
+_FLIP_CODES = {(True, False): 0, (False, True): 1, (True, True): -1}
+
+
+def _shifted_into(target, block, shift):
+    """``block - shift`` (uint8 or float32 HWC; ``block`` as it is if ``shift`` is
+    ``None`` or zeros) into the float32 ``target``.
+
+    A block read backwards (the mirrored parts of :func:`resize_crop`) costs the pass
+    several times over, in copies through numpy's strided loops: it is mirrored forwards
+    by ``cv2.flip`` first, in its own (narrower) type, moving the values unchanged.
+    """
+    reversed_axes = (block.strides[0] < 0, block.strides[1] < 0)
+    if not any(reversed_axes):
+        _shift_pass(target, block, shift)
+        return
+    forwards = block[::-1 if reversed_axes[0] else 1, ::-1 if reversed_axes[1] else 1]
+    with scratch.empty('canvas_crop.block', block.shape, block.dtype) as mirrored:
+        cv2.flip(forwards, _FLIP_CODES[reversed_axes], dst=mirrored)
+        _shift_pass(target, mirrored, shift)
+
+
+def _shift_pass(target, block, shift):
+    """``block - shift`` into ``target`` in one pass: numpy's conversion where nothing is
+    subtracted; else OpenCV's, in float32 as numpy's, which writes the strided target
+    rows in place at twice numpy's speed."""
+    if shift is None or not np.any(shift):
+        np.copyto(target, block, casting='unsafe')
+        return
+    # OpenCV's stubs lack its depth constants
+    scalar = tuple(float(v) for v in np.asarray(shift, np.float32)) + (0.0,)
+    written(target, cv2.subtract(block, scalar, dst=target,
+                                 dtype=cv2.CV_32F))  # type: ignore[attr-defined]
 
 
 def fill_shift(m: np.ndarray, fill: Sequence[float]) -> np.ndarray:
@@ -188,7 +216,11 @@ def resize_crop(src: np.ndarray, crop: Sequence[int], offset: Sequence[int],
     out[rows.stop:] = 0
     out[rows, :cols.start] = 0
     out[rows, cols.stop:] = 0
-    np.copyto(out[rows, cols], part[::-1 if y.mirrored else 1, ::-1 if x.mirrored else 1])
+    if x.mirrored or y.mirrored:  # cv2.flip: numpy's strided copy costs several times it
+        target = out[rows, cols]
+        written(target, cv2.flip(part, _FLIP_CODES[y.mirrored, x.mirrored], dst=target))
+    else:
+        np.copyto(out[rows, cols], part)
     return out
 
 
