@@ -125,12 +125,16 @@ def _preamble(facts, rows, quick):
                          'pickled, each sample\'s generators seeded, MXNet\'s once), alone: '
                          '%.2f CPU ms' % row['seeding_ms'])
         if row['case'].startswith('jpeg_loader'):
-            lines.append('%s: images/s %s%s' % (row['case'], ', '.join(
-                '%s %.1f' % item for item in row['images_per_s'].items()),
-                '; one core %.2f ms of CPU per image (1 worker; %.2f in this process: %s)'
-                % (row['one_core_ms'], row['one_core_in_process_ms'], ', '.join(
-                    '%s %.2f' % item for item in row.get('one_core_stages_ms', {}).items()))
-                if 'one_core_ms' in row else ''))
+            lines.append('%s: images/s %s; CPU per image, 1 worker %.2f ms, decode alone %.2f '
+                         'ms (%.2fx the decode)%s' % (
+                             row['case'], ', '.join('%s %.1f' % item
+                                                    for item in row['images_per_s'].items()),
+                             row['one_worker_cpu_ms'], row['decode_cpu_ms'],
+                             row['ratios']['one worker/decode'],
+                             '; in this process %.2f ms: %s; plumbing %.2f ms'
+                             % (row['in_process_ms'], ', '.join(
+                                 '%s %.2f' % item for item in row['stages_ms'].items()),
+                                row['plumbing_ms']) if 'stages_ms' in row else ''))
         if row['case'] == 'shards':
             lines.append('shards: images/s %s; raw reads %.0f records/s vs copying the shards '
                          '%.0f; opening %d shards %.1f ms'
@@ -153,6 +157,12 @@ def _preamble(facts, rows, quick):
                      'normalize; the loader cases time batches of a 2-worker DataLoader, '
                      '"batch targets": presets without targets + the batchify computing the '
                      "batch's targets")
+    if any(row['case'].startswith('jpeg_loader') for row in rows):
+        lines.append("jpeg_loader: gluonbatch and floor (decode alone) = gluonbatch.DataLoader, "
+                     "seeded; gluoncv = its dataset, preset and script batchify on MXNet's "
+                     'DataLoader; CPU per image = a 1-worker gluonbatch.DataLoader, every '
+                     'process and thread counted; plumbing = that minus the same work in '
+                     'this process')
     if any(row['case'].startswith('batch_targets') for row in rows):
         lines.append("batch_targets: ms for one batch's training targets of the boxes the "
                      'presets give: gluonbatch = the batchify\'s targets() into fresh shared '

@@ -50,8 +50,6 @@ MORE_CONTENDERS = {'loader_recycled': {'gluonbatch, recycling off'},
                    **{'transforms_loader_' + kind: LOADER_BATCH_TARGETS
                       for kind in ('ssd', 'yolo', 'center_net')},
                    **{'batch_targets_' + kind: {'gluonbatch in a worker'}
-                      for kind in ('ssd', 'yolo', 'center_net')},
-                   **{'jpeg_loader_' + kind: {'mxnet decode'}
                       for kind in ('ssd', 'yolo', 'center_net')}}
 #: Cases that time contenders of their own (no gluoncv, no floor), and their goals.
 OWN_CONTENDERS = {'seeded_loader': {'gluonbatch', 'seeded', 'mxnet', 'mxnet seeded'},
@@ -70,6 +68,12 @@ RESHARD_GOALS = [('rec/s', {'op': '>=', 'bound': 60000}), ('x', {'op': '>=', 'bo
 #: reported only), raw reads over a copy, opening 1,000 shards.
 SHARDS_GOALS = [('x', {'op': '>=', 'bound': 1.0}), ('x', None),
                 ('x', {'op': '>=', 'bound': 0.5}), ('ms', {'op': '<=', 'bound': 1000.0})]
+#: The goals of the JPEG cases: SSD300's images/s with 2 workers and CPU ms per image with 1
+#: (the other kinds report theirs without a goal).
+JPEG_GOALS = {'ssd': [{'op': '>=', 'bound': 900.0}, {'op': '<=', 'bound': 2.0}],
+              'yolo': [], 'center_net': []}
+#: The stages of SSD300's in-process split, in pipeline order.
+JPEG_STAGES = ['decode', 'draws', 'geometry', 'batch']
 #: The goals of the recycling cases.
 RECYCLING_GOALS = {'loader_recycled': [{'op': '>=', 'bound': 4}, {'op': '>=', 'bound': 3}],
                    'worker_batchify': [{'op': '<=', 'bound': 1.5}],
@@ -191,6 +195,22 @@ def check_case(case):
         assert case['seeding_ms'] > 0
     if case['case'] == 'resume':
         assert 0 < case['state_bytes'] < 1024
+    if case['case'].startswith('jpeg_loader'):  # images/s, CPU per image with 1 worker
+        kind = case['case'][len('jpeg_loader_'):]
+        assert set(case['images_per_s']) == CONTENDERS
+        assert case['one_worker_cpu_ms'] > 0 and case['decode_cpu_ms'] > 0
+        assert case['ratios']['one worker/decode'] == pytest.approx(
+            case['one_worker_cpu_ms'] / case['decode_cpu_ms'])
+        goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
+        assert goals == JPEG_GOALS[kind]
+        if kind == 'ssd':  # the in-process split, and what the worker adds (any sign)
+            assert list(case['stages_ms']) == JPEG_STAGES
+            assert all(ms > 0 for ms in case['stages_ms'].values())
+            assert case['in_process_ms'] > 0
+            assert case['plumbing_ms'] == pytest.approx(case['one_worker_cpu_ms']
+                                                        - case['in_process_ms'])
+        else:
+            assert 'stages_ms' not in case
     if case['case'] == 'webdataset':  # per record; one goal: random vs sequential reads
         assert set(case['records_per_s']) == CONTENDERS
         assert set(case['raw_read_us_per_record']) == {'random', 'in_order', 'sequential',
