@@ -11,6 +11,7 @@ import traceback
 
 import cv2
 import numpy as np
+import pytest
 import threadpoolctl
 
 from gluonbatch._core import threads
@@ -105,3 +106,31 @@ def test_libraries_loaded_after_the_call_run_on_one_thread():
     assert report['loaded'] == []
     assert report['opencv'] == 1
     assert report['openblas'] and set(report['openblas']) == {1}
+
+
+def _stack_and_count_copy_threads(samples):
+    """Stack's batch, and how many of gluonbatch's copy threads this process runs."""
+    import threading
+
+    import mxnet as mx
+
+    from gluonbatch.batchify import Stack
+
+    batch = Stack()(samples)
+    copying = sum(thread.name.startswith('gluonbatch-copy') for thread in threading.enumerate())
+    return batch, mx.nd.array([copying])
+
+
+@pytest.mark.parametrize('num_workers', [0, 1, 2])
+def test_a_worker_writes_its_batches_on_one_thread(num_workers):
+    """A batch large enough for copy threads (8 MB) is written by the worker's own thread,
+    as its OpenCV runs: the workers are the parallelism. The batches are the same."""
+    from gluonbatch import DataLoader
+
+    images = [np.full((3, 256, 256), index, np.float32) for index in range(32)]
+    loader = DataLoader(images, batch_size=32, batchify_fn=_stack_and_count_copy_threads,
+                        num_workers=num_workers)
+    (batch, copying), = list(loader)
+    np.testing.assert_array_equal(batch.asnumpy(), np.stack(images))
+    if num_workers:
+        assert copying.asscalar() == 0

@@ -27,6 +27,7 @@ from mxnet.util import set_np
 
 from .._core.pickling import close_fds, dumps_with_fds
 from .._core.threads import one_thread_per_worker
+from .._core.write import write_on_calling_thread
 from ..samplers import KeyBatch
 from ..seeded.keys import owned_generators, read_seeded
 from .channel import Reader, send
@@ -63,6 +64,7 @@ def serve(sock: socket.socket, job: Job) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
     one_thread_per_worker()
+    write_on_calling_thread()  # as OpenCV: the workers are the parallelism
     set_np(shape=job.numpy_shape, array=job.numpy_array)
     reader = Reader(sock)
     owned: Owned = {}
