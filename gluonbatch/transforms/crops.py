@@ -131,10 +131,8 @@ def _shift_pass(target, block, shift):
     if shift is None or not np.any(shift):
         np.copyto(target, block, casting='unsafe')
         return
-    # OpenCV's stubs lack its depth constants
     scalar = tuple(float(v) for v in np.asarray(shift, np.float32)) + (0.0,)
-    written(target, cv2.subtract(block, scalar, dst=target,
-                                 dtype=cv2.CV_32F))  # type: ignore[attr-defined]
+    written(target, cv2.subtract(block, scalar, dst=target, dtype=cv2.CV_32F))
 
 
 def fill_shift(m: np.ndarray, fill: Sequence[float]) -> np.ndarray:
