@@ -125,16 +125,18 @@ def _preamble(facts, rows, quick):
                          'pickled, each sample\'s generators seeded, MXNet\'s once), alone: '
                          '%.2f CPU ms' % row['seeding_ms'])
         if row['case'].startswith('jpeg_loader'):
+            stages = ''
+            if 'stages_ms' in row:
+                stages = '; in this process %.2f ms: %s; plumbing %.2f ms' % (
+                    row['in_process_ms'],
+                    ', '.join('%s %.2f' % item for item in row['stages_ms'].items()),
+                    row['plumbing_ms'])
             lines.append('%s: images/s %s; CPU per image, 1 worker %.2f ms, decode alone %.2f '
-                         'ms (%.2fx the decode)%s' % (
-                             row['case'], ', '.join('%s %.1f' % item
-                                                    for item in row['images_per_s'].items()),
-                             row['one_worker_cpu_ms'], row['decode_cpu_ms'],
-                             row['ratios']['one worker/decode'],
-                             '; in this process %.2f ms: %s; plumbing %.2f ms'
-                             % (row['in_process_ms'], ', '.join(
-                                 '%s %.2f' % item for item in row['stages_ms'].items()),
-                                row['plumbing_ms']) if 'stages_ms' in row else ''))
+                         'ms (%.2fx the decode)%s'
+                         % (row['case'], ', '.join('%s %.1f' % item
+                                                   for item in row['images_per_s'].items()),
+                            row['one_worker_cpu_ms'], row['decode_cpu_ms'],
+                            row['ratios']['one worker/decode'], stages))
         if row['case'] == 'shards':
             lines.append('shards: images/s %s; raw reads %.0f records/s vs copying the shards '
                          '%.0f; opening %d shards %.1f ms'
