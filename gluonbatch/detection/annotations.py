@@ -161,7 +161,12 @@ def decode_annotations(data: bytes) -> dict[str, Any]:
         annotations = json.loads(data)
     except (ValueError, UnicodeDecodeError) as err:
         raise ValueError('is not valid JSON: %s' % err) from None
-    if not isinstance(annotations, dict) or 'label' not in annotations:
+    return _labelled(annotations)
+
+
+def _labelled(annotations):
+    """``annotations`` if it is a mapping with a label; else ValueError ``'has no label'``."""
+    if not isinstance(annotations, Mapping) or 'label' not in annotations:
         raise ValueError('has no label')
     return annotations
 
@@ -171,8 +176,8 @@ def record_fields(annotations: Mapping[str, Any], num_class: int,
     """``(label, polygons)`` of a record's ``annotations`` (polygons None unless
     ``segmentation``), checked as far as training relies on them: the label's rows hold a
     box and a class id among ``num_class`` classes (or -1, gluoncv's no-object row), and
-    there are polygons per row. ValueError saying what is wrong, worded to follow the
-    member's name.
+    there are polygons per row (and a label at all). ValueError saying what is wrong,
+    worded to follow the member's name.
 
     >>> label, _ = record_fields({'label': [[1, 2, 3, 4, 0, 0]]}, 2, False)
     >>> label.tolist()
@@ -183,6 +188,7 @@ def record_fields(annotations: Mapping[str, Any], num_class: int,
     ValueError: has class id 5.0 in its label; the dataset has 2 classes (ids 0 to 1, or -1 \
 for no object)
     """
+    _labelled(annotations)
     try:
         label = record_label(annotations)
     except (ValueError, TypeError) as err:

@@ -87,20 +87,13 @@ def verify(path: PathLike, decode: bool = False, progress: bool = False) -> Repo
             report.insert(0, Problem('', None, str(err)))
         return report
     num_class, segmentation = len(manifest['classes']), manifest['segmentation']
+    # a record's parsed json member decodes into what the dataset gives
     rules = RecordRules(('image', 'json'), functools.partial(
-        _check_annotations, num_class=num_class, segmentation=segmentation))
+        record_fields, num_class=num_class, segmentation=segmentation))
     report = verify_shards(path, ID_COL, decode, progress, rules)
     report.extend(_class_name_problems(path, manifest['classes']))
     report.sort_by_shard()
     return report
-
-
-def _check_annotations(annotations, num_class, segmentation):
-    """ValueError if a record's parsed ``json`` member does not decode into what the
-    dataset gives; the message follows the member's name."""
-    if 'label' not in annotations:
-        raise ValueError('has no label')
-    record_fields(annotations, num_class, segmentation)
 
 
 def _class_name_problems(path, classes):
