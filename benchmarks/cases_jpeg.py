@@ -127,7 +127,7 @@ def _in_process_ms(dataset, preset, batchify, batch_size, stages):
     """CPU ms per image of decode, the preset's two steps and the batch in this process
     (every thread counted), one thread as in a worker; each stage's share appended to
     ``stages`` (name -> list): decode, draws and geometry in this thread's CPU time, the
-    batch (targets and writes, with the threads that write it) the rest."""
+    batch (targets and writes, MXNet's engine threads counted) the rest."""
     generators = global_generators()
     clock = dict.fromkeys(STAGES[:-1], 0.0)
     random.seed(0)  # every round draws the same augmentations
