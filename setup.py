@@ -2,7 +2,7 @@
 import os
 import re
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -26,6 +26,11 @@ SHARDS = ['pyarrow', 'Pillow', 'tqdm'] + JPEG
 # schedulers, a distributed cluster included), JPEGs written with Pillow.
 CURATION = ['pandas', 'dask[dataframe]', 'distributed'] + SHARDS
 
+# The constrained crop's trial loop (gluonbatch.transforms.crop_trials), compiled at install:
+# the same IEEE double arithmetic as Python's, so no fused multiply-add and no fast math.
+TRIALS = Extension('gluonbatch.transforms._trials', ['gluonbatch/transforms/_trials.c'],
+                   extra_compile_args=['-O2', '-ffp-contract=off', '-fno-fast-math'])
+
 setup(
     name='gluonbatch',
     version=re.search(r"__version__ = '([^']+)'", read('gluonbatch/__init__.py')).group(1),
@@ -33,6 +38,7 @@ setup(
     long_description=read('README.md'),
     long_description_content_type='text/markdown',
     packages=find_packages(include=['gluonbatch', 'gluonbatch.*']),
+    ext_modules=[TRIALS],
     python_requires='>=3.11',
     # threadpoolctl: the BLAS and OpenMP thread pools limited to one thread in the workers.
     install_requires=['mxnet>=1.9.1,<2', 'numpy>=1.23,<1.24', 'threadpoolctl>=3.1'],

@@ -172,6 +172,40 @@ def test_crop_draws_match_gluoncv_on_odd_labels():
         np.testing.assert_array_equal(got, want_boxes)
 
 
+@pytest.mark.filterwarnings('ignore:invalid value:RuntimeWarning')  # gluoncv's 0 / 0 IoU
+@settings(max_examples=300, deadline=None)
+@given(width=st.integers(1, 14), height=st.integers(1, 14), boxes_=st.integers(0, 3),
+       min_scale=st.sampled_from([0.0, 0.1, 0.3, 0.9, 1.0, 1.5, -0.5]),
+       max_scale=st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+       max_aspect_ratio=st.sampled_from([0, 0.5, 1, 2, 1e300]),
+       max_trial=st.sampled_from([0, 1, 50]), seed=st.integers(0, 2 ** 32 - 1))
+def test_crop_draws_match_gluoncv_on_tiny_images_and_odd_scales(
+        width, height, boxes_, min_scale, max_scale, max_aspect_ratio, max_trial, seed):
+    """Where a trial's range is empty, its size not finite or a division by zero, gluoncv
+    raises: the compiled trials hand over to Python's calls at that trial, so the same
+    error is raised with the generator in the same state; otherwise the same crop."""
+    rng = np.random.default_rng(seed)
+    label = random_label(rng, width, height, count=boxes_) if boxes_ else \
+        np.zeros((0, 5), np.float64)
+    params = dict(min_scale=min_scale, max_scale=max_scale,
+                  max_aspect_ratio=max_aspect_ratio, max_trial=max_trial)
+
+    def outcome(draw):
+        seed_all(seed)
+        try:
+            got = draw()
+        except (ValueError, ZeroDivisionError, OverflowError) as error:
+            got = type(error), str(error)
+        return got, rng_states()
+
+    want, want_state = outcome(lambda: tuple(gcv_experimental.bbox.random_crop_with_constraints(
+        label.copy(), (width, height), **params)[1]))
+    got, got_state = outcome(lambda: tuple(draws.draw_crop(label, (width, height),
+                                                           **params))[:4])
+    assert got == want
+    assert got_state == want_state
+
+
 @pytest.mark.parametrize('dtype', ['float64', 'float32', 'float16', 'int64'])
 def test_skipped_trials_are_only_trials_that_fail(dtype):
     """The area bound never skips a crop that passes, down to crops whose IoU equals
@@ -202,12 +236,12 @@ def test_skipped_trials_are_only_trials_that_fail(dtype):
 
 
 def test_crop_draws_with_injected_generators_match_the_globals():
-    """A random.Random / RandomState draws what the global generators draw (the inlined
-    Python draws and the called ones agree), and leaves the globals alone."""
+    """A random.Random / RandomState draws what the global generators draw (the compiled
+    draws and the called ones agree), and leaves the globals alone."""
     rng = np.random.default_rng(4)
 
     class Subclassed(random.Random):
-        """Not inlined: called as gluoncv calls the module."""
+        """Not compiled: called as gluoncv calls the module."""
 
     for seed in range(100):
         label = random_label(rng, 400, 300)

@@ -3,18 +3,19 @@ drawing them (:class:`CropTrials`) and testing each against an IoU constraint
 (:class:`TrialTest`), exactly as gluoncv's ``random_crop_with_constraints`` does.
 
 A sample draws some 250 trials, most of which cannot pass; each is drawn all the same, so
-that the generator ends where gluoncv's does. With CPython's own generator the draws are
-written out (``uniform`` and ``randrange``, rejection sampling on ``getrandbits``) in one
-loop with the area bound, which is checked at import to draw what the calls draw.
+that the generator ends where gluoncv's does. With CPython's own generator they run
+compiled, with the area bound, in one loop for every constraint; it is checked at import to
+draw what the calls draw.
 """
 import itertools
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Sequence
 
 import numpy as np
 
 from .._core.typing import PythonRandom
+from . import _trials
 
 __all__ = ['TrialTest', 'CropTrials']
 
@@ -101,83 +102,84 @@ class TrialTest:
 
 
 class CropTrials:
-    """The endless trial crops ``(x, y, w, h)`` of a ``width`` x ``height`` image, drawn
-    from ``py_rng`` as gluoncv draws them, taken a constraint at a time.
+    """The trial crops ``(x, y, w, h)`` of a ``width`` x ``height`` image, drawn from
+    ``py_rng`` as gluoncv draws them, a constraint at a time.
+
+    With CPython's own generator the trials run compiled (``_trials.c``): from the
+    generator's state (``getstate``), the same numbers, the same double arithmetic, and the
+    state handed back (``setstate``). A trial the compiled loop cannot draw as Python would
+    (a size that is not finite, a range that is empty) is drawn by the calls gluoncv makes,
+    from there on: they raise what gluoncv's raise. Any other generator is called as
+    gluoncv calls it.
 
     Examples
     --------
     >>> trials = CropTrials(random.Random(3), 64, 48, 0.3, 1, 2)
-    >>> trials.first_passing(50, None, 0, 1)  # no boxes: the first crop drawn
-    (29, 11, 34, 19)
+    >>> trials.passing([(0, 1)], 50, None)  # no boxes: the first crop drawn
+    [(29, 11, 34, 19)]
     """
 
     def __init__(self, py_rng: PythonRandom, width: int, height: int, min_scale: float,
                  max_scale: float, max_aspect_ratio: float) -> None:
         self.py_rng, self.width, self.height = py_rng, width, height
         self.scales = min_scale, max_scale, max_aspect_ratio
-        self.inline = _inline(py_rng)
-        # the calls' generator, where the draws are not written out
-        self.called: Iterator[tuple[int, int, int, int]] = iter(()) if self.inline else \
-            _called_trials(py_rng, width, height, *self.scales)
+        # what the compiled loop takes: integer sides of 1 to 2**31 - 1
+        self.compiled = _compiled(py_rng) and all(
+            isinstance(side, (int, np.integer)) and 1 <= side < 2 ** 31 for side in (width, height))
 
-    def first_passing(self, max_trial: int, test: TrialTest | None, lowest: float,
-                      highest: float) -> tuple[int, int, int, int] | None:
-        """The first of the next ``max_trial`` crops with ``lowest <= IoU <= highest`` for
-        every box of ``test`` (the first crop where ``test`` is None: no boxes), or None.
-        Trials that cannot pass (:meth:`TrialTest.hopeless`) are drawn but not tested."""
-        bound = None if test is None else test.threshold(lowest)
-        if self.inline:
-            return self._inline_pass(max_trial, test, bound, lowest, highest)
-        for x, y, w, h in itertools.islice(self.called, max_trial):
-            if test is None:
-                return x, y, w, h
-            if bound is not None and test.hopeless(w * h, bound):
-                continue
-            if test.passes(x, y, w, h, lowest, highest):
-                return x, y, w, h
-        return None
+    def passing(self, constraints: Sequence[tuple[float, float]], max_trial: int,
+                test: TrialTest | None) -> list[tuple[int, int, int, int] | None]:
+        """For each ``(lowest, highest)`` of ``constraints`` in turn, the first of the next
+        ``max_trial`` crops with ``lowest <= IoU <= highest`` for every box of ``test``, or
+        None. Where ``test`` is None (no boxes), the first crop drawn ends the list. Trials
+        that cannot pass (:meth:`TrialTest.hopeless`) are drawn but not tested."""
+        bounds = [None if test is None else test.threshold(lowest) for lowest, _ in constraints]
+        found: list[tuple[int, int, int, int] | None] = []
+        start, done = 0, 0  # where the calls take over: the constraint, its trials drawn
+        if self.compiled:
+            found, stopped = self._run_compiled(constraints, bounds, max_trial, test)
+            if stopped is None:
+                return found
+            start, done = stopped
+        called = _called_trials(self.py_rng, self.width, self.height, *self.scales)
+        for number in range(start, len(constraints)):
+            lowest, highest = constraints[number]
+            crop = _first_called(called, max_trial - (done if number == start else 0), test,
+                                 bounds[number], lowest, highest)
+            found.append(crop)
+            if test is None and crop is not None:
+                break
+        return found
 
-    def _inline_pass(self, max_trial, test, bound, lowest, highest):
-        """:meth:`first_passing` for CPython's generator: the calls written out and
-        :meth:`TrialTest.hopeless` inlined, in one loop."""
-        rand, getrandbits = self.py_rng.random, self.py_rng.getrandbits
-        width, height = self.width, self.height
-        min_scale, max_scale, max_aspect_ratio = self.scales
-        ratio_floor, spread, sqrt = 1 / max_aspect_ratio, max_scale - min_scale, math.sqrt
-        bounded = bound is not None
-        lo, hi = test.area_range if bounded and bound != math.inf else (0.0, 0.0)
-        for _ in range(max_trial):
-            scale = min_scale + spread * rand()  # uniform(min_scale, max_scale)
-            square = scale * scale
-            floor = square if square > ratio_floor else ratio_floor
-            ceil = 1 / square
-            if ceil > max_aspect_ratio:
-                ceil = max_aspect_ratio
-            root = sqrt(floor + (ceil - floor) * rand())
-            crop_h, crop_w = int(height * scale / root), int(width * scale * root)
-            room_y, room_x = height - crop_h, width - crop_w
-            if room_y < 1 or room_x < 1:  # an empty randrange: its ValueError, as gluoncv's
-                self.py_rng.randrange(room_y)
-                self.py_rng.randrange(room_x)
-            bits = room_y.bit_length()  # randrange(room_y)
-            y = getrandbits(bits)
-            while y >= room_y:
-                y = getrandbits(bits)
-            bits = room_x.bit_length()
-            x = getrandbits(bits)
-            while x >= room_x:
-                x = getrandbits(bits)
-            if test is None:
-                return x, y, crop_w, crop_h
-            if bounded:
-                area = crop_w * crop_h
-                if bound == math.inf or area <= 0 or (
-                        lo / area if lo <= area else area / lo) < bound or (
-                        hi / area if hi <= area else area / hi) < bound:
-                    continue
-            if test.passes(x, y, crop_w, crop_h, lowest, highest):
-                return x, y, crop_w, crop_h
-        return None
+    def _run_compiled(self, constraints, bounds, max_trial, test):
+        """The compiled loop's crops and where it stopped (see ``_trials.c``); the
+        generator's state is handed back either way. Boxes with finite coordinates and
+        areas are tested in C, others by :meth:`TrialTest.passes`."""
+        boxes, area_range, passes = None, (0.0, 0.0), None
+        if test is not None and test.fast:
+            boxes = [value for box in test.boxes for value in box]
+            area_range = (0.0, 0.0) if test.empty_box else test.area_range
+        elif test is not None:
+            passes = test.passes
+        version, state, gauss = self.py_rng.getstate()
+        runs = [(max_trial, lowest, highest, math.nan if bound is None else bound)
+                for (lowest, highest), bound in zip(constraints, bounds)]
+        state, found, stopped = _trials.run(state, self.width, self.height, *self.scales,
+                                            runs, boxes, *area_range, passes)
+        self.py_rng.setstate((version, state, gauss))
+        return found, stopped
+
+
+def _first_called(called, max_trial, test, bound, lowest, highest):
+    """:meth:`CropTrials.passing`'s answer for one constraint, from the calls' trials."""
+    for x, y, w, h in itertools.islice(called, max_trial):
+        if test is None:
+            return x, y, w, h
+        if bound is not None and test.hopeless(w * h, bound):
+            continue
+        if test.passes(x, y, w, h, lowest, highest):
+            return x, y, w, h
+    return None
 
 
 def _called_trials(py_rng, width, height, min_scale, max_scale, max_aspect_ratio):
@@ -195,30 +197,32 @@ def _called_trials(py_rng, width, height, min_scale, max_scale, max_aspect_ratio
         yield x, y, crop_w, crop_h
 
 
-def _inline(py_rng):
-    """Whether ``py_rng`` is CPython's generator, whose calls this Python's written-out
-    draws match (checked at import); any other generator is called as gluoncv calls it."""
-    return (py_rng is random or type(py_rng) is random.Random) and _INLINE_MATCHES
+def _compiled(py_rng):
+    """Whether ``py_rng`` is CPython's generator, whose draws the compiled loop matches
+    (checked at import); any other generator is called as gluoncv calls it."""
+    return (py_rng is random or type(py_rng) is random.Random) and _COMPILED_MATCHES
 
 
-def _inline_matches():
-    """Whether the written-out draws give the calls' crops and leave the same state: the
+def _compiled_matches():
+    """Whether the compiled loop gives the calls' crops and leaves the same state: the
     first crop, and the state after 200 trials none of which passes."""
     never = TrialTest(np.array([[0.0, 0.0, 1.0, 1.0, 0.0]]))
+    if random.Random().getstate()[0] != 3:  # another layout of the state
+        return False
     for size in ((5000, 3000), (40, 30)):
-        written, called = random.Random(20240601), random.Random(20240601)
-        fast = CropTrials(written, *size, 0.3, 1, 2)
-        fast.inline = True
+        compiled, called = random.Random(20240601), random.Random(20240601)
+        fast = CropTrials(compiled, *size, 0.3, 1, 2)
+        fast.compiled = True
         slow = _called_trials(called, *size, 0.3, 1, 2)
-        if fast.first_passing(1, None, 0, 1) != next(slow):
+        if fast.passing([(0, 1)], 1, None) != [next(slow)]:
             return False
-        fast.first_passing(200, never, 2.0, 3.0)
+        fast.passing([(2.0, 3.0)], 200, never)
         for _ in range(200):
             next(slow)
-        if written.getstate() != called.getstate():
+        if compiled.getstate() != called.getstate():
             return False
     return True
 
 
-_INLINE_MATCHES = False  # until the check below says the written-out draws match
-_INLINE_MATCHES = _inline_matches()
+_COMPILED_MATCHES = False  # until the check below says the compiled loop matches
+_COMPILED_MATCHES = _compiled_matches()

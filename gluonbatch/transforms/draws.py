@@ -181,16 +181,12 @@ def draw_crop(label: np.ndarray, size: Sequence[int], py_rng: PythonRandom | Non
     width, height = size
     trials = CropTrials(py_rng, width, height, min_scale, max_scale, max_aspect_ratio)
     test = TrialTest(label) if len(label) else None
-    passed = [(0, 0, width, height)]
-    for lowest, highest in CROP_CONSTRAINTS if constraints is None else constraints:
-        lowest = -np.inf if lowest is None else lowest
-        highest = np.inf if highest is None else highest
-        found = trials.first_passing(max_trial, test, lowest, highest)
-        if test is None and found is not None:  # no boxes: gluoncv keeps the first crop
-            return Crop(*found, False)
-        if found is not None:
-            passed.append(found)
-    return _pick(passed, label, (width, height), np_rng)
+    bounds = [(-np.inf if lowest is None else lowest, np.inf if highest is None else highest)
+              for lowest, highest in (CROP_CONSTRAINTS if constraints is None else constraints)]
+    found = [crop for crop in trials.passing(bounds, max_trial, test) if crop is not None]
+    if test is None and found:  # no boxes: gluoncv keeps the first crop
+        return Crop(*found[0], False)
+    return _pick([(0, 0, width, height)] + found, label, (width, height), np_rng)
 
 
 def _pick(passed, label, size, np_rng):

@@ -1,0 +1,304 @@
+/* The trial loop of gluoncv's constrained crop, compiled: see crop_trials.py.
+ *
+ * CPython's random.Random is the 32-bit Mersenne Twister (MT19937). Given the state that
+ * random.Random.getstate() reports, this module draws the very numbers random() and
+ * getrandbits() would, runs the trials of every constraint with IEEE double arithmetic in
+ * the order the Python code uses (built with -ffp-contract=off: no fused multiply-add), and
+ * hands back the state for setstate(). A trial it cannot draw exactly as Python would (a
+ * size that is not finite or not small, a range that is empty) is left undrawn: the caller
+ * goes on with Python's calls from there, which raise what gluoncv's raise.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+
+#define WORDS 624
+#define SHIFT 397
+
+typedef struct {
+    uint32_t word[WORDS];
+    int next; /* index of the next word to temper; WORDS: twist first */
+} Twister;
+
+static void twist(Twister *t)
+{
+    for (int k = 0; k < WORDS; k++) {
+        uint32_t joined = (t->word[k] & 0x80000000U) | (t->word[(k + 1) % WORDS] & 0x7fffffffU);
+        uint32_t mixed = t->word[(k + SHIFT) % WORDS] ^ (joined >> 1);
+        t->word[k] = (joined & 1U) ? mixed ^ 0x9908b0dfU : mixed;
+    }
+    t->next = 0;
+}
+
+static uint32_t next_word(Twister *t)
+{
+    if (t->next >= WORDS)
+        twist(t);
+    uint32_t y = t->word[t->next++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680U;
+    y ^= (y << 15) & 0xefc60000U;
+    y ^= y >> 18;
+    return y;
+}
+
+/* random.random(): 53 random bits, from two words. */
+static double next_double(Twister *t)
+{
+    uint32_t high = next_word(t) >> 5, low = next_word(t) >> 6;
+    return (high * 67108864.0 + low) * (1.0 / 9007199254740992.0);
+}
+
+/* random.randrange(n) for 1 <= n < 2**32: getrandbits(n.bit_length()), rejected until
+ * below n. */
+static int64_t next_below(Twister *t, int64_t n)
+{
+    int bits = 0;
+    for (int64_t rest = n; rest; rest >>= 1)
+        bits++;
+    uint32_t drawn;
+    do {
+        drawn = next_word(t) >> (32 - bits);
+    } while ((int64_t)drawn >= n);
+    return (int64_t)drawn;
+}
+
+static int read_state(PyObject *state, Twister *t)
+{
+    PyObject *items = PySequence_Fast(state, "the generator's state must be a tuple");
+    if (items == NULL)
+        return -1;
+    if (PySequence_Fast_GET_SIZE(items) != WORDS + 1) {
+        Py_DECREF(items);
+        PyErr_SetString(PyExc_ValueError, "the generator's state must hold 625 numbers");
+        return -1;
+    }
+    PyObject **values = PySequence_Fast_ITEMS(items);
+    for (int k = 0; k <= WORDS; k++) {
+        unsigned long value = PyLong_AsUnsignedLong(values[k]);
+        if (value == (unsigned long)-1 && PyErr_Occurred()) {
+            Py_DECREF(items);
+            return -1;
+        }
+        if (k < WORDS) {
+            t->word[k] = (uint32_t)value;
+        } else if (value > WORDS) {
+            Py_DECREF(items);
+            PyErr_SetString(PyExc_ValueError, "the generator's state has an index past 624");
+            return -1;
+        } else {
+            t->next = (int)value;
+        }
+    }
+    Py_DECREF(items);
+    return 0;
+}
+
+static PyObject *state_tuple(const Twister *t)
+{
+    PyObject *state = PyTuple_New(WORDS + 1);
+    if (state == NULL)
+        return NULL;
+    for (int k = 0; k <= WORDS; k++) {
+        PyObject *value = PyLong_FromUnsignedLong(k < WORDS ? t->word[k] : (unsigned long)t->next);
+        if (value == NULL) {
+            Py_DECREF(state);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(state, k, value);
+    }
+    return state;
+}
+
+typedef struct {
+    const double *box; /* x0, y0, x1, y1, area per box; NULL: the test is test_call */
+    Py_ssize_t count;
+    PyObject *test_call; /* test(x, y, w, h, lowest, highest) -> bool, or NULL */
+    double area_low, area_high;
+} Test;
+
+static double nearness(double box_area, double area)
+{
+    return box_area <= area ? box_area / area : area / box_area;
+}
+
+/* 1: every box's IoU with the crop is within [lowest, highest]; 0: not; -1: error. */
+static int crop_passes(const Test *test, int64_t x, int64_t y, int64_t w, int64_t h,
+                       double lowest, double highest)
+{
+    if (test->box == NULL) {
+        PyObject *answer = PyObject_CallFunction(test->test_call, "LLLLdd", (long long)x,
+                                                 (long long)y, (long long)w, (long long)h,
+                                                 lowest, highest);
+        if (answer == NULL)
+            return -1;
+        int passes = PyObject_IsTrue(answer);
+        Py_DECREF(answer);
+        return passes;
+    }
+    double left = (double)x, top = (double)y;
+    double right = (double)(x + w), bottom = (double)(y + h), crop_area = (double)(w * h);
+    for (Py_ssize_t k = 0; k < test->count; k++) {
+        const double *b = test->box + 5 * k;
+        double inner_left = b[0] > left ? b[0] : left;
+        double inner_top = b[1] > top ? b[1] : top;
+        double inner_right = b[2] < right ? b[2] : right;
+        double inner_bottom = b[3] < bottom ? b[3] : bottom;
+        double overlap = (inner_left < inner_right && inner_top < inner_bottom)
+                             ? (inner_right - inner_left) * (inner_bottom - inner_top) : 0.0;
+        double union_area = b[4] + crop_area - overlap;
+        double iou = union_area != 0 ? overlap / union_area : NAN;
+        if (!(lowest <= iou && iou <= highest))
+            return 0;
+    }
+    return 1;
+}
+
+/* The image's sides, and a crop's (whose area then stays exact in a double), that this
+ * loop takes: Python's ints are unbounded, these are not. */
+#define LARGEST_SIDE 2147483647.0
+#define LARGEST_CROP 67108864.0
+
+static PyObject *run(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *state, *passes, *boxes, *test_call;
+    long long width, height;
+    double min_scale, max_scale, max_ratio, area_low, area_high;
+    if (!PyArg_ParseTuple(args, "OLLdddOOddO", &state, &width, &height, &min_scale,
+                          &max_scale, &max_ratio, &passes, &boxes, &area_low, &area_high,
+                          &test_call))
+        return NULL;
+    if (width < 1 || height < 1 || width > LARGEST_SIDE || height > LARGEST_SIDE) {
+        PyErr_SetString(PyExc_ValueError, "the image's sides must be 1 to 2**31 - 1");
+        return NULL;
+    }
+    Twister twister;
+    if (read_state(state, &twister) < 0)
+        return NULL;
+
+    Test test = {NULL, 0, test_call == Py_None ? NULL : test_call, area_low, area_high};
+    double *box_values = NULL;
+    if (boxes != Py_None) {
+        PyObject *items = PySequence_Fast(boxes, "boxes must be a sequence of floats");
+        if (items == NULL)
+            return NULL;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+        box_values = PyMem_New(double, n > 0 ? n : 1);
+        if (box_values == NULL) {
+            Py_DECREF(items);
+            return PyErr_NoMemory();
+        }
+        for (Py_ssize_t k = 0; k < n; k++) {
+            box_values[k] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(items, k));
+            if (box_values[k] == -1.0 && PyErr_Occurred()) {
+                Py_DECREF(items);
+                PyMem_Free(box_values);
+                return NULL;
+            }
+        }
+        Py_DECREF(items);
+        test.box = box_values;
+        test.count = n / 5;
+    }
+    int no_boxes = test.box == NULL && test.test_call == NULL;
+
+    PyObject *found = PyList_New(0), *stopped = Py_NewRef(Py_None), *result = NULL;
+    PyObject *pass_list = PySequence_Fast(passes, "passes must be a sequence");
+    if (found == NULL || pass_list == NULL)
+        goto done;
+    double ratio_floor = 1 / max_ratio, spread = max_scale - min_scale;
+    Py_ssize_t pass_count = PySequence_Fast_GET_SIZE(pass_list);
+    for (Py_ssize_t p = 0; p < pass_count && stopped == Py_None; p++) {
+        long long max_trial;
+        double lowest, highest, bound;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(pass_list, p), "Lddd", &max_trial,
+                              &lowest, &highest, &bound))
+            goto done;
+        int bounded = !isnan(bound);
+        PyObject *crop = NULL;
+        for (long long trial = 0; trial < max_trial; trial++) {
+            Twister before = twister;
+            double scale = min_scale + spread * next_double(&twister);
+            double square = scale * scale;
+            double floor_ = square > ratio_floor ? square : ratio_floor;
+            double ceil_ = square != 0 ? 1 / square : INFINITY;
+            if (ceil_ > max_ratio)
+                ceil_ = max_ratio;
+            double root = sqrt(floor_ + (ceil_ - floor_) * next_double(&twister));
+            double crop_h_real = height * scale / root, crop_w_real = width * scale * root;
+            int drawable = square != 0 && max_ratio != 0 && fabs(crop_h_real) < LARGEST_CROP
+                           && fabs(crop_w_real) < LARGEST_CROP;
+            int64_t crop_h = drawable ? (int64_t)crop_h_real : 0;
+            int64_t crop_w = drawable ? (int64_t)crop_w_real : 0;
+            int64_t room_y = height - crop_h, room_x = width - crop_w;
+            if (!drawable || room_y < 1 || room_x < 1 || room_y > 4294967295LL
+                    || room_x > 4294967295LL) {
+                /* Python raises here, or draws what this cannot: its turn, from here */
+                twister = before;
+                Py_DECREF(stopped);
+                stopped = Py_BuildValue("nL", p, trial);
+                if (stopped == NULL)
+                    goto done;
+                break;
+            }
+            int64_t y = next_below(&twister, room_y), x = next_below(&twister, room_x);
+            if (!no_boxes) {
+                if (bounded) {
+                    double area = (double)(crop_w * crop_h);
+                    if (isinf(bound) || area <= 0 || nearness(test.area_low, area) < bound
+                            || nearness(test.area_high, area) < bound)
+                        continue;
+                }
+                int passes_ = crop_passes(&test, x, y, crop_w, crop_h, lowest, highest);
+                if (passes_ < 0)
+                    goto done;
+                if (!passes_)
+                    continue;
+            }
+            crop = Py_BuildValue("(LLLL)", (long long)x, (long long)y, (long long)crop_w,
+                                 (long long)crop_h);
+            if (crop == NULL)
+                goto done;
+            break;
+        }
+        if (stopped != Py_None)
+            break;
+        if (PyList_Append(found, crop != NULL ? crop : Py_None) < 0) {
+            Py_XDECREF(crop);
+            goto done;
+        }
+        Py_XDECREF(crop);
+        if (no_boxes && crop != NULL)
+            break; /* gluoncv keeps the first crop drawn */
+    }
+    PyObject *new_state = state_tuple(&twister);
+    if (new_state != NULL)
+        result = Py_BuildValue("NOO", new_state, found, stopped);
+done:
+    Py_XDECREF(pass_list);
+    Py_XDECREF(found);
+    Py_XDECREF(stopped);
+    PyMem_Free(box_values);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"run", run, METH_VARARGS,
+     "run(state, width, height, min_scale, max_scale, max_aspect_ratio, passes, boxes, "
+     "area_low, area_high, test) -> (state, found, stopped)\n\n"
+     "The constrained crop's trials from the generator's state; see "
+     "gluonbatch.transforms.crop_trials."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_trials",
+    "The constrained crop's trial loop, compiled (gluonbatch.transforms.crop_trials).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__trials(void)
+{
+    return PyModule_Create(&module);
+}
