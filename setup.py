@@ -26,10 +26,18 @@ SHARDS = ['pyarrow', 'Pillow', 'tqdm'] + JPEG
 # schedulers, a distributed cluster included), JPEGs written with Pillow.
 CURATION = ['pandas', 'dask[dataframe]', 'distributed'] + SHARDS
 
-# The constrained crop's trial loop (gluonbatch.transforms.crop_trials), compiled at install:
-# the same IEEE double arithmetic as Python's, so no fused multiply-add and no fast math.
-TRIALS = Extension('gluonbatch.transforms._trials', ['gluonbatch/transforms/_trials.c'],
-                   extra_compile_args=['-O2', '-ffp-contract=off', '-fno-fast-math'])
+# Compiled at install: the constrained crop's trial loop (gluonbatch.transforms.crop_trials)
+# and the SSD matching (gluonbatch.targets.ssd). Each repeats Python's or MXNet's
+# arithmetic bit for bit: no fused multiply-add, no fast math. Without traps for floating
+# point exceptions (which nothing here enables), loops of selects vectorize; the values
+# are the same.
+EXACT = ['-O3', '-ffp-contract=off', '-fno-fast-math', '-fno-trapping-math']
+EXTENSIONS = [
+    Extension('gluonbatch.transforms._trials', ['gluonbatch/transforms/_trials.c'],
+              extra_compile_args=EXACT),
+    Extension('gluonbatch.targets._ssd_match', ['gluonbatch/targets/_ssd_match.c'],
+              extra_compile_args=EXACT),
+]
 
 setup(
     name='gluonbatch',
@@ -38,7 +46,7 @@ setup(
     long_description=read('README.md'),
     long_description_content_type='text/markdown',
     packages=find_packages(include=['gluonbatch', 'gluonbatch.*']),
-    ext_modules=[TRIALS],
+    ext_modules=EXTENSIONS,
     python_requires='>=3.11',
     # threadpoolctl: the BLAS and OpenMP thread pools limited to one thread in the workers.
     install_requires=['mxnet>=1.9.1,<2', 'numpy>=1.23,<1.24', 'threadpoolctl>=3.1'],

@@ -269,6 +269,33 @@ def test_ssd_core_functions():
         ssd_match(ious.copy(), valid=np.zeros((1, 3), bool)), [[-1, -1, -1]])
 
 
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), iou_thresh=st.sampled_from([0.0, 0.3, 0.5, 1.0]))
+def test_ssd_compiled_matching_equals_the_numpy_definition(data, iou_thresh):
+    """Finite boxes are matched in C; ``ssd_match`` on ``box_iou`` is the definition. Boxes
+    on a small integer grid of anchors make many exact ties (equal IoUs, boxes equal to
+    anchors, duplicates), padding rows come anywhere, and a box id shows its match."""
+    grid = np.array([[x, y, x + w, y + h] for x in range(0, 6, 2) for y in range(0, 6, 3)
+                     for w, h in ((2, 2), (4, 2), (3, 5))], np.float32)
+    corner = st.integers(-2, 8).map(float)
+    batch = data.draw(st.integers(1, 4))
+    count = data.draw(st.integers(1, 7))
+    boxes = np.array(data.draw(st.lists(st.lists(corner, min_size=4, max_size=4),
+                                        min_size=batch * count, max_size=batch * count)),
+                     np.float32).reshape(batch, count, 4)
+    valid = np.array(data.draw(st.lists(st.booleans(), min_size=batch * count,
+                                        max_size=batch * count)), bool).reshape(batch, count)
+    ids = np.broadcast_to(np.arange(count, dtype=np.float32), (batch, count))
+    # SSDTargets takes centre-format anchors and turns them into these corners
+    centres = np.stack([(grid[:, 0] + grid[:, 2]) / 2, (grid[:, 1] + grid[:, 3]) / 2,
+                        grid[:, 2] - grid[:, 0], grid[:, 3] - grid[:, 1]], 1)
+    generator = SSDTargets(centres, iou_thresh=iou_thresh)
+    np.testing.assert_array_equal(generator.anchor_corners, grid)
+    cls_targets, _ = generator.compute(boxes, ids, valid)
+    match = ssd_match(box_iou(grid, boxes), iou_thresh, valid)
+    np.testing.assert_array_equal(cls_targets, np.where(match >= 0, match + 1, 0))
+
+
 def test_ssd_iou_is_mxnets_with_awkward_boxes():
     """The IoU SSD, YOLOv3 and RPN share, in SSD's batch layout: MXNet's bits also for
     NaN, infinite, inverted, empty and overflowing boxes."""

@@ -113,9 +113,25 @@ class AnchorSet:
         """
         box_cols = [boxes[..., k, np.newaxis] for k in range(4)]    # (..., M, 1) each
         box_area = box_areas(*box_cols)
-        if self.regular and np.all(np.isfinite(boxes)) and np.all(np.isfinite(box_area)):
+        if self._finite(boxes, box_area):
             return _iou_finite(self.rows, self.areas, box_cols, box_area)
         return _iou_literal(self.rows, self.areas, box_cols, box_area)
+
+    def finite(self, boxes: np.ndarray) -> bool:
+        """Whether every IoU of ``boxes`` (float32 corners) with these anchors is finite
+        and within [0, 1]: finite boxes of finite area, and :attr:`regular` anchors.
+
+        >>> anchors = AnchorSet([[0, 0, 4, 4]])
+        >>> anchors.finite(np.array([[0, 0, 1, 1]], np.float32))
+        True
+        >>> anchors.finite(np.array([[0, 0, np.inf, 1]], np.float32))
+        False
+        """
+        return self._finite(boxes, box_areas(*(boxes[..., k] for k in range(4))))
+
+    def _finite(self, boxes, box_area):
+        return self.regular and bool(np.all(np.isfinite(boxes))) and bool(
+            np.all(np.isfinite(box_area)))
 
 
 def box_iou(anchors: ArrayLike, boxes: ArrayLike) -> np.ndarray:

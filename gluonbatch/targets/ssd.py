@@ -21,6 +21,10 @@ What gluoncv does, and this module reproduces step by step in float32:
    ``box_targets`` are the normalized center offsets ``((gx - ax) / aw / std0, ...,
    log(gw / aw) / std2, ...)`` of the matched box, 0 elsewhere.
 
+For finite boxes of finite area (the usual case), steps 1-3 run compiled
+(``_ssd_match.c``), a sample at a time; :func:`ssd_match` on :func:`box_iou`, in numpy, is
+their definition, and matches the rest (NaN or infinite IoUs).
+
 Every value is bit-identical to gluoncv's. The ``log`` of the size ratios is MXNet's own
 float32 ``log`` operator, called once per batch on the positives' ratios: a
 correctly rounded logarithm differs from it in the last place for about one value in 200,
@@ -48,6 +52,7 @@ from numpy.typing import ArrayLike
 from .._core.alloc import legacy_mode
 from .._core.native import fill_zero
 from .._core.inputs import as_numpy, label_array
+from . import _ssd_match
 from .iou import AnchorSet
 from .._core.typing import NDArray
 from .labels import Label, Labels, label_batch
@@ -351,11 +356,26 @@ class SSDTargets:
             box_out[pb, pn, 3] = logs[:, 1] / self._stds[3]
         return cls_out, box_out
 
+    def _match_compiled(self, boxes, valid):
+        """:func:`ssd_match` of the IoUs of ``boxes`` (finite, of finite area), computed
+        and matched in C (``_ssd_match.c``): the same matches, without the IoU matrix of
+        the whole group in memory."""
+        batch, num_boxes = boxes.shape[:2]
+        match = np.empty((batch, self.num_anchors), np.int64)
+        _ssd_match.ssd_match(self._anchor_set.rows, self._anchor_set.areas,
+                             np.ascontiguousarray(boxes, np.float32),
+                             None if valid is None else np.ascontiguousarray(valid, bool),
+                             self._iou_thresh, batch, num_boxes, self.num_anchors, match)
+        return match
+
     def _encode(self, boxes, ids, valid, cls_out, box_out):
         """Match a group of samples and write its positives (outputs already zeroed) but for
         the log-size columns; returns their samples, anchors and size ratios."""
-        ious = self._anchor_set.iou(boxes)
-        match = ssd_match(ious, self._iou_thresh, valid)
+        anchors = self._anchor_set
+        if anchors.finite(boxes):
+            match = self._match_compiled(boxes, valid)
+        else:  # nan or infinite IoUs: numpy's order of them, as MXNet's
+            match = ssd_match(anchors.iou(boxes), self._iou_thresh, valid)
         pb, pn = np.nonzero(match >= 0)
         pm = match[pb, pn]
         # MultiClassEncoder: class + 1 for positives (float32), 0 for negatives
