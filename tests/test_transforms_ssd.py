@@ -206,6 +206,34 @@ def test_crop_draws_match_gluoncv_on_tiny_images_and_odd_scales(
     assert got_state == want_state
 
 
+def test_crops_drawn_in_threads_from_one_generator_are_draws_of_their_own():
+    """Two threads drawing crops from Python's global generator, switching as often as
+    the interpreter can: every call is one draw (the compiled trials read and set the
+    generator's state with no Python code between), so together they draw the crops one
+    thread draws in as many calls, none twice."""
+    label, size, calls = np.zeros((0, 5)), (640, 480), 3000
+    random.seed(7)
+    want = sorted(tuple(draws.draw_crop(label, size))[:4] for _ in range(2 * calls))
+    random.seed(7)
+    got, start = [], threading.Barrier(2)
+
+    def draw():
+        start.wait()
+        got.extend([tuple(draws.draw_crop(label, size))[:4] for _ in range(calls)])
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=draw) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert sorted(got) == want
+
+
 @pytest.mark.parametrize('dtype', ['float64', 'float32', 'float16', 'int64'])
 def test_skipped_trials_are_only_trials_that_fail(dtype):
     """The area bound never skips a crop that passes, down to crops whose IoU equals

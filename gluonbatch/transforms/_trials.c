@@ -1,12 +1,14 @@
 /* The trial loop of gluoncv's constrained crop, compiled: see crop_trials.py.
  *
- * CPython's random.Random is the 32-bit Mersenne Twister (MT19937). Given the state that
- * random.Random.getstate() reports, this module draws the very numbers random() and
+ * CPython's random.Random is the 32-bit Mersenne Twister (MT19937). This module reads a
+ * generator's state through _random.Random.getstate, draws the very numbers random() and
  * getrandbits() would, runs the trials of every constraint with IEEE double arithmetic in
  * the order the Python code uses (built with -ffp-contract=off: no fused multiply-add), and
- * hands back the state for setstate(). A trial it cannot draw exactly as Python would (a
- * size that is not finite or not small, a range that is empty) is left undrawn: the caller
- * goes on with Python's calls from there, which raise what gluoncv's raise.
+ * sets the state it ends in through _random.Random.setstate. No Python code runs in
+ * between, so no other thread draws from the generator meanwhile: the call is one draw.
+ * A trial it cannot draw exactly as Python would (a size that is not finite or not small,
+ * a range that is empty) is left undrawn: the caller goes on with Python's calls from
+ * there, which raise what gluoncv's raise.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -64,9 +66,17 @@ static int64_t next_below(Twister *t, int64_t n)
     return (int64_t)drawn;
 }
 
-static int read_state(PyObject *state, Twister *t)
+/* _random.Random's own getstate and setstate: a subclass's, or random.Random's (which
+ * wraps them in Python), would run Python code, and let other threads draw meanwhile. */
+static PyObject *base_getstate, *base_setstate;
+
+static int read_state(PyObject *rng, Twister *t)
 {
+    PyObject *state = PyObject_CallOneArg(base_getstate, rng);
+    if (state == NULL)
+        return -1;
     PyObject *items = PySequence_Fast(state, "the generator's state must be a tuple");
+    Py_DECREF(state);
     if (items == NULL)
         return -1;
     if (PySequence_Fast_GET_SIZE(items) != WORDS + 1) {
@@ -95,48 +105,47 @@ static int read_state(PyObject *state, Twister *t)
     return 0;
 }
 
-static PyObject *state_tuple(const Twister *t)
+static int write_state(PyObject *rng, const Twister *t)
 {
     PyObject *state = PyTuple_New(WORDS + 1);
     if (state == NULL)
-        return NULL;
+        return -1;
     for (int k = 0; k <= WORDS; k++) {
         PyObject *value = PyLong_FromUnsignedLong(k < WORDS ? t->word[k] : (unsigned long)t->next);
         if (value == NULL) {
             Py_DECREF(state);
-            return NULL;
+            return -1;
         }
         PyTuple_SET_ITEM(state, k, value);
     }
-    return state;
+    PyObject *done = PyObject_CallFunctionObjArgs(base_setstate, rng, state, NULL);
+    Py_DECREF(state);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
 }
 
 typedef struct {
-    const double *box; /* x0, y0, x1, y1, area per box; NULL: the test is test_call */
+    const double *box; /* x0, y0, x1, y1, area per box; NULL: no boxes */
     Py_ssize_t count;
-    PyObject *test_call; /* test(x, y, w, h, lowest, highest) -> bool, or NULL */
     double area_low, area_high;
 } Test;
+
+/* One constraint: its trials, the IoU range, and the area bound (nan: none, inf: no trial
+ * can pass; see TrialTest.threshold). */
+typedef struct {
+    long long max_trial;
+    double lowest, highest, bound;
+} Pass;
 
 static double nearness(double box_area, double area)
 {
     return box_area <= area ? box_area / area : area / box_area;
 }
 
-/* 1: every box's IoU with the crop is within [lowest, highest]; 0: not; -1: error. */
+/* Whether every box's IoU with the crop is within [lowest, highest] (a nan IoU is not). */
 static int crop_passes(const Test *test, int64_t x, int64_t y, int64_t w, int64_t h,
                        double lowest, double highest)
 {
-    if (test->box == NULL) {
-        PyObject *answer = PyObject_CallFunction(test->test_call, "LLLLdd", (long long)x,
-                                                 (long long)y, (long long)w, (long long)h,
-                                                 lowest, highest);
-        if (answer == NULL)
-            return -1;
-        int passes = PyObject_IsTrue(answer);
-        Py_DECREF(answer);
-        return passes;
-    }
     double left = (double)x, top = (double)y;
     double right = (double)(x + w), bottom = (double)(y + h), crop_area = (double)(w * h);
     for (Py_ssize_t k = 0; k < test->count; k++) {
@@ -162,22 +171,17 @@ static int crop_passes(const Test *test, int64_t x, int64_t y, int64_t w, int64_
 
 static PyObject *run(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *state, *passes, *boxes, *test_call;
+    PyObject *rng, *passes, *boxes;
     long long width, height;
     double min_scale, max_scale, max_ratio, area_low, area_high;
-    if (!PyArg_ParseTuple(args, "OLLdddOOddO", &state, &width, &height, &min_scale,
-                          &max_scale, &max_ratio, &passes, &boxes, &area_low, &area_high,
-                          &test_call))
+    if (!PyArg_ParseTuple(args, "OLLdddOOdd", &rng, &width, &height, &min_scale, &max_scale,
+                          &max_ratio, &passes, &boxes, &area_low, &area_high))
         return NULL;
     if (width < 1 || height < 1 || width > LARGEST_SIDE || height > LARGEST_SIDE) {
         PyErr_SetString(PyExc_ValueError, "the image's sides must be 1 to 2**31 - 1");
         return NULL;
     }
-    Twister twister;
-    if (read_state(state, &twister) < 0)
-        return NULL;
-
-    Test test = {NULL, 0, test_call == Py_None ? NULL : test_call, area_low, area_high};
+    Test test = {NULL, 0, area_low, area_high};
     double *box_values = NULL;
     if (boxes != Py_None) {
         PyObject *items = PySequence_Fast(boxes, "boxes must be a sequence of floats");
@@ -201,20 +205,33 @@ static PyObject *run(PyObject *Py_UNUSED(module), PyObject *args)
         test.box = box_values;
         test.count = n / 5;
     }
-    int no_boxes = test.box == NULL && test.test_call == NULL;
+    int no_boxes = test.box == NULL;
+    Twister twister;
 
     PyObject *found = PyList_New(0), *stopped = Py_NewRef(Py_None), *result = NULL;
     PyObject *pass_list = PySequence_Fast(passes, "passes must be a sequence");
+    Pass *pass = NULL;
     if (found == NULL || pass_list == NULL)
         goto done;
-    double ratio_floor = 1 / max_ratio, spread = max_scale - min_scale;
     Py_ssize_t pass_count = PySequence_Fast_GET_SIZE(pass_list);
-    for (Py_ssize_t p = 0; p < pass_count && stopped == Py_None; p++) {
-        long long max_trial;
-        double lowest, highest, bound;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(pass_list, p), "Lddd", &max_trial,
-                              &lowest, &highest, &bound))
+    pass = PyMem_New(Pass, pass_count > 0 ? pass_count : 1);
+    if (pass == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t p = 0; p < pass_count; p++) {
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(pass_list, p), "Lddd",
+                              &pass[p].max_trial, &pass[p].lowest, &pass[p].highest,
+                              &pass[p].bound))
             goto done;
+    }
+    /* from here to write_state, no Python code runs */
+    if (read_state(rng, &twister) < 0)
+        goto done;
+    double ratio_floor = 1 / max_ratio, spread = max_scale - min_scale;
+    for (Py_ssize_t p = 0; p < pass_count && stopped == Py_None; p++) {
+        long long max_trial = pass[p].max_trial;
+        double lowest = pass[p].lowest, highest = pass[p].highest, bound = pass[p].bound;
         int bounded = !isnan(bound);
         PyObject *crop = NULL;
         for (long long trial = 0; trial < max_trial; trial++) {
@@ -250,10 +267,7 @@ static PyObject *run(PyObject *Py_UNUSED(module), PyObject *args)
                             || nearness(test.area_high, area) < bound)
                         continue;
                 }
-                int passes_ = crop_passes(&test, x, y, crop_w, crop_h, lowest, highest);
-                if (passes_ < 0)
-                    goto done;
-                if (!passes_)
+                if (!crop_passes(&test, x, y, crop_w, crop_h, lowest, highest))
                     continue;
             }
             crop = Py_BuildValue("(LLLL)", (long long)x, (long long)y, (long long)crop_w,
@@ -272,10 +286,10 @@ static PyObject *run(PyObject *Py_UNUSED(module), PyObject *args)
         if (no_boxes && crop != NULL)
             break; /* gluoncv keeps the first crop drawn */
     }
-    PyObject *new_state = state_tuple(&twister);
-    if (new_state != NULL)
-        result = Py_BuildValue("NOO", new_state, found, stopped);
+    if (write_state(rng, &twister) == 0)
+        result = Py_BuildValue("OO", found, stopped);
 done:
+    PyMem_Free(pass);
     Py_XDECREF(pass_list);
     Py_XDECREF(found);
     Py_XDECREF(stopped);
@@ -285,8 +299,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS,
-     "run(state, width, height, min_scale, max_scale, max_aspect_ratio, passes, boxes, "
-     "area_low, area_high, test) -> (state, found, stopped)\n\n"
+     "run(rng, width, height, min_scale, max_scale, max_aspect_ratio, passes, boxes, "
+     "area_low, area_high) -> (found, stopped)\n\n"
      "The constrained crop's trials from the generator's state; see "
      "gluonbatch.transforms.crop_trials."},
     {NULL, NULL, 0, NULL},
@@ -300,5 +314,17 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__trials(void)
 {
+    PyObject *random_module = PyImport_ImportModule("_random");
+    if (random_module == NULL)
+        return NULL;
+    PyObject *base = PyObject_GetAttrString(random_module, "Random");
+    Py_DECREF(random_module);
+    if (base == NULL)
+        return NULL;
+    base_getstate = PyObject_GetAttrString(base, "getstate");
+    base_setstate = PyObject_GetAttrString(base, "setstate");
+    Py_DECREF(base);
+    if (base_getstate == NULL || base_setstate == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -106,11 +106,12 @@ class CropTrials:
     ``py_rng`` as gluoncv draws them, a constraint at a time.
 
     With CPython's own generator the trials run compiled (``_trials.c``): from the
-    generator's state (``getstate``), the same numbers, the same double arithmetic, and the
-    state handed back (``setstate``). A trial the compiled loop cannot draw as Python would
-    (a size that is not finite, a range that is empty) is drawn by the calls gluoncv makes,
-    from there on: they raise what gluoncv's raise. Any other generator is called as
-    gluoncv calls it.
+    generator's state, the same numbers, the same double arithmetic, and the state set where
+    the calls would leave it, in one call that no other thread's draws interleave. A trial
+    the compiled loop cannot draw as Python would (a size that is not finite, a range that
+    is empty) is drawn by the calls gluoncv makes, from there on: they raise what gluoncv's
+    raise. Any other generator, and boxes with non-finite coordinates or areas, go through
+    the calls as gluoncv makes them.
 
     Examples
     --------
@@ -136,7 +137,7 @@ class CropTrials:
         bounds = [None if test is None else test.threshold(lowest) for lowest, _ in constraints]
         found: list[tuple[int, int, int, int] | None] = []
         start, done = 0, 0  # where the calls take over: the constraint, its trials drawn
-        if self.compiled:
+        if self.compiled and (test is None or test.fast):
             found, stopped = self._run_compiled(constraints, bounds, max_trial, test)
             if stopped is None:
                 return found
@@ -152,22 +153,20 @@ class CropTrials:
         return found
 
     def _run_compiled(self, constraints, bounds, max_trial, test):
-        """The compiled loop's crops and where it stopped (see ``_trials.c``); the
-        generator's state is handed back either way. Boxes with finite coordinates and
-        areas are tested in C, others by :meth:`TrialTest.passes`."""
-        boxes, area_range, passes = None, (0.0, 0.0), None
-        if test is not None and test.fast:
+        """The compiled loop's crops, and where it stopped (see ``_trials.c``), for no
+        boxes or boxes with finite coordinates and areas (others go through the calls,
+        :meth:`TrialTest.passes` in numpy)."""
+        boxes, area_range = None, (0.0, 0.0)
+        if test is not None:
             boxes = [value for box in test.boxes for value in box]
             area_range = (0.0, 0.0) if test.empty_box else test.area_range
-        elif test is not None:
-            passes = test.passes
-        version, state, gauss = self.py_rng.getstate()
-        runs = [(max_trial, lowest, highest, math.nan if bound is None else bound)
+        runs = [(max_trial, float(lowest), float(highest),
+                 math.nan if bound is None else bound)
                 for (lowest, highest), bound in zip(constraints, bounds)]
-        state, found, stopped = _trials.run(state, self.width, self.height, *self.scales,
-                                            runs, boxes, *area_range, passes)
-        self.py_rng.setstate((version, state, gauss))
-        return found, stopped
+        # the module's functions draw from the instance they are bound to
+        rng = self.py_rng.random.__self__ if self.py_rng is random else self.py_rng
+        return _trials.run(rng, self.width, self.height, *self.scales, runs, boxes,
+                           *area_range)
 
 
 def _first_called(called, max_trial, test, bound, lowest, highest):
