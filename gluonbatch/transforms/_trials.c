@@ -23,13 +23,24 @@ typedef struct {
     int next; /* index of the next word to temper; WORDS: twist first */
 } Twister;
 
+static uint32_t twisted(uint32_t word, uint32_t next, uint32_t far)
+{
+    uint32_t joined = (word & 0x80000000U) | (next & 0x7fffffffU);
+    uint32_t mixed = far ^ (joined >> 1);
+    return (joined & 1U) ? mixed ^ 0x9908b0dfU : mixed;
+}
+
+/* The next 624 words, in place: word k from words k, k + 1 and k + 397 (mod 624), in
+ * order, so the last ones read words already replaced. */
 static void twist(Twister *t)
 {
-    for (int k = 0; k < WORDS; k++) {
-        uint32_t joined = (t->word[k] & 0x80000000U) | (t->word[(k + 1) % WORDS] & 0x7fffffffU);
-        uint32_t mixed = t->word[(k + SHIFT) % WORDS] ^ (joined >> 1);
-        t->word[k] = (joined & 1U) ? mixed ^ 0x9908b0dfU : mixed;
-    }
+    uint32_t *w = t->word;
+    int k = 0;
+    for (; k < WORDS - SHIFT; k++)
+        w[k] = twisted(w[k], w[k + 1], w[k + SHIFT]);
+    for (; k < WORDS - 1; k++)
+        w[k] = twisted(w[k], w[k + 1], w[k + SHIFT - WORDS]);
+    w[WORDS - 1] = twisted(w[WORDS - 1], w[0], w[SHIFT - 1]);
     t->next = 0;
 }
 
@@ -206,7 +217,7 @@ static PyObject *run(PyObject *Py_UNUSED(module), PyObject *args)
         test.count = n / 5;
     }
     int no_boxes = test.box == NULL;
-    Twister twister;
+    Twister twister, before;
 
     PyObject *found = PyList_New(0), *stopped = Py_NewRef(Py_None), *result = NULL;
     PyObject *pass_list = PySequence_Fast(passes, "passes must be a sequence");
@@ -235,7 +246,11 @@ static PyObject *run(PyObject *Py_UNUSED(module), PyObject *args)
         int bounded = !isnan(bound);
         PyObject *crop = NULL;
         for (long long trial = 0; trial < max_trial; trial++) {
-            Twister before = twister;
+            /* where to rewind to, if this trial is Python's to draw: the index, and the
+             * words too when the next four draws twist them (once in 156 trials) */
+            int rewind_to = twister.next, twists = twister.next > WORDS - 4;
+            if (twists)
+                before = twister;
             double scale = min_scale + spread * next_double(&twister);
             double square = scale * scale;
             double floor_ = square > ratio_floor ? square : ratio_floor;
@@ -252,7 +267,10 @@ static PyObject *run(PyObject *Py_UNUSED(module), PyObject *args)
             if (!drawable || room_y < 1 || room_x < 1 || room_y > 4294967295LL
                     || room_x > 4294967295LL) {
                 /* Python raises here, or draws what this cannot: its turn, from here */
-                twister = before;
+                if (twists)
+                    twister = before;
+                else
+                    twister.next = rewind_to;
                 Py_DECREF(stopped);
                 stopped = Py_BuildValue("nL", p, trial);
                 if (stopped == NULL)
