@@ -206,6 +206,33 @@ def test_crop_draws_match_gluoncv_on_tiny_images_and_odd_scales(
     assert got_state == want_state
 
 
+@pytest.mark.parametrize('used', [0, 619, 620, 621, 622, 623, 624])
+@pytest.mark.parametrize('size', [(1, 1), (2, 1), (3, 40)])
+def test_a_trial_left_to_python_next_to_a_twist_draws_as_gluoncvs(used, size):
+    """Python's generator makes 624 words at a time: a trial whose draws cross that point
+    and that the compiled loop leaves to Python (crops larger than the image: an empty
+    range) is drawn from the same words, and raises where gluoncv's raises, the generator
+    in the same state."""
+    label = np.array([[0, 0, 1, 1, 0]], np.float64)
+    scales = dict(min_scale=1.5, max_scale=2.0)
+
+    def outcome(draw):
+        random.seed(11)
+        np.random.seed(11)
+        for _ in range(used):  # each takes one word of the 624
+            random.getrandbits(32)
+        try:
+            got = draw()
+        except ValueError as error:
+            got = str(error)
+        return got, rng_states()
+
+    want = outcome(lambda: tuple(gcv_experimental.bbox.random_crop_with_constraints(
+        label.copy(), size, **scales)[1]))
+    assert 'empty range' in want[0]
+    assert outcome(lambda: tuple(draws.draw_crop(label, size, **scales))[:4]) == want
+
+
 def test_crops_drawn_in_threads_from_one_generator_are_draws_of_their_own():
     """Two threads drawing crops from Python's global generator, switching as often as
     the interpreter can: every call is one draw (the compiled trials read and set the
