@@ -1,4 +1,5 @@
-# Every target sets up .venv itself; a fresh machine needs only Python 3.11 and pip.
+# Every target sets up .venv itself; a fresh machine needs only Python 3.11 with its
+# headers, pip and a C compiler.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
