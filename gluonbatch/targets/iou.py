@@ -119,7 +119,7 @@ class AnchorSet:
 
     def finite(self, boxes: np.ndarray) -> bool:
         """Whether every IoU of ``boxes`` (float32 corners) with these anchors is finite
-        and within [0, 1]: finite boxes of finite area, and :attr:`regular` anchors.
+        and within [0, 1]: finite boxes of finite area, and ``regular`` anchors.
 
         >>> anchors = AnchorSet([[0, 0, 4, 4]])
         >>> anchors.finite(np.array([[0, 0, 1, 1]], np.float32))
