@@ -543,6 +543,50 @@ def test_canvas_crop_of_a_mirrored_view_equals_that_of_its_copy(dtype, rows, col
             np.testing.assert_array_equal(got, want)
 
 
+@given(st.integers(0, 4), st.booleans(), st.integers(0, 2 ** 31 - 1))
+@settings(max_examples=60, deadline=None)
+def test_a_part_resized_from_its_end_lands_where_its_mirror_image_lands(interp, shifted,
+                                                                         seed):
+    """A part kept from the crop's end is resized mirrored and flipped into place: to the
+    bit, the output mirrored of the same crop of the mirrored canvas, whose part is kept
+    from its start (the flips and the placement are exact)."""
+    rng = np.random.default_rng(seed)
+    src = random_image(rng, int(rng.integers(8, 25)), int(rng.integers(8, 25)))
+    shift = rng.uniform(-50, 50, 3) if shifted else None
+    height, width = src.shape[:2]
+    checked = 0
+    for _ in range(30):
+        # crops 4-8 times the image, shrunk to a quarter to a half: parts of them end
+        # 16 outputs past the image (reach.SPARE); the image near either end of an axis
+        w, h = width * int(rng.integers(4, 9)), height * int(rng.integers(4, 9))
+        size = (int(rng.integers(w // 4, w // 2 + 1)), int(rng.integers(h // 4, h // 2 + 1)))
+        off_x = int(rng.choice([rng.integers(0, 3), w - width - rng.integers(0, 3)]))
+        off_y = int(rng.choice([rng.integers(0, 3), h - height - rng.integers(0, 3)]))
+        crop, offset = (0, 0, w, h), (off_x, off_y)
+        # the same crop of the canvas mirrored about the crop's middle, on either axis
+        mirror_offset = (w - off_x - width, h - off_y - height)
+        overlap = crops.crop_overlap(crop, offset, src.shape)
+        if overlap is None:
+            continue
+        x, y = reach.spans(overlap[0], overlap[1], (w, h), size, interp)
+        rows, cols = y.mirrored, x.mirrored
+        if not (rows or cols):
+            continue
+        view = src[::-1 if rows else 1, ::-1 if cols else 1]
+        offset2 = (mirror_offset[0] if cols else off_x, mirror_offset[1] if rows else off_y)
+        mirrored = crops.crop_overlap(crop, offset2, view.shape)
+        x2, y2 = reach.spans(mirrored[0], mirrored[1], (w, h), size, interp)
+        if (rows and y2.mirrored) or (cols and x2.mirrored):
+            continue  # both ways mirrored: not the same computation
+        got = crops.resize_crop(src, crop, offset, size, interp, shift)
+        want = crops.resize_crop(np.ascontiguousarray(view), crop, offset2, size, interp,
+                                 shift)
+        np.testing.assert_array_equal(got, want[::-1 if rows else 1, ::-1 if cols else 1])
+        checked += 1
+    # such crops keep parts from their end, but with nearest (not symmetric)
+    assert checked or interp == 0
+
+
 def position_rounding(crop, interp):
     """How far (relative to the largest value) a part of a crop resized from its end
     may be from the whole crop's resize: OpenCV rounds sample positions to float32, so
