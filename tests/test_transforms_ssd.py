@@ -172,18 +172,22 @@ def test_crop_draws_match_gluoncv_on_odd_labels():
         np.testing.assert_array_equal(got, want_boxes)
 
 
-@pytest.mark.filterwarnings('ignore:invalid value:RuntimeWarning')  # gluoncv's 0 / 0 IoU
+# gluoncv's 0 / 0 IoU, the root of a negative ratio, float16 overflows
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')
 @settings(max_examples=300, deadline=None)
 @given(width=st.integers(1, 14), height=st.integers(1, 14), boxes_=st.integers(0, 3),
-       min_scale=st.sampled_from([0.0, 0.1, 0.3, 0.9, 1.0, 1.5, -0.5]),
-       max_scale=st.sampled_from([0.0, 0.5, 1.0, 2.0]),
-       max_aspect_ratio=st.sampled_from([0, 0.5, 1, 2, 1e300]),
+       min_scale=st.sampled_from([0.0, 0.1, 0.3, 0.9, 1.0, 1.5, -0.5, np.float32(0.1),
+                                  np.float16(0.3)]),
+       max_scale=st.sampled_from([0.0, 0.5, 1.0, 2.0, np.float32(0.9)]),
+       max_aspect_ratio=st.sampled_from([0, 0.5, 1, 2, 1e300, -1.0, 10 ** 400]),
        max_trial=st.sampled_from([0, 1, 50]), seed=st.integers(0, 2 ** 32 - 1))
 def test_crop_draws_match_gluoncv_on_tiny_images_and_odd_scales(
         width, height, boxes_, min_scale, max_scale, max_aspect_ratio, max_trial, seed):
     """Where a trial's range is empty, its size not finite or a division by zero, gluoncv
     raises: the compiled trials hand over to Python's calls at that trial, so the same
-    error is raised with the generator in the same state; otherwise the same crop."""
+    error is raised with the generator in the same state; otherwise the same crop. Scales
+    that are not Python numbers (numpy's float32 and float16 round their arithmetic, an
+    int past a double's reach) go through the calls from the start."""
     rng = np.random.default_rng(seed)
     label = random_label(rng, width, height, count=boxes_) if boxes_ else \
         np.zeros((0, 5), np.float64)
@@ -231,6 +235,30 @@ def test_a_trial_left_to_python_next_to_a_twist_draws_as_gluoncvs(used, size):
         label.copy(), size, **scales)[1]))
     assert 'empty range' in want[0]
     assert outcome(lambda: tuple(draws.draw_crop(label, size, **scales))[:4]) == want
+
+
+def test_a_crop_whose_iou_equals_both_bounds_passes_as_in_gluoncv():
+    """gluoncv's bounds are inclusive: with one box, the whole image, and one trial under a
+    constraint whose bounds both equal that trial's IoU, the trial passes, in the compiled
+    loop as in gluoncv."""
+    width, height = 640, 480
+    label = np.array([[0, 0, width, height, 0]], np.float64)
+    kept = 0
+    for seed in range(20):
+        random.seed(seed)
+        first = tuple(draws.draw_crop(label[:0], (width, height)))[:4]  # no boxes: trial 1
+        area = float(first[2] * first[3])
+        iou = area / (width * height + area - area)  # gluoncv's bbox_iou, a crop inside
+        params = dict(constraints=[(iou, iou)], max_trial=1)
+        seed_all(seed)
+        want = gcv_experimental.bbox.random_crop_with_constraints(label.copy(),
+                                                                  (width, height), **params)[1]
+        want_state = rng_states()
+        seed_all(seed)
+        got = tuple(draws.draw_crop(label, (width, height), **params))[:4]
+        assert got == tuple(want) and rng_states() == want_state
+        kept += got == first  # else numpy's choice took the whole image
+    assert kept
 
 
 def test_crops_drawn_in_threads_from_one_generator_are_draws_of_their_own():

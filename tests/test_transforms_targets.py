@@ -20,6 +20,7 @@ gcv_model_zoo = pytest.importorskip('gluoncv.model_zoo')
 from gluoncv.model_zoo.ssd.target import SSDTargetGenerator  # noqa: E402
 from gluoncv.model_zoo.yolo.yolo_target import YOLOV3PrefetchTargetGenerator  # noqa: E402
 
+from gluonbatch.targets.iou import AnchorSet  # noqa: E402
 from gluonbatch.targets.ssd import SSDTargets, box_iou, ssd_match  # noqa: E402
 from gluonbatch.targets.yolo import YOLO3Targets  # noqa: E402
 
@@ -291,6 +292,7 @@ def test_ssd_compiled_matching_equals_the_numpy_definition(data, iou_thresh):
                         grid[:, 2] - grid[:, 0], grid[:, 3] - grid[:, 1]], 1)
     generator = SSDTargets(centres, iou_thresh=iou_thresh)
     np.testing.assert_array_equal(generator.anchor_corners, grid)
+    assert AnchorSet(grid).finite(boxes)  # the compiled path
     cls_targets, _ = generator.compute(boxes, ids, valid)
     match = ssd_match(box_iou(grid, boxes), iou_thresh, valid)
     np.testing.assert_array_equal(cls_targets, np.where(match >= 0, match + 1, 0))

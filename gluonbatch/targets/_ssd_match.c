@@ -14,8 +14,6 @@
 #include <stdint.h>
 #include <string.h>
 
-static const float BIPARTITE_THRESHOLD = 1e-12f, SHARE_EPS = 1e-12f;
-
 /* One box against every anchor, in one loop that vectorizes: its IoUs into iou[0..n)
  * (MXNet's box_iou arithmetic), each anchor's best IoU and first best box so far updated
  * (box `b` takes an anchor only with a strictly greater IoU: the first box wins ties), and
@@ -79,8 +77,14 @@ typedef struct {
     unsigned char *open;    /* (m) real boxes not yet matched */
 } Work;
 
+/* The thresholds: gluoncv's bipartite threshold and share epsilon, and iou_thresh; as
+ * float32, as MXNet applies them. */
+typedef struct {
+    float bipartite, share, iou;
+} Limits;
+
 static void match_sample(Work *w, const float *rows, const float *areas, const float *boxes,
-                         const unsigned char *valid, float thresh, int64_t *match)
+                         const unsigned char *valid, Limits limits, int64_t *match)
 {
     Py_ssize_t n = w->n, m = w->m, real = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -98,7 +102,7 @@ static void match_sample(Work *w, const float *rows, const float *areas, const f
         float best = box_pass(rows, areas, n, boxes + 4 * b, (int32_t)b, iou, w->anchor_best,
                               w->anchor_box);
         Py_ssize_t at = 0;
-        while (iou[at] != best) /* its first best anchor */
+        while (at < n - 1 && iou[at] != best) /* its first best anchor */
             at++;
         w->box_anchor[b] = at;
         w->box_best[b] = best;
@@ -114,7 +118,7 @@ static void match_sample(Work *w, const float *rows, const float *areas, const f
     for (;;) {
         Py_ssize_t pick = -1;
         for (Py_ssize_t b = 0; b < m; b++) {
-            if (w->open[b] && w->box_best[b] > BIPARTITE_THRESHOLD
+            if (w->open[b] && w->box_best[b] > limits.bipartite
                     && (pick < 0 || w->box_best[b] > w->box_best[pick]))
                 pick = b;
         }
@@ -129,15 +133,17 @@ static void match_sample(Work *w, const float *rows, const float *areas, const f
                 w->box_anchor[b] = first_best(w->iou + b * n, w->taken, n, &w->box_best[b]);
         }
     }
-    /* anchors left: the best anchor of their own best box (within SHARE_EPS), else their
-     * best box at or above the threshold */
+    /* anchors left: the best anchor of their own best box (within the share epsilon), else
+     * their best box at or above iou_thresh */
     for (Py_ssize_t k = 0; k < n; k++) {
         if (match[k] >= 0)
             continue;
         int32_t box = w->anchor_box[k];
+        if (box < 0)
+            continue; /* no IoU above -inf: only with NaN, which the caller keeps out */
         float best = w->anchor_best[k];
-        float shared = best + SHARE_EPS;
-        if (shared >= w->box_first_best[box] || best >= thresh)
+        float shared = best + limits.share;
+        if (shared >= w->box_first_best[box] || best >= limits.iou)
             match[k] = box;
     }
 }
@@ -167,9 +173,9 @@ static PyObject *ssd_match(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *rows_obj, *areas_obj, *boxes_obj, *valid_obj, *out_obj;
     Py_ssize_t batch, m, n;
-    double thresh;
-    if (!PyArg_ParseTuple(args, "OOOOdnnnO", &rows_obj, &areas_obj, &boxes_obj, &valid_obj,
-                          &thresh, &batch, &m, &n, &out_obj))
+    float bipartite, share, thresh; /* numpy float32 scalars, or floats rounded to float32 */
+    if (!PyArg_ParseTuple(args, "OOOOfffnnnO", &rows_obj, &areas_obj, &boxes_obj, &valid_obj,
+                          &bipartite, &share, &thresh, &batch, &m, &n, &out_obj))
         return NULL;
     if (batch < 0 || m < 0 || m > INT32_MAX || n < 1) {
         PyErr_SetString(PyExc_ValueError, "a batch needs at least one anchor, and fewer "
@@ -214,10 +220,10 @@ static PyObject *ssd_match(PyObject *Py_UNUSED(module), PyObject *args)
     const float *rows = view[ROWS].buf, *areas = view[AREAS].buf, *boxes = view[BOXES].buf;
     const unsigned char *valid = have_valid ? view[VALID].buf : NULL;
     int64_t *out = view[OUT].buf;
-    float limit = (float)thresh; /* np.float32(iou_thresh) */
+    Limits limits = {bipartite, share, thresh};
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t s = 0; s < batch; s++)
-        match_sample(&w, rows, areas, boxes + s * m * 4, valid ? valid + s * m : NULL, limit,
+        match_sample(&w, rows, areas, boxes + s * m * 4, valid ? valid + s * m : NULL, limits,
                      out + s * n);
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
@@ -237,8 +243,9 @@ release:
 
 static PyMethodDef methods[] = {
     {"ssd_match", ssd_match, METH_VARARGS,
-     "ssd_match(rows, areas, boxes, valid, iou_thresh, batch, boxes_per_sample, anchors, "
-     "out)\n\nThe anchors' matched boxes (-1: none) of every sample into out; see "
+     "ssd_match(rows, areas, boxes, valid, bipartite_threshold, share_eps, iou_thresh, "
+     "batch, boxes_per_sample, anchors, out)\n\nThe anchors' matched boxes (-1: none) of "
+     "every sample into out; see "
      "gluonbatch.targets.ssd.ssd_match."},
     {NULL, NULL, 0, NULL},
 };

@@ -52,12 +52,14 @@ from numpy.typing import ArrayLike
 from .._core.alloc import legacy_mode
 from .._core.native import fill_zero
 from .._core.inputs import as_numpy, label_array
-from . import _ssd_match
+from .._core import compiled
 from .iou import AnchorSet
 from .._core.typing import NDArray
 from .labels import Label, Labels, label_batch
 
 __all__ = ['SSDTargets', 'box_iou', 'ssd_match']
+
+_ssd_match = compiled.load('gluonbatch.targets._ssd_match')
 
 # gluoncv's constants, as MXNet applies them to float32 arrays (scalars cast to float32)
 _BIPARTITE_THRESHOLD = np.float32(1e-12)
@@ -365,14 +367,15 @@ class SSDTargets:
         _ssd_match.ssd_match(self._anchor_set.rows, self._anchor_set.areas,
                              np.ascontiguousarray(boxes, np.float32),
                              None if valid is None else np.ascontiguousarray(valid, bool),
-                             self._iou_thresh, batch, num_boxes, self.num_anchors, match)
+                             _BIPARTITE_THRESHOLD, _SHARE_EPS, np.float32(self._iou_thresh),
+                             batch, num_boxes, self.num_anchors, match)
         return match
 
     def _encode(self, boxes, ids, valid, cls_out, box_out):
         """Match a group of samples and write its positives (outputs already zeroed) but for
         the log-size columns; returns their samples, anchors and size ratios."""
         anchors = self._anchor_set
-        if anchors.finite(boxes):
+        if _ssd_match is not None and len(anchors) and anchors.finite(boxes):
             match = self._match_compiled(boxes, valid)
         else:  # nan or infinite IoUs: numpy's order of them, as MXNet's
             match = ssd_match(anchors.iou(boxes), self._iou_thresh, valid)

@@ -116,21 +116,18 @@ static int read_state(PyObject *rng, Twister *t)
     return 0;
 }
 
-static int write_state(PyObject *rng, const Twister *t)
+/* Sets rng's state to t's through `state`, a tuple of WORDS + 1 items allocated before
+ * the state was read: ints are not tracked by the garbage collector, so filling it runs
+ * no collection (and no finalizer's Python code). */
+static int write_state(PyObject *rng, const Twister *t, PyObject *state)
 {
-    PyObject *state = PyTuple_New(WORDS + 1);
-    if (state == NULL)
-        return -1;
     for (int k = 0; k <= WORDS; k++) {
         PyObject *value = PyLong_FromUnsignedLong(k < WORDS ? t->word[k] : (unsigned long)t->next);
-        if (value == NULL) {
-            Py_DECREF(state);
+        if (value == NULL)
             return -1;
-        }
         PyTuple_SET_ITEM(state, k, value);
     }
     PyObject *done = PyObject_CallFunctionObjArgs(base_setstate, rng, state, NULL);
-    Py_DECREF(state);
     Py_XDECREF(done);
     return done == NULL ? -1 : 0;
 }
@@ -142,10 +139,12 @@ typedef struct {
 } Test;
 
 /* One constraint: its trials, the IoU range, and the area bound (nan: none, inf: no trial
- * can pass; see TrialTest.threshold). */
+ * can pass; see TrialTest.threshold); then what it found. */
 typedef struct {
     long long max_trial;
     double lowest, highest, bound;
+    int found;
+    int64_t crop[4]; /* x, y, w, h */
 } Pass;
 
 static double nearness(double box_area, double area)
@@ -219,32 +218,41 @@ static PyObject *run(PyObject *Py_UNUSED(module), PyObject *args)
     int no_boxes = test.box == NULL;
     Twister twister, before;
 
-    PyObject *found = PyList_New(0), *stopped = Py_NewRef(Py_None), *result = NULL;
-    PyObject *pass_list = PySequence_Fast(passes, "passes must be a sequence");
+    PyObject *result = NULL, *state = NULL, *pass_list = NULL;
     Pass *pass = NULL;
-    if (found == NULL || pass_list == NULL)
+    Py_ssize_t pass_count = 0, passes_run = 0, stopped_pass = -1;
+    long long stopped_trial = 0;
+    pass_list = PySequence_Fast(passes, "passes must be a sequence");
+    if (pass_list == NULL)
         goto done;
-    Py_ssize_t pass_count = PySequence_Fast_GET_SIZE(pass_list);
+    pass_count = PySequence_Fast_GET_SIZE(pass_list);
     pass = PyMem_New(Pass, pass_count > 0 ? pass_count : 1);
     if (pass == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t p = 0; p < pass_count; p++) {
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(pass_list, p), "Lddd",
-                              &pass[p].max_trial, &pass[p].lowest, &pass[p].highest,
-                              &pass[p].bound))
+        PyObject *item = PySequence_Fast_GET_ITEM(pass_list, p);
+        if (!PyTuple_Check(item)) {
+            PyErr_SetString(PyExc_TypeError, "each pass must be a tuple "
+                            "(max_trial, lowest, highest, bound)");
             goto done;
+        }
+        if (!PyArg_ParseTuple(item, "Lddd", &pass[p].max_trial, &pass[p].lowest,
+                              &pass[p].highest, &pass[p].bound))
+            goto done;
+        pass[p].found = 0;
     }
-    /* from here to write_state, no Python code runs */
-    if (read_state(rng, &twister) < 0)
+    state = PyTuple_New(WORDS + 1);
+    /* from read_state to write_state, nothing allocates an object the garbage collector
+     * tracks: no collection, so no finalizer's Python code, runs in between */
+    if (state == NULL || read_state(rng, &twister) < 0)
         goto done;
     double ratio_floor = 1 / max_ratio, spread = max_scale - min_scale;
-    for (Py_ssize_t p = 0; p < pass_count && stopped == Py_None; p++) {
+    for (Py_ssize_t p = 0; p < pass_count && stopped_pass < 0; p++) {
         long long max_trial = pass[p].max_trial;
         double lowest = pass[p].lowest, highest = pass[p].highest, bound = pass[p].bound;
         int bounded = !isnan(bound);
-        PyObject *crop = NULL;
         for (long long trial = 0; trial < max_trial; trial++) {
             /* where to rewind to, if this trial is Python's to draw: the index, and the
              * words too when the next four draws twist them (once in 156 trials) */
@@ -271,10 +279,8 @@ static PyObject *run(PyObject *Py_UNUSED(module), PyObject *args)
                     twister = before;
                 else
                     twister.next = rewind_to;
-                Py_DECREF(stopped);
-                stopped = Py_BuildValue("nL", p, trial);
-                if (stopped == NULL)
-                    goto done;
+                stopped_pass = p;
+                stopped_trial = trial;
                 break;
             }
             int64_t y = next_below(&twister, room_y), x = next_below(&twister, room_x);
@@ -288,29 +294,44 @@ static PyObject *run(PyObject *Py_UNUSED(module), PyObject *args)
                 if (!crop_passes(&test, x, y, crop_w, crop_h, lowest, highest))
                     continue;
             }
-            crop = Py_BuildValue("(LLLL)", (long long)x, (long long)y, (long long)crop_w,
-                                 (long long)crop_h);
-            if (crop == NULL)
-                goto done;
+            pass[p].found = 1;
+            pass[p].crop[0] = x;
+            pass[p].crop[1] = y;
+            pass[p].crop[2] = crop_w;
+            pass[p].crop[3] = crop_h;
             break;
         }
-        if (stopped != Py_None)
+        if (stopped_pass >= 0)
             break;
-        if (PyList_Append(found, crop != NULL ? crop : Py_None) < 0) {
-            Py_XDECREF(crop);
-            goto done;
-        }
-        Py_XDECREF(crop);
-        if (no_boxes && crop != NULL)
+        passes_run = p + 1;
+        if (no_boxes && pass[p].found)
             break; /* gluoncv keeps the first crop drawn */
     }
-    if (write_state(rng, &twister) == 0)
-        result = Py_BuildValue("OO", found, stopped);
+    if (write_state(rng, &twister, state) < 0)
+        goto done;
+
+    PyObject *found = PyList_New(passes_run);
+    if (found == NULL)
+        goto done;
+    for (Py_ssize_t p = 0; p < passes_run; p++) {
+        PyObject *crop = pass[p].found
+            ? Py_BuildValue("(LLLL)", (long long)pass[p].crop[0], (long long)pass[p].crop[1],
+                            (long long)pass[p].crop[2], (long long)pass[p].crop[3])
+            : Py_NewRef(Py_None);
+        if (crop == NULL) {
+            Py_DECREF(found);
+            goto done;
+        }
+        PyList_SET_ITEM(found, p, crop);
+    }
+    if (stopped_pass >= 0)
+        result = Py_BuildValue("N(nL)", found, stopped_pass, stopped_trial);
+    else
+        result = Py_BuildValue("NO", found, Py_None);
 done:
     PyMem_Free(pass);
     Py_XDECREF(pass_list);
-    Py_XDECREF(found);
-    Py_XDECREF(stopped);
+    Py_XDECREF(state);
     PyMem_Free(box_values);
     return result;
 }

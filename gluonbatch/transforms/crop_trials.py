@@ -14,8 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._core import compiled
 from .._core.typing import PythonRandom
-from . import _trials
+
+_trials = compiled.load('gluonbatch.transforms._trials')
 
 __all__ = ['TrialTest', 'CropTrials']
 
@@ -124,20 +126,39 @@ class CropTrials:
                  max_scale: float, max_aspect_ratio: float) -> None:
         self.py_rng, self.width, self.height = py_rng, width, height
         self.scales = min_scale, max_scale, max_aspect_ratio
-        # what the compiled loop takes: integer sides of 1 to 2**31 - 1
-        self.compiled = _compiled(py_rng) and all(
-            isinstance(side, (int, np.integer)) and 1 <= side < 2 ** 31 for side in (width, height))
+        #: Whether :meth:`passing` runs compiled (CPython's generator, whose draws the
+        #: compiled loop repeats as checked at import, integer sides of 1 to 2**31 - 1, and
+        #: scales that are Python floats or ints, whose arithmetic C's doubles repeat;
+        #: numpy's float32, say, rounds otherwise).
+        self.compiled = _COMPILED_MATCHES and _instance(py_rng) is not None and all(
+            isinstance(side, (int, np.integer)) and 1 <= side < 2 ** 31
+            for side in (width, height)) and all(_plain(value) for value in self.scales)
 
     def passing(self, constraints: Sequence[tuple[float, float]], max_trial: int,
                 test: TrialTest | None) -> list[tuple[int, int, int, int] | None]:
-        """For each ``(lowest, highest)`` of ``constraints`` in turn, the first of the next
-        ``max_trial`` crops with ``lowest <= IoU <= highest`` for every box of ``test``, or
-        None. Where ``test`` is None (no boxes), the first crop drawn ends the list. Trials
-        that cannot pass (:meth:`TrialTest.hopeless`) are drawn but not tested."""
+        """The first crop that passes each constraint in turn.
+
+        Parameters
+        ----------
+        constraints : sequence of (float, float)
+            ``(lowest, highest)``: a crop passes if ``lowest <= IoU <= highest`` for every
+            box of ``test``.
+        max_trial : int
+            Trials drawn for each constraint, at most.
+        test : TrialTest or None
+            The boxes; None: no boxes, and the first crop drawn ends the list.
+
+        Returns
+        -------
+        list of (int, int, int, int) or None
+            Per constraint, the first passing ``(x, y, w, h)`` of its trials, or None.
+            Trials that cannot pass (:meth:`TrialTest.hopeless`) are drawn, not tested.
+        """
         bounds = [None if test is None else test.threshold(lowest) for lowest, _ in constraints]
         found: list[tuple[int, int, int, int] | None] = []
         start, done = 0, 0  # where the calls take over: the constraint, its trials drawn
-        if self.compiled and (test is None or test.fast):
+        if self.compiled and (test is None or test.fast) and _compilable(constraints,
+                                                                          max_trial):
             found, stopped = self._run_compiled(constraints, bounds, max_trial, test)
             if stopped is None:
                 return found
@@ -163,10 +184,8 @@ class CropTrials:
         runs = [(max_trial, float(lowest), float(highest),
                  math.nan if bound is None else bound)
                 for (lowest, highest), bound in zip(constraints, bounds)]
-        # the module's functions draw from the instance they are bound to
-        rng = self.py_rng.random.__self__ if self.py_rng is random else self.py_rng
-        return _trials.run(rng, self.width, self.height, *self.scales, runs, boxes,
-                           *area_range)
+        return _trials.run(_instance(self.py_rng), self.width, self.height, *self.scales,
+                           runs, boxes, *area_range)
 
 
 def _first_called(called, max_trial, test, bound, lowest, highest):
@@ -188,25 +207,41 @@ def _called_trials(py_rng, width, height, min_scale, max_scale, max_aspect_ratio
         scale = py_rng.uniform(min_scale, max_scale)
         ratio = py_rng.uniform(max(1 / max_aspect_ratio, scale * scale),
                                min(max_aspect_ratio, 1 / (scale * scale)))
-        # np.sqrt of a Python float and math.sqrt are the same correctly rounded root
-        root = math.sqrt(ratio)
+        # numpy's root, as gluoncv's: nan (and a warning) for a negative ratio
+        root = np.sqrt(ratio)
         crop_h, crop_w = int(height * scale / root), int(width * scale * root)
         y = py_rng.randrange(height - crop_h)
         x = py_rng.randrange(width - crop_w)
         yield x, y, crop_w, crop_h
 
 
-def _compiled(py_rng):
-    """Whether ``py_rng`` is CPython's generator, whose draws the compiled loop matches
-    (checked at import); any other generator is called as gluoncv calls it."""
-    return (py_rng is random or type(py_rng) is random.Random) and _COMPILED_MATCHES
+def _instance(py_rng):
+    """The CPython ``random.Random`` that ``py_rng`` draws from, whose draws the compiled
+    loop repeats, or None: another generator, or the module's functions replaced (a
+    test's patch, say), is called as gluoncv calls it."""
+    if py_rng is random:  # the module's functions are bound methods of one instance
+        py_rng = getattr(random.random, '__self__', None)
+    return py_rng if type(py_rng) is random.Random else None
+
+
+def _plain(value):
+    """Whether ``value`` is a Python float, or an int that a double holds exactly: numbers
+    whose arithmetic C's doubles repeat bit for bit."""
+    return type(value) is float or (type(value) is int and abs(value) <= 2 ** 53)
+
+
+def _compilable(constraints, max_trial):
+    """Whether the compiled loop takes these constraints (plain numbers, see :func:`_plain`)
+    and trial count (an int of fewer than 63 bits)."""
+    return isinstance(max_trial, (int, np.integer)) and abs(int(max_trial)) < 2 ** 62 and all(
+        _plain(lowest) and _plain(highest) for lowest, highest in constraints)
 
 
 def _compiled_matches():
     """Whether the compiled loop gives the calls' crops and leaves the same state: the
     first crop, and the state after 200 trials none of which passes."""
     never = TrialTest(np.array([[0.0, 0.0, 1.0, 1.0, 0.0]]))
-    if random.Random().getstate()[0] != 3:  # another layout of the state
+    if _trials is None or random.Random().getstate()[0] != 3:  # not built; another layout
         return False
     for size in ((5000, 3000), (40, 30)):
         compiled, called = random.Random(20240601), random.Random(20240601)
