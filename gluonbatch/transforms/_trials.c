@@ -198,6 +198,11 @@ static PyObject *run(PyObject *Py_UNUSED(module), PyObject *args)
         if (items == NULL)
             return NULL;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+        if (n % 5 != 0) {
+            Py_DECREF(items);
+            PyErr_SetString(PyExc_ValueError, "boxes must be 5 floats a box");
+            return NULL;
+        }
         box_values = PyMem_New(double, n > 0 ? n : 1);
         if (box_values == NULL) {
             Py_DECREF(items);

@@ -244,16 +244,16 @@ def _compiled_matches():
     if _trials is None or random.Random().getstate()[0] != 3:  # not built; another layout
         return False
     for size in ((5000, 3000), (40, 30)):
-        compiled, called = random.Random(20240601), random.Random(20240601)
-        fast = CropTrials(compiled, *size, 0.3, 1, 2)
+        fast_rng, slow_rng = random.Random(20240601), random.Random(20240601)
+        fast = CropTrials(fast_rng, *size, 0.3, 1, 2)
         fast.compiled = True
-        slow = _called_trials(called, *size, 0.3, 1, 2)
+        slow = _called_trials(slow_rng, *size, 0.3, 1, 2)
         if fast.passing([(0, 1)], 1, None) != [next(slow)]:
             return False
         fast.passing([(2.0, 3.0)], 200, never)
         for _ in range(200):
             next(slow)
-        if compiled.getstate() != called.getstate():
+        if fast_rng.getstate() != slow_rng.getstate():
             return False
     return True
 
