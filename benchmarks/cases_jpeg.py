@@ -24,9 +24,10 @@ same work in this process, seeded alike every round, OpenCV and BLAS on one thre
 into the preset's public steps: ``decode`` (the dataset's item), ``draws``
 (``preset.draw``), ``geometry`` (``preset.apply``: crop and resize, the image deferred) and
 ``batch`` (the batchify call: targets, colour map and CHW writes into fresh shared memory,
-on this thread as in a worker, MXNet's engine threads counted). ``plumbing`` is the 1-worker loader's CPU per image minus
-that total: what running the work in a worker adds, negative where the worker's recycled
-batch memory saves more than sending the batches costs.
+on this thread as in a worker, MXNet's engine threads counted). ``plumbing`` is the
+1-worker loader's CPU per image minus that total: what running the work in a worker adds,
+negative where the worker's recycled batch memory saves more than sending the batches
+costs.
 
 Goals: SSD300 at least 900 images/s with 2 workers and at most 2.0 ms of CPU per image in
 the 1-worker loader. YOLOv3 and CenterNet report their numbers without a goal (theirs is

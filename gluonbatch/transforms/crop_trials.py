@@ -130,7 +130,8 @@ class CropTrials:
         #: compiled loop repeats as checked at import, integer sides of 1 to 2**31 - 1, and
         #: scales that are Python floats or ints, whose arithmetic C's doubles repeat;
         #: numpy's float32, say, rounds otherwise).
-        self.compiled = _COMPILED_MATCHES and _instance(py_rng) is not None and all(
+        self._instance = _instance(py_rng)  # what the compiled loop draws from, or None
+        self.compiled = _COMPILED_MATCHES and self._instance is not None and all(
             isinstance(side, (int, np.integer)) and 1 <= side < 2 ** 31
             for side in (width, height)) and all(_plain(value) for value in self.scales)
 
@@ -184,7 +185,7 @@ class CropTrials:
         runs = [(max_trial, float(lowest), float(highest),
                  math.nan if bound is None else bound)
                 for (lowest, highest), bound in zip(constraints, bounds)]
-        return _trials.run(_instance(self.py_rng), self.width, self.height, *self.scales,
+        return _trials.run(self._instance, self.width, self.height, *self.scales,
                            runs, boxes, *area_range)
 
 
