@@ -31,11 +31,13 @@ def as_host_array(sample, index, deferred=False):
     ...
     TypeError: sample 3 is a dict; expected an mx.nd.NDArray, a numpy.ndarray, a list/tuple of numbers or a number
     """
-    if isinstance(sample, mx.nd.NDArray):
+    if type(sample) is np.ndarray:  # the common case, before the ABC checks below
+        array = sample
+    elif isinstance(sample, mx.nd.NDArray):
         return host_view(sample)
-    if isinstance(sample, Deferred):
+    elif isinstance(sample, Deferred):
         return sample if deferred else np.asarray(sample)
-    if isinstance(sample, np.ndarray):
+    elif isinstance(sample, np.ndarray):
         array = sample
     elif isinstance(sample, (list, tuple, numbers.Real, np.generic)):
         with warnings.catch_warnings():

@@ -10,6 +10,8 @@ is computed straight into its slot.
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from .deferred import Deferred
 from .process import ProcessLocal
 
@@ -113,7 +115,8 @@ def write_batch(out, samples, pad_val=0):
            [2., 3.]], dtype=float32)
     """
     if out.nbytes < SMALL_BATCH_BYTES and out.ndim > 1 and all(
-            sample.shape[1:] == out.shape[2:] and not isinstance(sample, Deferred)
+            sample.shape[1:] == out.shape[2:]
+            and (type(sample) is np.ndarray or not isinstance(sample, Deferred))
             for sample in samples):
         _write_rows(out, samples, pad_val)
         return
