@@ -32,11 +32,13 @@ import cv2
 import numpy as np
 
 from .._core import scratch
-from . import color, reach
+from . import area, color, reach
 from .pixels import AREA, INTERPOLATIONS, written
 
-__all__ = ['crop_overlap', 'covers', 'canvas_crop', 'fill_shift', 'resize_crop']
+__all__ = ['crop_overlap', 'covers', 'canvas_crop', 'shift_into', 'fill_shift', 'resize_crop']
 
+#: OpenCV's float32 depth (its type stubs leave the constant out).
+_FLOAT32: int = cv2.CV_32F  # type: ignore[attr-defined]
 #: ``(crop rows, crop cols, image rows, image cols)``, as :func:`crop_overlap` returns it.
 Overlap = Tuple[slice, slice, slice, slice]
 
@@ -116,23 +118,31 @@ def _shifted_into(target, block, shift):
     """
     reversed_axes = (block.strides[0] < 0, block.strides[1] < 0)
     if not any(reversed_axes):
-        _shift_pass(target, block, shift)
+        shift_into(target, block, shift)
         return
     forwards = block[::-1 if reversed_axes[0] else 1, ::-1 if reversed_axes[1] else 1]
     with scratch.empty('canvas_crop.block', block.shape, block.dtype) as mirrored:
         cv2.flip(forwards, _FLIP_CODES[reversed_axes], dst=mirrored)
-        _shift_pass(target, mirrored, shift)
+        shift_into(target, mirrored, shift)
 
 
-def _shift_pass(target, block, shift):
-    """``block - shift`` into ``target`` in one pass: numpy's conversion where nothing is
-    subtracted; else OpenCV's, in float32 as numpy's, which writes the strided target
-    rows in place at twice numpy's speed."""
+def shift_into(target: np.ndarray, block: np.ndarray,
+               shift: Optional[Sequence[float]]) -> None:
+    """``block - shift`` (HWC, uint8 or float32) into the float32 ``target`` in one pass,
+    as a crop stores its image: numpy's conversion where nothing is subtracted (``shift``
+    ``None`` or zeros); else OpenCV's, in float32 as numpy's, which writes the strided
+    target rows in place at twice numpy's speed.
+
+    >>> target = np.empty((1, 1, 3), np.float32)
+    >>> shift_into(target, np.full((1, 1, 3), 10, np.uint8), (1.0, 2.0, 3.0))
+    >>> target[0, 0]
+    array([9., 8., 7.], dtype=float32)
+    """
     if shift is None or not np.any(shift):
         np.copyto(target, block, casting='unsafe')
         return
     scalar = tuple(float(v) for v in np.asarray(shift, np.float32)) + (0.0,)
-    written(target, cv2.subtract(block, scalar, dst=target, dtype=cv2.CV_32F))
+    written(target, cv2.subtract(block, scalar, dst=target, dtype=_FLOAT32))
 
 
 def fill_shift(m: np.ndarray, fill: Sequence[float]) -> np.ndarray:
@@ -232,6 +242,11 @@ def _resize_part(src, crop, offset, scale, interp, shift):
     the image (see :func:`resize_crop`)."""
     width, height = crop[2], crop[3]
     fx, fy = scale
+    if interp == AREA and area.applies(src, (width, height), scale):
+        # the same bits from the uint8 image, without the float32 crop
+        values = area.byte_values(shift, shift_into)
+        return area.resize(src, (offset[0] - crop[0], offset[1] - crop[1]), (width, height),
+                           scale, values)
     rows = crop_overlap(crop, offset, src.shape)[0]
     shown = rows.stop - rows.start
     if interp != AREA or shown == height or fx > 1 or fy > 1:
