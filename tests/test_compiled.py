@@ -43,18 +43,20 @@ NOT_BUILT = r'''
 import sys
 if sys.argv[1] == 'not built':
     sys.modules['gluonbatch.transforms._trials'] = None
-    sys.modules['gluonbatch.transforms._area'] = None
+    sys.modules['gluonbatch.transforms._canvas_resize'] = None
     sys.modules['gluonbatch.targets._ssd_match'] = None
 import json, random, warnings
 import numpy as np
 with warnings.catch_warnings(record=True) as record:
     warnings.simplefilter('always')
     from gluonbatch.targets.ssd import SSDTargets
-    from gluonbatch.transforms import area, draws
+    from gluonbatch.transforms import canvas_resize, draws
     from gluonbatch.transforms.crops import resize_crop
 rng = np.random.default_rng(5)
 image = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)
-resized = resize_crop(image, (3, 5, 140, 90), (40, 20), (41, 29), 3, (5.5, -3.0, 9.0))
+# area and Lanczos: compiled where built, OpenCV's resizes of the float32 crop where not
+resized = [resize_crop(image, (3, 5, 140, 90), (40, 20), (41, 29), interp, (5.5, -3.0, 9.0))
+           for interp in (3, 4)]
 crops = []
 for seed in range(40):
     boxes = rng.uniform(0, 200, (int(rng.integers(1, 5)), 2))
@@ -70,8 +72,9 @@ boxes = np.concatenate([boxes, boxes + rng.uniform(4, 60, boxes.shape).astype(np
 cls_targets, box_targets = SSDTargets(centres).compute(boxes, np.ones((4, 3), np.float32))
 print(json.dumps({'warnings': [str(w.message) for w in record if 'not built' in str(w.message)],
                   'crops': crops, 'targets': [cls_targets.tolist(), box_targets.tolist()],
-                  'area': [area.applies(image, (140, 90), (41 / 140, 29 / 90)),
-                           resized.view(np.uint32).tolist()]}))
+                  'compiled': [canvas_resize.applies(image, (140, 90), (41 / 140, 29 / 90), interp)
+                               for interp in (3, 4)],
+                  'resized': [r.view(np.uint32).tolist() for r in resized]}))
 '''
 
 
@@ -88,5 +91,6 @@ def test_a_tree_not_built_warns_once_and_gives_the_same_results():
     assert 'pip install -e .' in warning
     assert runs['not built']['crops'] == runs['built']['crops']
     assert runs['not built']['targets'] == runs['built']['targets']
-    assert runs['built']['area'][0] and not runs['not built']['area'][0]
-    assert runs['not built']['area'][1] == runs['built']['area'][1]
+    assert runs['built']['compiled'] == [True, True]
+    assert runs['not built']['compiled'] == [False, False]
+    assert runs['not built']['resized'] == runs['built']['resized']

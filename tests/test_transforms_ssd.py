@@ -691,7 +691,9 @@ def test_resize_crop_resizes_only_the_part_its_outputs_read(built, interp, corne
     where a side grows). The image is the whole crop's resize, within float32 rounding of
     sample positions."""
     rng = np.random.default_rng(interp)
-    src = random_image(rng, 30, 40)
+    # float32: OpenCV resizes the crops built (uint8 parts may be resized from the image
+    # itself, gluonbatch.transforms.canvas_resize, which builds none)
+    src = random_image(rng, 30, 40).astype(np.float32)
     crop, shift = (5, 7, 400, 300), (10., -20., 30.)
     offset = (5, 7) if corner == 'start' else (365, 277)   # the crop's top left or bottom right
     with crops.canvas_crop(src, crop, offset, shift) as img:

@@ -1,8 +1,9 @@
 """The loops compiled at install, and what happens where they were not built.
 
 Three loops are C extensions that ``pip install`` builds (``setup.py``): the constrained
-crop's trials (:mod:`gluonbatch.transforms.crop_trials`), OpenCV's area resize read from
-the uint8 image (:mod:`gluonbatch.transforms.area`) and SSD's IoUs and matching
+crop's trials (:mod:`gluonbatch.transforms.crop_trials`), OpenCV's area and Lanczos
+resizes read from the uint8 image (:mod:`gluonbatch.transforms.canvas_resize`) and SSD's
+IoUs and matching
 (:mod:`gluonbatch.targets.ssd`). Each repeats its Python definition's arithmetic, so the
 results are the same either way. A source tree used without being built (on
 ``PYTHONPATH``, say) has no extensions: :func:`load` then warns once, naming the command
@@ -21,7 +22,7 @@ __all__ = ['NOT_BUILT_WARNING', 'load']
 
 #: What :func:`load` warns (a ``RuntimeWarning``) the first time an extension is missing.
 NOT_BUILT_WARNING = ('gluonbatch was not built: its compiled loops (the constrained crop\'s '
-                     'trials, the area resize, SSD\'s matching) run as Python and OpenCV, the '
+                     'trials, two resizes, SSD\'s matching) run as Python and OpenCV, the '
                      'same results several times slower. Install it with pip (pip install -e '
                      '. in a source tree).')
 

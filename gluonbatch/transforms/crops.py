@@ -32,7 +32,7 @@ import cv2
 import numpy as np
 
 from .._core import scratch
-from . import area, color, reach
+from . import canvas_resize, color, reach
 from .pixels import AREA, INTERPOLATIONS, written
 
 __all__ = ['crop_overlap', 'covers', 'canvas_crop', 'shift_into', 'fill_shift', 'resize_crop']
@@ -242,11 +242,11 @@ def _resize_part(src, crop, offset, scale, interp, shift):
     the image (see :func:`resize_crop`)."""
     width, height = crop[2], crop[3]
     fx, fy = scale
-    if interp == AREA and area.applies(src, (width, height), scale):
+    if canvas_resize.applies(src, (width, height), scale, interp):
         # the same bits from the uint8 image, without the float32 crop
-        values = area.byte_values(shift, shift_into)
-        return area.resize(src, (offset[0] - crop[0], offset[1] - crop[1]), (width, height),
-                           scale, values)
+        return canvas_resize.resize(src, (offset[0] - crop[0], offset[1] - crop[1]),
+                                    (width, height), scale, interp,
+                                    canvas_resize.byte_values(shift, shift_into))
     rows = crop_overlap(crop, offset, src.shape)[0]
     shown = rows.stop - rows.start
     if interp != AREA or shown == height or fx > 1 or fy > 1:

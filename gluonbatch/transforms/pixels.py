@@ -27,7 +27,7 @@ from .._core import scratch
 from .._core.checks import described
 from . import color
 
-__all__ = ['INTERPOLATIONS', 'BILINEAR', 'AREA', 'val_interp', 'resize', 'check_pixels',
+__all__ = ['INTERPOLATIONS', 'BILINEAR', 'AREA', 'LANCZOS', 'val_interp', 'resize', 'check_pixels',
            'written', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw', 'Normalizer']
 
 #: gluoncv's interpolation codes, which OpenCV takes as they are.
@@ -37,6 +37,8 @@ INTERPOLATIONS = {0: cv2.INTER_NEAREST, 1: cv2.INTER_LINEAR, 2: cv2.INTER_CUBIC,
 BILINEAR = 1
 #: The area code (OpenCV averages where both sides shrink, and interpolates otherwise).
 AREA = 3
+#: The Lanczos code (8 taps a side).
+LANCZOS = 4
 
 
 def val_interp(in_size: Sequence[int], out_size: Sequence[int]) -> int:

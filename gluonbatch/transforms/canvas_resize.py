@@ -1,0 +1,148 @@
+"""Two of OpenCV's float32 resizes of a canvas's crop, computed from the uint8 image.
+
+:func:`~gluonbatch.transforms.crops.resize_crop` hands OpenCV a float32 crop: the image's
+pixels converted (minus the fill's shift) and zeros for the fill, a buffer several times
+the output that is written, read once and cleared again. For two of gluoncv's five
+interpolations, the slowest, :func:`resize` computes OpenCV's float32 output to the bit
+from the uint8 image itself (``_canvas_resize.c``), each byte's converted value taken from
+a table (:func:`byte_values`, made by the very conversion the crop uses):
+
+- **Area** where both sides shrink: OpenCV's cells, weights and float sums, in its order;
+  where a scale is a whole number OpenCV sums otherwise, and it keeps those.
+- **Lanczos**: OpenCV's sample positions and weights, its sums across each row left to
+  right and down the rows as its vector loop and its scalar tail order them. The loop's
+  width is OpenCV's build's: it is checked against ``cv2.resize`` on this machine at
+  import, and a build that sums otherwise keeps OpenCV's path.
+
+:func:`applies` says where; elsewhere (uint8 resizes of other kinds, float32 images, an
+output the size of its source, which OpenCV copies) OpenCV resizes the float32 crop.
+
+Examples
+--------
+>>> import cv2
+>>> import numpy as np
+>>> src = np.arange(5 * 7 * 3, dtype=np.uint8).reshape(5, 7, 3)
+>>> scale = (3 / 7, 2 / 5)
+>>> applies(src, (7, 5), scale, AREA)
+True
+>>> ours = resize(src, (0, 0), (7, 5), scale, AREA, byte_values(None))
+>>> theirs = cv2.resize(src.astype(np.float32), None, fx=scale[0], fy=scale[1],
+...                     interpolation=cv2.INTER_AREA)
+>>> bool((ours == theirs).all())
+True
+"""
+import sys
+from collections.abc import Callable, Sequence
+
+import cv2
+import numpy as np
+
+from .._core import compiled
+from .pixels import AREA, LANCZOS
+
+__all__ = ['output_size', 'applies', 'byte_values', 'resize']
+
+#: The float32 lanes of OpenCV's vector loop in its Lanczos sums down the rows (its
+#: x86-64 and ARM builds' baseline: 128 bits).
+_LANES = 4
+
+_kernels = compiled.load('gluonbatch.transforms._canvas_resize')
+#: Every byte value in each of the three channels: ``(1, 256, 3)`` uint8.
+_BYTES = np.ascontiguousarray(np.broadcast_to(np.arange(256, dtype=np.uint8)[None, :, None],
+                                              (1, 256, 3)))
+
+
+def output_size(size: Sequence[int], scale: Sequence[float]) -> tuple[int, int]:
+    """The ``(width, height)`` OpenCV gives ``size`` resized by the factors ``scale``:
+    each side times its factor, rounded half to even.
+
+    >>> output_size((7, 5), (3 / 7, 0.5))
+    (3, 2)
+    """
+    return round(size[0] * scale[0]), round(size[1] * scale[1])
+
+
+def _whole(value):
+    """Whether OpenCV takes ``value`` (a scale) for a whole number."""
+    return abs(value - round(value)) < sys.float_info.epsilon
+
+
+def _sums_as_opencv():
+    """Whether the compiled Lanczos resize gives ``cv2.resize``'s bits here: on rows of
+    every length modulo the vector loop's width, growing and shrinking."""
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, 256, (13, 17, 3), dtype=np.uint8)
+    values = byte_values(None)
+    for scale in ((0.71, 1.37), (2.3, 0.45), (1.1, 1.9), (0.29, 0.61)):
+        want = cv2.resize(src.astype(np.float32), None, fx=scale[0], fy=scale[1],
+                          interpolation=cv2.INTER_LANCZOS4)
+        got = np.empty_like(want)
+        _kernels.lanczos_resize(_LANES, (src, values, 0, 0, 17, 13) + scale + (got,))
+        if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
+            return False
+    return True
+
+
+def byte_values(shift: Sequence[float] | None,
+                convert: Callable[..., None] | None = None) -> np.ndarray:
+    """Per channel, the float32 value a crop stores for each byte: ``(3, 256)``.
+
+    ``convert(target, block, shift)`` writes a uint8 block's float32 crop values into
+    ``target``, as the crop is made (an element-wise conversion); by default the byte's
+    value, which is what the crop stores where ``shift`` is ``None``.
+
+    >>> byte_values(None)[:, 255]
+    array([255., 255., 255.], dtype=float32)
+    """
+    values = np.empty((1, 256, 3), np.float32)
+    if convert is None:
+        np.copyto(values, _BYTES, casting='unsafe')
+    else:
+        convert(values, _BYTES, shift)
+    return np.ascontiguousarray(values[0].T)
+
+
+_LANCZOS_MATCHES = _kernels is not None and _sums_as_opencv()
+
+
+def applies(src: np.ndarray, size: Sequence[int], scale: Sequence[float], interp: int) -> bool:
+    """Whether :func:`resize` computes OpenCV's resize of ``size = (width, height)`` by the
+    factors ``scale = (fx, fy)`` with the interpolation code ``interp`` from the image
+    ``src``: it was built, ``src`` is uint8, the output has other sizes than the source
+    (OpenCV copies otherwise), at least 1 each; for area, both sides shrink (OpenCV's
+    scales ``1 / f`` are at least 1) and neither scale is a whole number; for Lanczos, the
+    compiled sums were found to be OpenCV's at import."""
+    if _kernels is None or src.dtype != np.uint8 or interp not in (AREA, LANCZOS):
+        return False
+    out = output_size(size, scale)
+    if min(out) < 1 or tuple(out) == (size[0], size[1]):
+        return False
+    if interp == LANCZOS:
+        return _LANCZOS_MATCHES
+    scales = (1.0 / scale[0], 1.0 / scale[1])
+    return (min(scales) >= 1 and not any(_whole(s) for s in scales)
+            and all(o < s for o, s in zip(out, size)))
+
+
+def resize(src: np.ndarray, offset: Sequence[int], size: Sequence[int],
+           scale: Sequence[float], interp: int, values: np.ndarray) -> np.ndarray:
+    """The resize by ``scale = (fx, fy)``, with the interpolation code ``interp``, of the
+    ``size = (width, height)`` part, from ``(0, 0)``, of a canvas holding ``src`` (uint8
+    HWC, any strides) at ``offset = (x, y)``: ``values[c, byte]`` where the image shows,
+    ``0`` elsewhere. A new float32 array, bit for bit what ``cv2.resize`` gives that canvas
+    as float32, where :func:`applies` (``RuntimeError`` where the extension was not
+    built; ``ValueError`` for another interpolation)."""
+    if _kernels is None:
+        raise RuntimeError('the canvas resizes were not built; see applies()')
+    if interp not in (AREA, LANCZOS):
+        raise ValueError('only area (%d) and Lanczos (%d) are computed here, got %r'
+                         % (AREA, LANCZOS, interp))
+    width, height = output_size(size, scale)
+    out = np.empty((height, width, 3), np.float32)
+    call = (src, values, int(offset[0]), int(offset[1]), int(size[0]), int(size[1]),
+            float(scale[0]), float(scale[1]), out)
+    if interp == AREA:
+        _kernels.area_resize(*call)
+    else:
+        _kernels.lanczos_resize(_LANES, call)
+    return out

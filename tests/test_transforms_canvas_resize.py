@@ -1,0 +1,149 @@
+"""OpenCV's area and Lanczos resizes computed from the uint8 image
+(``gluonbatch.transforms.canvas_resize``): bit for bit OpenCV's resize of the float32 crop
+they replace, wherever they apply, and left to OpenCV wherever OpenCV computes otherwise."""
+import cv2
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from gluonbatch.transforms import canvas_resize, crops, pixels
+
+INTERPS = {pixels.AREA: cv2.INTER_AREA, pixels.LANCZOS: cv2.INTER_LANCZOS4}
+
+
+def bits(array):
+    """The float32 array's bits: equal bits, not merely equal values (-0.0 is not 0.0)."""
+    return np.ascontiguousarray(array).view(np.uint32)
+
+
+def opencv(src, offset, size, scale, interp, shift):
+    """OpenCV's resize of the float32 canvas crop, as ``resize_crop`` makes it without the
+    compiled resizes."""
+    with crops.canvas_crop(src, (0, 0) + tuple(size), offset, shift) as img:
+        return cv2.resize(img, None, fx=scale[0], fy=scale[1], interpolation=INTERPS[interp])
+
+
+def compiled(src, offset, size, scale, interp, shift):
+    values = canvas_resize.byte_values(shift, crops.shift_into)
+    return canvas_resize.resize(src, offset, size, scale, interp, values)
+
+
+def image(rng, reverse_rows, reverse_cols):
+    src = rng.integers(0, 256, (int(rng.integers(1, 70)), int(rng.integers(1, 70)), 3),
+                       dtype=np.uint8)
+    return src[::-1 if reverse_rows else 1, ::-1 if reverse_cols else 1]
+
+
+@settings(deadline=None, max_examples=300)
+@given(seed=st.integers(0, 2 ** 32 - 1), size=st.tuples(st.integers(2, 160),
+                                                          st.integers(2, 160)),
+       outputs=st.tuples(st.integers(1, 159), st.integers(1, 159)),
+       place=st.tuples(st.floats(-1.2, 1.2), st.floats(-1.2, 1.2)),
+       reverse=st.tuples(st.booleans(), st.booleans()), shifted=st.booleans())
+def test_the_area_resize_is_opencvs_resize_of_the_float32_crop_to_the_bit(
+        seed, size, outputs, place, reverse, shifted):
+    """Every placement of the image (in the part, across its edges, outside it), reversed
+    views (the mirrored parts), shifted values, and scales that are no whole numbers."""
+    rng = np.random.default_rng(seed)
+    src = image(rng, *reverse)
+    scale = tuple(min(o, s - 1) / s * (1 - 1e-9 * (k + 1)) for k, (o, s)
+                  in enumerate(zip(outputs, size)))
+    assume(canvas_resize.applies(src, size, scale, pixels.AREA))
+    offset = (int(place[0] * size[0]), int(place[1] * size[1]))
+    shift = rng.uniform(-300, 300, 3) if shifted else None
+    got = compiled(src, offset, size, scale, pixels.AREA, shift)
+    want = opencv(src, offset, size, scale, pixels.AREA, shift)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+@settings(deadline=None, max_examples=300)
+@given(seed=st.integers(0, 2 ** 32 - 1), size=st.tuples(st.integers(1, 120),
+                                                          st.integers(1, 120)),
+       scale=st.tuples(st.floats(0.05, 5.0), st.floats(0.05, 5.0)),
+       place=st.tuples(st.floats(-1.2, 1.2), st.floats(-1.2, 1.2)),
+       reverse=st.tuples(st.booleans(), st.booleans()), shifted=st.booleans())
+def test_the_lanczos_resize_is_opencvs_resize_of_the_float32_crop_to_the_bit(
+        seed, size, scale, place, reverse, shifted):
+    """Growing and shrinking, rows of every length (OpenCV's vector loop and its scalar
+    tail sum the rows in different orders), outputs whose taps reach past the part's ends,
+    rows and columns of fill, reversed views and shifted values."""
+    rng = np.random.default_rng(seed)
+    src = image(rng, *reverse)
+    assume(canvas_resize.applies(src, size, scale, pixels.LANCZOS))
+    offset = (int(place[0] * size[0]), int(place[1] * size[1]))
+    shift = rng.uniform(-300, 300, 3) if shifted else None
+    got = compiled(src, offset, size, scale, pixels.LANCZOS, shift)
+    want = opencv(src, offset, size, scale, pixels.LANCZOS, shift)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+@pytest.mark.parametrize('interp', [pixels.AREA, pixels.LANCZOS])
+@settings(deadline=None, max_examples=100)
+@given(seed=st.integers(0, 2 ** 32 - 1), crop=st.tuples(
+           st.integers(0, 300), st.integers(0, 300), st.integers(20, 700), st.integers(20, 700)),
+       offset=st.tuples(st.integers(0, 400), st.integers(0, 400)),
+       size=st.tuples(st.integers(8, 300), st.integers(8, 300)), shifted=st.booleans())
+def test_a_uint8_image_resizes_as_its_float32_copy_through_opencv(interp, seed, crop, offset,
+                                                                  size, shifted):
+    """``resize_crop`` end to end (parts from either end, bands of rows, placement): a
+    uint8 image, whose parts the compiled resizes read, gives the same bits as its float32
+    copy, which goes through OpenCV's float32 crop and resize."""
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, 256, (int(rng.integers(20, 200)), int(rng.integers(20, 200)), 3),
+                       dtype=np.uint8)
+    shift = rng.uniform(-100, 100, 3) if shifted else None
+    got = crops.resize_crop(src, crop, offset, size, interp, shift)
+    want = crops.resize_crop(src.astype(np.float32), crop, offset, size, interp, shift)
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+def test_the_byte_values_are_what_the_crop_stores():
+    rng = np.random.default_rng(3)
+    src = rng.integers(0, 256, (40, 50, 3), dtype=np.uint8)
+    shift = rng.uniform(-100, 100, 3)
+    values = canvas_resize.byte_values(shift, crops.shift_into)
+    with crops.canvas_crop(src, (0, 0, 50, 40), (0, 0), shift) as crop:
+        stored = crop.copy()
+    np.testing.assert_array_equal(bits(values[np.arange(3), src]), bits(stored))
+    np.testing.assert_array_equal(canvas_resize.byte_values(None),
+                                  np.tile(np.arange(256.0), (3, 1)))
+
+
+def test_opencvs_other_paths_stay_opencvs():
+    """Area with whole-number scales (OpenCV's exact-multiple path), a side that grows (it
+    interpolates) or keeps its size; outputs the size of their source (copied); float32
+    images; the other interpolations: not compiled."""
+    src = np.zeros((30, 40, 3), np.uint8)
+    area, lanczos = pixels.AREA, pixels.LANCZOS
+    assert canvas_resize.applies(src, (400, 300), (0.29, 0.31), area)
+    assert not canvas_resize.applies(src, (400, 300), (0.25, 0.31), area)  # 4 pixels a cell
+    assert not canvas_resize.applies(src, (400, 300), (0.29, 0.5), area)
+    assert not canvas_resize.applies(src, (400, 300), (1.5, 0.31), area)   # grows
+    assert not canvas_resize.applies(src, (400, 300), (0.999, 0.31), area)  # 399.6: 400
+    assert not canvas_resize.applies(src, (1, 300), (0.9, 0.31), area)     # nothing to shrink
+    assert canvas_resize.applies(src, (400, 300), (1.5, 0.999), lanczos)
+    assert not canvas_resize.applies(src, (400, 300), (0.999, 1.001), lanczos)  # a copy
+    for interp in (area, lanczos):
+        assert not canvas_resize.applies(src.astype(np.float32), (400, 300), (0.29, 0.31),
+                                         interp)
+    for interp in (0, 1, 2):
+        assert not canvas_resize.applies(src, (400, 300), (0.29, 0.31), interp)
+    with pytest.raises(ValueError, match='only area'):
+        canvas_resize.resize(src, (0, 0), (400, 300), (0.29, 0.31), 1,
+                             canvas_resize.byte_values(None))
+
+
+@pytest.mark.parametrize('interp', [pixels.AREA, pixels.LANCZOS])
+def test_a_voc_image_expanded_twice_resizes_as_opencvs(interp):
+    """The SSD preset's typical crop: a 500x375 image in a crop twice its size, into
+    300x300, its image reversed as a part resized from the crop's end is."""
+    rng = np.random.default_rng(7)
+    src = rng.integers(0, 256, (375, 500, 3), dtype=np.uint8)[::-1, ::-1]
+    size, scale = (1003, 751), (300 / 1003, 300 / 751)
+    shift = (123.7, -4.5, 60.0)
+    got = compiled(src, (211, 77), size, scale, interp, shift)
+    np.testing.assert_array_equal(bits(got), bits(opencv(src, (211, 77), size, scale, interp,
+                                                         shift)))
