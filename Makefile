@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): setup.py constraints.txt $(wildcard gluonbatch/*/*.c)
+$(STAMP): setup.py constraints.txt $(wildcard gluonbatch/*/*.c gluonbatch/*/*.h)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,examples,docs]'
 	touch $(STAMP)

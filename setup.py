@@ -27,7 +27,7 @@ SHARDS = ['pyarrow', 'Pillow', 'tqdm'] + JPEG
 CURATION = ['pandas', 'dask[dataframe]', 'distributed'] + SHARDS
 
 # Compiled at install: the constrained crop's trial loop (gluonbatch.transforms.crop_trials),
-# OpenCV's area and Lanczos resizes read from uint8 (gluonbatch.transforms.canvas_resize)
+# OpenCV's float32 resizes read from uint8 (gluonbatch.transforms.canvas_resize)
 # and the SSD matching (gluonbatch.targets.ssd). Each repeats Python's, OpenCV's or
 # MXNet's arithmetic bit for bit: no fused multiply-add, no fast math. Without traps for
 # floating point exceptions (which nothing here enables), loops of selects vectorize; the
@@ -37,7 +37,9 @@ EXTENSIONS = [
     Extension('gluonbatch.transforms._trials', ['gluonbatch/transforms/_trials.c'],
               extra_compile_args=EXACT),
     Extension('gluonbatch.transforms._canvas_resize',
-              ['gluonbatch/transforms/_canvas_resize.c'], extra_compile_args=EXACT),
+              ['gluonbatch/transforms/_canvas_%s.c' % part
+               for part in ('resize', 'nearest', 'area', 'lanczos')],
+              depends=['gluonbatch/transforms/_canvas.h'], extra_compile_args=EXACT),
     Extension('gluonbatch.targets._ssd_match', ['gluonbatch/targets/_ssd_match.c'],
               extra_compile_args=EXACT),
 ]

@@ -1,4 +1,4 @@
-"""OpenCV's area and Lanczos resizes computed from the uint8 image
+"""OpenCV's nearest, area and Lanczos resizes computed from the uint8 image
 (``gluonbatch.transforms.canvas_resize``): bit for bit OpenCV's resize of the float32 crop
 they replace, wherever they apply, and left to OpenCV wherever OpenCV computes otherwise."""
 import cv2
@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from gluonbatch.transforms import canvas_resize, crops, pixels
 
-INTERPS = {pixels.AREA: cv2.INTER_AREA, pixels.LANCZOS: cv2.INTER_LANCZOS4}
+INTERPS = {pixels.NEAREST: cv2.INTER_NEAREST, pixels.AREA: cv2.INTER_AREA,
+           pixels.LANCZOS: cv2.INTER_LANCZOS4}
 
 
 def bits(array):
@@ -58,29 +59,30 @@ def test_the_area_resize_is_opencvs_resize_of_the_float32_crop_to_the_bit(
     np.testing.assert_array_equal(bits(got), bits(want))
 
 
+@pytest.mark.parametrize('interp', [pixels.NEAREST, pixels.LANCZOS])
 @settings(deadline=None, max_examples=300)
 @given(seed=st.integers(0, 2 ** 32 - 1), size=st.tuples(st.integers(1, 120),
                                                           st.integers(1, 120)),
        scale=st.tuples(st.floats(0.05, 5.0), st.floats(0.05, 5.0)),
        place=st.tuples(st.floats(-1.2, 1.2), st.floats(-1.2, 1.2)),
        reverse=st.tuples(st.booleans(), st.booleans()), shifted=st.booleans())
-def test_the_lanczos_resize_is_opencvs_resize_of_the_float32_crop_to_the_bit(
-        seed, size, scale, place, reverse, shifted):
+def test_nearest_and_lanczos_are_opencvs_resizes_of_the_float32_crop_to_the_bit(
+        interp, seed, size, scale, place, reverse, shifted):
     """Growing and shrinking, rows of every length (OpenCV's vector loop and its scalar
-    tail sum the rows in different orders), outputs whose taps reach past the part's ends,
-    rows and columns of fill, reversed views and shifted values."""
+    tail sum Lanczos's rows in different orders), outputs whose taps reach past the part's
+    ends, rows and columns of fill, reversed views and shifted values."""
     rng = np.random.default_rng(seed)
     src = image(rng, *reverse)
-    assume(canvas_resize.applies(src, size, scale, pixels.LANCZOS))
+    assume(canvas_resize.applies(src, size, scale, interp))
     offset = (int(place[0] * size[0]), int(place[1] * size[1]))
     shift = rng.uniform(-300, 300, 3) if shifted else None
-    got = compiled(src, offset, size, scale, pixels.LANCZOS, shift)
-    want = opencv(src, offset, size, scale, pixels.LANCZOS, shift)
+    got = compiled(src, offset, size, scale, interp, shift)
+    want = opencv(src, offset, size, scale, interp, shift)
     assert got.shape == want.shape and got.dtype == np.float32
     np.testing.assert_array_equal(bits(got), bits(want))
 
 
-@pytest.mark.parametrize('interp', [pixels.AREA, pixels.LANCZOS])
+@pytest.mark.parametrize('interp', canvas_resize.COMPILED)
 @settings(deadline=None, max_examples=100)
 @given(seed=st.integers(0, 2 ** 32 - 1), crop=st.tuples(
            st.integers(0, 300), st.integers(0, 300), st.integers(20, 700), st.integers(20, 700)),
@@ -115,7 +117,7 @@ def test_the_byte_values_are_what_the_crop_stores():
 def test_opencvs_other_paths_stay_opencvs():
     """Area with whole-number scales (OpenCV's exact-multiple path), a side that grows (it
     interpolates) or keeps its size; outputs the size of their source (copied); float32
-    images; the other interpolations: not compiled."""
+    images; linear and cubic (which OpenCV's build hands to IPP): not compiled."""
     src = np.zeros((30, 40, 3), np.uint8)
     area, lanczos = pixels.AREA, pixels.LANCZOS
     assert canvas_resize.applies(src, (400, 300), (0.29, 0.31), area)
@@ -126,17 +128,18 @@ def test_opencvs_other_paths_stay_opencvs():
     assert not canvas_resize.applies(src, (1, 300), (0.9, 0.31), area)     # nothing to shrink
     assert canvas_resize.applies(src, (400, 300), (1.5, 0.999), lanczos)
     assert not canvas_resize.applies(src, (400, 300), (0.999, 1.001), lanczos)  # a copy
-    for interp in (area, lanczos):
+    assert canvas_resize.applies(src, (400, 300), (2.0, 0.25), pixels.NEAREST)
+    for interp in canvas_resize.COMPILED:
         assert not canvas_resize.applies(src.astype(np.float32), (400, 300), (0.29, 0.31),
                                          interp)
-    for interp in (0, 1, 2):
+    for interp in (pixels.BILINEAR, 2):
         assert not canvas_resize.applies(src, (400, 300), (0.29, 0.31), interp)
-    with pytest.raises(ValueError, match='only area'):
+    with pytest.raises(ValueError, match='must be one of'):
         canvas_resize.resize(src, (0, 0), (400, 300), (0.29, 0.31), 1,
                              canvas_resize.byte_values(None))
 
 
-@pytest.mark.parametrize('interp', [pixels.AREA, pixels.LANCZOS])
+@pytest.mark.parametrize('interp', canvas_resize.COMPILED)
 def test_a_voc_image_expanded_twice_resizes_as_opencvs(interp):
     """The SSD preset's typical crop: a 500x375 image in a crop twice its size, into
     300x300, its image reversed as a part resized from the crop's end is."""

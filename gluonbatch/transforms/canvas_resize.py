@@ -1,21 +1,24 @@
-"""Two of OpenCV's float32 resizes of a canvas's crop, computed from the uint8 image.
+"""OpenCV's float32 resizes of a canvas's crop, computed from the uint8 image.
 
 :func:`~gluonbatch.transforms.crops.resize_crop` hands OpenCV a float32 crop: the image's
 pixels converted (minus the fill's shift) and zeros for the fill, a buffer several times
-the output that is written, read once and cleared again. For two of gluoncv's five
-interpolations, the slowest, :func:`resize` computes OpenCV's float32 output to the bit
-from the uint8 image itself (``_canvas_resize.c``), each byte's converted value taken from
-a table (:func:`byte_values`, made by the very conversion the crop uses):
+the output that is written, read once and cleared again. :func:`resize` computes
+OpenCV's float32 output to the bit from the uint8 image itself (``_canvas_*.c``), each
+byte's converted value taken from a table (:func:`byte_values`, made by the very
+conversion the crop uses), for three of gluoncv's five interpolations:
 
-- **Area** where both sides shrink: OpenCV's cells, weights and float sums, in its order;
-  where a scale is a whole number OpenCV sums otherwise, and it keeps those.
+- **Nearest**: OpenCV's ``floor(d * scale)`` per side.
+- **Area** where both sides shrink: OpenCV's cells, weights and float sums, in its order.
+  Where a scale is a whole number, or a side grows, OpenCV sums otherwise: those stay
+  OpenCV's.
 - **Lanczos**: OpenCV's sample positions and weights, its sums across each row left to
-  right and down the rows as its vector loop and its scalar tail order them. The loop's
-  width is OpenCV's build's: it is checked against ``cv2.resize`` on this machine at
-  import, and a build that sums otherwise keeps OpenCV's path.
+  right and down the rows as its vector loop and its scalar tail order them.
 
-:func:`applies` says where; elsewhere (uint8 resizes of other kinds, float32 images, an
-output the size of its source, which OpenCV copies) OpenCV resizes the float32 crop.
+OpenCV's build hands float32 linear and cubic resizes to Intel's IPP, whose sums are its
+own: those stay OpenCV's. The vector loop's width is OpenCV's build's too, so each kind is
+checked against ``cv2.resize`` on this machine at import, and a kind that differs keeps
+OpenCV's path. :func:`applies` says where; elsewhere (float32 images, an output the size
+of its source, which OpenCV copies) OpenCV resizes the float32 crop.
 
 Examples
 --------
@@ -38,12 +41,12 @@ import cv2
 import numpy as np
 
 from .._core import compiled
-from .pixels import AREA, LANCZOS
+from .pixels import AREA, INTERPOLATIONS, LANCZOS, NEAREST
 
-__all__ = ['output_size', 'applies', 'byte_values', 'resize']
+__all__ = ['COMPILED', 'output_size', 'applies', 'byte_values', 'resize']
 
-#: The float32 lanes of OpenCV's vector loop in its Lanczos sums down the rows (its
-#: x86-64 and ARM builds' baseline: 128 bits).
+#: The float32 lanes of OpenCV's vector loops in its sums down the rows (its x86-64 and
+#: ARM builds' baseline: 128 bits).
 _LANES = 4
 
 _kernels = compiled.load('gluonbatch.transforms._canvas_resize')
@@ -67,17 +70,26 @@ def _whole(value):
     return abs(value - round(value)) < sys.float_info.epsilon
 
 
-def _sums_as_opencv():
-    """Whether the compiled Lanczos resize gives ``cv2.resize``'s bits here: on rows of
-    every length modulo the vector loop's width, growing and shrinking."""
+#: The interpolation codes computed here.
+COMPILED = (NEAREST, AREA, LANCZOS)
+#: Factors that the checks at import resize by: rows of every length modulo the vector
+#: loops' width, growing and shrinking (area: shrinking, as OpenCV averages only then).
+_PROBES = {NEAREST: ((0.71, 1.37), (2.3, 0.45), (1.1, 1.9), (0.29, 0.61)),
+           AREA: ((0.71, 0.37), (0.45, 0.83), (0.29, 0.61)),
+           LANCZOS: ((0.71, 1.37), (2.3, 0.45), (1.1, 1.9), (0.29, 0.61))}
+
+
+def _sums_as_opencv(interp):
+    """Whether the compiled resize with the interpolation code ``interp`` gives
+    ``cv2.resize``'s bits here."""
     rng = np.random.default_rng(0)
     src = rng.integers(0, 256, (13, 17, 3), dtype=np.uint8)
     values = byte_values(None)
-    for scale in ((0.71, 1.37), (2.3, 0.45), (1.1, 1.9), (0.29, 0.61)):
+    for scale in _PROBES[interp]:
         want = cv2.resize(src.astype(np.float32), None, fx=scale[0], fy=scale[1],
-                          interpolation=cv2.INTER_LANCZOS4)
+                          interpolation=INTERPOLATIONS[interp])
         got = np.empty_like(want)
-        _kernels.lanczos_resize(_LANES, (src, values, 0, 0, 17, 13) + scale + (got,))
+        _kernels.resize(interp, _LANES, src, values, 0, 0, 17, 13, *scale, got)
         if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
             return False
     return True
@@ -102,23 +114,25 @@ def byte_values(shift: Sequence[float] | None,
     return np.ascontiguousarray(values[0].T)
 
 
-_LANCZOS_MATCHES = _kernels is not None and _sums_as_opencv()
+#: The interpolation codes whose compiled resize gives OpenCV's bits here.
+_MATCHING = frozenset(interp for interp in COMPILED
+                      if _kernels is not None and _sums_as_opencv(interp))
 
 
 def applies(src: np.ndarray, size: Sequence[int], scale: Sequence[float], interp: int) -> bool:
     """Whether :func:`resize` computes OpenCV's resize of ``size = (width, height)`` by the
     factors ``scale = (fx, fy)`` with the interpolation code ``interp`` from the image
-    ``src``: it was built, ``src`` is uint8, the output has other sizes than the source
-    (OpenCV copies otherwise), at least 1 each; for area, both sides shrink (OpenCV's
-    scales ``1 / f`` are at least 1) and neither scale is a whole number; for Lanczos, the
-    compiled sums were found to be OpenCV's at import."""
-    if _kernels is None or src.dtype != np.uint8 or interp not in (AREA, LANCZOS):
+    ``src``: ``interp`` is one of :data:`COMPILED`, built and found to give OpenCV's bits
+    at import, ``src`` is uint8 and the output has other sizes than the source (OpenCV
+    copies otherwise), at least 1 each; for area, both sides shrink (OpenCV's scales ``1 /
+    f`` are at least 1) and neither scale is a whole number."""
+    if interp not in _MATCHING or src.dtype != np.uint8:
         return False
     out = output_size(size, scale)
     if min(out) < 1 or tuple(out) == (size[0], size[1]):
         return False
-    if interp == LANCZOS:
-        return _LANCZOS_MATCHES
+    if interp != AREA:
+        return True
     scales = (1.0 / scale[0], 1.0 / scale[1])
     return (min(scales) >= 1 and not any(_whole(s) for s in scales)
             and all(o < s for o, s in zip(out, size)))
@@ -126,23 +140,19 @@ def applies(src: np.ndarray, size: Sequence[int], scale: Sequence[float], interp
 
 def resize(src: np.ndarray, offset: Sequence[int], size: Sequence[int],
            scale: Sequence[float], interp: int, values: np.ndarray) -> np.ndarray:
-    """The resize by ``scale = (fx, fy)``, with the interpolation code ``interp``, of the
-    ``size = (width, height)`` part, from ``(0, 0)``, of a canvas holding ``src`` (uint8
-    HWC, any strides) at ``offset = (x, y)``: ``values[c, byte]`` where the image shows,
-    ``0`` elsewhere. A new float32 array, bit for bit what ``cv2.resize`` gives that canvas
-    as float32, where :func:`applies` (``RuntimeError`` where the extension was not
-    built; ``ValueError`` for another interpolation)."""
+    """The resize by ``scale = (fx, fy)``, with the interpolation code ``interp`` (one of
+    :data:`COMPILED`), of the ``size = (width, height)`` part, from ``(0, 0)``, of a canvas
+    holding ``src`` (uint8 HWC, any strides) at ``offset = (x, y)``: ``values[c, byte]``
+    where the image shows, ``0`` elsewhere. A new float32 array, bit for bit what
+    ``cv2.resize`` gives that canvas as float32, where :func:`applies` (``RuntimeError``
+    where the extension was not built; ``ValueError`` for another code)."""
     if _kernels is None:
         raise RuntimeError('the canvas resizes were not built; see applies()')
-    if interp not in (AREA, LANCZOS):
-        raise ValueError('only area (%d) and Lanczos (%d) are computed here, got %r'
-                         % (AREA, LANCZOS, interp))
+    if interp not in COMPILED:
+        raise ValueError('interp must be one of %s (nearest, area, Lanczos), got %r'
+                         % (COMPILED, interp))
     width, height = output_size(size, scale)
     out = np.empty((height, width, 3), np.float32)
-    call = (src, values, int(offset[0]), int(offset[1]), int(size[0]), int(size[1]),
-            float(scale[0]), float(scale[1]), out)
-    if interp == AREA:
-        _kernels.area_resize(*call)
-    else:
-        _kernels.lanczos_resize(_LANES, call)
+    _kernels.resize(interp, _LANES, src, values, int(offset[0]), int(offset[1]), int(size[0]),
+                    int(size[1]), float(scale[0]), float(scale[1]), out)
     return out

@@ -27,12 +27,14 @@ from .._core import scratch
 from .._core.checks import described
 from . import color
 
-__all__ = ['INTERPOLATIONS', 'BILINEAR', 'AREA', 'LANCZOS', 'val_interp', 'resize', 'check_pixels',
+__all__ = ['INTERPOLATIONS', 'NEAREST', 'BILINEAR', 'AREA', 'LANCZOS', 'val_interp', 'resize', 'check_pixels',
            'written', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw', 'Normalizer']
 
 #: gluoncv's interpolation codes, which OpenCV takes as they are.
 INTERPOLATIONS = {0: cv2.INTER_NEAREST, 1: cv2.INTER_LINEAR, 2: cv2.INTER_CUBIC,
                   3: cv2.INTER_AREA, 4: cv2.INTER_LANCZOS4}
+#: The nearest-neighbour code.
+NEAREST = 0
 #: The bilinear code (MXNet's ``imresize`` default, the R-CNN presets' resize).
 BILINEAR = 1
 #: The area code (OpenCV averages where both sides shrink, and interpolates otherwise).

@@ -1,0 +1,34 @@
+/* The part of an expanded canvas that gluonbatch.transforms.canvas_resize resizes, read
+ * from the uint8 image: the kernels' shared declarations (see _canvas_resize.c). */
+#ifndef GLUONBATCH_CANVAS_H
+#define GLUONBATCH_CANVAS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* A part of `width` x `height` pixels holding the image at (x, y): values[c * 256 + byte]
+ * where the image shows, 0 elsewhere. */
+typedef struct {
+    const uint8_t *pixels;                      /* the image's first pixel */
+    Py_ssize_t rows, cols;                      /* its size */
+    Py_ssize_t row_step, col_step, channel_step;  /* its strides in bytes, any sign */
+    Py_ssize_t x, y, width, height;
+    const float *values;
+} Canvas;
+
+/* The float32 output of a resize: `height` rows of `width` pixels of 3 floats. */
+typedef struct {
+    float *pixels;
+    Py_ssize_t width, height;
+} Output;
+
+/* Each kernel runs without the GIL and returns -1 where it could not allocate memory. */
+int area_resize(const Canvas *canvas, double fx, double fy, Output out);
+int lanczos_resize(const Canvas *canvas, Py_ssize_t lanes, double fx, double fy, Output out);
+int nearest_resize(const Canvas *canvas, double fx, double fy, Output out);
+
+/* gluoncv's (and OpenCV's) interpolation codes of the kernels. */
+enum { NEAREST = 0, AREA = 3, LANCZOS = 4 };
+
+#endif
