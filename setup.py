@@ -38,7 +38,7 @@ EXTENSIONS = [
               extra_compile_args=EXACT),
     Extension('gluonbatch.transforms._canvas_resize',
               ['gluonbatch/transforms/_canvas_%s.c' % part
-               for part in ('resize', 'nearest', 'area', 'lanczos')],
+               for part in ('resize', 'row', 'nearest', 'area', 'lanczos')],
               depends=['gluonbatch/transforms/_canvas.h'], extra_compile_args=EXACT),
     Extension('gluonbatch.targets._ssd_match', ['gluonbatch/targets/_ssd_match.c'],
               extra_compile_args=EXACT),

@@ -6,6 +6,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 /* A part of `width` x `height` pixels holding the image at (x, y): values[c * 256 + byte]
  * where the image shows, 0 elsewhere. */
@@ -16,6 +17,21 @@ typedef struct {
     Py_ssize_t x, y, width, height;
     const float *values;
 } Canvas;
+
+/* Four floats, added and multiplied lane by lane (SSE or NEON where there are, each lane
+ * IEEE float arithmetic as a scalar's): a pixel's 3 channels and one spare. */
+typedef float Floats4 __attribute__((vector_size(16)));
+
+static inline Floats4 load4(const float *p)
+{
+    Floats4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Row `row` of the part as float values, 3 per pixel, then a spare 0 that the vectors
+ * read: the image's values where it shows, 0 elsewhere. */
+void canvas_row(const Canvas *canvas, Py_ssize_t row, float *out);
 
 /* The float32 output of a resize: `height` rows of `width` pixels of 3 floats. */
 typedef struct {

@@ -6,7 +6,6 @@
  * (x + 0 is x for every sum here, none of which is -0), so taps outside the image are
  * skipped and a row outside it is 0. */
 #include <math.h>
-#include <string.h>
 
 #include "_canvas.h"
 
@@ -42,56 +41,36 @@ static Py_ssize_t area_taps(Py_ssize_t length, Py_ssize_t outputs, double scale,
     return k;
 }
 
-/* The taps across a row that land on the image: per output, [first, stop) of them (an
- * output's taps are in order of their columns, so those on the image are one run), and
- * per tap its pixel's byte offset in an image row and its weight. */
-typedef struct {
-    Py_ssize_t *first, *stop, *offset;
-    float *alpha;
-} Across;
-
-static void across_image(const Tap *taps, Py_ssize_t count, Py_ssize_t outputs,
-                         const Canvas *canvas, Across a)
+/* Per output, the run of its taps that land on the image, [first, stop) (an output's
+ * taps are in order of their columns, so those on the image are one run; the others read
+ * 0 and add nothing). */
+static void taps_on_image(const Tap *taps, Py_ssize_t count, Py_ssize_t outputs,
+                          const Canvas *canvas, Py_ssize_t *first, Py_ssize_t *stop)
 {
     for (Py_ssize_t d = 0; d < outputs; d++)
-        a.first[d] = a.stop[d] = 0;
+        first[d] = stop[d] = 0;
     for (Py_ssize_t k = 0; k < count; k++) {
         Py_ssize_t d = taps[k].out, col = taps[k].src - canvas->x;
-        a.offset[k] = col * canvas->col_step;
-        a.alpha[k] = taps[k].alpha;
         if (col < 0 || col >= canvas->cols)
             continue;
-        if (a.stop[d] == 0)
-            a.first[d] = k;
-        a.stop[d] = k + 1;
+        if (stop[d] == 0)
+            first[d] = k;
+        stop[d] = k + 1;
     }
 }
 
-/* The taps of one source row of the part into buf (3 floats per output), each output's
- * sums kept in registers: the same additions, in the same order, as OpenCV's buffer. */
-static void area_across(const Canvas *canvas, const Across *a, Py_ssize_t row, float *buf,
-                        Py_ssize_t outputs)
+/* The taps of one row of values (3 per pixel and a spare, canvas_row's) into buf: per
+ * output, from 0, each tap's value times its weight added in the table's order, the 3
+ * channels in the lanes of one vector. Writes 3 floats per output, and possibly one past
+ * them. */
+static void area_across(const float *row, const Tap *taps, const Py_ssize_t *first,
+                        const Py_ssize_t *stop, Py_ssize_t outputs, float *buf)
 {
-    Py_ssize_t image_row = row - canvas->y;
-    if (image_row < 0 || image_row >= canvas->rows) {
-        memset(buf, 0, (size_t)outputs * 3 * sizeof(float));
-        return;
-    }
-    const uint8_t *line = canvas->pixels + image_row * canvas->row_step;
-    const float *v0 = canvas->values, *v1 = v0 + 256, *v2 = v0 + 512;
-    Py_ssize_t step = canvas->channel_step;
     for (Py_ssize_t d = 0; d < outputs; d++) {
-        float t0 = 0.0f, t1 = 0.0f, t2 = 0.0f;
-        for (Py_ssize_t k = a->first[d]; k < a->stop[d]; k++) {
-            const uint8_t *p = line + a->offset[k];
-            float alpha = a->alpha[k];
-            t0 = t0 + v0[p[0]] * alpha;
-            t1 = t1 + v1[p[step]] * alpha;
-            t2 = t2 + v2[p[2 * step]] * alpha;
-        }
-        buf[3 * d] = t0;
-        buf[3 * d + 1] = t1;
-        buf[3 * d + 2] = t2;
+        Floats4 v = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (Py_ssize_t k = first[d]; k < stop[d]; k++)
+            v = v + load4(row + 3 * taps[k].src) * taps[k].alpha;
+        memcpy(buf + 3 * d, &v, sizeof v);
     }
 }
 
@@ -102,27 +81,34 @@ int area_resize(const Canvas *canvas, double fx, double fy, Output out)
     int status = -1;
     Tap *xtaps = PyMem_RawMalloc(sizeof(Tap) * 2 * (size_t)width);
     Tap *ytaps = PyMem_RawMalloc(sizeof(Tap) * 2 * (size_t)height);
-    float *buf = PyMem_RawMalloc(sizeof(float) * 2 * (size_t)row_floats);
-    Py_ssize_t *indices = PyMem_RawMalloc(sizeof(Py_ssize_t) * 2 * (size_t)(out.width + width));
-    float *alpha = PyMem_RawMalloc(sizeof(float) * 2 * (size_t)width);
-    if (!xtaps || !ytaps || !buf || !indices || !alpha)
+    /* the row's sums (and the float past them that the vectors write), the output row's */
+    float *buf = PyMem_RawMalloc(sizeof(float) * (2 * (size_t)row_floats + 1));
+    float *line = PyMem_RawMalloc(sizeof(float) * (3 * (size_t)width + 1));
+    Py_ssize_t *first = PyMem_RawMalloc(sizeof(Py_ssize_t) * 2 * (size_t)out.width);
+    if (!xtaps || !ytaps || !buf || !line || !first)
         goto release;
-    float *sum = buf + row_floats;
+    float *sum = buf + row_floats + 1, *pixels = out.pixels;
+    Py_ssize_t *stop = first + out.width;
     /* OpenCV's scales: the reciprocals of the factors it was given */
     Py_ssize_t nx = area_taps(width, out.width, 1.0 / fx, xtaps);
     Py_ssize_t ny = area_taps(height, out.height, 1.0 / fy, ytaps);
-    Across a = {indices, indices + out.width, indices + 2 * out.width, alpha};
-    across_image(xtaps, nx, out.width, canvas, a);
+    taps_on_image(xtaps, nx, out.width, canvas, first, stop);
     Py_ssize_t buffered = -1, previous = ny ? ytaps[0].out : 0;
     memset(sum, 0, sizeof(float) * (size_t)row_floats);
     for (Py_ssize_t j = 0; j < ny; j++) {
         float beta = ytaps[j].alpha;
-        if (ytaps[j].src != buffered) {  /* a row read by two outputs is summed once */
-            area_across(canvas, &a, ytaps[j].src, buf, out.width);
-            buffered = ytaps[j].src;
+        Py_ssize_t row = ytaps[j].src;
+        if (row != buffered) {  /* a row read by two outputs is summed once */
+            if (row - canvas->y < 0 || row - canvas->y >= canvas->rows) {
+                memset(buf, 0, sizeof(float) * (size_t)row_floats);  /* fill: zeros */
+            } else {
+                canvas_row(canvas, row, line);
+                area_across(line, xtaps, first, stop, out.width, buf);
+            }
+            buffered = row;
         }
         if (ytaps[j].out != previous) {
-            memcpy(out.pixels + previous * row_floats, sum, sizeof(float) * (size_t)row_floats);
+            memcpy(pixels + previous * row_floats, sum, sizeof(float) * (size_t)row_floats);
             for (Py_ssize_t i = 0; i < row_floats; i++)
                 sum[i] = beta * buf[i];
             previous = ytaps[j].out;
@@ -132,13 +118,13 @@ int area_resize(const Canvas *canvas, double fx, double fy, Output out)
         }
     }
     if (ny)
-        memcpy(out.pixels + previous * row_floats, sum, sizeof(float) * (size_t)row_floats);
+        memcpy(pixels + previous * row_floats, sum, sizeof(float) * (size_t)row_floats);
     status = 0;
 release:
     PyMem_RawFree(xtaps);
     PyMem_RawFree(ytaps);
     PyMem_RawFree(buf);
-    PyMem_RawFree(indices);
-    PyMem_RawFree(alpha);
+    PyMem_RawFree(line);
+    PyMem_RawFree(first);
     return status;
 }

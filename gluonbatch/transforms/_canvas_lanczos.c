@@ -13,17 +13,6 @@
 
 #include "_canvas.h"
 
-/* Four floats, added and multiplied lane by lane (SSE or NEON where there are, each lane
- * IEEE float arithmetic as a scalar's). */
-typedef float Floats4 __attribute__((vector_size(16)));
-
-static inline Floats4 load4(const float *p)
-{
-    Floats4 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 /* OpenCV's interpolateLanczos4: the 8 weights of a sample at fraction x past its pixel. */
 static void lanczos_weights(float x, float *weights)
 {
@@ -55,27 +44,6 @@ static void positions(Py_ssize_t outputs, double scale, Py_ssize_t *pixel, float
         Py_ssize_t s = (Py_ssize_t)floorf(f);
         pixel[d] = s;
         lanczos_weights(f - (float)s, weights + 8 * d);
-    }
-}
-
-/* One row of the part as float values (3 per pixel, then a spare float that the vectors
- * read): the image's, 0 elsewhere. */
-static void part_row(const Canvas *c, Py_ssize_t row, float *out)
-{
-    memset(out, 0, sizeof(float) * (3 * (size_t)c->width + 1));
-    Py_ssize_t image_row = row - c->y;
-    if (image_row < 0 || image_row >= c->rows)
-        return;
-    const uint8_t *line = c->pixels + image_row * c->row_step;
-    const float *v0 = c->values, *v1 = v0 + 256, *v2 = v0 + 512;
-    Py_ssize_t start = c->x > 0 ? c->x : 0, stop = c->x + c->cols;
-    if (stop > c->width)
-        stop = c->width;
-    for (Py_ssize_t col = start; col < stop; col++) {
-        const uint8_t *q = line + (col - c->x) * c->col_step;
-        out[3 * col] = v0[q[0]];
-        out[3 * col + 1] = v1[q[c->channel_step]];
-        out[3 * col + 2] = v2[q[2 * c->channel_step]];
     }
 }
 
@@ -161,7 +129,7 @@ int lanczos_resize(const Canvas *canvas, Py_ssize_t lanes, double fx, double fy,
             }
             float *slot = rows_across + (r & 7) * stride;
             if (held[r & 7] != r) {
-                part_row(canvas, r, line);
+                canvas_row(canvas, r, line);
                 across(line, width, xpixel, xweights, out.width, slot);
                 held[r & 7] = r;
             }
