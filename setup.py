@@ -27,11 +27,12 @@ SHARDS = ['pyarrow', 'Pillow', 'tqdm'] + JPEG
 CURATION = ['pandas', 'dask[dataframe]', 'distributed'] + SHARDS
 
 # Compiled at install: the constrained crop's trial loop (gluonbatch.transforms.crop_trials),
-# OpenCV's float32 resizes read from uint8 (gluonbatch.transforms.canvas_resize)
-# and the SSD matching (gluonbatch.targets.ssd). Each repeats Python's, OpenCV's or
-# MXNet's arithmetic bit for bit: no fused multiply-add, no fast math. Without traps for
-# floating point exceptions (which nothing here enables), loops of selects vectorize; the
-# values are the same.
+# OpenCV's float32 resizes read from uint8 (gluonbatch.transforms.canvas_resize), the
+# colour pass into CHW planes (gluonbatch.transforms.pixels) and the SSD matching
+# (gluonbatch.targets.ssd). Each repeats Python's, OpenCV's or MXNet's arithmetic bit for
+# bit: no fast math, and no fused multiply-add but the colour pass's explicit ones, where
+# OpenCV's own loop has them. Without traps for floating point exceptions (which nothing
+# here enables), loops of selects vectorize; the values are the same.
 EXACT = ['-O3', '-ffp-contract=off', '-fno-fast-math', '-fno-trapping-math']
 EXTENSIONS = [
     Extension('gluonbatch.transforms._trials', ['gluonbatch/transforms/_trials.c'],
@@ -40,6 +41,8 @@ EXTENSIONS = [
               ['gluonbatch/transforms/_canvas_%s.c' % part
                for part in ('resize', 'row', 'nearest', 'area', 'lanczos')],
               depends=['gluonbatch/transforms/_canvas.h'], extra_compile_args=EXACT),
+    Extension('gluonbatch.transforms._colour', ['gluonbatch/transforms/_colour.c'],
+              extra_compile_args=EXACT),
     Extension('gluonbatch.targets._ssd_match', ['gluonbatch/targets/_ssd_match.c'],
               extra_compile_args=EXACT),
 ]

@@ -44,13 +44,14 @@ import sys
 if sys.argv[1] == 'not built':
     sys.modules['gluonbatch.transforms._trials'] = None
     sys.modules['gluonbatch.transforms._canvas_resize'] = None
+    sys.modules['gluonbatch.transforms._colour'] = None
     sys.modules['gluonbatch.targets._ssd_match'] = None
 import json, random, warnings
 import numpy as np
 with warnings.catch_warnings(record=True) as record:
     warnings.simplefilter('always')
     from gluonbatch.targets.ssd import SSDTargets
-    from gluonbatch.transforms import canvas_resize, draws
+    from gluonbatch.transforms import canvas_resize, draws, pixels
     from gluonbatch.transforms.crops import resize_crop
 rng = np.random.default_rng(5)
 image = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)
@@ -75,7 +76,9 @@ print(json.dumps({'warnings': [str(w.message) for w in record if 'not built' in 
                   'crops': crops, 'targets': [cls_targets.tolist(), box_targets.tolist()],
                   'compiled': [canvas_resize.applies(image, (140, 90), (41 / 140, 29 / 90), interp)
                                for interp in (0, 3, 4)],
-                  'resized': [r.view(np.uint32).tolist() for r in resized]}))
+                  'resized': [r.view(np.uint32).tolist() for r in resized],
+                  'colour': [pixels.COMPILED_COLOUR, pixels.affine_chw(
+                      image, np.arange(12.0).reshape(3, 4) / 7, True).view(np.uint32).tolist()]}))
 '''
 
 
@@ -95,3 +98,5 @@ def test_a_tree_not_built_warns_once_and_gives_the_same_results():
     assert runs['built']['compiled'] == [True, True, True]
     assert runs['not built']['compiled'] == [False, False, False]
     assert runs['not built']['resized'] == runs['built']['resized']
+    assert runs['built']['colour'][0] and not runs['not built']['colour'][0]
+    assert runs['not built']['colour'][1] == runs['built']['colour'][1]

@@ -1,13 +1,14 @@
 """The loops compiled at install, and what happens where they were not built.
 
-Three loops are C extensions that ``pip install`` builds (``setup.py``): the constrained
-crop's trials (:mod:`gluonbatch.transforms.crop_trials`), OpenCV's area and Lanczos
-resizes read from the uint8 image (:mod:`gluonbatch.transforms.canvas_resize`) and SSD's
-IoUs and matching
-(:mod:`gluonbatch.targets.ssd`). Each repeats its Python definition's arithmetic, so the
-results are the same either way. A source tree used without being built (on
-``PYTHONPATH``, say) has no extensions: :func:`load` then warns once, naming the command
-that builds them, and the callers run their Python definitions, several times slower.
+Four loops are C extensions that ``pip install`` builds (``setup.py``): the constrained
+crop's trials (:mod:`gluonbatch.transforms.crop_trials`), three of OpenCV's resizes read
+from the uint8 image (:mod:`gluonbatch.transforms.canvas_resize`), the colour pass into
+CHW planes (:func:`gluonbatch.transforms.pixels.affine_chw`) and SSD's IoUs and matching
+(:mod:`gluonbatch.targets.ssd`). Each repeats the arithmetic of its Python definition or
+of the OpenCV call it stands for, so the results are the same either way. A source tree
+used without being built (on ``PYTHONPATH``, say) has no extensions: :func:`load` then
+warns once, naming the command that builds them, and the callers run their Python
+definitions and OpenCV's calls, several times slower.
 
 Examples
 --------
@@ -22,9 +23,9 @@ __all__ = ['NOT_BUILT_WARNING', 'load']
 
 #: What :func:`load` warns (a ``RuntimeWarning``) the first time an extension is missing.
 NOT_BUILT_WARNING = ('gluonbatch was not built: its compiled loops (the constrained crop\'s '
-                     'trials, two resizes, SSD\'s matching) run as Python and OpenCV, the '
-                     'same results several times slower. Install it with pip (pip install -e '
-                     '. in a source tree).')
+                     'trials, three resizes, the colour pass, SSD\'s matching) run as Python '
+                     'and OpenCV, the same results several times slower. Install it with pip '
+                     '(pip install -e . in a source tree).')
 
 _warned = False  # whether this process has warned NOT_BUILT_WARNING
 

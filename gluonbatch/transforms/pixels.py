@@ -3,7 +3,15 @@
 The SSD-family pipeline resizes the crop of its expanded canvas
 (:mod:`gluonbatch.transforms.crops`, which never builds the canvas), then applies the
 whole colour chain as one 3x4 matrix (see :mod:`gluonbatch.transforms.color`) while
-flipping and writing CHW into the output (:func:`affine_chw`, :func:`affine_hwc`). The
+flipping and writing CHW into the output (:func:`affine_chw`, :func:`affine_hwc`).
+
+``cv2.transform`` applies the matrix. OpenCV's build runs its vector loop with fused
+multiply-adds (each channel ``m0 * x0 + (m1 * x1 + (m2 * x2 + m3))``, rounded once per
+step) and its last few pixels otherwise. Where the processor has the FMA instructions,
+:func:`affine_chw` computes the loop's pixels compiled (``_colour.c``), straight into the
+CHW planes, mirrored there, and leaves the last pixels to ``cv2.transform``: one pass, the
+same bits. It is checked against OpenCV's path at import (every run length up to 40
+pixels, mirrored and not), and a machine where it differs keeps OpenCV's path. The
 other presets resize (:func:`resize`) and normalize (:class:`Normalizer`) here too. The HWC
 image between the colour map and the CHW split lives in the thread's kept arrays
 (``scratch.empty``): fresh pages would cost more than the pass.
@@ -16,6 +24,7 @@ Examples
 array([1., 1., 1.], dtype=float32)
 """
 import contextlib
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,12 +32,13 @@ import cv2
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._core import scratch
+from .._core import compiled, scratch
 from .._core.checks import described
 from . import color
 
-__all__ = ['INTERPOLATIONS', 'NEAREST', 'BILINEAR', 'AREA', 'LANCZOS', 'val_interp', 'resize', 'check_pixels',
-           'written', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw', 'Normalizer']
+__all__ = ['INTERPOLATIONS', 'NEAREST', 'BILINEAR', 'AREA', 'LANCZOS', 'COMPILED_COLOUR',
+           'val_interp', 'resize', 'check_pixels', 'written', 'affine_chw', 'affine_hwc',
+           'normalize_lut', 'lut_chw', 'Normalizer']
 
 #: gluoncv's interpolation codes, which OpenCV takes as they are.
 INTERPOLATIONS = {0: cv2.INTER_NEAREST, 1: cv2.INTER_LINEAR, 2: cv2.INTER_CUBIC,
@@ -41,6 +51,8 @@ BILINEAR = 1
 AREA = 3
 #: The Lanczos code (8 taps a side).
 LANCZOS = 4
+
+_colour = compiled.load('gluonbatch.transforms._colour')
 
 
 def val_interp(in_size: Sequence[int], out_size: Sequence[int]) -> int:
@@ -145,11 +157,17 @@ def affine_chw(img: np.ndarray, m: ArrayLike, flip_x: bool = False,
     h, w = img.shape[:2]
     if out is None:
         out = np.empty((3, h, w), np.float32)
+    m = _shifted(m, shift)
+    if (COMPILED_COLOUR and img.flags.c_contiguous and out.dtype == np.float32
+            and out.shape == (3, h, w) and out.strides[2] == 4):
+        check_pixels(img)
+        _compiled_chw(img, m, flip_x, out)
+        return out
     # one cv2.transform pass, then a split into the planes: faster than any per-plane
     # arithmetic; the HWC result goes to a kept array, fresh pages cost more than the pass
     with _float32_values(img) as values, \
             scratch.empty('affine_chw', img.shape, np.float32) as mapped:
-        result = cv2.transform(values, _shifted(m, shift), dst=mapped)
+        result = cv2.transform(values, m, dst=mapped)
         if flip_x:
             # mirrored after the map, so the input stays untouched; OpenCV may round a
             # run's last pixels otherwise, so mirroring first could differ in the last bit
@@ -158,6 +176,48 @@ def affine_chw(img: np.ndarray, m: ArrayLike, flip_x: bool = False,
         for plane, split in zip(planes, cv2.split(result, planes)):
             written(plane, split)
     return out
+
+
+def _vector_loop(pixels):
+    """How many of a run of ``pixels`` ``cv2.transform``'s vector loop computes (4 at a
+    time, with 3 to 6 left to its last step) in OpenCV's x86-64 build."""
+    return max(0, (pixels - 3) // 4 * 4)
+
+
+def _compiled_chw(img, m, flip_x, out):
+    """:func:`affine_chw` of the C-contiguous ``img`` with the matrix ``m``: the vector
+    loop's pixels compiled, the rest by ``cv2.transform``, run alone (a run of 3 to 6
+    pixels is all last step)."""
+    h, w = img.shape[:2]
+    count = h * w
+    loop = _vector_loop(count)
+    _colour.colour_chw(img, tuple(float(v) for v in m.ravel()), flip_x, out, loop)
+    if loop < count:
+        rest = img.reshape(count, 3)[loop:].astype(np.float32).reshape(1, count - loop, 3)
+        mapped = cv2.transform(rest, m).reshape(-1, 3)
+        rows, cols = np.divmod(np.arange(loop, count), w)
+        out[:, rows, w - 1 - cols if flip_x else cols] = mapped.T
+
+
+def _colour_matches():
+    """Whether the compiled colour pass gives OpenCV's bits here: every run length up to
+    40 pixels, rows of several, mirrored and not, float32 and uint8."""
+    if _colour is None or not _colour.available():
+        return False
+    rng = np.random.default_rng(0)
+    shapes = [(1, w) for w in range(1, 41)] + [(5, 7), (3, 13), (37, 41)]
+    for (h, w), flip_x, dtype in itertools.product(shapes, (False, True),
+                                                   (np.float32, np.uint8)):
+        img = rng.uniform(0, 255, (h, w, 3)).astype(dtype)
+        m = rng.standard_normal((3, 4)) * (1, 1, 1, 50)
+        with _float32_values(img) as values:
+            want = cv2.transform(values, m)
+        want = np.ascontiguousarray((want[:, ::-1] if flip_x else want).transpose(2, 0, 1))
+        got = np.empty((3, h, w), np.float32)
+        _compiled_chw(img, m, flip_x, got)
+        if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
+            return False
+    return True
 
 
 def affine_hwc(img: np.ndarray, m: ArrayLike, flip_x: bool = False,
@@ -269,3 +329,7 @@ class Normalizer:
             return lut_chw(img, self.lut, out)
         return affine_chw(img, self.matrix, out=out)
 
+
+#: Whether :func:`affine_chw` runs compiled here: built, the processor has FMA
+#: instructions, and the results were OpenCV's at import.
+COMPILED_COLOUR = _colour_matches()
