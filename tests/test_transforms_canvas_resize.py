@@ -134,9 +134,35 @@ def test_opencvs_other_paths_stay_opencvs():
                                          interp)
     for interp in (pixels.BILINEAR, 2):
         assert not canvas_resize.applies(src, (400, 300), (0.29, 0.31), interp)
-    with pytest.raises(ValueError, match='must be one of'):
-        canvas_resize.resize(src, (0, 0), (400, 300), (0.29, 0.31), 1,
-                             canvas_resize.byte_values(None))
+    assert not canvas_resize.applies(src[..., :1], (400, 300), (0.29, 0.31), area)
+    assert not canvas_resize.applies(src, (canvas_resize.LARGEST + 1, 3), (1e-9, 0.5), lanczos)
+    values = canvas_resize.byte_values(None)
+    for interp, scale in ((1, (0.29, 0.31)), (area, (3.0, 3.0)), (lanczos, (1e-17, 0.5))):
+        with pytest.raises(ValueError, match='only where applies'):
+            canvas_resize.resize(src, (0, 0), (2 ** 62, 300), scale, interp, values)
+    with pytest.raises(TypeError):
+        canvas_resize.resize(src, (0.5, 0), (400, 300), (0.29, 0.31), area, values)
+    with pytest.raises(TypeError):
+        canvas_resize.resize(src, (0, 0), (400, 300), (0.29, 0.31), area,
+                             values.astype(np.float64))
+
+
+def test_one_channel_images_and_changed_opencv_settings_keep_opencvs_path():
+    """A uint8 image of one channel resizes as before (OpenCV's path), and while OpenCV's
+    optimized code is switched off nothing is compiled."""
+    rng = np.random.default_rng(8)
+    gray = rng.integers(0, 256, (30, 40, 1), dtype=np.uint8)
+    got = crops.resize_crop(gray, (0, 0, 60, 50), (5, 5), (21, 17), pixels.AREA)
+    want = crops.resize_crop(gray.astype(np.float32), (0, 0, 60, 50), (5, 5), (21, 17),
+                             pixels.AREA)
+    np.testing.assert_array_equal(bits(got), bits(want))
+    src = np.zeros((30, 40, 3), np.uint8)
+    cv2.setUseOptimized(False)
+    try:
+        assert not canvas_resize.applies(src, (400, 300), (0.29, 0.31), pixels.AREA)
+    finally:
+        cv2.setUseOptimized(True)
+    assert canvas_resize.applies(src, (400, 300), (0.29, 0.31), pixels.AREA)
 
 
 @pytest.mark.parametrize('interp', canvas_resize.COMPILED)

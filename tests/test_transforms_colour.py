@@ -1,12 +1,24 @@
 """The presets' colour pass into CHW planes (``pixels.affine_chw``): where it runs compiled,
 bit for bit ``cv2.transform``, mirrored and split into planes, as OpenCV computes it."""
+import platform
+
 import cv2
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gluonbatch.transforms import pixels
+from gluonbatch.transforms import color, pixels
+
+
+def has_fma():
+    """Whether this is an x86-64 processor with FMA instructions (Linux's flags)."""
+    try:
+        with open('/proc/cpuinfo') as info:
+            flags = info.read().split()
+    except OSError:
+        return False
+    return platform.machine() == 'x86_64' and 'fma' in flags
 
 
 def opencv_chw(img, m, flip_x):
@@ -19,9 +31,9 @@ def bits(array):
     return np.ascontiguousarray(array).view(np.uint32)
 
 
-def test_the_colour_pass_runs_compiled_on_this_machine():
-    """The machines the tests run on have FMA instructions; elsewhere the pass is
-    OpenCV's, which the other tests check just as well."""
+@pytest.mark.skipif(not has_fma(), reason='the compiled pass needs FMA instructions')
+def test_the_colour_pass_runs_compiled_on_a_processor_with_fma():
+    """Elsewhere the pass is OpenCV's, which the other tests check just as well."""
     assert pixels.COMPILED_COLOUR
 
 
@@ -70,3 +82,48 @@ def test_the_colour_pass_leaves_its_input_as_it_was():
     before = img.copy()
     pixels.affine_chw(img, rng.standard_normal((3, 4)), True)
     np.testing.assert_array_equal(img, before)
+
+
+@pytest.mark.parametrize('m', [
+    np.hstack([np.diag([0.5, 2.0, 1.5]), np.ones((3, 1))]),        # diagonal
+    color.saturation(1 - 2e-7),                                       # off-diagonal ~1e-7
+    np.hstack([np.eye(3) + np.array([[0, 1e-9, 1e-9], [0, 0, 0], [0, 0, 0]]),
+               np.zeros((3, 1))]),
+    np.eye(3),                                                        # 3x3: no offsets
+    [[1.0, 0.5, 0.0, 3.0], [0.0, 1.0, 0.25, -2.0], [0.125, 0.0, 1.0, 1.0]],  # a list
+], ids=['diagonal', 'near-diagonal', 'tiny-off-diagonal', '3x3', 'list'])
+def test_matrices_opencv_treats_apart_give_its_bits(m):
+    """``cv2.transform`` takes a matrix whose off-diagonal entries are within FLT_EPSILON
+    of 0 for a diagonal one, and scales channel by channel: such matrices, 3x3 ones and
+    lists give what it gives."""
+    rng = np.random.default_rng(4)
+    img = rng.uniform(0, 255, (60, 70, 3)).astype(np.float32)
+    want = opencv_chw(img, np.asarray(m, np.float64), True)
+    np.testing.assert_array_equal(bits(pixels.affine_chw(img, m, True)), bits(want))
+
+
+def test_an_output_sharing_the_images_memory_gets_what_a_copy_would():
+    rng = np.random.default_rng(5)
+    memory = rng.uniform(0, 255, 3 * 40 * 50).astype(np.float32)
+    img, out = memory.reshape(40, 50, 3), memory.reshape(3, 40, 50)
+    m = rng.standard_normal((3, 4))
+    want = opencv_chw(img.copy(), m, False)
+    pixels.affine_chw(img, m, False, out=out)
+    np.testing.assert_array_equal(bits(out), bits(want))
+
+
+def test_opencvs_settings_changed_after_import_keep_its_path():
+    """With OpenCV's optimized code switched off (another path in cv2.transform) the pass
+    gives what OpenCV gives then."""
+    rng = np.random.default_rng(6)
+    img = rng.uniform(0, 255, (50, 50, 3)).astype(np.float32)
+    m = rng.standard_normal((3, 4))
+    cv2.setUseOptimized(False)
+    try:
+        assert pixels.opencv_state() != pixels.CHECKED_STATE
+        want = opencv_chw(img, m, False)
+        got = pixels.affine_chw(img, m, False)
+    finally:
+        cv2.setUseOptimized(True)
+    np.testing.assert_array_equal(bits(got), bits(want))
+    assert pixels.opencv_state() == pixels.CHECKED_STATE

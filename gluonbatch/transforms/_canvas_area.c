@@ -5,9 +5,10 @@
  * float, the first row's weight times its sums starting the sum. A tap on 0 adds nothing
  * (x + 0 is x for every sum here, none of which is -0), so taps outside the image are
  * skipped and a row outside it is 0. */
-#include <math.h>
 
 #include "_canvas.h"
+
+#include <math.h>
 
 typedef struct {
     Py_ssize_t out;    /* the output pixel (or row) */

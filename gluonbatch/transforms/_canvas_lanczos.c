@@ -7,11 +7,12 @@
  * row's last len % lanes values) and left to right in its scalar tail. Every tap is
  * computed, fill included. (OpenCV's build hands linear and cubic float32 resizes to IPP,
  * whose sums are its own: those are not repeated here.) */
+
+#include "_canvas.h"
+
 #include <float.h>
 #include <math.h>
 #include <string.h>
-
-#include "_canvas.h"
 
 /* OpenCV's interpolateLanczos4: the 8 weights of a sample at fraction x past its pixel. */
 static void lanczos_weights(float x, float *weights)

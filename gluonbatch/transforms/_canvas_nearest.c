@@ -1,10 +1,11 @@
 /* OpenCV's nearest neighbour resize (INTER_NEAREST, its resizeNN) of a canvas part: output
  * d takes source pixel floor(d * scale), at most the last, per side; the pixel's values
  * as they are. */
-#include <math.h>
-#include <string.h>
 
 #include "_canvas.h"
+
+#include <math.h>
+#include <string.h>
 
 #define FILL PY_SSIZE_T_MIN  /* no byte offset in a row is this */
 

@@ -6,14 +6,30 @@
  * compute. */
 #include "_canvas.h"
 
-static int get_buffer(PyObject *object, Py_buffer *view, int flags, Py_ssize_t itemsize,
-                      const char *name)
+#include <string.h>
+
+/* The longest side of a part or an output (canvas_resize.LARGEST): every size computed
+ * from it fits a Py_ssize_t many times over. */
+#define LARGEST ((Py_ssize_t)1 << 28)
+
+/* `object`'s buffer as `format` items (a TypeError otherwise) of shape (rows, cols) +
+ * `last` (a ValueError otherwise; rows, cols below 0 take any count). */
+static int get_buffer(PyObject *object, Py_buffer *view, int flags, const char *format,
+                      Py_ssize_t rows, Py_ssize_t cols, Py_ssize_t last, const char *name)
 {
     if (PyObject_GetBuffer(object, view, flags | PyBUF_FORMAT) < 0)
         return -1;
-    if (view->itemsize != itemsize || view->ndim != 3 || view->shape[2] != 3) {
-        PyErr_Format(PyExc_ValueError, "%s must be (H, W, 3) of %zd-byte items", name,
-                     itemsize);
+    if (strcmp(view->format, format) != 0) {
+        PyErr_Format(PyExc_TypeError, "%s must hold '%s' items, got '%s'", name, format,
+                     view->format);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    int ndim = last ? 3 : 2;
+    if (view->ndim != ndim || (rows >= 0 && view->shape[0] != rows)
+            || (cols >= 0 && view->shape[1] != cols) || (last && view->shape[2] != last)) {
+        PyErr_Format(PyExc_ValueError, "%s has the wrong shape (%zd dimensions)", name,
+                     (Py_ssize_t)view->ndim);
         PyBuffer_Release(view);
         return -1;
     }
@@ -30,27 +46,31 @@ static PyObject *resize(PyObject *self, PyObject *args)
                           &width, &height, &fx, &fy, &out_obj))
         return NULL;
     if ((interp != NEAREST && interp != AREA && interp != LANCZOS) || lanes < 1 || width < 1
-            || height < 1 || !(fx > 0) || !(fy > 0)) {
+            || height < 1 || width > LARGEST || height > LARGEST || x < -LARGEST
+            || x > LARGEST || y < -LARGEST || y > LARGEST || !(fx > 0) || !(fy > 0)) {
         PyErr_SetString(PyExc_ValueError, "nearest (0), area (3) or Lanczos (4), positive "
-                        "lanes, sizes and factors are needed");
+                        "lanes and factors, sizes of 1 to 2**28 and offsets within 2**28 "
+                        "are needed");
         return NULL;
     }
     Py_buffer src, values, out;
-    if (get_buffer(src_obj, &src, PyBUF_STRIDES, 1, "src") < 0)
+    if (get_buffer(src_obj, &src, PyBUF_STRIDES, "B", -1, -1, 3, "src") < 0)
         return NULL;
-    if (PyObject_GetBuffer(values_obj, &values, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+    if (get_buffer(values_obj, &values, PyBUF_C_CONTIGUOUS, "f", 3, 256, 0, "values") < 0) {
         PyBuffer_Release(&src);
         return NULL;
     }
-    if (get_buffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, 4, "out") < 0) {
+    if (get_buffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, "f", -1, -1, 3,
+                   "out") < 0) {
         PyBuffer_Release(&values);
         PyBuffer_Release(&src);
         return NULL;
     }
     PyObject *result = NULL;
-    if (values.len != 3 * 256 * (Py_ssize_t)sizeof(float) || values.itemsize != 4
-            || out.shape[0] < 1 || out.shape[1] < 1) {
-        PyErr_SetString(PyExc_ValueError, "values must be 3x256 float32 and out not empty");
+    if (out.shape[0] < 1 || out.shape[1] < 1 || out.shape[0] > LARGEST
+            || out.shape[1] > LARGEST || src.shape[0] > LARGEST || src.shape[1] > LARGEST) {
+        PyErr_SetString(PyExc_ValueError, "out must have 1 to 2**28 rows and columns, src "
+                        "at most 2**28");
         goto release;
     }
     Canvas canvas = {src.buf, src.shape[0], src.shape[1], src.strides[0], src.strides[1],

@@ -70,8 +70,12 @@ static void row_pass(const float *src, Py_ssize_t n, Py_ssize_t width, const flo
 static int fma_available(void)
 {
 #if HAVE_FMA_PATH
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("fma") && __builtin_cpu_supports("sse4.1");
+    static int known = -1;  /* the processor does not change: asked once */
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("fma") && __builtin_cpu_supports("sse4.1");
+    }
+    return known;
 #else
     return 0;
 #endif

@@ -9,16 +9,19 @@ conversion the crop uses), for three of gluoncv's five interpolations:
 
 - **Nearest**: OpenCV's ``floor(d * scale)`` per side.
 - **Area** where both sides shrink: OpenCV's cells, weights and float sums, in its order.
-  Where a scale is a whole number, or a side grows, OpenCV sums otherwise: those stay
-  OpenCV's.
+  Where a side grows OpenCV interpolates, and where a scale is a whole number it may sum
+  cells otherwise (both scales whole, or one of the two passes a crop with rows of fill
+  is averaged in, :func:`~gluonbatch.transforms.crops.resize_crop`): those stay OpenCV's.
 - **Lanczos**: OpenCV's sample positions and weights, its sums across each row left to
   right and down the rows as its vector loop and its scalar tail order them.
 
 OpenCV's build hands float32 linear and cubic resizes to Intel's IPP, whose sums are its
 own: those stay OpenCV's. The vector loop's width is OpenCV's build's too, so each kind is
 checked against ``cv2.resize`` on this machine at import, and a kind that differs keeps
-OpenCV's path. :func:`applies` says where; elsewhere (float32 images, an output the size
-of its source, which OpenCV copies) OpenCV resizes the float32 crop.
+OpenCV's path, as it does while OpenCV's settings differ from those of the import
+(:func:`~gluonbatch.transforms.pixels.opencv_state`). :func:`applies` says where;
+elsewhere (float32 images, an output the size of its source, which OpenCV copies) OpenCV
+resizes the float32 crop.
 
 Examples
 --------
@@ -34,6 +37,7 @@ True
 >>> bool((ours == theirs).all())
 True
 """
+import operator
 import sys
 from collections.abc import Callable, Sequence
 
@@ -41,9 +45,9 @@ import cv2
 import numpy as np
 
 from .._core import compiled
-from .pixels import AREA, INTERPOLATIONS, LANCZOS, NEAREST
+from .pixels import AREA, CHECKED_STATE, INTERPOLATIONS, LANCZOS, NEAREST, opencv_state
 
-__all__ = ['COMPILED', 'output_size', 'applies', 'byte_values', 'resize']
+__all__ = ['COMPILED', 'LARGEST', 'output_size', 'applies', 'byte_values', 'resize']
 
 #: The float32 lanes of OpenCV's vector loops in its sums down the rows (its x86-64 and
 #: ARM builds' baseline: 128 bits).
@@ -72,26 +76,35 @@ def _whole(value):
 
 #: The interpolation codes computed here.
 COMPILED = (NEAREST, AREA, LANCZOS)
-#: Factors that the checks at import resize by: rows of every length modulo the vector
-#: loops' width, growing and shrinking (area: shrinking, as OpenCV averages only then).
-_PROBES = {NEAREST: ((0.71, 1.37), (2.3, 0.45), (1.1, 1.9), (0.29, 0.61)),
-           AREA: ((0.71, 0.37), (0.45, 0.83), (0.29, 0.61)),
-           LANCZOS: ((0.71, 1.37), (2.3, 0.45), (1.1, 1.9), (0.29, 0.61))}
+#: The longest side of a part or an output computed here (OpenCV's own limit, ``INT_MAX``
+#: pixels of 3 values, is near).
+LARGEST = 2 ** 28
+#: Output sizes that the checks at import resize a 17x13 image to, by the factors
+#: ``out / in`` as the presets resize: rows of 3 x 5, 6, 7 and 8 values (every length
+#: modulo the vector loops' width), growing and shrinking (area: shrinking, as OpenCV
+#: averages only then).
+_PROBES = {NEAREST: ((5, 9), (6, 30), (7, 4), (40, 11)),
+           AREA: ((5, 9), (6, 11), (7, 4), (15, 7)),
+           LANCZOS: ((5, 9), (6, 30), (7, 4), (40, 11), (16, 12))}
 
 
 def _sums_as_opencv(interp):
     """Whether the compiled resize with the interpolation code ``interp`` gives
-    ``cv2.resize``'s bits here."""
+    ``cv2.resize``'s bits here (False where OpenCV refuses a probe)."""
     rng = np.random.default_rng(0)
     src = rng.integers(0, 256, (13, 17, 3), dtype=np.uint8)
     values = byte_values(None)
-    for scale in _PROBES[interp]:
-        want = cv2.resize(src.astype(np.float32), None, fx=scale[0], fy=scale[1],
-                          interpolation=INTERPOLATIONS[interp])
-        got = np.empty_like(want)
-        _kernels.resize(interp, _LANES, src, values, 0, 0, 17, 13, *scale, got)
-        if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
-            return False
+    try:
+        for width, height in _PROBES[interp]:
+            scale = (width / 17, height / 13)
+            want = cv2.resize(src.astype(np.float32), None, fx=scale[0], fy=scale[1],
+                              interpolation=INTERPOLATIONS[interp])
+            got = np.empty_like(want)
+            _kernels.resize(interp, _LANES, src, values, 0, 0, 17, 13, *scale, got)
+            if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
+                return False
+    except Exception:  # keep OpenCV's path
+        return False
     return True
 
 
@@ -123,13 +136,15 @@ def applies(src: np.ndarray, size: Sequence[int], scale: Sequence[float], interp
     """Whether :func:`resize` computes OpenCV's resize of ``size = (width, height)`` by the
     factors ``scale = (fx, fy)`` with the interpolation code ``interp`` from the image
     ``src``: ``interp`` is one of :data:`COMPILED`, built and found to give OpenCV's bits
-    at import, ``src`` is uint8 and the output has other sizes than the source (OpenCV
-    copies otherwise), at least 1 each; for area, both sides shrink (OpenCV's scales ``1 /
-    f`` are at least 1) and neither scale is a whole number."""
-    if interp not in _MATCHING or src.dtype != np.uint8:
+    at import, OpenCV's settings are those of the import, ``src`` is uint8 HWC with 3
+    channels, the sides are at most :data:`LARGEST` and the output has other sizes than
+    the source (OpenCV copies otherwise), at least 1 each; for area, both sides shrink
+    (OpenCV's scales ``1 / f`` are at least 1) and neither scale is a whole number."""
+    if (interp not in _MATCHING or src.dtype != np.uint8 or src.ndim != 3
+            or src.shape[2] != 3 or max(size) > LARGEST or opencv_state() != CHECKED_STATE):
         return False
     out = output_size(size, scale)
-    if min(out) < 1 or tuple(out) == (size[0], size[1]):
+    if min(out) < 1 or max(out) > LARGEST or tuple(out) == (size[0], size[1]):
         return False
     if interp != AREA:
         return True
@@ -144,15 +159,22 @@ def resize(src: np.ndarray, offset: Sequence[int], size: Sequence[int],
     :data:`COMPILED`), of the ``size = (width, height)`` part, from ``(0, 0)``, of a canvas
     holding ``src`` (uint8 HWC, any strides) at ``offset = (x, y)``: ``values[c, byte]``
     where the image shows, ``0`` elsewhere. A new float32 array, bit for bit what
-    ``cv2.resize`` gives that canvas as float32, where :func:`applies` (``RuntimeError``
-    where the extension was not built; ``ValueError`` for another code)."""
-    if _kernels is None:
-        raise RuntimeError('the canvas resizes were not built; see applies()')
-    if interp not in COMPILED:
-        raise ValueError('interp must be one of %s (nearest, area, Lanczos), got %r'
-                         % (COMPILED, interp))
-    width, height = output_size(size, scale)
-    out = np.empty((height, width, 3), np.float32)
-    _kernels.resize(interp, _LANES, src, values, int(offset[0]), int(offset[1]), int(size[0]),
-                    int(size[1]), float(scale[0]), float(scale[1]), out)
+    ``cv2.resize`` gives that canvas as float32.
+
+    Raises
+    ------
+    ValueError
+        Where :func:`applies` is False (OpenCV computes otherwise, or it was not built).
+    TypeError
+        For offsets or sizes that are not integers, or ``values`` not ``(3, 256)``
+        float32.
+    """
+    if _kernels is None or not applies(src, size, scale, interp):
+        raise ValueError('resize computes OpenCV\'s resize of %s by %s with interpolation %r '
+                         'only where applies() is True' % (tuple(size), tuple(scale), interp))
+    x, y, width, height = (operator.index(v) for v in (*offset, *size))
+    out_width, out_height = output_size(size, scale)
+    out = np.empty((out_height, out_width, 3), np.float32)
+    _kernels.resize(interp, _LANES, src, values, x, y, width, height, float(scale[0]),
+                    float(scale[1]), out)
     return out

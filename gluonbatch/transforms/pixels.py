@@ -11,7 +11,10 @@ step) and its last few pixels otherwise. Where the processor has the FMA instruc
 :func:`affine_chw` computes the loop's pixels compiled (``_colour.c``), straight into the
 CHW planes, mirrored there, and leaves the last pixels to ``cv2.transform``: one pass, the
 same bits. It is checked against OpenCV's path at import (every run length up to 40
-pixels, mirrored and not), and a machine where it differs keeps OpenCV's path. The
+pixels, mirrored and not), and a machine where it differs keeps OpenCV's path; so do a
+matrix ``cv2.transform`` takes for a diagonal one (it scales channel by channel then), an
+output that shares memory with the image, and OpenCV's settings changed since the import
+(:func:`opencv_state`). The
 other presets resize (:func:`resize`) and normalize (:class:`Normalizer`) here too. The HWC
 image between the colour map and the CHW split lives in the thread's kept arrays
 (``scratch.empty``): fresh pages would cost more than the pass.
@@ -37,8 +40,8 @@ from .._core.checks import described
 from . import color
 
 __all__ = ['INTERPOLATIONS', 'NEAREST', 'BILINEAR', 'AREA', 'LANCZOS', 'COMPILED_COLOUR',
-           'val_interp', 'resize', 'check_pixels', 'written', 'affine_chw', 'affine_hwc',
-           'normalize_lut', 'lut_chw', 'Normalizer']
+           'opencv_state', 'CHECKED_STATE', 'val_interp', 'resize', 'check_pixels',
+           'written', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw', 'Normalizer']
 
 #: gluoncv's interpolation codes, which OpenCV takes as they are.
 INTERPOLATIONS = {0: cv2.INTER_NEAREST, 1: cv2.INTER_LINEAR, 2: cv2.INTER_CUBIC,
@@ -53,6 +56,21 @@ AREA = 3
 LANCZOS = 4
 
 _colour = compiled.load('gluonbatch.transforms._colour')
+
+
+def opencv_state() -> tuple[bool, bool]:
+    """OpenCV's settings that choose which of its code paths run: ``cv2.useOptimized()``
+    and ``cv2.ipp.useIPP()``. gluonbatch's compiled passes repeat the paths of the settings
+    they were checked in at import (:data:`CHECKED_STATE`) and run only while those hold.
+
+    >>> opencv_state() == CHECKED_STATE
+    True
+    """
+    return bool(cv2.useOptimized()), bool(cv2.ipp.useIPP())
+
+
+#: OpenCV's settings (:func:`opencv_state`) when this module was imported.
+CHECKED_STATE = opencv_state()
 
 
 def val_interp(in_size: Sequence[int], out_size: Sequence[int]) -> int:
@@ -157,9 +175,11 @@ def affine_chw(img: np.ndarray, m: ArrayLike, flip_x: bool = False,
     h, w = img.shape[:2]
     if out is None:
         out = np.empty((3, h, w), np.float32)
-    m = _shifted(m, shift)
-    if (COMPILED_COLOUR and img.flags.c_contiguous and out.dtype == np.float32
-            and out.shape == (3, h, w) and out.strides[2] == 4):
+    m = np.asarray(_shifted(m, shift), np.float64)
+    if (COMPILED_COLOUR and m.shape == (3, 4) and img.flags.c_contiguous
+            and out.dtype == np.float32 and out.shape == (3, h, w) and out.strides[2] == 4
+            and not _diagonal(m) and not np.may_share_memory(img, out)
+            and opencv_state() == CHECKED_STATE):
         check_pixels(img)
         _compiled_chw(img, m, flip_x, out)
         return out
@@ -184,6 +204,17 @@ def _vector_loop(pixels):
     return max(0, (pixels - 3) // 4 * 4)
 
 
+def _diagonal(m):
+    """Whether ``cv2.transform`` takes the 3x4 ``m`` for a diagonal map: every entry off
+    its diagonal, as a float32, within ``FLT_EPSILON`` of 0 (it then scales each channel,
+    ignoring them)."""
+    rows = m[:, :3].astype(np.float32).tolist()
+    return all(abs(rows[i][j]) <= _FLT_EPSILON for i in range(3) for j in range(3) if i != j)
+
+
+_FLT_EPSILON = float(np.finfo(np.float32).eps)
+
+
 def _compiled_chw(img, m, flip_x, out):
     """:func:`affine_chw` of the C-contiguous ``img`` with the matrix ``m``: the vector
     loop's pixels compiled, the rest by ``cv2.transform``, run alone (a run of 3 to 6
@@ -201,9 +232,17 @@ def _compiled_chw(img, m, flip_x, out):
 
 def _colour_matches():
     """Whether the compiled colour pass gives OpenCV's bits here: every run length up to
-    40 pixels, rows of several, mirrored and not, float32 and uint8."""
+    40 pixels, rows of several, mirrored and not, float32 and uint8 (matrices that are not
+    diagonal: those stay OpenCV's)."""
     if _colour is None or not _colour.available():
         return False
+    try:
+        return _colour_probes()
+    except Exception:  # an OpenCV build that refuses a probe: keep OpenCV's path
+        return False
+
+
+def _colour_probes():
     rng = np.random.default_rng(0)
     shapes = [(1, w) for w in range(1, 41)] + [(5, 7), (3, 13), (37, 41)]
     for (h, w), flip_x, dtype in itertools.product(shapes, (False, True),
