@@ -13,7 +13,9 @@ final map is ``m(r + shift)``, with ``shift`` the pre-image of the wanted fill c
 
 Crops with fill (and the rows :func:`resize_crop` averages down) are leased from the
 thread's zero buffer (``scratch.zeros``: no fresh pages for a crop up to 16 times
-the image), other crops from its kept arrays (``scratch.empty``).
+the image), other crops from its kept arrays (``scratch.empty``). A uint8 image's part
+resized by nearest, area or Lanczos needs no crop at all: it is computed from the image
+itself, to the same bits (:mod:`gluonbatch.transforms.canvas_resize`).
 
 Examples
 --------
