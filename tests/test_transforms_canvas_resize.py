@@ -30,6 +30,18 @@ def compiled(src, offset, size, scale, interp, shift):
     return canvas_resize.resize(src, offset, size, scale, interp, values)
 
 
+def assert_opencvs_bits(rng, src, size, scale, interp, place, shifted):
+    """The compiled resize of the image placed at ``place`` (fractions of the part) equals
+    OpenCV's resize of the float32 crop, to the bit, where it applies."""
+    assume(canvas_resize.applies(src, size, scale, interp))
+    offset = (int(place[0] * size[0]), int(place[1] * size[1]))
+    shift = rng.uniform(-300, 300, 3) if shifted else None
+    got = compiled(src, offset, size, scale, interp, shift)
+    want = opencv(src, offset, size, scale, interp, shift)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
 def image(rng, reverse_rows, reverse_cols):
     src = rng.integers(0, 256, (int(rng.integers(1, 70)), int(rng.integers(1, 70)), 3),
                        dtype=np.uint8)
@@ -50,13 +62,7 @@ def test_the_area_resize_is_opencvs_resize_of_the_float32_crop_to_the_bit(
     src = image(rng, *reverse)
     scale = tuple(min(o, s - 1) / s * (1 - 1e-9 * (k + 1)) for k, (o, s)
                   in enumerate(zip(outputs, size)))
-    assume(canvas_resize.applies(src, size, scale, pixels.AREA))
-    offset = (int(place[0] * size[0]), int(place[1] * size[1]))
-    shift = rng.uniform(-300, 300, 3) if shifted else None
-    got = compiled(src, offset, size, scale, pixels.AREA, shift)
-    want = opencv(src, offset, size, scale, pixels.AREA, shift)
-    assert got.shape == want.shape and got.dtype == np.float32
-    np.testing.assert_array_equal(bits(got), bits(want))
+    assert_opencvs_bits(rng, src, size, scale, pixels.AREA, place, shifted)
 
 
 @pytest.mark.parametrize('interp', [pixels.NEAREST, pixels.LANCZOS])
@@ -72,14 +78,7 @@ def test_nearest_and_lanczos_are_opencvs_resizes_of_the_float32_crop_to_the_bit(
     tail sum Lanczos's rows in different orders), outputs whose taps reach past the part's
     ends, rows and columns of fill, reversed views and shifted values."""
     rng = np.random.default_rng(seed)
-    src = image(rng, *reverse)
-    assume(canvas_resize.applies(src, size, scale, interp))
-    offset = (int(place[0] * size[0]), int(place[1] * size[1]))
-    shift = rng.uniform(-300, 300, 3) if shifted else None
-    got = compiled(src, offset, size, scale, interp, shift)
-    want = opencv(src, offset, size, scale, interp, shift)
-    assert got.shape == want.shape and got.dtype == np.float32
-    np.testing.assert_array_equal(bits(got), bits(want))
+    assert_opencvs_bits(rng, image(rng, *reverse), size, scale, interp, place, shifted)
 
 
 @pytest.mark.parametrize('interp', canvas_resize.COMPILED)
