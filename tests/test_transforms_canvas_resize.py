@@ -26,7 +26,7 @@ def opencv(src, offset, size, scale, interp, shift):
 
 
 def compiled(src, offset, size, scale, interp, shift):
-    values = canvas_resize.byte_values(shift, crops.shift_into)
+    values = canvas_resize.byte_values(shift)
     return canvas_resize.resize(src, offset, size, scale, interp, values)
 
 
@@ -105,7 +105,7 @@ def test_the_byte_values_are_what_the_crop_stores():
     rng = np.random.default_rng(3)
     src = rng.integers(0, 256, (40, 50, 3), dtype=np.uint8)
     shift = rng.uniform(-100, 100, 3)
-    values = canvas_resize.byte_values(shift, crops.shift_into)
+    values = canvas_resize.byte_values(shift)
     with crops.canvas_crop(src, (0, 0, 50, 40), (0, 0), shift) as crop:
         stored = crop.copy()
     np.testing.assert_array_equal(bits(values[np.arange(3), src]), bits(stored))

@@ -39,13 +39,14 @@ True
 """
 import operator
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
 
 from .._core import compiled
-from .pixels import AREA, CHECKED_STATE, INTERPOLATIONS, LANCZOS, NEAREST, opencv_state
+from .pixels import (AREA, CHECKED_STATE, INTERPOLATIONS, LANCZOS, NEAREST, opencv_state,
+                     shift_into)
 
 __all__ = ['COMPILED', 'LARGEST', 'output_size', 'applies', 'byte_values', 'resize']
 
@@ -108,22 +109,16 @@ def _sums_as_opencv(interp):
     return True
 
 
-def byte_values(shift: Sequence[float] | None,
-                convert: Callable[..., None] | None = None) -> np.ndarray:
-    """Per channel, the float32 value a crop stores for each byte: ``(3, 256)``.
-
-    ``convert(target, block, shift)`` writes a uint8 block's float32 crop values into
-    ``target``, as the crop is made (an element-wise conversion); by default the byte's
-    value, which is what the crop stores where ``shift`` is ``None``.
+def byte_values(shift: Sequence[float] | None) -> np.ndarray:
+    """Per channel, the float32 value a crop stores for each byte, ``byte - shift``
+    (:func:`~gluonbatch.transforms.pixels.shift_into`, the crop's own conversion):
+    ``(3, 256)``.
 
     >>> byte_values(None)[:, 255]
     array([255., 255., 255.], dtype=float32)
     """
     values = np.empty((1, 256, 3), np.float32)
-    if convert is None:
-        np.copyto(values, _BYTES, casting='unsafe')
-    else:
-        convert(values, _BYTES, shift)
+    shift_into(values, _BYTES, shift)
     return np.ascontiguousarray(values[0].T)
 
 

@@ -35,12 +35,10 @@ import numpy as np
 
 from .._core import scratch
 from . import canvas_resize, color, reach
-from .pixels import AREA, INTERPOLATIONS, written
+from .pixels import AREA, INTERPOLATIONS, shift_into, written
 
-__all__ = ['crop_overlap', 'covers', 'canvas_crop', 'shift_into', 'fill_shift', 'resize_crop']
+__all__ = ['crop_overlap', 'covers', 'canvas_crop', 'fill_shift', 'resize_crop']
 
-#: OpenCV's float32 depth (its type stubs leave the constant out).
-_FLOAT32: int = cv2.CV_32F  # type: ignore[attr-defined]
 #: ``(crop rows, crop cols, image rows, image cols)``, as :func:`crop_overlap` returns it.
 Overlap = Tuple[slice, slice, slice, slice]
 
@@ -126,25 +124,6 @@ def _shifted_into(target, block, shift):
     with scratch.empty('canvas_crop.block', block.shape, block.dtype) as mirrored:
         cv2.flip(forwards, _FLIP_CODES[reversed_axes], dst=mirrored)
         shift_into(target, mirrored, shift)
-
-
-def shift_into(target: np.ndarray, block: np.ndarray,
-               shift: Optional[Sequence[float]]) -> None:
-    """``block - shift`` (HWC, uint8 or float32) into the float32 ``target`` in one pass,
-    as a crop stores its image: numpy's conversion where nothing is subtracted (``shift``
-    ``None`` or zeros); else OpenCV's, in float32 as numpy's, which writes the strided
-    target rows in place at twice numpy's speed.
-
-    >>> target = np.empty((1, 1, 3), np.float32)
-    >>> shift_into(target, np.full((1, 1, 3), 10, np.uint8), (1.0, 2.0, 3.0))
-    >>> target[0, 0]
-    array([9., 8., 7.], dtype=float32)
-    """
-    if shift is None or not np.any(shift):
-        np.copyto(target, block, casting='unsafe')
-        return
-    scalar = tuple(float(v) for v in np.asarray(shift, np.float32)) + (0.0,)
-    written(target, cv2.subtract(block, scalar, dst=target, dtype=_FLOAT32))
 
 
 def fill_shift(m: np.ndarray, fill: Sequence[float]) -> np.ndarray:
@@ -248,7 +227,7 @@ def _resize_part(src, crop, offset, scale, interp, shift):
         # the same bits from the uint8 image, without the float32 crop
         return canvas_resize.resize(src, (offset[0] - crop[0], offset[1] - crop[1]),
                                     (width, height), scale, interp,
-                                    canvas_resize.byte_values(shift, shift_into))
+                                    canvas_resize.byte_values(shift))
     rows = crop_overlap(crop, offset, src.shape)[0]
     shown = rows.stop - rows.start
     if interp != AREA or shown == height or fx > 1 or fy > 1:

@@ -41,7 +41,8 @@ from . import color
 
 __all__ = ['INTERPOLATIONS', 'NEAREST', 'BILINEAR', 'AREA', 'LANCZOS', 'COMPILED_COLOUR',
            'opencv_state', 'CHECKED_STATE', 'val_interp', 'resize', 'check_pixels',
-           'written', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw', 'Normalizer']
+           'shift_into', 'written', 'affine_chw', 'affine_hwc', 'normalize_lut', 'lut_chw',
+           'Normalizer']
 
 #: gluoncv's interpolation codes, which OpenCV takes as they are.
 INTERPOLATIONS = {0: cv2.INTER_NEAREST, 1: cv2.INTER_LINEAR, 2: cv2.INTER_CUBIC,
@@ -54,6 +55,8 @@ BILINEAR = 1
 AREA = 3
 #: The Lanczos code (8 taps a side).
 LANCZOS = 4
+#: OpenCV's float32 depth (its type stubs leave the constant out).
+_FLOAT32: int = cv2.CV_32F  # type: ignore[attr-defined]
 
 _colour = compiled.load('gluonbatch.transforms._colour')
 
@@ -289,6 +292,25 @@ def affine_hwc(img: np.ndarray, m: ArrayLike, flip_x: bool = False,
             if not flip_x:
                 return written(out, mapped)
             return written(out, cv2.flip(mapped, 1, dst=out if direct else None))
+
+
+def shift_into(target: np.ndarray, block: np.ndarray,
+               shift: Sequence[float] | None) -> None:
+    """``block - shift`` (HWC, uint8 or float32) into the float32 ``target`` in one pass,
+    as a crop of :mod:`~gluonbatch.transforms.crops` stores its image: numpy's conversion
+    where nothing is subtracted (``shift`` ``None`` or zeros); else OpenCV's, in float32 as
+    numpy's, which writes the strided target rows in place at twice numpy's speed.
+
+    >>> target = np.empty((1, 1, 3), np.float32)
+    >>> shift_into(target, np.full((1, 1, 3), 10, np.uint8), (1.0, 2.0, 3.0))
+    >>> target[0, 0]
+    array([9., 8., 7.], dtype=float32)
+    """
+    if shift is None or not np.any(shift):
+        np.copyto(target, block, casting='unsafe')
+        return
+    scalar = tuple(float(v) for v in np.asarray(shift, np.float32)) + (0.0,)
+    written(target, cv2.subtract(block, scalar, dst=target, dtype=_FLOAT32))
 
 
 def written(out: np.ndarray | None, result: np.ndarray) -> np.ndarray:
