@@ -29,7 +29,7 @@ import warnings
 
 import mxnet as mx
 
-from .alloc import in_numpy_mode
+from .alloc import allocate_plain, in_numpy_mode
 from .process import ProcessLocal
 
 try:
@@ -64,15 +64,30 @@ def decode_rgb(data):
     >>> decode_rgb(b'not a jpeg') is None
     True
     """
+    shape = _fast_shape(data)
+    return None if shape is None else _decoded(data, None)
+
+
+def _fast_shape(data):
+    """``(height, width)`` of JPEG ``data`` that libjpeg-turbo decodes as MXNet does;
+    None where the fast path does not apply."""
     if simplejpeg is None or not isinstance(data, (bytes, bytearray, memoryview)) or \
             bytes(data[:2]) != _SOI:
         return None
     try:
-        if simplejpeg.decode_jpeg_header(data)[2] not in FAST_COLORSPACES:
-            return None
+        height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
+    except ValueError:  # damaged or unusual: MXNet decodes it, or says what is wrong
+        return None
+    return (height, width) if colorspace in FAST_COLORSPACES else None
+
+
+def _decoded(data, buffer):
+    """The RGB pixels of ``data`` (into ``buffer`` if given, else a new array); None
+    where libjpeg-turbo refuses the file."""
+    try:
         # libjpeg's defaults, as MXNet's OpenCV decodes: accurate DCT, smooth upsampling
         return simplejpeg.decode_jpeg(data, colorspace='RGB', fastdct=False,
-                                      fastupsample=False)
+                                      fastupsample=False, buffer=buffer)
     except ValueError:  # damaged or unusual: MXNet decodes it, or says what is wrong
         return None
 
@@ -125,11 +140,12 @@ def imdecode(data):
     ``mx.np.ndarray`` in numpy mode), decoded by libjpeg-turbo where :func:`decode_rgb`
     can, else by MXNet (without simplejpeg a JPEG it would have decoded warns once, see
     :data:`SLOW_PATH_WARNING`)."""
-    pixels = decode_rgb(data)
-    if pixels is None:
-        if simplejpeg is None:
-            _warn_slow_path(data)
-        return mx.image.imdecode(data)
-    # zero-copy: the array is this call's own, and the NDArray keeps it alive
-    image = mx.nd.from_numpy(pixels, zero_copy=True)
-    return image.as_np_ndarray() if in_numpy_mode() else image
+    shape = _fast_shape(data)
+    if shape is not None:
+        # decoded straight into the NDArray's memory
+        image, pixels = allocate_plain(shape + (3,), 'uint8')
+        if _decoded(data, pixels) is not None:
+            return image.as_np_ndarray() if in_numpy_mode() else image
+    elif simplejpeg is None:
+        _warn_slow_path(data)
+    return mx.image.imdecode(data)
