@@ -113,6 +113,21 @@ def test_the_byte_values_are_what_the_crop_stores():
                                   np.tile(np.arange(256.0), (3, 1)))
 
 
+def test_a_lanczos_sample_within_a_millionth_of_a_pixel_is_that_pixel():
+    """OpenCV takes a sample less than 1e-6 from a pixel (row 13 of 4 rows resized by
+    3.857143736193509 lies 7e-7 before row 3) for the pixel itself: so do the compiled
+    resizes, across and down."""
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, 256, (59, 44, 3), dtype=np.uint8)
+    near = 3.857143736193509
+    for size, scale in (((1, 4), (1.0, near)), ((4, 1), (near, 1.0)), ((20, 4), (0.7, near))):
+        got = compiled(src, (0, 0), size, scale, pixels.LANCZOS, None)
+        np.testing.assert_array_equal(bits(got), bits(opencv(src, (0, 0), size, scale,
+                                                             pixels.LANCZOS, None)))
+    column = compiled(src, (0, 0), (1, 4), (1.0, near), pixels.LANCZOS, None)
+    np.testing.assert_array_equal(column[13, 0], src[3, 0].astype(np.float32))
+
+
 def test_opencvs_other_paths_stay_opencvs():
     """Area with whole-number scales (OpenCV's exact-multiple path), a side that grows (it
     interpolates) or keeps its size; outputs the size of their source (copied); float32

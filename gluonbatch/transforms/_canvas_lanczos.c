@@ -10,7 +10,6 @@
 
 #include "_canvas.h"
 
-#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -24,7 +23,7 @@ static void lanczos_weights(float x, float *weights)
     double y0 = -(x + 3) * M_PI * 0.25, s0 = sin(y0), c0 = cos(y0);
     for (int i = 0; i < 8; i++) {
         float y0_ = x + 3 - i;
-        if (fabsf(y0_) >= FLT_EPSILON) {
+        if (fabsf(y0_) >= 1e-6f) {  /* OpenCV 4's bound, not FLT_EPSILON */
             double y = -y0_ * M_PI * 0.25;
             weights[i] = (float)((cs[i][0] * s0 + cs[i][1] * c0) / (y * y));
         } else {
