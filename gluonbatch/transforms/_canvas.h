@@ -16,7 +16,11 @@ typedef struct {
     Py_ssize_t row_step, col_step, channel_step;  /* its strides in bytes, any sign */
     Py_ssize_t x, y, width, height;
     const float *values;
+    int plain;                                  /* values[c * 256 + byte] == byte */
 } Canvas;
+
+/* Whether `values` holds each byte itself in every channel: nothing is subtracted. */
+int plain_values(const float *values);
 
 /* Four floats, added and multiplied lane by lane (SSE or NEON where there are, each lane
  * IEEE float arithmetic as a scalar's): a pixel's 3 channels and one spare. */
@@ -29,8 +33,9 @@ static inline Floats4 load4(const float *p)
     return v;
 }
 
-/* Row `row` of the part as float values, 3 per pixel, then a spare 0 that the vectors
- * read: the image's values where it shows, 0 elsewhere. */
+/* Row `row` of the part as float values, 3 per pixel: the image's values where it shows,
+ * 0 elsewhere. (The kernels' row buffers hold a spare float after them, 0, that their
+ * vectors read.) */
 void canvas_row(const Canvas *canvas, Py_ssize_t row, float *out);
 
 /* The float32 output of a resize: `height` rows of `width` pixels of 3 floats. */

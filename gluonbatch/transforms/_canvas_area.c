@@ -84,7 +84,7 @@ int area_resize(const Canvas *canvas, double fx, double fy, Output out)
     Tap *ytaps = PyMem_RawMalloc(sizeof(Tap) * 2 * (size_t)height);
     /* the row's sums (and the float past them that the vectors write), the output row's */
     float *buf = PyMem_RawMalloc(sizeof(float) * (2 * (size_t)row_floats + 1));
-    float *line = PyMem_RawMalloc(sizeof(float) * (3 * (size_t)width + 1));
+    float *line = PyMem_RawCalloc(3 * (size_t)width + 1, sizeof(float));  /* its spare: 0 */
     Py_ssize_t *first = PyMem_RawMalloc(sizeof(Py_ssize_t) * 2 * (size_t)out.width);
     if (!xtaps || !ytaps || !buf || !line || !first)
         goto release;

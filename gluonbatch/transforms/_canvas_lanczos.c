@@ -100,7 +100,7 @@ int lanczos_resize(const Canvas *canvas, Py_ssize_t lanes, double fx, double fy,
     Py_ssize_t count = 3 * out.width, stride = count + 1;  /* a spare float after each row */
     Py_ssize_t *xpixel = PyMem_RawMalloc(sizeof(Py_ssize_t) * (size_t)(out.width + out.height));
     float *weights = PyMem_RawMalloc(sizeof(float) * 8 * (size_t)(out.width + out.height));
-    float *line = PyMem_RawMalloc(sizeof(float) * (3 * (size_t)width + 1));
+    float *line = PyMem_RawCalloc(3 * (size_t)width + 1, sizeof(float));  /* its spare: 0 */
     /* rows across, in 8 slots by source row modulo 8, and the row of fill's */
     float *rows_across = PyMem_RawMalloc(sizeof(float) * 9 * (size_t)stride);
     if (!xpixel || !weights || !line || !rows_across)

@@ -74,7 +74,8 @@ static PyObject *resize(PyObject *self, PyObject *args)
         goto release;
     }
     Canvas canvas = {src.buf, src.shape[0], src.shape[1], src.strides[0], src.strides[1],
-                     src.strides[2], x, y, width, height, values.buf};
+                     src.strides[2], x, y, width, height, values.buf,
+                     plain_values(values.buf)};
     Output output = {out.buf, out.shape[1], out.shape[0]};
     int status;
     Py_BEGIN_ALLOW_THREADS
