@@ -18,11 +18,25 @@ def bits(array):
     return np.ascontiguousarray(array).view(np.uint32)
 
 
+def float_crop(src, offset, size, shift):
+    """The float32 crop the compiled code replaces, built by numpy: ``src - shift`` (the
+    crops' conversion, ``pixels.shift_into``, of a forward copy) at ``offset``, zeros
+    elsewhere."""
+    width, height = size
+    crop = np.zeros((height, width, 3), np.float32)
+    overlap = crops.crop_overlap((0, 0, width, height), offset, src.shape)
+    if overlap is not None:
+        rows, cols, src_rows, src_cols = overlap
+        pixels.shift_into(crop[rows, cols], np.ascontiguousarray(src[src_rows, src_cols]),
+                          shift)
+    return crop
+
+
 def opencv(src, offset, size, scale, interp, shift):
     """OpenCV's resize of the float32 canvas crop, as ``resize_crop`` makes it without the
     compiled resizes."""
-    with crops.canvas_crop(src, (0, 0) + tuple(size), offset, shift) as img:
-        return cv2.resize(img, None, fx=scale[0], fy=scale[1], interpolation=INTERPS[interp])
+    return cv2.resize(float_crop(src, offset, size, shift), None, fx=scale[0], fy=scale[1],
+                      interpolation=INTERPS[interp])
 
 
 def compiled(src, offset, size, scale, interp, shift):
@@ -106,11 +120,34 @@ def test_the_byte_values_are_what_the_crop_stores():
     src = rng.integers(0, 256, (40, 50, 3), dtype=np.uint8)
     shift = rng.uniform(-100, 100, 3)
     values = canvas_resize.byte_values(shift)
-    with crops.canvas_crop(src, (0, 0, 50, 40), (0, 0), shift) as crop:
-        stored = crop.copy()
+    stored = float_crop(src, (0, 0), (50, 40), shift)
     np.testing.assert_array_equal(bits(values[np.arange(3), src]), bits(stored))
     np.testing.assert_array_equal(canvas_resize.byte_values(None),
                                   np.tile(np.arange(256.0), (3, 1)))
+
+
+@settings(deadline=None, max_examples=300)
+@given(seed=st.integers(0, 2 ** 32 - 1), size=st.tuples(st.integers(1, 90),
+                                                          st.integers(1, 90)),
+       place=st.tuples(st.floats(-1.2, 1.2), st.floats(-1.2, 1.2)),
+       reverse=st.tuples(st.booleans(), st.booleans()),
+       shift=st.sampled_from(['none', 'zeros', 'uniform']))
+def test_a_part_holds_the_float32_crops_values_to_the_bit(seed, size, place, reverse, shift):
+    """``part`` (the crop the resizes left to OpenCV read, and ``canvas_crop``'s of a uint8
+    image) for every placement, reversed views, and values with and without a shift (the
+    bytes themselves take a vector loop of their own)."""
+    rng = np.random.default_rng(seed)
+    src = image(rng, *reverse)
+    offset = (int(place[0] * size[0]), int(place[1] * size[1]))
+    shift = {'none': None, 'zeros': np.zeros(3),
+             'uniform': rng.uniform(-300, 300, 3)}[shift]
+    want = float_crop(src, offset, size, shift)
+    got = np.full_like(want, np.nan)
+    canvas_resize.part(src, offset, canvas_resize.byte_values(shift), got)
+    np.testing.assert_array_equal(bits(got), bits(want))
+    crop = (3, 2) + tuple(size)  # the same part, as a crop of a canvas further out
+    with crops.canvas_crop(src, crop, (offset[0] + 3, offset[1] + 2), shift) as from_crop:
+        np.testing.assert_array_equal(bits(from_crop), bits(want))
 
 
 def test_a_lanczos_sample_within_a_millionth_of_a_pixel_is_that_pixel():
@@ -126,6 +163,24 @@ def test_a_lanczos_sample_within_a_millionth_of_a_pixel_is_that_pixel():
                                                              pixels.LANCZOS, None)))
     column = compiled(src, (0, 0), (1, 4), (1.0, near), pixels.LANCZOS, None)
     np.testing.assert_array_equal(column[13, 0], src[3, 0].astype(np.float32))
+
+
+def test_a_part_needs_a_uint8_image_and_float32_values():
+    src = np.zeros((4, 5, 3), np.uint8)
+    out = np.empty((3, 3, 3), np.float32)
+    values = canvas_resize.byte_values(None)
+    assert canvas_resize.builds_part(src, (3, 3))
+    for other in (src.astype(np.float32), src[..., :1]):
+        assert not canvas_resize.builds_part(other, (3, 3))
+        with pytest.raises(ValueError, match='uint8 HWC image with 3 channels'):
+            canvas_resize.part(other, (0, 0), values, out)
+    assert not canvas_resize.builds_part(src, (canvas_resize.LARGEST + 1, 3))
+    with pytest.raises(TypeError, match="'f' items"):
+        canvas_resize.part(src, (0, 0), values.astype(np.float64), out)
+    with pytest.raises(TypeError, match="'f' items"):
+        canvas_resize.part(src, (0, 0), values, out.astype(np.float64))
+    with pytest.raises(TypeError):
+        canvas_resize.part(src, (0.5, 0), values, out)
 
 
 def test_opencvs_other_paths_stay_opencvs():

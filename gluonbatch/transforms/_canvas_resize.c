@@ -2,8 +2,9 @@
  * the uint8 image itself: see canvas_resize.py. A canvas pixel is values[c][byte] where
  * the image shows (the float32 value the float crop would hold) and 0 elsewhere. Built
  * with -ffp-contract=off: no fused multiply-add, as OpenCV's baseline code has none. This
- * file takes the call from Python; _canvas_nearest.c, _canvas_area.c and _canvas_lanczos.c
- * compute. */
+ * file takes the calls from Python; _canvas_nearest.c, _canvas_area.c and _canvas_lanczos.c
+ * compute, and _canvas_row.c writes the part's values, also for the resizes left to OpenCV
+ * (part). */
 #include "_canvas.h"
 
 #include <string.h>
@@ -94,6 +95,53 @@ release:
     return result;
 }
 
+/* part(src, values, x, y, out): the canvas part of out's size, its values into out. */
+static PyObject *part(PyObject *self, PyObject *args)
+{
+    Py_ssize_t x, y;
+    PyObject *src_obj, *values_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOnnO", &src_obj, &values_obj, &x, &y, &out_obj))
+        return NULL;
+    if (x < -LARGEST || x > LARGEST || y < -LARGEST || y > LARGEST) {
+        PyErr_SetString(PyExc_ValueError, "offsets within 2**28 are needed");
+        return NULL;
+    }
+    Py_buffer src, values, out;
+    if (get_buffer(src_obj, &src, PyBUF_STRIDES, "B", -1, -1, 3, "src") < 0)
+        return NULL;
+    if (get_buffer(values_obj, &values, PyBUF_C_CONTIGUOUS, "f", 3, 256, 0, "values") < 0) {
+        PyBuffer_Release(&src);
+        return NULL;
+    }
+    if (get_buffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, "f", -1, -1, 3,
+                   "out") < 0) {
+        PyBuffer_Release(&values);
+        PyBuffer_Release(&src);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (out.shape[0] > LARGEST || out.shape[1] > LARGEST || src.shape[0] > LARGEST
+            || src.shape[1] > LARGEST) {
+        PyErr_SetString(PyExc_ValueError, "out and src must have at most 2**28 rows and "
+                        "columns");
+        goto release;
+    }
+    Canvas canvas = {src.buf, src.shape[0], src.shape[1], src.strides[0], src.strides[1],
+                     src.strides[2], x, y, out.shape[1], out.shape[0], values.buf,
+                     plain_values(values.buf)};
+    Py_BEGIN_ALLOW_THREADS
+    float *row = out.buf;
+    for (Py_ssize_t r = 0; r < canvas.height; r++, row += 3 * canvas.width)
+        canvas_row(&canvas, r, row);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+release:
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&values);
+    PyBuffer_Release(&src);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"resize", resize, METH_VARARGS,
      "resize(interp, lanes, src, values, x, y, width, height, fx, fy, out)\n\nOpenCV's resize "
@@ -101,6 +149,10 @@ static PyMethodDef methods[] = {
      "holding the uint8 image src at (x, y), values[c][byte] where it shows and 0 elsewhere, "
      "into the float32 out; OpenCV's vector loops `lanes` floats wide. See "
      "gluonbatch.transforms.canvas_resize."},
+    {"part", part, METH_VARARGS,
+     "part(src, values, x, y, out)\n\nThe part of out's size of a canvas holding the uint8 "
+     "image src at (x, y), values[c][byte] where it shows and 0 elsewhere, into the float32 "
+     "out."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -21,7 +21,7 @@ checked against ``cv2.resize`` on this machine at import, and a kind that differ
 OpenCV's path, as it does while OpenCV's settings differ from those of the import
 (:func:`~gluonbatch.transforms.pixels.opencv_state`). :func:`applies` says where;
 elsewhere (float32 images, an output the size of its source, which OpenCV copies) OpenCV
-resizes the float32 crop.
+resizes the float32 crop, which :func:`part` builds from a uint8 image in one pass.
 
 Examples
 --------
@@ -48,7 +48,8 @@ from .._core import compiled
 from .pixels import (AREA, CHECKED_STATE, INTERPOLATIONS, LANCZOS, NEAREST, opencv_state,
                      shift_into)
 
-__all__ = ['COMPILED', 'LARGEST', 'output_size', 'applies', 'byte_values', 'resize']
+__all__ = ['COMPILED', 'LARGEST', 'output_size', 'applies', 'byte_values', 'resize',
+           'builds_part', 'part']
 
 #: The float32 lanes of OpenCV's vector loops in its sums down the rows (its x86-64 and
 #: ARM builds' baseline: 128 bits).
@@ -173,3 +174,37 @@ def resize(src: np.ndarray, offset: Sequence[int], size: Sequence[int],
     _kernels.resize(interp, _LANES, src, values, x, y, width, height, float(scale[0]),
                     float(scale[1]), out)
     return out
+
+
+def builds_part(src: np.ndarray, size: Sequence[int]) -> bool:
+    """Whether :func:`part` builds a part of ``size = (width, height)`` from ``src``: it
+    was built, ``src`` is uint8 HWC with 3 channels, and the sides are at most
+    :data:`LARGEST`."""
+    return (_kernels is not None and src.dtype == np.uint8 and src.ndim == 3
+            and src.shape[2] == 3 and max(*size, *src.shape[:2]) <= LARGEST)
+
+
+def part(src: np.ndarray, offset: Sequence[int], values: np.ndarray, out: np.ndarray) -> None:
+    """The part, of ``out``'s size from ``(0, 0)``, of a canvas holding ``src`` (uint8 HWC,
+    any strides) at ``offset = (x, y)``, written into ``out`` (C-contiguous float32 HWC):
+    ``values[c, byte]`` where the image shows, ``0`` elsewhere. The float32 crop that the
+    resizes left to OpenCV read, in one pass (mirrored images included).
+
+    Raises
+    ------
+    ValueError
+        Where :func:`builds_part` is False.
+
+    Examples
+    --------
+    >>> out = np.empty((2, 3, 3), np.float32)
+    >>> part(np.full((1, 1, 3), 7, np.uint8), (1, 1), byte_values(None), out)
+    >>> out[..., 0]
+    array([[0., 0., 0.],
+           [0., 7., 0.]], dtype=float32)
+    """
+    if _kernels is None or not builds_part(src, out.shape[1::-1]):
+        raise ValueError('part builds the float32 values of a uint8 HWC image with 3 '
+                         'channels and sides of at most 2**28, when it was built')
+    x, y = (operator.index(v) for v in offset)
+    _kernels.part(src, values, x, y, out)

@@ -11,11 +11,13 @@ the *undistorted* mean: the crop stores ``pixel - shift`` (``0`` on the fill) an
 final map is ``m(r + shift)``, with ``shift`` the pre-image of the wanted fill colour
 (:func:`fill_shift`).
 
-Crops with fill (and the rows :func:`resize_crop` averages down) are leased from the
-thread's zero buffer (``scratch.zeros``: no fresh pages for a crop up to 16 times
-the image), other crops from its kept arrays (``scratch.empty``). A uint8 image's part
-resized by nearest, area or Lanczos needs no crop at all: it is computed from the image
-itself, to the same bits (:mod:`gluonbatch.transforms.canvas_resize`).
+A uint8 image's part resized by nearest, area or Lanczos needs no crop at all: it is
+computed from the image itself, to the same bits
+(:mod:`gluonbatch.transforms.canvas_resize`). Its other crops are written in one compiled
+pass, fill included (:func:`~gluonbatch.transforms.canvas_resize.part`), into the thread's
+kept arrays (``scratch.empty``). A float32 image's crops with fill (and the rows
+:func:`resize_crop` averages down) are leased from the thread's zero buffer
+(``scratch.zeros``: no fresh pages for a crop up to 16 times the image).
 
 Examples
 --------
@@ -87,8 +89,15 @@ def canvas_crop(src: np.ndarray, crop: Sequence[int], offset: Sequence[int] = (0
     inside the ``with`` block, and never write to it.
     """
     width, height = crop[2], crop[3]
-    overlap = crop_overlap(crop, offset, src.shape)
     shape = (height, width, 3)
+    if canvas_resize.builds_part(src, (width, height)):
+        # a uint8 image's part, fill and all, in one compiled pass
+        with scratch.empty('canvas_crop', shape) as out:
+            canvas_resize.part(src, (offset[0] - crop[0], offset[1] - crop[1]),
+                               canvas_resize.byte_values(shift), out)
+            yield out
+        return
+    overlap = crop_overlap(crop, offset, src.shape)
     covered = covers(overlap, crop)
     # all image: every value is written, any array does; with fill: the zero buffer
     lease = scratch.empty('canvas_crop', shape) if covered else scratch.zeros(shape)
