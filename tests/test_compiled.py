@@ -52,7 +52,7 @@ import numpy as np
 with warnings.catch_warnings(record=True) as record:
     warnings.simplefilter('always')
     from gluonbatch.targets.ssd import SSDTargets
-    from gluonbatch.transforms import canvas_resize, draws, pixels
+    from gluonbatch.transforms import canvas_resize, draws, jitter, pixels
     from gluonbatch.transforms.crops import resize_crop
 rng = np.random.default_rng(5)
 image = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)
@@ -78,6 +78,7 @@ print(json.dumps({'warnings': [str(w.message) for w in record if 'not built' in 
                   'compiled': [canvas_resize.applies(image, (140, 90), (41 / 140, 29 / 90), interp)
                                for interp in (0, 3, 4)],
                   'resized': [r.view(np.uint32).tolist() for r in resized],
+                  'grey': jitter.gray_mean(image),
                   'colour': [pixels.COMPILED_COLOUR, pixels.affine_chw(
                       image, np.arange(12.0).reshape(3, 4) / 7, True).view(np.uint32).tolist()]}))
 '''
@@ -100,5 +101,6 @@ def test_a_tree_not_built_warns_once_and_gives_the_same_results():
         assert runs['built']['compiled'] == [True, True, True]
     assert runs['not built']['compiled'] == [False, False, False]
     assert runs['not built']['resized'] == runs['built']['resized']
+    assert runs['not built']['grey'] == runs['built']['grey']
     assert not runs['not built']['colour'][0]
     assert runs['not built']['colour'][1] == runs['built']['colour'][1]

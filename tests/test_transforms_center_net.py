@@ -665,3 +665,18 @@ def test_the_grey_mean_is_the_mean_of_opencvs_grey_image(height, width, seed):
         assert abs(jitter.gray_mean(pixels_in) - want) <= 1e-6 * max(want, 1e-3)
     # uint8 values are exact in float32: the same mean either way
     assert jitter.gray_mean(image) == jitter.gray_mean(image.astype(np.float32))
+    # a uint8 image's channels are summed exactly, as OpenCV sums them: the same bits,
+    # contiguous (compiled) or not
+    sums = [cv2.sumElems(plane)[0] for plane in cv2.split(image)]
+    opencvs = float(np.dot(jitter.GRAY_WEIGHTS.astype(np.float64), sums)) / (height * width)
+    assert jitter.gray_mean(image) == jitter.gray_mean(image[::-1, ::-1]) == opencvs
+
+
+def test_the_grey_mean_of_a_large_uint8_image_is_exact():
+    """Sums past what 16 bits or a float32 hold, in every channel."""
+    image = np.empty((1001, 999, 3), np.uint8)
+    image[...] = (255, 254, 1)
+    image[500, 17] = (0, 3, 200)
+    sums = np.array([255 * 1001 * 999 - 255, 254 * 1001 * 999 - 251, 1001 * 999 + 199])
+    want = float(np.dot(jitter.GRAY_WEIGHTS.astype(np.float64), sums)) / (1001 * 999)
+    assert jitter.gray_mean(image) == want

@@ -4,7 +4,8 @@
  * m0 * x0 + (m1 * x1 + (m2 * x2 + m3)) each rounded once, and its last few pixels
  * otherwise: this computes the first `count` pixels (the loop's), the caller the others.
  * The fused multiply-adds need the processor's FMA instructions: without them, available()
- * is False and nothing is computed here. */
+ * is False and nothing is computed here. Also the exact channel sums of a uint8 image
+ * (channel_sums), from which the CenterNet jitter's gray mean comes. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -151,6 +152,52 @@ release:
     return result;
 }
 
+/* Blocks of 16 pixels (48 bytes) per accumulator round: each of the 48 byte positions
+ * has a channel of its own (position % 3), summed lane by lane in 32 bits, flushed into
+ * 64 bits before a lane could overflow. */
+#define SUM_BLOCK 48
+#define SUM_ROUND (((Py_ssize_t)1 << 24) - 1)  /* blocks a round: 255 * 2**24 < 2**32 */
+
+/* The exact sum of each channel of n interleaved 3-channel bytes (any count of them). */
+static void sum_channels(const uint8_t *bytes, Py_ssize_t n, uint64_t sums[3])
+{
+    Py_ssize_t blocks = n * 3 / SUM_BLOCK, done = 0;
+    while (done < blocks) {
+        Py_ssize_t round = blocks - done < SUM_ROUND ? blocks - done : SUM_ROUND;
+        uint32_t lanes[SUM_BLOCK] = {0};
+        const uint8_t *p = bytes + done * SUM_BLOCK;
+        for (Py_ssize_t b = 0; b < round; b++, p += SUM_BLOCK)
+            for (int i = 0; i < SUM_BLOCK; i++)  /* the compiler's vector loop */
+                lanes[i] += p[i];
+        for (int i = 0; i < SUM_BLOCK; i++)
+            sums[i % 3] += lanes[i];
+        done += round;
+    }
+    for (Py_ssize_t i = blocks * SUM_BLOCK; i < 3 * n; i++)
+        sums[i % 3] += bytes[i];
+}
+
+static PyObject *channel_sums(PyObject *self, PyObject *src_obj)
+{
+    Py_buffer src;
+    if (PyObject_GetBuffer(src_obj, &src, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    if (strcmp(src.format, "B") != 0 || src.ndim != 3 || src.shape[2] != 3) {
+        PyErr_SetString(PyExc_ValueError, "src must be (H, W, 3) uint8");
+        goto release;
+    }
+    uint64_t sums[3] = {0, 0, 0};
+    Py_BEGIN_ALLOW_THREADS
+    sum_channels(src.buf, src.shape[0] * src.shape[1], sums);
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("(KKK)", (unsigned long long)sums[0], (unsigned long long)sums[1],
+                           (unsigned long long)sums[2]);
+release:
+    PyBuffer_Release(&src);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"available", available, METH_NOARGS,
      "available()\n\nWhether this processor has the FMA instructions colour_chw needs."},
@@ -158,12 +205,16 @@ static PyMethodDef methods[] = {
      "colour_chw(src, m, flip, out, count)\n\nThe first `count` pixels of the HWC image src "
      "(float32 or uint8) through the 12 floats m (a 3x4 map, row by row), mirrored if flip, "
      "into the (3, H, W) float32 out; see gluonbatch.transforms.pixels.affine_chw."},
+    {"channel_sums", channel_sums, METH_O,
+     "channel_sums(src)\n\nThe exact sum of each channel of the C-contiguous (H, W, 3) "
+     "uint8 image src, as 3 ints; see gluonbatch.transforms.jitter.gray_mean."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_colour",
-    "The presets' colour pass into CHW planes, compiled (gluonbatch.transforms.pixels).", -1,
+    "The presets' colour pass into CHW planes and a uint8 image's channel sums, compiled "
+    "(gluonbatch.transforms.pixels, gluonbatch.transforms.jitter).", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 
