@@ -28,7 +28,8 @@ CURATION = ['pandas', 'dask[dataframe]', 'distributed'] + SHARDS
 
 # Compiled at install: the constrained crop's trial loop (gluonbatch.transforms.crop_trials),
 # OpenCV's float32 resizes read from uint8 (gluonbatch.transforms.canvas_resize), the
-# colour pass into CHW planes (gluonbatch.transforms.pixels) and the SSD matching
+# colour pass into CHW planes (gluonbatch.transforms.pixels), OpenCV's bilinear warp of
+# uint8 images (gluonbatch.transforms.affine) and the SSD matching
 # (gluonbatch.targets.ssd). Each repeats Python's, OpenCV's or MXNet's arithmetic bit for
 # bit: no fast math, and no fused multiply-add but the colour pass's explicit ones, where
 # OpenCV's own loop has them. Without traps for floating point exceptions (which nothing
@@ -42,6 +43,8 @@ EXTENSIONS = [
                for part in ('resize', 'row', 'nearest', 'area', 'lanczos')],
               depends=['gluonbatch/transforms/_canvas.h'], extra_compile_args=EXACT),
     Extension('gluonbatch.transforms._colour', ['gluonbatch/transforms/_colour.c'],
+              extra_compile_args=EXACT),
+    Extension('gluonbatch.transforms._warp', ['gluonbatch/transforms/_warp.c'],
               extra_compile_args=EXACT),
     Extension('gluonbatch.targets._ssd_match', ['gluonbatch/targets/_ssd_match.c'],
               extra_compile_args=EXACT),

@@ -46,13 +46,14 @@ if sys.argv[1] == 'not built':
     sys.modules['gluonbatch.transforms._trials'] = None
     sys.modules['gluonbatch.transforms._canvas_resize'] = None
     sys.modules['gluonbatch.transforms._colour'] = None
+    sys.modules['gluonbatch.transforms._warp'] = None
     sys.modules['gluonbatch.targets._ssd_match'] = None
 import json, random, warnings
 import numpy as np
 with warnings.catch_warnings(record=True) as record:
     warnings.simplefilter('always')
     from gluonbatch.targets.ssd import SSDTargets
-    from gluonbatch.transforms import canvas_resize, draws, jitter, pixels
+    from gluonbatch.transforms import affine, canvas_resize, draws, jitter, pixels
     from gluonbatch.transforms.crops import resize_crop
 rng = np.random.default_rng(5)
 image = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)
@@ -79,6 +80,8 @@ print(json.dumps({'warnings': [str(w.message) for w in record if 'not built' in 
                                for interp in (0, 3, 4)],
                   'resized': [r.view(np.uint32).tolist() for r in resized],
                   'grey': jitter.gray_mean(image),
+                  'warped': affine.warp_image(image, np.array([[1.37, 0, -3.2], [0, 1.37, 4.9]]),
+                                              (40, 30)).tolist(),
                   'colour': [pixels.COMPILED_COLOUR, pixels.affine_chw(
                       image, np.arange(12.0).reshape(3, 4) / 7, True).view(np.uint32).tolist()]}))
 '''
@@ -102,5 +105,6 @@ def test_a_tree_not_built_warns_once_and_gives_the_same_results():
     assert runs['not built']['compiled'] == [False, False, False]
     assert runs['not built']['resized'] == runs['built']['resized']
     assert runs['not built']['grey'] == runs['built']['grey']
+    assert runs['not built']['warped'] == runs['built']['warped']
     assert not runs['not built']['colour'][0]
     assert runs['not built']['colour'][1] == runs['built']['colour'][1]

@@ -30,7 +30,10 @@ import cv2
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .pixels import written
+from .._core import compiled
+from .pixels import CHECKED_STATE, opencv_state, written
+
+_warp = compiled.load('gluonbatch.transforms._warp')
 
 __all__ = ['get_border', 'get_affine_transform', 'warp_image', 'warp_boxes']
 
@@ -107,6 +110,11 @@ def warp_image(pixels: np.ndarray, matrix: np.ndarray, size: Sequence[int],
     border of 0 (black, not the mean). Into ``out`` (C-contiguous ``(height, width, 3)``,
     the dtype of ``pixels``) if given.
 
+    A uint8 image's warp is compiled (``_warp.c``): OpenCV's integer arithmetic, so its
+    bytes; a map without rotation (CenterNet's) as sums across two source rows and one
+    down, 3-5 times OpenCV's speed. It is checked against OpenCV at import, and OpenCV
+    warps where the check fails or OpenCV's settings changed since.
+
     >>> warp_image(np.full((2, 2, 3), 9, np.uint8), np.array([[1., 0, 1], [0, 1, 0]]),
     ...            (3, 2))[..., 0]
     array([[0, 9, 9],
@@ -115,7 +123,55 @@ def warp_image(pixels: np.ndarray, matrix: np.ndarray, size: Sequence[int],
     if not pixels.flags.c_contiguous:
         pixels = np.ascontiguousarray(pixels)
     dsize = (int(size[0]), int(size[1]))
+    if _warp is not None and _compiled_warp(pixels, matrix, dsize, out):
+        target = np.empty((dsize[1], dsize[0], 3), np.uint8) if out is None else out
+        # OpenCV's fixed-point arithmetic, compiled: False for maps it leaves to OpenCV
+        if _warp.warp_affine(pixels, tuple(float(v) for v in np.ravel(matrix)), target):
+            return target
     return written(out, cv2.warpAffine(pixels, matrix, dsize, dst=out, flags=cv2.INTER_LINEAR))
+
+
+def _compiled_warp(pixels, matrix, dsize, out):
+    """Whether the compiled warp (``_warp.c``) computes this one: built and found to give
+    OpenCV's bytes at import, OpenCV's settings those of the import, a uint8 image of 3
+    channels, a finite float 2x3 map, sides below 2**15 and an output array of its own."""
+    return (_WARP_MATCHES and pixels.dtype == np.uint8 and pixels.ndim == 3
+            and pixels.shape[2] == 3 and max(*pixels.shape[:2], *dsize) < 2 ** 15
+            and min(dsize) >= 1 and isinstance(matrix, np.ndarray) and matrix.shape == (2, 3)
+            and matrix.dtype.kind == 'f' and bool(np.isfinite(matrix).all())
+            and opencv_state() == CHECKED_STATE
+            and (out is None or (out.dtype == np.uint8 and out.shape == (dsize[1], dsize[0], 3)
+                                 and out.flags.c_contiguous
+                                 and not np.may_share_memory(out, pixels))))
+
+
+def _warp_matches():
+    """Whether the compiled warp gives ``cv2.warpAffine``'s bytes here: maps that scale and
+    move (the aligned path), mirror, turn and shear slightly, images narrower than the
+    vector reads, outputs of every row length modulo 16."""
+    if _warp is None:
+        return False
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, 256, (23, 31, 3), dtype=np.uint8)
+    maps = [[[1.37, 0, -3.2], [0, 1.37, 4.9]], [[0.61, 0, 5.5], [0, 0.61, -2.25]],
+            [[-1.1, 0, 30.0], [0, 0.9, 1.0]], [[0.9, 0.2, -1.0], [-0.3, 1.1, 2.0]],
+            [[1.2, 1e-17, 0.3], [-2e-17, 1.2, 0.7]]]
+    try:
+        for forward in maps:
+            for image in (src, src[:, :2].copy()):
+                for size in ((16, 9), (17, 12), (31, 5), (45, 30)):
+                    matrix = np.array(forward)
+                    want = cv2.warpAffine(image, matrix, size, flags=cv2.INTER_LINEAR)
+                    got = np.empty_like(want)
+                    if not (_warp.warp_affine(image, tuple(matrix.ravel()), got)
+                            and np.array_equal(got, want)):
+                        return False
+    except Exception:  # keep OpenCV's path
+        return False
+    return True
+
+
+_WARP_MATCHES = _warp_matches()
 
 
 def warp_boxes(label: np.ndarray, matrix: ArrayLike, size: Sequence[int]) -> np.ndarray:

@@ -1,0 +1,3 @@
+import numpy as np
+
+def warp_affine(src: np.ndarray, m: tuple[float, ...], out: np.ndarray) -> bool: ...
