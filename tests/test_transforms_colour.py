@@ -41,13 +41,20 @@ def test_the_colour_pass_runs_compiled_on_a_processor_with_fma():
 @given(seed=st.integers(0, 2 ** 32 - 1), size=st.tuples(st.integers(1, 50),
                                                           st.integers(1, 50)),
        flip_x=st.booleans(), dtype=st.sampled_from([np.float32, np.uint8]),
-       shifted=st.booleans())
-def test_the_colour_pass_is_cv2_transforms_to_the_bit(seed, size, flip_x, dtype, shifted):
+       shifted=st.booleans(), kind=st.sampled_from(['full', 'diagonal', 'near-diagonal']))
+def test_the_colour_pass_is_cv2_transforms_to_the_bit(seed, size, flip_x, dtype, shifted,
+                                                      kind):
     """Every run length (OpenCV's vector loop and its last pixels round differently), rows
-    of one pixel and more, mirrored and not, uint8 and float32 images, with a shift."""
+    of one pixel and more, mirrored and not, uint8 and float32 images, with a shift; full
+    matrices and those OpenCV applies channel by channel (off-diagonal entries 0 or within
+    FLT_EPSILON, which it ignores)."""
     rng = np.random.default_rng(seed)
     img = rng.uniform(-50, 300, size + (3,)).astype(dtype)
     m = rng.standard_normal((3, 4)) * (1, 1, 1, 40)
+    if kind != 'full':
+        off = ~np.eye(3, 4, dtype=bool)
+        off[:, 3] = False
+        m[off] = 0.0 if kind == 'diagonal' else rng.uniform(-1e-7, 1e-7, 6)
     shift = rng.uniform(-100, 100, 3) if shifted else None
     folded = m.copy()
     if shift is not None:

@@ -3,6 +3,8 @@
  * affine_chw). OpenCV's build runs cv2.transform's vector loop with fused multiply-adds,
  * m0 * x0 + (m1 * x1 + (m2 * x2 + m3)) each rounded once, and its last few pixels
  * otherwise: this computes the first `count` pixels (the loop's), the caller the others.
+ * A map it takes for diagonal it applies channel by channel, one fused multiply-add each,
+ * every pixel alike.
  * The fused multiply-adds need the processor's FMA instructions: without them, available()
  * is False and nothing is computed here. Also the exact channel sums of a uint8 image
  * (channel_sums), from which the CenterNet jitter's gray mean comes. */
@@ -22,10 +24,11 @@
 
 /* Pixels [0, n) of one row (`width` pixels of 3 floats) through the map into the output
  * row, mirrored if `flip`: four pixels at a time (their channels deinterleaved into three
- * vectors), then one at a time. */
+ * vectors), then one at a time. A `diagonal` map scales each channel on its own, as
+ * cv2.transform does then: m[5k] * x_k + m[4k + 3], one fused multiply-add. */
 __attribute__((target("sse4.1,fma")))
 static void row_pass(const float *src, Py_ssize_t n, Py_ssize_t width, const float *m,
-                     int flip, float *const *out)
+                     int diagonal, int flip, float *const *out)
 {
     __m128 m0 = _mm_set1_ps(m[0]), m1 = _mm_set1_ps(m[1]), m2 = _mm_set1_ps(m[2]);
     __m128 m3 = _mm_set1_ps(m[3]), m4 = _mm_set1_ps(m[4]), m5 = _mm_set1_ps(m[5]);
@@ -43,9 +46,15 @@ static void row_pass(const float *src, Py_ssize_t n, Py_ssize_t width, const flo
         t = _mm_blend_ps(_mm_blend_ps(a, b, 0x2), c, 0x9);
         __m128 x2 = _mm_shuffle_ps(t, t, _MM_SHUFFLE(3, 0, 1, 2));
         __m128 y[3];
-        y[0] = _mm_fmadd_ps(x0, m0, _mm_fmadd_ps(x1, m1, _mm_fmadd_ps(x2, m2, m3)));
-        y[1] = _mm_fmadd_ps(x0, m4, _mm_fmadd_ps(x1, m5, _mm_fmadd_ps(x2, m6, m7)));
-        y[2] = _mm_fmadd_ps(x0, m8, _mm_fmadd_ps(x1, m9, _mm_fmadd_ps(x2, m10, m11)));
+        if (diagonal) {
+            y[0] = _mm_fmadd_ps(x0, m0, m3);
+            y[1] = _mm_fmadd_ps(x1, m5, m7);
+            y[2] = _mm_fmadd_ps(x2, m10, m11);
+        } else {
+            y[0] = _mm_fmadd_ps(x0, m0, _mm_fmadd_ps(x1, m1, _mm_fmadd_ps(x2, m2, m3)));
+            y[1] = _mm_fmadd_ps(x0, m4, _mm_fmadd_ps(x1, m5, _mm_fmadd_ps(x2, m6, m7)));
+            y[2] = _mm_fmadd_ps(x0, m8, _mm_fmadd_ps(x1, m9, _mm_fmadd_ps(x2, m10, m11)));
+        }
         for (int k = 0; k < 3; k++) {
             if (flip)
                 _mm_storeu_ps(out[k] + width - x - 4, _mm_shuffle_ps(y[k], y[k],
@@ -59,9 +68,9 @@ static void row_pass(const float *src, Py_ssize_t n, Py_ssize_t width, const flo
         Py_ssize_t at = flip ? width - 1 - x : x;
         for (int k = 0; k < 3; k++) {
             const float *r = m + 4 * k;
-            out[k][at] = __builtin_fmaf(p[0], r[0], __builtin_fmaf(p[1], r[1],
-                                                                   __builtin_fmaf(p[2], r[2],
-                                                                                  r[3])));
+            out[k][at] = diagonal ? __builtin_fmaf(p[k], r[k], r[3])
+                                  : __builtin_fmaf(p[0], r[0], __builtin_fmaf(p[1], r[1],
+                                                   __builtin_fmaf(p[2], r[2], r[3])));
         }
     }
 }
@@ -92,11 +101,11 @@ static PyObject *colour_chw(PyObject *self, PyObject *args)
     PyObject *src_obj, *out_obj;
     Py_buffer src, out;
     float m[12];
-    int flip;
+    int diagonal, flip;
     Py_ssize_t count;
-    if (!PyArg_ParseTuple(args, "O(ffffffffffff)pOn", &src_obj, &m[0], &m[1], &m[2], &m[3],
-                          &m[4], &m[5], &m[6], &m[7], &m[8], &m[9], &m[10], &m[11], &flip,
-                          &out_obj, &count))
+    if (!PyArg_ParseTuple(args, "O(ffffffffffff)ppOn", &src_obj, &m[0], &m[1], &m[2], &m[3],
+                          &m[4], &m[5], &m[6], &m[7], &m[8], &m[9], &m[10], &m[11], &diagonal,
+                          &flip, &out_obj, &count))
         return NULL;
     if (!fma_available()) {
         PyErr_SetString(PyExc_RuntimeError, "this processor has no FMA instructions");
@@ -140,7 +149,7 @@ static PyObject *colour_chw(PyObject *self, PyObject *args)
         char *base = (char *)out.buf + r * out.strides[1];
         float *planes[3] = {(float *)base, (float *)(base + out.strides[0]),
                             (float *)(base + 2 * out.strides[0])};
-        row_pass(values, n, width, m, flip, planes);
+        row_pass(values, n, width, m, diagonal, flip, planes);
     }
     Py_END_ALLOW_THREADS
     PyMem_Free(row);
@@ -202,9 +211,10 @@ static PyMethodDef methods[] = {
     {"available", available, METH_NOARGS,
      "available()\n\nWhether this processor has the FMA instructions colour_chw needs."},
     {"colour_chw", colour_chw, METH_VARARGS,
-     "colour_chw(src, m, flip, out, count)\n\nThe first `count` pixels of the HWC image src "
-     "(float32 or uint8) through the 12 floats m (a 3x4 map, row by row), mirrored if flip, "
-     "into the (3, H, W) float32 out; see gluonbatch.transforms.pixels.affine_chw."},
+     "colour_chw(src, m, diagonal, flip, out, count)\n\nThe first `count` pixels of the HWC "
+     "image src (float32 or uint8) through the 12 floats m (a 3x4 map, row by row; its "
+     "diagonal alone if diagonal), mirrored if flip, into the (3, H, W) float32 out; see "
+     "gluonbatch.transforms.pixels.affine_chw."},
     {"channel_sums", channel_sums, METH_O,
      "channel_sums(src)\n\nThe exact sum of each channel of the C-contiguous (H, W, 3) "
      "uint8 image src, as 3 ints; see gluonbatch.transforms.jitter.gray_mean."},

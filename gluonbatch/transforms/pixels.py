@@ -10,14 +10,15 @@ multiply-adds (each channel ``m0 * x0 + (m1 * x1 + (m2 * x2 + m3))``, rounded on
 step) and its last few pixels otherwise. Where the processor has the FMA instructions,
 :func:`affine_chw` computes the loop's pixels compiled (``_colour.c``), straight into the
 CHW planes, mirrored there, and leaves the last pixels to ``cv2.transform``: one pass, the
-same bits. It is checked against OpenCV's path at import (every run length up to 40
-pixels, mirrored and not), and a machine where it differs keeps OpenCV's path; so do a
-matrix ``cv2.transform`` takes for a diagonal one (it scales channel by channel then), an
-output that shares memory with the image, and OpenCV's settings changed since the import
-(:func:`opencv_state`). The
-other presets resize (:func:`resize`) and normalize (:class:`Normalizer`) here too. The HWC
-image between the colour map and the CHW split lives in the thread's kept arrays
-(``scratch.empty``): fresh pages would cost more than the pass.
+same bits. A matrix ``cv2.transform`` takes for a diagonal one it applies channel by
+channel, one fused multiply-add each, to every pixel: so does the compiled pass. It is
+checked against OpenCV's path at import (every run length up to 40 pixels, mirrored and
+not, full and diagonal matrices), and a machine where it differs keeps OpenCV's path; so
+do an output that shares memory with the image, and OpenCV's settings changed since the
+import (:func:`opencv_state`). The other presets resize (:func:`resize`) and normalize
+(:class:`Normalizer`) here too. The HWC image between the colour map and the CHW split
+lives in the thread's kept arrays (``scratch.empty``): fresh pages would cost more than
+the pass.
 
 Examples
 --------
@@ -181,7 +182,7 @@ def affine_chw(img: np.ndarray, m: ArrayLike, flip_x: bool = False,
     m = np.asarray(_shifted(m, shift), np.float64)
     if (COMPILED_COLOUR and m.shape == (3, 4) and img.flags.c_contiguous
             and out.dtype == np.float32 and out.shape == (3, h, w) and out.strides[2] == 4
-            and not _diagonal(m) and not np.may_share_memory(img, out)
+            and not np.may_share_memory(img, out)
             and opencv_state() == CHECKED_STATE):
         check_pixels(img)
         _compiled_chw(img, m, flip_x, out)
@@ -221,11 +222,13 @@ _FLT_EPSILON = float(np.finfo(np.float32).eps)
 def _compiled_chw(img, m, flip_x, out):
     """:func:`affine_chw` of the C-contiguous ``img`` with the matrix ``m``: the vector
     loop's pixels compiled, the rest by ``cv2.transform``, run alone (a run of 3 to 6
-    pixels is all last step)."""
+    pixels is all last step); every pixel compiled for a map ``cv2.transform`` takes for
+    diagonal, which it applies alike to all."""
     h, w = img.shape[:2]
     count = h * w
-    loop = _vector_loop(count)
-    _colour.colour_chw(img, tuple(float(v) for v in m.ravel()), flip_x, out, loop)
+    diagonal = _diagonal(m)
+    loop = count if diagonal else _vector_loop(count)
+    _colour.colour_chw(img, tuple(float(v) for v in m.ravel()), diagonal, flip_x, out, loop)
     if loop < count:
         rest = img.reshape(count, 3)[loop:].astype(np.float32).reshape(1, count - loop, 3)
         mapped = cv2.transform(rest, m).reshape(-1, 3)
@@ -235,8 +238,8 @@ def _compiled_chw(img, m, flip_x, out):
 
 def _colour_matches():
     """Whether the compiled colour pass gives OpenCV's bits here: every run length up to
-    40 pixels, rows of several, mirrored and not, float32 and uint8 (matrices that are not
-    diagonal: those stay OpenCV's)."""
+    40 pixels, rows of several, mirrored and not, float32 and uint8, full and diagonal
+    matrices (off-diagonal entries within ``FLT_EPSILON`` included)."""
     if _colour is None or not _colour.available():
         return False
     try:
@@ -248,10 +251,14 @@ def _colour_matches():
 def _colour_probes():
     rng = np.random.default_rng(0)
     shapes = [(1, w) for w in range(1, 41)] + [(5, 7), (3, 13), (37, 41)]
-    for (h, w), flip_x, dtype in itertools.product(shapes, (False, True),
-                                                   (np.float32, np.uint8)):
+    for (h, w), flip_x, dtype, kind in itertools.product(
+            shapes, (False, True), (np.float32, np.uint8), ('full', 'diagonal', 'near')):
         img = rng.uniform(0, 255, (h, w, 3)).astype(dtype)
         m = rng.standard_normal((3, 4)) * (1, 1, 1, 50)
+        if kind != 'full':
+            off = ~np.eye(3, 4, dtype=bool)
+            off[:, 3] = False
+            m[off] = 0.0 if kind == 'diagonal' else 1e-8
         with _float32_values(img) as values:
             want = cv2.transform(values, m)
         want = np.ascontiguousarray((want[:, ::-1] if flip_x else want).transpose(2, 0, 1))
