@@ -47,7 +47,7 @@ static inline int pixel(const uint8_t *src, Py_ssize_t step, int width, int heig
 
 /* The weights are multiples of 32 (products of 1/32 steps): divided by 32 they fit 16
  * bits, and (sum * 32 + 2**14) >> 15 is (sum + 2**9) >> 10. */
-#define SMALL_BITS (COEF_BITS - AB_BITS / 2)
+#define SMALL_BITS (COEF_BITS - INTER_BITS)
 
 /* One output pixel from the four source pixels around (sx, sy), some maybe outside. */
 static inline void border_pixel(const uint8_t *src, Py_ssize_t step, int width, int height,
@@ -74,13 +74,10 @@ static inline void inner_pixel(const uint8_t *s, Py_ssize_t step, const int *w, 
     memcpy(&top, s, 8);
     memcpy(&bottom, s + step, 8);
     __m128i zero = _mm_setzero_si128();
-    /* a0 c0 a1 c1 a2 c2 b0 d0 | b1 d1 b2 d2 ..: each pixel's byte above its byte below */
-    __m128i rows = _mm_unpacklo_epi8(_mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)top),
-                                                       _mm_cvtsi64_si128((long long)bottom)),
-                                     zero);
-    __m128i rows_b = _mm_unpackhi_epi8(_mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)top),
-                                                         _mm_cvtsi64_si128((long long)bottom)),
-                                       zero);
+    /* a0 c0 a1 c1 a2 c2 b0 d0 | b1 d1 b2 d2 ..: each byte above the byte below it */
+    __m128i pairs = _mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)top),
+                                      _mm_cvtsi64_si128((long long)bottom));
+    __m128i rows = _mm_unpacklo_epi8(pairs, zero), rows_b = _mm_unpackhi_epi8(pairs, zero);
     __m128i left = _mm_set_epi16((short)w[3], (short)w[1], (short)w[2], (short)w[0],
                                  (short)w[2], (short)w[0], (short)w[2], (short)w[0]);
     __m128i right = _mm_set_epi16(0, 0, 0, 0, (short)w[3], (short)w[1], (short)w[3],
