@@ -37,6 +37,41 @@ static int get_buffer(PyObject *object, Py_buffer *view, int flags, const char *
     return 0;
 }
 
+static void release_canvas_buffers(Py_buffer *src, Py_buffer *values, Py_buffer *out)
+{
+    PyBuffer_Release(out);
+    PyBuffer_Release(values);
+    PyBuffer_Release(src);
+}
+
+/* The buffers of a call: src (uint8 HWC, any strides), values ((3, 256) float32) and out
+ * (C-contiguous float32 HWC), the sides at most 2**28; -1, with an exception set and
+ * nothing held, otherwise. */
+static int get_canvas_buffers(PyObject *src_obj, PyObject *values_obj, PyObject *out_obj,
+                              Py_buffer *src, Py_buffer *values, Py_buffer *out)
+{
+    if (get_buffer(src_obj, src, PyBUF_STRIDES, "B", -1, -1, 3, "src") < 0)
+        return -1;
+    if (get_buffer(values_obj, values, PyBUF_C_CONTIGUOUS, "f", 3, 256, 0, "values") < 0) {
+        PyBuffer_Release(src);
+        return -1;
+    }
+    if (get_buffer(out_obj, out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, "f", -1, -1, 3,
+                   "out") < 0) {
+        PyBuffer_Release(values);
+        PyBuffer_Release(src);
+        return -1;
+    }
+    if (out->shape[0] > LARGEST || out->shape[1] > LARGEST || src->shape[0] > LARGEST
+            || src->shape[1] > LARGEST) {
+        PyErr_SetString(PyExc_ValueError, "out and src must have at most 2**28 rows and "
+                        "columns");
+        release_canvas_buffers(src, values, out);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *resize(PyObject *self, PyObject *args)
 {
     int interp;
@@ -55,23 +90,11 @@ static PyObject *resize(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_buffer src, values, out;
-    if (get_buffer(src_obj, &src, PyBUF_STRIDES, "B", -1, -1, 3, "src") < 0)
+    if (get_canvas_buffers(src_obj, values_obj, out_obj, &src, &values, &out) < 0)
         return NULL;
-    if (get_buffer(values_obj, &values, PyBUF_C_CONTIGUOUS, "f", 3, 256, 0, "values") < 0) {
-        PyBuffer_Release(&src);
-        return NULL;
-    }
-    if (get_buffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, "f", -1, -1, 3,
-                   "out") < 0) {
-        PyBuffer_Release(&values);
-        PyBuffer_Release(&src);
-        return NULL;
-    }
     PyObject *result = NULL;
-    if (out.shape[0] < 1 || out.shape[1] < 1 || out.shape[0] > LARGEST
-            || out.shape[1] > LARGEST || src.shape[0] > LARGEST || src.shape[1] > LARGEST) {
-        PyErr_SetString(PyExc_ValueError, "out must have 1 to 2**28 rows and columns, src "
-                        "at most 2**28");
+    if (out.shape[0] < 1 || out.shape[1] < 1) {
+        PyErr_SetString(PyExc_ValueError, "out must have at least 1 row and column");
         goto release;
     }
     Canvas canvas = {src.buf, src.shape[0], src.shape[1], src.strides[0], src.strides[1],
@@ -89,9 +112,7 @@ static PyObject *resize(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     result = status < 0 ? PyErr_NoMemory() : Py_NewRef(Py_None);
 release:
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&values);
-    PyBuffer_Release(&src);
+    release_canvas_buffers(&src, &values, &out);
     return result;
 }
 
@@ -107,25 +128,8 @@ static PyObject *part(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_buffer src, values, out;
-    if (get_buffer(src_obj, &src, PyBUF_STRIDES, "B", -1, -1, 3, "src") < 0)
+    if (get_canvas_buffers(src_obj, values_obj, out_obj, &src, &values, &out) < 0)
         return NULL;
-    if (get_buffer(values_obj, &values, PyBUF_C_CONTIGUOUS, "f", 3, 256, 0, "values") < 0) {
-        PyBuffer_Release(&src);
-        return NULL;
-    }
-    if (get_buffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, "f", -1, -1, 3,
-                   "out") < 0) {
-        PyBuffer_Release(&values);
-        PyBuffer_Release(&src);
-        return NULL;
-    }
-    PyObject *result = NULL;
-    if (out.shape[0] > LARGEST || out.shape[1] > LARGEST || src.shape[0] > LARGEST
-            || src.shape[1] > LARGEST) {
-        PyErr_SetString(PyExc_ValueError, "out and src must have at most 2**28 rows and "
-                        "columns");
-        goto release;
-    }
     Canvas canvas = {src.buf, src.shape[0], src.shape[1], src.strides[0], src.strides[1],
                      src.strides[2], x, y, out.shape[1], out.shape[0], values.buf,
                      plain_values(values.buf)};
@@ -134,12 +138,8 @@ static PyObject *part(PyObject *self, PyObject *args)
     for (Py_ssize_t r = 0; r < canvas.height; r++, row += 3 * canvas.width)
         canvas_row(&canvas, r, row);
     Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
-release:
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&values);
-    PyBuffer_Release(&src);
-    return result;
+    release_canvas_buffers(&src, &values, &out);
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
