@@ -129,7 +129,8 @@ def allocate_plain(shape, dtype):
     >>> out.context, out.asnumpy()
     (cpu(0), array([3, 3], dtype=uint8))
     """
-    out = mx.nd.empty(tuple(int(d) for d in shape), ctx=_PLAIN_CONTEXT, dtype=check_dtype(dtype))
+    shape = tuple(int(d) for d in shape)
+    out = mx.nd.empty(shape, ctx=_PLAIN_CONTEXT, dtype=check_dtype(dtype))
     return out, numpy_view(out, readonly=False)
 
 

@@ -332,7 +332,7 @@ static PyObject *warp_affine(PyObject *self, PyObject *args)
         return NULL;
     }
     PyObject *result = NULL;
-    int *columns = NULL;
+    int *parts = NULL;
     if (strcmp(src.format, "B") != 0 || strcmp(out.format, "B") != 0) {
         PyErr_SetString(PyExc_TypeError, "src and out must hold uint8 items");
         goto release;
@@ -346,14 +346,15 @@ static PyObject *warp_affine(PyObject *self, PyObject *args)
         goto release;
     }
     /* per column and per row, the two parts of the source position */
-    if (!(columns = PyMem_Malloc(sizeof(int) * 2 * (size_t)(out.shape[0] + out.shape[1] + 1)))) {
+    size_t count = 2 * (size_t)(out.shape[0] + out.shape[1]);
+    if (!(parts = PyMem_Malloc(sizeof(int) * (count + 1)))) {
         PyErr_NoMemory();
         goto release;
     }
     int status;
     Py_BEGIN_ALLOW_THREADS
     status = warp(src.buf, src.strides[0], (int)src.shape[1], (int)src.shape[0], m, out.buf,
-                  out.shape[1], out.shape[0], columns);
+                  out.shape[1], out.shape[0], parts);
     Py_END_ALLOW_THREADS
     if (status < 0) {
         PyErr_NoMemory();
@@ -361,7 +362,7 @@ static PyObject *warp_affine(PyObject *self, PyObject *args)
     }
     result = PyBool_FromLong(status);
 release:
-    PyMem_Free(columns);
+    PyMem_Free(parts);
     PyBuffer_Release(&out);
     PyBuffer_Release(&src);
     return result;
