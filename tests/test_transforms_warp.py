@@ -1,6 +1,8 @@
 """CenterNet's warp of a uint8 image (``affine.warp_image``), compiled: the bytes of
 ``cv2.warpAffine(..., flags=cv2.INTER_LINEAR)`` for every map, size and placement, and
 OpenCV's own path where the compiled one does not apply."""
+import platform
+
 import cv2
 import numpy as np
 import pytest
@@ -77,9 +79,28 @@ def test_maps_near_the_ints_range_and_other_images_are_opencvs():
     for image in (src.astype(np.float32), src[..., :1].copy(), src[..., 0].copy()):
         np.testing.assert_array_equal(affine.warp_image(image, matrix, (25, 15)),
                                       opencv(image, matrix, (25, 15)))
-    cv2.setUseOptimized(False)
-    try:
-        np.testing.assert_array_equal(affine.warp_image(src, matrix, (25, 15)),
-                                      opencv(src, matrix, (25, 15)))
-    finally:
-        cv2.setUseOptimized(True)
+
+
+@pytest.mark.parametrize('case', ['empty image', 'float16 map', 'side of 32767'])
+def test_what_opencv_refuses_it_still_refuses(case):
+    """The compiled warp takes nothing OpenCV would refuse: empty images, maps of other
+    float types, sides of 2**15 - 1 (its remap's limit) raise OpenCV's error."""
+    src, matrix, size = np.zeros((4, 5, 3), np.uint8), np.eye(2, 3), (4, 4)
+    if case == 'empty image':
+        src = np.zeros((0, 5, 3), np.uint8)
+    elif case == 'float16 map':
+        matrix = matrix.astype(np.float16)
+    else:
+        src = np.zeros((3, 2 ** 15 - 1, 3), np.uint8)
+    with pytest.raises(cv2.error):
+        opencv(src, matrix, size)
+    with pytest.raises(cv2.error):
+        affine.warp_image(src, matrix, size)
+
+
+@pytest.mark.skipif(platform.machine() != 'x86_64', reason="checked on the pinned OpenCV's "
+                    "x86-64 build")
+def test_the_warp_runs_compiled_where_built():
+    """The comparisons above hold for OpenCV's path too: this says the compiled one ran
+    its checks and passed them."""
+    assert affine.COMPILED_WARP

@@ -7,15 +7,20 @@
  * of the four pixels (0 outside the image) is rounded to the nearest byte. All of it is
  * integer arithmetic but the two roundings per row and column, done here in the same
  * double arithmetic (no fused multiply-add), so the bytes are OpenCV's by construction;
- * the caller checks that at import as well. */
+ * the caller checks that at import as well. Only maps without rotation or shear, as
+ * OpenCV rounds them, are computed here (see warp_aligned); others are OpenCV's. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__SSE2__)
+/* the vector code: x86-64 (SSE2, and 64-bit moves into vectors) */
+#if defined(__x86_64__) && defined(__SSE2__)
+#define WARP_SSE2 1
 #include <emmintrin.h>
+#else
+#define WARP_SSE2 0
 #endif
 
 #define AB_BITS 10    /* a position's fraction in the map's rounding: 1/1024 */
@@ -23,13 +28,10 @@
 #define TAB 32        /* fractions per side */
 #define COEF_BITS 15  /* the bilinear weights sum to 2**15 */
 
-/* OpenCV's saturating round of a double to an int (ties to even). */
+/* OpenCV's round of a double to an int, ties to even (within the ints' range: warp's
+ * guard keeps every value under 2**29). */
 static int round_int(double v)
 {
-    if (!(v > INT32_MIN))  /* below, or nan: OpenCV's cvRound of nan is INT_MIN */
-        return INT32_MIN;
-    if (v >= INT32_MAX)
-        return INT32_MAX;
     return (int)lrint(v);
 }
 
@@ -38,68 +40,9 @@ static int16_t saturate_short(int v)
     return (int16_t)(v < INT16_MIN ? INT16_MIN : (v > INT16_MAX ? INT16_MAX : v));
 }
 
-/* The source byte at (x, y) of channel k, 0 outside the image. */
-static inline int pixel(const uint8_t *src, Py_ssize_t step, int width, int height, int x,
-                        int y, int k)
-{
-    return (x >= 0 && x < width && y >= 0 && y < height) ? src[y * step + 3 * x + k] : 0;
-}
-
 /* The weights are multiples of 32 (products of 1/32 steps): divided by 32 they fit 16
  * bits, and (sum * 32 + 2**14) >> 15 is (sum + 2**9) >> 10. */
 #define SMALL_BITS (COEF_BITS - INTER_BITS)
-
-/* One output pixel from the four source pixels around (sx, sy), some maybe outside. */
-static inline void border_pixel(const uint8_t *src, Py_ssize_t step, int width, int height,
-                                int sx, int sy, const int *w, uint8_t *o)
-{
-    if (sx >= width || sx + 1 < 0 || sy >= height || sy + 1 < 0) {
-        o[0] = o[1] = o[2] = 0;
-        return;
-    }
-    for (int k = 0; k < 3; k++)
-        o[k] = (uint8_t)((pixel(src, step, width, height, sx, sy, k) * w[0]
-                          + pixel(src, step, width, height, sx + 1, sy, k) * w[1]
-                          + pixel(src, step, width, height, sx, sy + 1, k) * w[2]
-                          + pixel(src, step, width, height, sx + 1, sy + 1, k) * w[3]
-                          + (1 << (SMALL_BITS - 1))) >> SMALL_BITS);
-}
-
-/* One output pixel whose four source pixels are all inside, and 2 bytes past the pair
- * on each of the two rows readable. */
-static inline void inner_pixel(const uint8_t *s, Py_ssize_t step, const int *w, uint8_t *o)
-{
-#if defined(__SSE2__)
-    uint64_t top, bottom;
-    memcpy(&top, s, 8);
-    memcpy(&bottom, s + step, 8);
-    __m128i zero = _mm_setzero_si128();
-    /* a0 c0 a1 c1 a2 c2 b0 d0 | b1 d1 b2 d2 ..: each byte above the byte below it */
-    __m128i pairs = _mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)top),
-                                      _mm_cvtsi64_si128((long long)bottom));
-    __m128i rows = _mm_unpacklo_epi8(pairs, zero), rows_b = _mm_unpackhi_epi8(pairs, zero);
-    __m128i left = _mm_set_epi16((short)w[3], (short)w[1], (short)w[2], (short)w[0],
-                                 (short)w[2], (short)w[0], (short)w[2], (short)w[0]);
-    __m128i right = _mm_set_epi16(0, 0, 0, 0, (short)w[3], (short)w[1], (short)w[3],
-                                  (short)w[1]);
-    __m128i a = _mm_madd_epi16(rows, left);     /* channels 0-2 of the left pair, b0 d0 */
-    __m128i b = _mm_madd_epi16(rows_b, right);  /* b1 d1, b2 d2 */
-    /* the right pixel's sums beside the left's: lanes (3, b0, b1) -> (0, 1, 2) */
-    __m128i shifted = _mm_or_si128(_mm_srli_si128(a, 12), _mm_slli_si128(b, 4));
-    __m128i sum = _mm_add_epi32(_mm_add_epi32(a, shifted),
-                                _mm_set1_epi32(1 << (SMALL_BITS - 1)));
-    sum = _mm_srai_epi32(sum, SMALL_BITS);
-    __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(sum, zero), zero);
-    uint32_t packed = (uint32_t)_mm_cvtsi128_si32(bytes);
-    o[0] = (uint8_t)packed;
-    o[1] = (uint8_t)(packed >> 8);
-    o[2] = (uint8_t)(packed >> 16);
-#else
-    for (int k = 0; k < 3; k++)
-        o[k] = (uint8_t)((s[k] * w[0] + s[k + 3] * w[1] + s[step + k] * w[2]
-                          + s[step + k + 3] * w[3] + (1 << (SMALL_BITS - 1))) >> SMALL_BITS);
-#endif
-}
 
 /* OpenCV's inverse of the forward map, in its order of operations. */
 static void invert(const double *forward, double *m)
@@ -125,30 +68,8 @@ static inline int fine(int row_part, int column_part)
     return (int)((unsigned)row_part + (unsigned)column_part) >> (AB_BITS - INTER_BITS);
 }
 
-/* Every output pixel on its own: any map. */
-static void warp_pixels(const uint8_t *src, Py_ssize_t src_step, int width, int height,
-                        const int *rows_x, const int *rows_y, const int *column_x,
-                        const int *column_y, uint8_t *out, Py_ssize_t out_width,
-                        Py_ssize_t out_height)
-{
-    for (Py_ssize_t y = 0; y < out_height; y++) {
-        uint8_t *o = out + y * out_width * 3;
-        for (Py_ssize_t x = 0; x < out_width; x++, o += 3) {
-            int sx_fine = fine(rows_x[y], column_x[x]), sy_fine = fine(rows_y[y], column_y[x]);
-            int sx = saturate_short(sx_fine >> INTER_BITS);
-            int sy = saturate_short(sy_fine >> INTER_BITS);
-            int fx = sx_fine & (TAB - 1), fy = sy_fine & (TAB - 1);
-            int w[4] = {(TAB - fy) * (TAB - fx), (TAB - fy) * fx, fy * (TAB - fx), fy * fx};
-            if (sx >= 0 && sx < width - 3 && sy >= 0 && sy < height - 1)
-                inner_pixel(src + sy * src_step + 3 * sx, src_step, w, o);
-            else
-                border_pixel(src, src_step, width, height, sx, sy, w, o);
-        }
-    }
-}
-
 /* A column's weights for its two pixels' 3 bytes: 32 - fx three times, fx three times. */
-#if defined(__SSE2__)
+#if WARP_SSE2
 typedef __m128i Weights;
 #else
 typedef int Weights;
@@ -171,7 +92,7 @@ static void across(const uint8_t *src, Py_ssize_t src_step, int width, int heigh
     for (Py_ssize_t x = 0; x < out_width; x++) {
         int left = sx[x], f = fx[x];
         if (x >= inner_lo && x < inner_hi) {
-#if defined(__SSE2__)
+#if WARP_SSE2
             uint64_t pair;
             memcpy(&pair, row + 3 * left, 8);
             __m128i v = _mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)pair),
@@ -194,7 +115,7 @@ static void across(const uint8_t *src, Py_ssize_t src_step, int width, int heigh
 static void down(const int16_t *top, const int16_t *bottom, int fy, size_t n, uint8_t *o)
 {
     size_t i = 0;
-#if defined(__SSE2__)
+#if WARP_SSE2
     /* top and bottom values side by side, each pair multiplied and added in 32 bits */
     __m128i w = _mm_set1_epi32((int)(((unsigned)fy << 16) | (unsigned)(TAB - fy)));
     __m128i half = _mm_set1_epi32(1 << (SMALL_BITS - 1));
@@ -244,7 +165,7 @@ static int warp_aligned(const uint8_t *src, Py_ssize_t src_step, int width, int 
         int f = fine(rows_x[0], column_x[x]);
         sx[x] = saturate_short(f >> INTER_BITS);
         fx[x] = f & (TAB - 1);
-#if defined(__SSE2__)
+#if WARP_SSE2
         short g = (short)(TAB - fx[x]), h = (short)fx[x];
         weights[x] = _mm_set_epi16(0, 0, h, h, h, g, g, g);
 #endif
@@ -280,8 +201,8 @@ static int warp_aligned(const uint8_t *src, Py_ssize_t src_step, int width, int 
 
 /* The warp: per row and per column OpenCV's rounded parts of the source position, then
  * the aligned path where every row has the same column parts and no column moves rows.
- * 1 when done, 0 for a map whose positions come near the ints' range (left to OpenCV,
- * whose sums may overflow there), -1 without memory. */
+ * 1 when done; 0 for other maps and for maps whose positions come near the ints' range
+ * (OpenCV's to compute, its sums may overflow there); -1 without memory. */
 static int warp(const uint8_t *src, Py_ssize_t src_step, int width, int height,
                 const double *forward, uint8_t *out, Py_ssize_t out_width,
                 Py_ssize_t out_height, int *parts)
@@ -308,12 +229,10 @@ static int warp(const uint8_t *src, Py_ssize_t src_step, int width, int height,
         rows_y[y] = round_int((m[4] * (double)y + m[5]) * (1 << AB_BITS)) + round_delta;
         aligned &= rows_x[y] == rows_x[0];
     }
-    if (aligned)
-        return warp_aligned(src, src_step, width, height, rows_x, rows_y, column_x, out,
-                            out_width, out_height) < 0 ? -1 : 1;
-    warp_pixels(src, src_step, width, height, rows_x, rows_y, column_x, column_y, out,
-                out_width, out_height);
-    return 1;
+    if (!aligned)  /* turned or sheared: OpenCV's own per-pixel path is as fast */
+        return 0;
+    return warp_aligned(src, src_step, width, height, rows_x, rows_y, column_x, out,
+                        out_width, out_height) < 0 ? -1 : 1;
 }
 
 static PyObject *warp_affine(PyObject *self, PyObject *args)
@@ -338,11 +257,11 @@ static PyObject *warp_affine(PyObject *self, PyObject *args)
         goto release;
     }
     if (src.ndim != 3 || src.shape[2] != 3 || src.strides[2] != 1 || src.strides[1] != 3
-            || src.strides[0] < 3 * src.shape[1] || src.shape[0] > INT16_MAX
-            || src.shape[1] > INT16_MAX || out.ndim != 3 || out.shape[2] != 3
-            || out.shape[0] > INT16_MAX || out.shape[1] > INT16_MAX) {
+            || src.strides[0] < 3 * src.shape[1] || src.shape[0] >= INT16_MAX
+            || src.shape[1] >= INT16_MAX || out.ndim != 3 || out.shape[2] != 3
+            || out.shape[0] >= INT16_MAX || out.shape[1] >= INT16_MAX) {
         PyErr_SetString(PyExc_ValueError, "src must be (H, W, 3) with rows of adjacent "
-                        "pixels, out (H, W, 3) C-contiguous, sides below 2**15");
+                        "pixels, out (H, W, 3) C-contiguous, sides below 2**15 - 1");
         goto release;
     }
     /* per column and per row, the two parts of the source position */
@@ -372,8 +291,9 @@ static PyMethodDef methods[] = {
     {"warp_affine", warp_affine, METH_VARARGS,
      "warp_affine(src, m, out)\n\ncv2.warpAffine(src, m, size, flags=cv2.INTER_LINEAR) of the "
      "uint8 (H, W, 3) image src by the 6 doubles m (the forward 2x3 map, row by row) into the "
-     "C-contiguous uint8 out: True; False, out unwritten, for a map whose source positions "
-     "reach 2**19 pixels (OpenCV's to compute); see gluonbatch.transforms.affine.warp_image."},
+     "C-contiguous uint8 out: True; False, out unwritten, for a map with rotation or shear "
+     "or whose source positions reach 2**19 pixels (OpenCV's to compute); see "
+     "gluonbatch.transforms.affine.warp_image."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -24,6 +24,7 @@ Examples
 >>> warp_boxes(np.array([[10., 20., 90., 60., 3.]]), m, (25, 20))
 array([[ 2.5,  7.5, 19. , 17.5,  3. ]])
 """
+import itertools
 from collections.abc import Sequence
 
 import cv2
@@ -35,7 +36,7 @@ from .pixels import CHECKED_STATE, opencv_state, written
 
 _warp = compiled.load('gluonbatch.transforms._warp')
 
-__all__ = ['get_border', 'get_affine_transform', 'warp_image', 'warp_boxes']
+__all__ = ['COMPILED_WARP', 'get_border', 'get_affine_transform', 'warp_image', 'warp_boxes']
 
 
 def get_border(border: int, size: int) -> int:
@@ -110,10 +111,11 @@ def warp_image(pixels: np.ndarray, matrix: np.ndarray, size: Sequence[int],
     border of 0 (black, not the mean). Into ``out`` (C-contiguous ``(height, width, 3)``,
     the dtype of ``pixels``) if given.
 
-    A uint8 image's warp is compiled (``_warp.c``): OpenCV's integer arithmetic, so its
-    bytes; a map without rotation (CenterNet's) as sums across two source rows and one
-    down, 3-5 times OpenCV's speed. It is checked against OpenCV at import, and OpenCV
-    warps where the check fails or OpenCV's settings changed since.
+    A uint8 image's warp by a map without rotation or shear (CenterNet's) is compiled
+    (``_warp.c``): OpenCV's integer arithmetic, so its bytes, as sums across two source
+    rows and one down, two to five times OpenCV's speed on one thread. It is checked
+    against OpenCV at import (:data:`COMPILED_WARP`); OpenCV warps other images and maps,
+    and everything while OpenCV's settings differ from the import's.
 
     >>> warp_image(np.full((2, 2, 3), 9, np.uint8), np.array([[1., 0, 1], [0, 1, 0]]),
     ...            (3, 2))[..., 0]
@@ -132,46 +134,49 @@ def warp_image(pixels: np.ndarray, matrix: np.ndarray, size: Sequence[int],
 
 
 def _compiled_warp(pixels, matrix, dsize, out):
-    """Whether the compiled warp (``_warp.c``) computes this one: built and found to give
-    OpenCV's bytes at import, OpenCV's settings those of the import, a uint8 image of 3
-    channels, a finite float 2x3 map, sides below 2**15 and an output array of its own."""
-    return (_WARP_MATCHES and pixels.dtype == np.uint8 and pixels.ndim == 3
-            and pixels.shape[2] == 3 and max(*pixels.shape[:2], *dsize) < 2 ** 15
-            and min(dsize) >= 1 and isinstance(matrix, np.ndarray) and matrix.shape == (2, 3)
-            and matrix.dtype.kind == 'f' and bool(np.isfinite(matrix).all())
-            and opencv_state() == CHECKED_STATE
+    """Whether the compiled warp (``_warp.c``) may compute this one: :data:`COMPILED_WARP`,
+    OpenCV's settings those of the import, a uint8 image of 3 channels, a finite float32 or
+    float64 2x3 map, sides of 1 to 2**15 - 2 (OpenCV's limit) and an output of its own. It
+    leaves maps with rotation or shear to OpenCV itself."""
+    return (COMPILED_WARP and pixels.dtype == np.uint8 and pixels.ndim == 3
+            and pixels.shape[2] == 3 and 1 <= min(*pixels.shape[:2], *dsize)
+            and max(*pixels.shape[:2], *dsize) < 2 ** 15 - 1 and isinstance(matrix, np.ndarray)
+            and matrix.shape == (2, 3) and matrix.dtype in (np.float32, np.float64)
+            and bool(np.isfinite(matrix).all()) and opencv_state() == CHECKED_STATE
             and (out is None or (out.dtype == np.uint8 and out.shape == (dsize[1], dsize[0], 3)
                                  and out.flags.c_contiguous
                                  and not np.may_share_memory(out, pixels))))
 
 
 def _warp_matches():
-    """Whether the compiled warp gives ``cv2.warpAffine``'s bytes here: maps that scale and
-    move (the aligned path), mirror, turn and shear slightly, images narrower than the
-    vector reads, outputs of every row length modulo 16."""
+    """Whether the compiled warp gives ``cv2.warpAffine``'s bytes here, for maps that scale
+    and move or mirror (with float noise off the diagonal), images narrower than its vector
+    reads, and rows of every length modulo 16 values; and leaves maps that turn to
+    OpenCV."""
     if _warp is None:
         return False
     rng = np.random.default_rng(0)
     src = rng.integers(0, 256, (23, 31, 3), dtype=np.uint8)
-    maps = [[[1.37, 0, -3.2], [0, 1.37, 4.9]], [[0.61, 0, 5.5], [0, 0.61, -2.25]],
-            [[-1.1, 0, 30.0], [0, 0.9, 1.0]], [[0.9, 0.2, -1.0], [-0.3, 1.1, 2.0]],
-            [[1.2, 1e-17, 0.3], [-2e-17, 1.2, 0.7]]]
+    aligned = [[[1.37, 0, -3.2], [0, 1.37, 4.9]], [[0.61, 0, 5.5], [0, 0.61, -2.25]],
+               [[-1.1, 0, 30.0], [0, 0.9, 1.0]], [[1.2, 1e-17, 0.3], [-2e-17, 1.2, 0.7]]]
+    sizes = [(width, 9) for width in range(16, 32)] + [(45, 30)]
     try:
-        for forward in maps:
-            for image in (src, src[:, :2].copy()):
-                for size in ((16, 9), (17, 12), (31, 5), (45, 30)):
-                    matrix = np.array(forward)
-                    want = cv2.warpAffine(image, matrix, size, flags=cv2.INTER_LINEAR)
-                    got = np.empty_like(want)
-                    if not (_warp.warp_affine(image, tuple(matrix.ravel()), got)
-                            and np.array_equal(got, want)):
-                        return False
+        for forward, image, size in itertools.product(aligned, (src, src[:, :2].copy()),
+                                                      sizes):
+            matrix = np.array(forward)
+            want = cv2.warpAffine(image, matrix, size, flags=cv2.INTER_LINEAR)
+            got = np.empty_like(want)
+            if not (_warp.warp_affine(image, tuple(matrix.ravel()), got)
+                    and np.array_equal(got, want)):
+                return False
+        turned = (0.9, 0.2, -1.0, -0.3, 1.1, 2.0)
+        return not _warp.warp_affine(src, turned, np.empty((9, 16, 3), np.uint8))
     except Exception:  # keep OpenCV's path
         return False
-    return True
 
 
-_WARP_MATCHES = _warp_matches()
+#: Whether the compiled warp runs: built, and found at import to give OpenCV's bytes.
+COMPILED_WARP = _warp_matches()
 
 
 def warp_boxes(label: np.ndarray, matrix: ArrayLike, size: Sequence[int]) -> np.ndarray:
