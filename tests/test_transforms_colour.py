@@ -98,11 +98,12 @@ def test_the_colour_pass_leaves_its_input_as_it_was():
                np.zeros((3, 1))]),
     np.eye(3),                                                        # 3x3: no offsets
     [[1.0, 0.5, 0.0, 3.0], [0.0, 1.0, 0.25, -2.0], [0.125, 0.0, 1.0, 1.0]],  # a list
-], ids=['diagonal', 'near-diagonal', 'tiny-off-diagonal', '3x3', 'list'])
+    [[0.5, np.nan, 0.0, 1.0], [0.0, 2.0, 0.0, 0.0], [0.0, 0.0, 1.5, 0.0]],  # nan: ignored
+], ids=['diagonal', 'near-diagonal', 'tiny-off-diagonal', '3x3', 'list', 'nan-off-diagonal'])
 def test_matrices_opencv_treats_apart_give_its_bits(m):
     """``cv2.transform`` takes a matrix whose off-diagonal entries are within FLT_EPSILON
-    of 0 for a diagonal one, and scales channel by channel: such matrices, 3x3 ones and
-    lists give what it gives."""
+    of 0 (or nan) for a diagonal one, and scales channel by channel: such matrices, 3x3
+    ones and lists give what it gives."""
     rng = np.random.default_rng(4)
     img = rng.uniform(0, 255, (60, 70, 3)).astype(np.float32)
     want = opencv_chw(img, np.asarray(m, np.float64), True)

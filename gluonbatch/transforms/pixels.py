@@ -213,7 +213,8 @@ def _diagonal(m):
     its diagonal, as a float32, within ``FLT_EPSILON`` of 0 (it then scales each channel,
     ignoring them)."""
     rows = m[:, :3].astype(np.float32).tolist()
-    return all(abs(rows[i][j]) <= _FLT_EPSILON for i in range(3) for j in range(3) if i != j)
+    # OpenCV's test is "not above": a nan entry counts as 0
+    return all(not abs(rows[i][j]) > _FLT_EPSILON for i in range(3) for j in range(3) if i != j)
 
 
 _FLT_EPSILON = float(np.finfo(np.float32).eps)
