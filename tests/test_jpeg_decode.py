@@ -94,6 +94,22 @@ def test_numpy_mode_gives_an_mx_np_array():
         mx.npx.reset_np()
 
 
+def test_a_jpeg_is_decoded_without_mxnet(monkeypatch):
+    """The fast path does not fall back: with MXNet's decoder gone, a JPEG of every
+    subsampling still decodes, to the pixels MXNet gave."""
+    rng = np.random.default_rng(5)
+    files = [encoded(picture(rng, 37, 53), subsampling=subsampling)
+             for subsampling in (0, 1, 2)]
+    want = [mx.image.imdecode(data).asnumpy() for data in files]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError('MXNet decoded a JPEG the fast path decodes')
+
+    monkeypatch.setattr(mx.image, 'imdecode', refuse)
+    for data, pixels in zip(files, want):
+        np.testing.assert_array_equal(jpeg.imdecode(data).asnumpy(), pixels)
+
+
 def test_each_image_is_its_own_memory():
     """Each decode writes into a new NDArray of its own: two decodes never share pixels."""
     data = encoded(picture(np.random.default_rng(4), 8, 8))

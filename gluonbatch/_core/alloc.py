@@ -124,6 +124,19 @@ def allocate_plain(shape, dtype):
     what a decoder writes an input image into, in place of wrapping its own array (MXNet's
     ``from_numpy`` costs tens of microseconds a call).
 
+    Parameters
+    ----------
+    shape : tuple of int
+    dtype : numpy dtype accepted by :func:`~gluonbatch._core.checks.check_dtype`
+
+    Returns
+    -------
+    (mx.nd.NDArray, numpy.ndarray)
+        The array (always legacy: callers convert it for numpy mode) and a view through
+        which it is written, valid while the array lives (the view keeps it alive).
+
+    Examples
+    --------
     >>> out, view = allocate_plain((2,), 'uint8')
     >>> view[...] = 3
     >>> out.context, out.asnumpy()
