@@ -159,10 +159,12 @@ def _warp_matches():
     src = rng.integers(0, 256, (23, 31, 3), dtype=np.uint8)
     aligned = [[[1.37, 0, -3.2], [0, 1.37, 4.9]], [[0.61, 0, 5.5], [0, 0.61, -2.25]],
                [[-1.1, 0, 30.0], [0, 0.9, 1.0]], [[1.2, 1e-17, 0.3], [-2e-17, 1.2, 0.7]]]
+    # the first map on rows of every length modulo 16 values, the others on two sizes
     sizes = [(width, 9) for width in range(16, 32)] + [(45, 30)]
+    probes = [(aligned[0], size) for size in sizes] + [
+        (forward, size) for forward in aligned[1:] for size in ((17, 12), (45, 30))]
     try:
-        for forward, image, size in itertools.product(aligned, (src, src[:, :2].copy()),
-                                                      sizes):
+        for (forward, size), image in itertools.product(probes, (src, src[:, :2].copy())):
             matrix = np.array(forward)
             want = cv2.warpAffine(image, matrix, size, flags=cv2.INTER_LINEAR)
             got = np.empty_like(want)

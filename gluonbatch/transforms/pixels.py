@@ -202,18 +202,11 @@ def affine_chw(img: np.ndarray, m: ArrayLike, flip_x: bool = False,
     return out
 
 
-def _vector_loop(pixels):
-    """How many of a run of ``pixels`` ``cv2.transform``'s vector loop computes (4 at a
-    time, with 3 to 6 left to its last step) in OpenCV's x86-64 build."""
-    return max(0, (pixels - 3) // 4 * 4)
-
-
 def _diagonal(m):
-    """Whether ``cv2.transform`` takes the 3x4 ``m`` for a diagonal map: every entry off
-    its diagonal, as a float32, within ``FLT_EPSILON`` of 0 (it then scales each channel,
-    ignoring them)."""
+    """Whether ``cv2.transform`` takes the 3x4 ``m`` for a diagonal map: no entry off its
+    diagonal, as a float32, above ``FLT_EPSILON`` (nan is not above: OpenCV's test); it
+    then scales each channel, ignoring them."""
     rows = m[:, :3].astype(np.float32).tolist()
-    # OpenCV's test is "not above": a nan entry counts as 0
     return all(not abs(rows[i][j]) > _FLT_EPSILON for i in range(3) for j in range(3) if i != j)
 
 
@@ -228,7 +221,8 @@ def _compiled_chw(img, m, flip_x, out):
     h, w = img.shape[:2]
     count = h * w
     diagonal = _diagonal(m)
-    loop = count if diagonal else _vector_loop(count)
+    # the vector loop of OpenCV's x86-64 build: 4 pixels a step, 3 to 6 left to the last
+    loop = count if diagonal else max(0, (count - 3) // 4 * 4)
     _colour.colour_chw(img, tuple(float(v) for v in m.ravel()), diagonal, flip_x, out, loop)
     if loop < count:
         rest = img.reshape(count, 3)[loop:].astype(np.float32).reshape(1, count - loop, 3)
@@ -238,18 +232,22 @@ def _compiled_chw(img, m, flip_x, out):
 
 
 def _colour_matches():
-    """Whether the compiled colour pass gives OpenCV's bits here: every run length up to
-    40 pixels, rows of several, mirrored and not, float32 and uint8, full and diagonal
-    matrices (off-diagonal entries within ``FLT_EPSILON`` included)."""
+    """Whether the compiled colour pass gives OpenCV's bits here, mirrored and not, float32
+    and uint8: full matrices on every run length up to 40 pixels (OpenCV's vector loop and
+    its last pixels), diagonal ones (off-diagonal entries 0 or within ``FLT_EPSILON``,
+    every pixel alike) up to 8, and rows of several."""
     if _colour is None or not _colour.available():
         return False
     rng = np.random.default_rng(0)
-    shapes = [(1, w) for w in range(1, 41)] + [(5, 7), (3, 13), (37, 41)]
     off_diagonal = np.eye(3, 4) == 0
     off_diagonal[:, 3] = False
+    probes = ([((1, w), None) for w in range(1, 41)]
+              + [((1, w), kind) for w in range(1, 9) for kind in (0.0, 1e-8)]
+              + [(shape, kind) for shape in ((5, 7), (3, 13), (37, 41))
+                 for kind in (None, 0.0, 1e-8)])
     try:
-        for (h, w), flip_x, dtype, kind in itertools.product(
-                shapes, (False, True), (np.float32, np.uint8), (None, 0.0, 1e-8)):
+        for ((h, w), kind), flip_x, dtype in itertools.product(probes, (False, True),
+                                                                (np.float32, np.uint8)):
             img = rng.uniform(0, 255, (h, w, 3)).astype(dtype)
             m = rng.standard_normal((3, 4)) * (1, 1, 1, 50)
             if kind is not None:  # diagonal, or taken for it
