@@ -144,7 +144,7 @@ static void down(const int16_t *top, const int16_t *bottom, int fy, size_t n, ui
  * factor exactly into sums across two source rows (each computed once) and one sum down,
  * (top * (32 - fy) + bottom * fy + 2**9) >> 10: the same integers, in another order. */
 static int warp_aligned(const uint8_t *src, Py_ssize_t src_step, int width, int height,
-                        const int *rows_x, const int *rows_y, const int *column_x,
+                        int row_x, const int *rows_y, const int *column_x,
                         uint8_t *out, Py_ssize_t out_width, Py_ssize_t out_height)
 {
     size_t n = 3 * (size_t)out_width, stride = n + 1;  /* a spare value after each row */
@@ -162,7 +162,7 @@ static int warp_aligned(const uint8_t *src, Py_ssize_t src_step, int width, int 
      * columns' source pixels move one way) */
     Py_ssize_t inner_lo = out_width, inner_hi = 0;
     for (Py_ssize_t x = 0; x < out_width; x++) {
-        int f = fine(rows_x[0], column_x[x]);
+        int f = fine(row_x, column_x[x]);
         sx[x] = saturate_short(f >> INTER_BITS);
         fx[x] = f & (TAB - 1);
 #if WARP_SSE2
@@ -200,9 +200,10 @@ static int warp_aligned(const uint8_t *src, Py_ssize_t src_step, int width, int 
 }
 
 /* The warp: per row and per column OpenCV's rounded parts of the source position, then
- * the aligned path where every row has the same column parts and no column moves rows.
- * 1 when done; 0 for other maps and for maps whose positions come near the ints' range
- * (OpenCV's to compute, its sums may overflow there); -1 without memory. */
+ * the aligned path where every row has the same part across (row_x) and no column a part
+ * down, so that only the columns' parts across and the rows' parts down are kept (in
+ * `parts`). 1 when done; 0 for other maps and for maps whose positions come near the
+ * ints' range (OpenCV's to compute, its sums may overflow there); -1 without memory. */
 static int warp(const uint8_t *src, Py_ssize_t src_step, int width, int height,
                 const double *forward, uint8_t *out, Py_ssize_t out_width,
                 Py_ssize_t out_height, int *parts)
@@ -215,23 +216,22 @@ static int warp(const uint8_t *src, Py_ssize_t src_step, int width, int height,
                        fmax(fabs(m[5]), fabs(m[4] * last_y + m[5])));
     if (!((columns + rows) * (1 << AB_BITS) < (double)(1 << 29)))  /* nan included */
         return 0;
-    int *column_x = parts, *column_y = parts + out_width;
-    int *rows_x = column_y + out_width, *rows_y = rows_x + out_height;
+    int *column_x = parts, *rows_y = parts + out_width;
     int aligned = 1;
     for (Py_ssize_t x = 0; x < out_width; x++) {
         column_x[x] = round_int(m[0] * (double)x * (1 << AB_BITS));
-        column_y[x] = round_int(m[3] * (double)x * (1 << AB_BITS));
-        aligned &= column_y[x] == 0;
+        aligned &= round_int(m[3] * (double)x * (1 << AB_BITS)) == 0;
     }
     const int round_delta = (1 << AB_BITS) / TAB / 2;
+    const int row_x = round_int(m[2] * (1 << AB_BITS)) + round_delta;  /* row 0's */
     for (Py_ssize_t y = 0; y < out_height; y++) {
-        rows_x[y] = round_int((m[1] * (double)y + m[2]) * (1 << AB_BITS)) + round_delta;
         rows_y[y] = round_int((m[4] * (double)y + m[5]) * (1 << AB_BITS)) + round_delta;
-        aligned &= rows_x[y] == rows_x[0];
+        int across = round_int((m[1] * (double)y + m[2]) * (1 << AB_BITS)) + round_delta;
+        aligned &= across == row_x;
     }
     if (!aligned)  /* turned or sheared: OpenCV's own per-pixel path is as fast */
         return 0;
-    return warp_aligned(src, src_step, width, height, rows_x, rows_y, column_x, out,
+    return warp_aligned(src, src_step, width, height, row_x, rows_y, column_x, out,
                         out_width, out_height) < 0 ? -1 : 1;
 }
 
@@ -264,8 +264,8 @@ static PyObject *warp_affine(PyObject *self, PyObject *args)
                         "pixels, out (H, W, 3) C-contiguous, sides below 2**15 - 1");
         goto release;
     }
-    /* per column and per row, the two parts of the source position */
-    size_t count = 2 * (size_t)(out.shape[0] + out.shape[1]);
+    /* per column its part of the source position across, per row its part down */
+    size_t count = (size_t)(out.shape[0] + out.shape[1]);
     if (!(parts = PyMem_Malloc(sizeof(int) * (count + 1)))) {
         PyErr_NoMemory();
         goto release;
