@@ -737,9 +737,12 @@ def test_resize_crop_of_a_voc_image_expanded_four_times(interp, offset):
 
 _SPIN_SCRIPT = """
 import json, os, random, sys, threading
+import cv2
 import numpy as np
 from gluonbatch.transforms import color
 from gluonbatch.transforms.presets import ssd, yolo
+
+cv2.setNumThreads(1)  # as in a DataLoader worker: OpenCV's pool is no other thread here
 
 if sys.argv[1] == 'lapack':  # the control: the inverse as LAPACK takes it
     def lapack_invert(m):
