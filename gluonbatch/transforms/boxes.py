@@ -5,6 +5,11 @@ that ride along), returns a new array and never writes to its input. The dtype r
 part of the seeded equivalence: ``translate``, ``crop`` and ``flip`` keep the label's dtype,
 ``resize`` returns float64 (as gluoncv's ``bbox.resize`` does).
 
+A sample's few boxes cost numpy more in calls than in arithmetic. A float64 label with
+plain numbers (:func:`plain_number`) is done in Python floats, which are float64 and make the
+same operations round alike; every other label (other dtypes, and non-finite coordinates
+where ``crop`` compares them) goes through numpy.
+
 Examples
 --------
 >>> import numpy as np
@@ -14,11 +19,40 @@ array([[70., 20., 90., 40.,  1.]])
 >>> resize(label, (100, 50), (50, 100))
 array([[ 5., 40., 15., 80.,  1.]])
 """
-from typing import Sequence
+import math
+from typing import Any, Sequence
 
 import numpy as np
 
 __all__ = ['translate', 'crop', 'resize', 'flip']
+
+
+def plain_number(value: Any) -> bool:
+    """Whether ``value`` is a Python float, or an int that a double holds exactly: numbers
+    whose arithmetic with doubles Python and numpy (and C) round alike.
+
+    >>> plain_number(2.5), plain_number(2 ** 53), plain_number(2 ** 53 + 1), plain_number(True)
+    (True, True, False, False)
+    """
+    return type(value) is float or (type(value) is int and abs(value) <= 2 ** 53)
+
+
+def _float_rows(label, numbers, finite=False):
+    """``label``'s rows as lists of Python floats where the fast path applies: a float64
+    ``(N, 4+)`` label, ``numbers`` all plain and, with ``finite``, finite coordinates.
+    None where numpy must do the arithmetic."""
+    if (label.dtype != np.float64 or label.ndim != 2 or label.shape[1] < 4
+            or not all(map(plain_number, numbers))):
+        return None
+    rows = label.tolist()
+    if finite and not all(math.isfinite(value) for row in rows for value in row[:4]):
+        return None
+    return rows
+
+
+def _from_rows(rows, label):
+    """A new float64 array of ``rows``, shaped as ``label``'s rows (``(0, C)`` when empty)."""
+    return np.array(rows, np.float64).reshape(-1, label.shape[1])
 
 
 def translate(label: np.ndarray, x_offset: float = 0, y_offset: float = 0) -> np.ndarray:
@@ -27,6 +61,14 @@ def translate(label: np.ndarray, x_offset: float = 0, y_offset: float = 0) -> np
     >>> translate(np.array([[1, 2, 3, 4, 0]]), 10, 20)
     array([[11, 22, 13, 24,  0]])
     """
+    rows = _float_rows(label, (x_offset, y_offset))
+    if rows is not None:
+        for row in rows:
+            row[0] += x_offset
+            row[1] += y_offset
+            row[2] += x_offset
+            row[3] += y_offset
+        return _from_rows(rows, label)
     moved = label.copy()
     moved[:, :2] += (x_offset, y_offset)
     moved[:, 2:4] += (x_offset, y_offset)
@@ -44,6 +86,10 @@ def crop(label: np.ndarray, crop_box: Sequence[float],
     array([[0., 0., 5., 5., 0.]])
     """
     left, top, width, height = crop_box
+    rows = _float_rows(label, crop_box, finite=True)
+    if rows is not None:
+        return _from_rows(_crop_rows(rows, (left, top, left + width, top + height),
+                                     keep_outside_center), label)
     # float64 edges as gluoncv's np.array of Python ints/floats; the label dtype decides the
     # arithmetic below exactly as in gluoncv (numpy's in-place casting rules).
     edges = np.array((left, top, left + width, top + height))
@@ -61,15 +107,40 @@ def crop(label: np.ndarray, crop_box: Sequence[float],
     return out[keep]
 
 
+def _crop_rows(rows, edges, keep_outside_center):
+    """:func:`crop` of finite float rows: numpy's ``maximum(a, b)`` is ``a`` only where
+    ``a > b`` (a tie gives ``b``, which decides the sign of a zero), ``minimum`` alike."""
+    left, top, right, bottom = (float(edge) for edge in edges)
+    kept = []
+    for row in rows:
+        x0, y0, x1, y1 = row[:4]
+        if not keep_outside_center:
+            center_x, center_y = (x0 + x1) / 2, (y0 + y1) / 2
+            if not (left <= center_x < right and top <= center_y < bottom):
+                continue
+        x0 = (x0 if x0 > left else left) - left
+        y0 = (y0 if y0 > top else top) - top
+        x1 = (x1 if x1 < right else right) - left
+        y1 = (y1 if y1 < bottom else bottom) - top
+        if x0 < x1 and y0 < y1:
+            kept.append([x0, y0, x1, y1] + row[4:])
+    return kept
+
+
 def resize(label: np.ndarray, in_size: Sequence[float], out_size: Sequence[float]) -> np.ndarray:
     """Scale boxes from an image of ``in_size = (w, h)`` to one of ``out_size``; float64.
 
     >>> resize(np.array([[2, 2, 4, 4, 7]], 'float32'), (4, 4), (8, 2)).dtype
     dtype('float64')
     """
-    out = label.astype(np.float64)
     x_scale = out_size[0] / in_size[0]
     y_scale = out_size[1] / in_size[1]
+    rows = _float_rows(label, (x_scale, y_scale))
+    if rows is not None:
+        for row in rows:
+            row[0:4] = x_scale * row[0], y_scale * row[1], x_scale * row[2], y_scale * row[3]
+        return _from_rows(rows, label)
+    out = label.astype(np.float64)
     out[:, 1] = y_scale * out[:, 1]
     out[:, 3] = y_scale * out[:, 3]
     out[:, 0] = x_scale * out[:, 0]
@@ -85,6 +156,14 @@ def flip(label: np.ndarray, size: Sequence[float], flip_x: bool = False,
     array([[1., 5., 3., 8., 0.]])
     """
     width, height = size
+    rows = _float_rows(label, (width, height))
+    if rows is not None:
+        for row in rows:
+            if flip_y:
+                row[1], row[3] = height - row[3], height - row[1]
+            if flip_x:
+                row[0], row[2] = width - row[2], width - row[0]
+        return _from_rows(rows, label)
     out = label.copy()
     if flip_y:
         out[:, 1], out[:, 3] = height - label[:, 3], height - label[:, 1]
