@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._core import compiled
+from .boxes import plain_number
 from .._core.typing import PythonRandom
 
 _trials = compiled.load('gluonbatch.transforms._trials')
@@ -34,15 +35,19 @@ class TrialTest:
 
     def __init__(self, label: np.ndarray) -> None:
         self.label = label
-        corners = label[:, :4]
-        with np.errstate(all='ignore'):  # in the label's dtype: float16 ones may overflow
-            areas = np.prod(corners[:, 2:] - corners[:, :2], axis=1)
-        self.fast = bool(np.isfinite(corners).all() and np.isfinite(areas).all())
+        if label.dtype == np.float64:  # Python floats: the same arithmetic, fewer calls
+            corners = [row[:4] for row in label.tolist()]
+            areas = [(x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in corners]
+            self.fast = all(map(math.isfinite, itertools.chain(areas, *corners)))
+        else:
+            with np.errstate(all='ignore'):  # in the label's dtype: float16 ones may overflow
+                products = np.prod(label[:, 2:4] - label[:, :2], axis=1)
+            self.fast = bool(np.isfinite(label[:, :4]).all() and np.isfinite(products).all())
+            corners = label[:, :4].astype(np.float64).tolist()
+            areas = products.astype(np.float64).tolist()
         if not self.fast:
             return
-        x0, y0, x1, y1 = (corners[:, k].astype(np.float64).tolist() for k in range(4))
-        areas = areas.astype(np.float64).tolist()
-        self.boxes = list(zip(x0, y0, x1, y1, areas))
+        self.boxes = [(x0, y0, x1, y1, area) for (x0, y0, x1, y1), area in zip(corners, areas)]
         # a box of no width or height has IoU 0 (or nan) with every crop
         self.empty_box = any(b[2] <= b[0] or b[3] <= b[1] for b in self.boxes)
         self.area_range = (min(areas), max(areas))
@@ -133,7 +138,7 @@ class CropTrials:
         self._instance = _instance(py_rng)  # what the compiled loop draws from, or None
         self.compiled = _COMPILED_MATCHES and self._instance is not None and all(
             isinstance(side, (int, np.integer)) and 1 <= side < 2 ** 31
-            for side in (width, height)) and all(_plain(value) for value in self.scales)
+            for side in (width, height)) and all(plain_number(value) for value in self.scales)
 
     def passing(self, constraints: Sequence[tuple[float, float]], max_trial: int,
                 test: TrialTest | None) -> list[tuple[int, int, int, int] | None]:
@@ -225,17 +230,12 @@ def _instance(py_rng):
     return py_rng if type(py_rng) is random.Random else None
 
 
-def _plain(value):
-    """Whether ``value`` is a Python float, or an int that a double holds exactly: numbers
-    whose arithmetic C's doubles repeat bit for bit."""
-    return type(value) is float or (type(value) is int and abs(value) <= 2 ** 53)
-
-
 def _compilable(constraints, max_trial):
-    """Whether the compiled loop takes these constraints (plain numbers, see :func:`_plain`)
-    and trial count (an int of fewer than 63 bits)."""
+    """Whether the compiled loop takes these constraints (plain numbers, see
+    :func:`~gluonbatch.transforms.boxes.plain_number`) and trial count (an int of fewer
+    than 63 bits)."""
     return isinstance(max_trial, (int, np.integer)) and abs(int(max_trial)) < 2 ** 62 and all(
-        _plain(lowest) and _plain(highest) for lowest, highest in constraints)
+        plain_number(lowest) and plain_number(highest) for lowest, highest in constraints)
 
 
 def _compiled_matches():
