@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ['translate', 'crop', 'resize', 'flip']
+__all__ = ['plain_number', 'translate', 'crop', 'resize', 'flip']
 
 
 def plain_number(value: Any) -> bool:
