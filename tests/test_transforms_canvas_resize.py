@@ -245,3 +245,45 @@ def test_a_voc_image_expanded_twice_resizes_as_opencvs(interp):
     got = compiled(src, (211, 77), size, scale, interp, shift)
     np.testing.assert_array_equal(bits(got), bits(opencv(src, (211, 77), size, scale, interp,
                                                          shift)))
+
+
+@pytest.mark.parametrize('interp', canvas_resize.COMPILED)
+@settings(deadline=None, max_examples=60)
+@given(seed=st.integers(0, 2 ** 32 - 1), size=st.tuples(st.integers(2, 90),
+                                                         st.integers(2, 90)),
+       factors=st.tuples(st.floats(0.1, 0.95), st.floats(0.1, 0.95),
+                         st.floats(0.1, 3.0), st.floats(0.1, 3.0)),
+       margins=st.tuples(*[st.integers(0, 9)] * 4))
+def test_a_resize_into_part_of_a_larger_image_writes_that_part_alone(interp, seed, size,
+                                                                      factors, margins):
+    """Written into ``big[top:bottom, left:right]`` (rows apart in memory), the resize
+    holds the bits of a new array's, and every other value of ``big`` is untouched."""
+    rng = np.random.default_rng(seed)
+    src = image(rng, False, False)
+    scale = factors[:2] if interp == pixels.AREA else factors[2:]  # area: both shrink
+    assume(canvas_resize.applies(src, size, scale, interp))
+    offset = (int(rng.integers(-5, 5)), int(rng.integers(-5, 5)))
+    values = canvas_resize.byte_values(None)
+    want = canvas_resize.resize(src, offset, size, scale, interp, values)
+    top, bottom, left, right = margins
+    big = np.full((top + want.shape[0] + bottom, left + want.shape[1] + right, 3), np.nan,
+                  np.float32)
+    target = big[top:top + want.shape[0], left:left + want.shape[1]]
+    got = canvas_resize.resize(src, offset, size, scale, interp, values, out=target)
+    assert got is target
+    np.testing.assert_array_equal(bits(target), bits(want))
+    outside = np.ones(big.shape[:2], bool)
+    outside[top:top + want.shape[0], left:left + want.shape[1]] = False
+    assert np.isnan(big[outside]).all()
+
+
+@pytest.mark.parametrize('bad', ['shape', 'dtype', 'reversed rows', 'every other column'])
+def test_an_out_of_another_shape_or_layout_is_a_value_error(bad):
+    src = np.full((8, 8, 3), 5, np.uint8)
+    big = np.zeros((8, 8, 3), np.float32)
+    out = {'shape': big[:3, :4], 'dtype': np.zeros((4, 4, 3), np.float64),
+           'reversed rows': big[3::-1, :4], 'every other column': big[:4, ::2]}[bad]
+    with pytest.raises((ValueError, TypeError)):
+        canvas_resize.resize(src, (0, 0), (8, 8), (0.5, 0.5), pixels.NEAREST,
+                             canvas_resize.byte_values(None), out=out)
+    assert not big.any()

@@ -38,10 +38,11 @@ static inline Floats4 load4(const float *p)
  * vectors read.) */
 void canvas_row(const Canvas *canvas, Py_ssize_t row, float *out);
 
-/* The float32 output of a resize: `height` rows of `width` pixels of 3 floats. */
+/* The float32 output of a resize: `height` rows of `width` pixels of 3 floats, each row
+ * `row_step` floats after the one before (3 * width, or more in a part of a larger image). */
 typedef struct {
     float *pixels;
-    Py_ssize_t width, height;
+    Py_ssize_t width, height, row_step;
 } Output;
 
 /* Each kernel runs without the GIL and returns -1 where it could not allocate memory. */

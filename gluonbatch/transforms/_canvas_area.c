@@ -109,7 +109,7 @@ int area_resize(const Canvas *canvas, double fx, double fy, Output out)
             buffered = row;
         }
         if (ytaps[j].out != previous) {
-            memcpy(pixels + previous * row_floats, sum, sizeof(float) * (size_t)row_floats);
+            memcpy(pixels + previous * out.row_step, sum, sizeof(float) * (size_t)row_floats);
             for (Py_ssize_t i = 0; i < row_floats; i++)
                 sum[i] = beta * buf[i];
             previous = ytaps[j].out;
@@ -119,7 +119,7 @@ int area_resize(const Canvas *canvas, double fx, double fy, Output out)
         }
     }
     if (ny)
-        memcpy(pixels + previous * row_floats, sum, sizeof(float) * (size_t)row_floats);
+        memcpy(pixels + previous * out.row_step, sum, sizeof(float) * (size_t)row_floats);
     status = 0;
 release:
     PyMem_RawFree(xtaps);

@@ -135,7 +135,7 @@ int lanczos_resize(const Canvas *canvas, Py_ssize_t lanes, double fx, double fy,
             }
             rows[k] = slot;
         }
-        down(rows, yweights + 8 * d, count, lanes, out.pixels + d * count);
+        down(rows, yweights + 8 * d, count, lanes, out.pixels + d * out.row_step);
     }
     status = 0;
 release:

@@ -25,11 +25,11 @@ int nearest_resize(const Canvas *canvas, double fx, double fy, Output out)
     const float *v0 = canvas->values, *v1 = v0 + 256, *v2 = v0 + 512;
     Py_ssize_t step = canvas->channel_step, row_floats = 3 * out.width, previous = -1;
     for (Py_ssize_t d = 0; d < out.height; d++) {
-        float *o = out.pixels + row_floats * d;
+        float *o = out.pixels + out.row_step * d;
         Py_ssize_t s = (Py_ssize_t)floor((double)d * yscale);
         Py_ssize_t row = s < canvas->height - 1 ? s : canvas->height - 1;
         if (row == previous) {  /* the row above's source row */
-            memcpy(o, o - row_floats, sizeof(float) * (size_t)row_floats);
+            memcpy(o, o - out.row_step, sizeof(float) * (size_t)row_floats);
             continue;
         }
         previous = row;

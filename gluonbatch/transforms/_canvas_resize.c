@@ -45,10 +45,12 @@ static void release_canvas_buffers(Py_buffer *src, Py_buffer *values, Py_buffer 
 }
 
 /* The buffers of a call: src (uint8 HWC, any strides), values ((3, 256) float32) and out
- * (C-contiguous float32 HWC), the sides at most 2**28; -1, with an exception set and
- * nothing held, otherwise. */
+ * (float32 HWC: C-contiguous, or with `strided_rows` rows that are each contiguous and
+ * lie in order, as in a part of a larger image), the sides at most 2**28; -1, with an
+ * exception set and nothing held, otherwise. */
 static int get_canvas_buffers(PyObject *src_obj, PyObject *values_obj, PyObject *out_obj,
-                              Py_buffer *src, Py_buffer *values, Py_buffer *out)
+                              int strided_rows, Py_buffer *src, Py_buffer *values,
+                              Py_buffer *out)
 {
     if (get_buffer(src_obj, src, PyBUF_STRIDES, "B", -1, -1, 3, "src") < 0)
         return -1;
@@ -56,10 +58,19 @@ static int get_canvas_buffers(PyObject *src_obj, PyObject *values_obj, PyObject 
         PyBuffer_Release(src);
         return -1;
     }
-    if (get_buffer(out_obj, out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, "f", -1, -1, 3,
-                   "out") < 0) {
+    if (get_buffer(out_obj, out, (strided_rows ? PyBUF_STRIDES : PyBUF_C_CONTIGUOUS)
+                   | PyBUF_WRITABLE, "f", -1, -1, 3, "out") < 0) {
         PyBuffer_Release(values);
         PyBuffer_Release(src);
+        return -1;
+    }
+    if (strided_rows && (out->strides[2] != sizeof(float)
+                         || out->strides[1] != 3 * (Py_ssize_t)sizeof(float)
+                         || out->strides[0] % (Py_ssize_t)sizeof(float) != 0
+                         || out->strides[0] < out->strides[1] * out->shape[1])) {
+        PyErr_SetString(PyExc_ValueError, "out's rows must each be contiguous and lie in "
+                        "order");
+        release_canvas_buffers(src, values, out);
         return -1;
     }
     if (out->shape[0] > LARGEST || out->shape[1] > LARGEST || src->shape[0] > LARGEST
@@ -90,7 +101,7 @@ static PyObject *resize(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_buffer src, values, out;
-    if (get_canvas_buffers(src_obj, values_obj, out_obj, &src, &values, &out) < 0)
+    if (get_canvas_buffers(src_obj, values_obj, out_obj, 1, &src, &values, &out) < 0)
         return NULL;
     PyObject *result = NULL;
     if (out.shape[0] < 1 || out.shape[1] < 1) {
@@ -100,7 +111,8 @@ static PyObject *resize(PyObject *self, PyObject *args)
     Canvas canvas = {src.buf, src.shape[0], src.shape[1], src.strides[0], src.strides[1],
                      src.strides[2], x, y, width, height, values.buf,
                      plain_values(values.buf)};
-    Output output = {out.buf, out.shape[1], out.shape[0]};
+    Output output = {out.buf, out.shape[1], out.shape[0],
+                     out.strides[0] / (Py_ssize_t)sizeof(float)};
     int status;
     Py_BEGIN_ALLOW_THREADS
     if (interp == AREA)
@@ -128,7 +140,7 @@ static PyObject *part(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_buffer src, values, out;
-    if (get_canvas_buffers(src_obj, values_obj, out_obj, &src, &values, &out) < 0)
+    if (get_canvas_buffers(src_obj, values_obj, out_obj, 0, &src, &values, &out) < 0)
         return NULL;
     Canvas canvas = {src.buf, src.shape[0], src.shape[1], src.strides[0], src.strides[1],
                      src.strides[2], x, y, out.shape[1], out.shape[0], values.buf,
@@ -147,7 +159,8 @@ static PyMethodDef methods[] = {
      "resize(interp, lanes, src, values, x, y, width, height, fx, fy, out)\n\nOpenCV's resize "
      "by (fx, fy), with the interpolation code interp, of the width x height part of a canvas "
      "holding the uint8 image src at (x, y), values[c][byte] where it shows and 0 elsewhere, "
-     "into the float32 out; OpenCV's vector loops `lanes` floats wide. See "
+     "into the float32 out (its rows contiguous, in order); OpenCV's vector loops `lanes` "
+     "floats wide. See "
      "gluonbatch.transforms.canvas_resize."},
     {"part", part, METH_VARARGS,
      "part(src, values, x, y, out)\n\nThe part of out's size of a canvas holding the uint8 "

@@ -150,27 +150,48 @@ def applies(src: np.ndarray, size: Sequence[int], scale: Sequence[float], interp
 
 
 def resize(src: np.ndarray, offset: Sequence[int], size: Sequence[int],
-           scale: Sequence[float], interp: int, values: np.ndarray) -> np.ndarray:
+           scale: Sequence[float], interp: int, values: np.ndarray,
+           out: np.ndarray | None = None) -> np.ndarray:
     """The resize by ``scale = (fx, fy)``, with the interpolation code ``interp`` (one of
     :data:`COMPILED`), of the ``size = (width, height)`` part, from ``(0, 0)``, of a canvas
     holding ``src`` (uint8 HWC, any strides) at ``offset = (x, y)``: ``values[c, byte]``
-    where the image shows, ``0`` elsewhere. A new float32 array, bit for bit what
-    ``cv2.resize`` gives that canvas as float32.
+    where the image shows, ``0`` elsewhere. Bit for bit what ``cv2.resize`` gives that
+    canvas as float32: a new array, or written into ``out`` (float32 of the output's
+    shape, :func:`output_size`, whose rows are each contiguous and lie in order, as in a
+    part of a larger image: ``big[top:bottom, left:right]``) and returned.
 
     Raises
     ------
     ValueError
-        Where :func:`applies` is False (OpenCV computes otherwise, or it was not built).
+        Where :func:`applies` is False (OpenCV computes otherwise, or it was not built), or
+        ``out``'s shape or layout is not as above.
     TypeError
         For offsets or sizes that are not integers, or ``values`` not ``(3, 256)``
         float32.
+
+    Examples
+    --------
+    >>> big = np.full((4, 8, 3), -1, np.float32)
+    >>> part = resize(np.full((6, 6, 3), 9, np.uint8), (0, 0), (6, 6), (0.5, 0.5), NEAREST,
+    ...               byte_values(None), out=big[1:4, 2:5])
+    >>> np.shares_memory(part, big)
+    True
+    >>> big[..., 0]
+    array([[-1., -1., -1., -1., -1., -1., -1., -1.],
+           [-1., -1.,  9.,  9.,  9., -1., -1., -1.],
+           [-1., -1.,  9.,  9.,  9., -1., -1., -1.],
+           [-1., -1.,  9.,  9.,  9., -1., -1., -1.]], dtype=float32)
     """
     if _kernels is None or not applies(src, size, scale, interp):
         raise ValueError('resize computes OpenCV\'s resize of %s by %s with interpolation %r '
                          'only where applies() is True' % (tuple(size), tuple(scale), interp))
     x, y, width, height = (operator.index(v) for v in (*offset, *size))
     out_width, out_height = output_size(size, scale)
-    out = np.empty((out_height, out_width, 3), np.float32)
+    if out is None:
+        out = np.empty((out_height, out_width, 3), np.float32)
+    elif out.shape != (out_height, out_width, 3) or out.dtype != np.float32:
+        raise ValueError('out must be float32 of shape %s, got %s %s'
+                         % ((out_height, out_width, 3), out.dtype, out.shape))
     _kernels.resize(interp, _LANES, src, values, x, y, width, height, float(scale[0]),
                     float(scale[1]), out)
     return out

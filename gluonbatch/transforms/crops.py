@@ -203,22 +203,24 @@ def resize_crop(src: np.ndarray, crop: Sequence[int], offset: Sequence[int],
         view, off_x = view[:, ::-1], width - off_x - src.shape[1]
     if y.mirrored:
         view, off_y = view[::-1], height - off_y - src.shape[0]
-    part = _resize_part(view, (0, 0, x.kept, y.kept), (off_x, off_y),
-                        (out_w / width, out_h / height), interp, shift)
+    part_crop, part_offset = (0, 0, x.kept, y.kept), (off_x, off_y)
+    scale = (out_w / width, out_h / height)
     if x.kept == width and y.kept == height:
-        return part
+        return _resize_part(view, part_crop, part_offset, scale, interp, shift)
     out = np.empty((out_h, out_w, 3), np.float32)
-    rows = _placed(part.shape[0], out_h, y.mirrored)
-    cols = _placed(part.shape[1], out_w, x.mirrored)
+    part_w, part_h = canvas_resize.output_size((x.kept, y.kept), scale)
+    rows = _placed(part_h, out_h, y.mirrored)
+    cols = _placed(part_w, out_w, x.mirrored)
     out[:rows.start] = 0
     out[rows.stop:] = 0
     out[rows, :cols.start] = 0
     out[rows, cols.stop:] = 0
+    target = out[rows, cols]
     if x.mirrored or y.mirrored:  # cv2.flip: numpy's strided copy costs several times it
-        target = out[rows, cols]
+        part = _resize_part(view, part_crop, part_offset, scale, interp, shift)
         written(target, cv2.flip(part, _FLIP_CODES[y.mirrored, x.mirrored], dst=target))
-    else:
-        np.copyto(out[rows, cols], part)
+    else:  # resized where it goes
+        _resize_part(view, part_crop, part_offset, scale, interp, shift, target)
     return out
 
 
@@ -227,33 +229,35 @@ def _placed(count, out, mirrored):
     return slice(out - count, out) if mirrored else slice(0, count)
 
 
-def _resize_part(src, crop, offset, scale, interp, shift):
+def _resize_part(src, crop, offset, scale, interp, shift, out=None):
     """The crop resized by ``scale = (fx, fy)``, averaging down only the rows that show
-    the image (see :func:`resize_crop`)."""
+    the image (see :func:`resize_crop`): a new array, or written into ``out`` (a part of
+    a larger float32 image, of the output's shape)."""
     width, height = crop[2], crop[3]
     fx, fy = scale
     if canvas_resize.applies(src, (width, height), scale, interp):
         # the same bits from the uint8 image, without the float32 crop
         return canvas_resize.resize(src, (offset[0] - crop[0], offset[1] - crop[1]),
                                     (width, height), scale, interp,
-                                    canvas_resize.byte_values(shift))
+                                    canvas_resize.byte_values(shift), out)
     rows = crop_overlap(crop, offset, src.shape)[0]
     shown = rows.stop - rows.start
     if interp != AREA or shown == height or fx > 1 or fy > 1:
         with canvas_crop(src, crop, offset, shift) as img:
-            return _scaled(img, fx, fy, interp)
+            return _scaled(img, fx, fy, interp, out)
     band = (crop[0], crop[1] + rows.start, width, shown)
     with canvas_crop(src, band, offset, shift) as img:
         across = _scaled(img, fx, 1.0, interp)
     with scratch.zeros((height,) + across.shape[1:]) as tall:
         tall[rows] = across
-        out = _scaled(tall, 1.0, fy, interp)
+        out = _scaled(tall, 1.0, fy, interp, out)
         tall[rows] = 0  # the zero buffer's contract: leave it all zeros
     return out
 
 
-def _scaled(img, fx, fy, interp):
-    """``cv2.resize`` by the factors ``fx, fy``: a whole image resized by ``out / in`` gets
-    ``out`` samples and the very arithmetic of a resize to that size, and a part of it
-    keeps the whole's sample positions."""
-    return cv2.resize(img, None, fx=fx, fy=fy, interpolation=INTERPOLATIONS[interp])
+def _scaled(img, fx, fy, interp, out=None):
+    """``cv2.resize`` by the factors ``fx, fy`` (into ``out`` if given): a whole image
+    resized by ``out / in`` gets ``out`` samples and the very arithmetic of a resize to
+    that size, and a part of it keeps the whole's sample positions."""
+    return written(out, cv2.resize(img, None, dst=out, fx=fx, fy=fy,
+                                   interpolation=INTERPOLATIONS[interp]))
