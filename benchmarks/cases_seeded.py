@@ -98,7 +98,7 @@ def _children(pid):
             with open('%s/%s/children' % (tasks, task)) as handle:
                 found.update(int(child) for child in handle.read().split())
         return tuple(found)
-    except FileNotFoundError:  # a kernel without the lists (or a thread gone: scan)
+    except OSError:  # a kernel without the lists, or a thread gone meanwhile: scan
         pass
     for name in os.listdir('/proc'):
         try:

@@ -5,10 +5,10 @@ that ride along), returns a new array and never writes to its input. The dtype r
 part of the seeded equivalence: ``translate``, ``crop`` and ``flip`` keep the label's dtype,
 ``resize`` returns float64 (as gluoncv's ``bbox.resize`` does).
 
-A sample's few boxes cost numpy more in calls than in arithmetic. A float64 label with
-plain numbers (:func:`plain_number`) is done in Python floats, which are float64 and make the
-same operations round alike; every other label (other dtypes, and non-finite coordinates
-where ``crop`` compares them) goes through numpy.
+A sample's few boxes cost numpy more in calls than in arithmetic. A float64 label of a few
+boxes with plain, finite numbers is done in Python floats, which are float64 and round the
+same operations alike (:func:`python_rows` says when); every other label goes through
+numpy.
 
 Examples
 --------
@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ['plain_number', 'translate', 'crop', 'resize', 'flip']
+__all__ = ['plain_number', 'python_rows', 'PYTHON_ROWS', 'translate', 'crop', 'resize', 'flip']
 
 
 def plain_number(value: Any) -> bool:
@@ -37,12 +37,27 @@ def plain_number(value: Any) -> bool:
     return type(value) is float or (type(value) is int and abs(value) <= 2 ** 53)
 
 
-def _float_rows(label, numbers, finite=False):
-    """``label``'s rows as lists of Python floats where the fast path applies: a float64
-    ``(N, 4+)`` label, ``numbers`` all plain and, with ``finite``, finite coordinates.
-    None where numpy must do the arithmetic."""
-    if (label.dtype != np.float64 or label.ndim != 2 or label.shape[1] < 4
-            or not all(map(plain_number, numbers))):
+#: Labels of more boxes than this go through numpy, whose cost per call then wins.
+PYTHON_ROWS = 16
+
+
+def python_rows(label: np.ndarray, numbers: Sequence[Any] = (),
+                finite: bool = False) -> list[list[float]] | None:
+    """``label``'s rows as lists of Python floats where arithmetic on them gives numpy's
+    bits: a plain float64 ``(N, 4+)`` ndarray of at most :data:`PYTHON_ROWS` rows, with
+    ``numbers`` all plain (:func:`plain_number`) and finite (two NaNs give either one's
+    bits) and, with ``finite``, finite coordinates (numpy's ``maximum`` spreads a NaN,
+    Python's comparisons do not). None where numpy must do the arithmetic. numpy's
+    floating-point error settings (``np.errstate``) do not apply to Python's floats.
+
+    >>> python_rows(np.array([[1.0, 2.0, 3.0, 4.0, 7.0]]), (10, 0.5))
+    [[1.0, 2.0, 3.0, 4.0, 7.0]]
+    >>> python_rows(np.array([[1, 2, 3, 4, 7]])) is None  # ints: numpy's arithmetic
+    True
+    """
+    if (type(label) is not np.ndarray or label.dtype != np.float64 or label.ndim != 2
+            or label.shape[1] < 4 or len(label) > PYTHON_ROWS
+            or not all(plain_number(n) and math.isfinite(n) for n in numbers)):
         return None
     rows = label.tolist()
     if finite and not all(math.isfinite(value) for row in rows for value in row[:4]):
@@ -61,7 +76,7 @@ def translate(label: np.ndarray, x_offset: float = 0, y_offset: float = 0) -> np
     >>> translate(np.array([[1, 2, 3, 4, 0]]), 10, 20)
     array([[11, 22, 13, 24,  0]])
     """
-    rows = _float_rows(label, (x_offset, y_offset))
+    rows = python_rows(label, (x_offset, y_offset))
     if rows is not None:
         for row in rows:
             row[0] += x_offset
@@ -86,7 +101,7 @@ def crop(label: np.ndarray, crop_box: Sequence[float],
     array([[0., 0., 5., 5., 0.]])
     """
     left, top, width, height = crop_box
-    rows = _float_rows(label, crop_box, finite=True)
+    rows = python_rows(label, crop_box, finite=True)
     if rows is not None:
         return _from_rows(_crop_rows(rows, (left, top, left + width, top + height),
                                      keep_outside_center), label)
@@ -135,7 +150,7 @@ def resize(label: np.ndarray, in_size: Sequence[float], out_size: Sequence[float
     """
     x_scale = out_size[0] / in_size[0]
     y_scale = out_size[1] / in_size[1]
-    rows = _float_rows(label, (x_scale, y_scale))
+    rows = python_rows(label, (x_scale, y_scale))
     if rows is not None:
         for row in rows:
             row[0:4] = x_scale * row[0], y_scale * row[1], x_scale * row[2], y_scale * row[3]
@@ -156,7 +171,7 @@ def flip(label: np.ndarray, size: Sequence[float], flip_x: bool = False,
     array([[1., 5., 3., 8., 0.]])
     """
     width, height = size
-    rows = _float_rows(label, (width, height))
+    rows = python_rows(label, (width, height))
     if rows is not None:
         for row in rows:
             if flip_y:

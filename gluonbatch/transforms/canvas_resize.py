@@ -164,7 +164,7 @@ def resize(src: np.ndarray, offset: Sequence[int], size: Sequence[int],
     ------
     ValueError
         Where :func:`applies` is False (OpenCV computes otherwise, or it was not built), or
-        ``out``'s shape or layout is not as above.
+        ``out``'s shape or layout is not as above (a read-only ``out``: ``BufferError``).
     TypeError
         For offsets or sizes that are not integers, or ``values`` not ``(3, 256)``
         float32.

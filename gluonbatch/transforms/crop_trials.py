@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._core import compiled
-from .boxes import plain_number
 from .._core.typing import PythonRandom
+from .boxes import plain_number, python_rows
 
 _trials = compiled.load('gluonbatch.transforms._trials')
 
@@ -35,10 +35,11 @@ class TrialTest:
 
     def __init__(self, label: np.ndarray) -> None:
         self.label = label
-        if label.dtype == np.float64:  # Python floats: the same arithmetic, fewer calls
-            corners = [row[:4] for row in label.tolist()]
+        rows = python_rows(label, finite=True)
+        if rows is not None:  # Python floats: the same arithmetic, fewer calls
+            corners = [row[:4] for row in rows]
             areas = [(x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in corners]
-            self.fast = all(map(math.isfinite, itertools.chain(areas, *corners)))
+            self.fast = all(map(math.isfinite, areas))
         else:
             with np.errstate(all='ignore'):  # in the label's dtype: float16 ones may overflow
                 products = np.prod(label[:, 2:4] - label[:, :2], axis=1)

@@ -255,9 +255,9 @@ def _resize_part(src, crop, offset, scale, interp, shift, out=None):
     return out
 
 
-def _scaled(img, fx, fy, interp, out=None):
-    """``cv2.resize`` by the factors ``fx, fy`` (into ``out`` if given): a whole image
-    resized by ``out / in`` gets ``out`` samples and the very arithmetic of a resize to
-    that size, and a part of it keeps the whole's sample positions."""
-    return written(out, cv2.resize(img, None, dst=out, fx=fx, fy=fy,
+def _scaled(img, fx, fy, interp, dst=None):
+    """``cv2.resize`` by the factors ``fx, fy``, into ``dst`` if given: a whole image
+    resized by ``n / size`` gets ``n`` samples and the very arithmetic of a resize to that
+    size, and a part of it keeps the whole's sample positions."""
+    return written(dst, cv2.resize(img, None, dst=dst, fx=fx, fy=fy,
                                    interpolation=INTERPOLATIONS[interp]))
