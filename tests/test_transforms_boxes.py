@@ -1,7 +1,8 @@
 """The presets' box arithmetic against gluoncv's, bit for bit (signs of zero included).
 
-A float64 label with plain numbers is done in Python floats, every other label in numpy:
-both must give gluoncv's bits, dtype and shape, and never write to the label.
+A float64 label of a few boxes with plain, finite numbers is done in Python floats, every
+other label in numpy: both must give gluoncv's bits, dtype and shape, and never write to
+the label.
 """
 import numpy as np
 import pytest
@@ -25,8 +26,9 @@ _ANY_NUMBER = st.one_of(_NUMBER, _NON_FINITE.map(float), st.just(2 ** 60 + 1),
 
 @st.composite
 def labels(draw, dtypes=('float64',), non_finite=False):
-    """(N, 4+) labels of ``dtypes``: N 0-6, 4-6 columns; with ``non_finite``, some nan or
-    infinite values anywhere."""
+    """(N, 4+) labels of ``dtypes``: N 0-6 (Python's path) or one past
+    ``boxes.PYTHON_ROWS`` (numpy's), 4-6 columns; with ``non_finite``, some nan or infinite
+    values anywhere."""
     rows = draw(st.one_of(st.integers(0, 6), st.just(boxes.PYTHON_ROWS + 1)))
     columns = draw(st.integers(4, 6))
     values = draw(st.lists(_COORDINATE, min_size=rows * columns, max_size=rows * columns))
