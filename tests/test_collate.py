@@ -387,7 +387,8 @@ def test_register_as_decorator():
     assert batch == {'s': ['x', 'y']}
 
 
-@pytest.mark.parametrize('kind', ['int', 3, None, Shape('x')], ids=repr)
+@pytest.mark.parametrize('kind', ['int', 3, None, Shape('x')],
+                         ids=['str', 'int', 'None', 'instance'])
 def test_register_with_a_non_type(kind):
     collate = Collate()
     with pytest.raises(TypeError, match='register takes a type'):
@@ -405,14 +406,9 @@ def test_register_a_non_callable():
     (collections.abc.MutableMapping, [{'a': 1}, {'a': 2}]),
 ], ids=['MutableSequence', 'MutableMapping'])
 def test_most_specific_abstract_type_wins(abc, samples):
-    """A registered ABC more specific than the built-in Sequence / Mapping wins.
-
-    KNOWN FAILURE (gluonbatch bug, reported): ``list`` and ``dict`` are only virtual
-    subclasses of these ABCs (not in their ``__mro__``), and ``Collate.lookup`` tries
-    registered ABCs in registration order, so the built-in ``Sequence`` / ``Mapping``
-    entries always win and the registration is silently ignored -- although the README
-    promises that "the most specific registered type wins".
-    """
+    """A registered ABC more specific than the built-in Sequence / Mapping wins, although
+    ``list`` and ``dict`` are only virtual subclasses of these ABCs (not in their
+    ``__mro__``): the README promises that "the most specific registered type wins"."""
     collate = Collate()
     collate.register(abc, lambda s, c: 'custom')
     assert collate(samples) == 'custom'

@@ -601,13 +601,10 @@ def test_random_transform_same_choice_with_any_worker_count():
 def test_random_transform_seeded_parity(num_workers):
     """With np.random seeded identically, gluonbatch picks the transforms gluoncv picks.
 
-    KNOWN FAILURE (gluonbatch bug, reported): gluoncv draws one transform when an iteration
-    starts (``_RandomTransformMultiWorkerIter.__init__`` / ``same_process_iter``) and draws
-    again for batch 0, so its k-th group of ``interval`` batches uses draw k + 1 of the
-    seeded stream; gluonbatch uses draw k. Seeded gluoncv training runs therefore see
-    different multi-scale schedules after switching to gluonbatch, and the README lists no
-    such difference.
-    """
+    gluoncv draws one transform when an iteration starts (``_RandomTransformMultiWorkerIter``
+    and ``same_process_iter``) and draws again for batch 0, so its k-th group of
+    ``interval`` batches uses draw k + 1 of the seeded stream: so must ours, or migrated
+    multi-scale schedules would differ."""
     ours_loader = gb.RandomTransformDataLoader(SCALERS, counting_dataset(), interval=2,
                                                batch_size=2, num_workers=num_workers)
     theirs_loader = gcv.RandomTransformDataLoader(SCALERS, counting_dataset(), interval=2,
