@@ -14,13 +14,18 @@ $(STAMP): setup.py constraints.txt $(wildcard gluonbatch/*/*.c gluonbatch/*/*.h)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,examples,docs]'
 	touch $(STAMP)
 
+# Both tiers run in JOBS processes (pytest-xdist; JOBS=0 runs in this one), each test file
+# whole in one of them: a module's fixtures, such as its Dask cluster, are made once.
+JOBS ?= 2
+PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile
+
 # The everyday tier: every test but those marked slow, a quarter of the hypothesis examples.
 test: $(STAMP)
-	$(PY) -m pytest -m 'not slow' --hypothesis-profile=quick
+	$(PYTEST) -m 'not slow' --hypothesis-profile=quick
 
 # Every test, the slow tier included: what CI runs.
 test-all: $(STAMP)
-	$(PY) -m pytest
+	$(PYTEST)
 
 # The benchmark table (gluonbatch vs gluoncv vs the floor), from the source tree's
 # benchmarks package; BENCH_ARGS='--quick --only pad_labels --json out.json' and so on.

@@ -71,8 +71,10 @@ setup(
         'curation': CURATION,
         # gluoncv is also the reference the tests and benchmarks compare against,
         # and the webdataset library reads the shards resharding writes, in the tests;
-        # mypy checks the package's annotations (tests/test_types.py).
-        'test': EXAMPLES + CURATION + ['pytest', 'hypothesis', 'webdataset', 'mypy'],
+        # mypy checks the package's annotations (tests/test_types.py); pytest-xdist runs
+        # the suite in several processes (the Makefile's JOBS).
+        'test': EXAMPLES + CURATION + ['pytest', 'pytest-xdist', 'hypothesis', 'webdataset',
+                                      'mypy'],
         # `make docs`: Sphinx with its built-in theme (alabaster) and napoleon; the figures
         # are drawn with matplotlib, the API pages import the example and curation modules.
         'docs': EXAMPLES + CURATION + ['sphinx'],
