@@ -412,6 +412,18 @@ def _shm_entries(pid):
                 yield (os.makedev(major, minor), int(fields[4])), end - start
 
 
+def mxnet_blocks(pids):
+    """The names of the ``/dev/shm`` files MXNet made in processes ``pids``: it names them
+    ``mx_<pid>_<id>``, both in hex, so files of other programs (the tests of another file
+    running beside these, say) are not counted.
+
+    >>> mxnet_blocks([2 ** 40])  # no process has that id
+    []
+    """
+    prefixes = tuple('mx_%x_' % pid for pid in pids)
+    return sorted(name for name in os.listdir('/dev/shm') if name.startswith(prefixes))
+
+
 def shm_held(pid='self'):
     """How many mappings and descriptors of ``/dev/shm`` files process ``pid`` holds."""
     return sum(1 for _ in _shm_entries(pid))

@@ -20,7 +20,7 @@ import pytest
 import gluonbatch
 from gluonbatch.batchify import Stack
 from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
-from helpers import settled, shm_bytes
+from helpers import mxnet_blocks, settled, shm_bytes
 
 LOADERS = ['detection', 'random']
 
@@ -233,12 +233,6 @@ def test_workers_that_leave_gracefully_leave_nothing_in_the_temp_directory(
     gc.collect()
     assert entries() == before
     assert mxnet_blocks([worker.pid for worker in workers + more]) == []
-
-
-def mxnet_blocks(pids):
-    """MXNet's /dev/shm blocks made by ``pids`` (it names them ``mx_<pid>_<id>``)."""
-    prefixes = tuple('mx_%d_' % pid for pid in pids)
-    return [name for name in os.listdir('/dev/shm') if name.startswith(prefixes)]
 
 
 @pytest.mark.slow  # a fresh interpreter, from start to exit; the test above is in-process

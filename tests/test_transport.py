@@ -39,7 +39,7 @@ from gluonbatch import dataloader as gbdl
 from gluonbatch.batchify import (Append, Dict, List, NamedTuple, Pad, Stack, Tuple,
                                  dict_batchify_fn, ms_batchify_fn)
 from handles import left_behind, loader_handles
-from helpers import SHARED, batch_leaves, open_fds, settled
+from helpers import SHARED, batch_leaves, mxnet_blocks, open_fds, settled
 from tiers import pairwise
 
 N = 23          # samples per epoch
@@ -673,13 +673,6 @@ def _everything(i):
 ALL = Tuple([batchify for _, batchify, _ in CASES.values()])
 
 
-def _own_shm_blocks(pids):
-    """MXNet's /dev/shm blocks made by ``pids``: it names them ``mx_<pid>_<id>``, so blocks
-    of another MXNet program running beside the tests are not counted."""
-    prefixes = tuple('mx_%d_' % pid for pid in pids)
-    return len([name for name in os.listdir('/dev/shm') if name.startswith(prefixes)])
-
-
 def _settled_counts(workers):
     """(our MXNet /dev/shm blocks, open fds of each worker) once frees ran.
 
@@ -687,8 +680,25 @@ def _settled_counts(workers):
     finalised by a garbage collection in the middle of this one, remove their own
     semaphores from /dev/shm, and other programs may be using it too.
     """
-    return settled(lambda: (_own_shm_blocks([os.getpid()] + [w.pid for w in workers]),
+    return settled(lambda: (len(mxnet_blocks([os.getpid()] + [w.pid for w in workers])),
                             [open_fds(worker.pid) for worker in workers]))
+
+
+def test_mxnet_names_its_blocks_by_the_process_id_in_hex():
+    # what mxnet_blocks counts by: the name MXNet gave a block this process holds (removed
+    # from /dev/shm at once, it is seen through the block's descriptor)
+    block = mx.nd.zeros((4,), ctx=mx.Context('cpu_shared', 0))
+    mx.nd.waitall()
+    names = set()
+    for fd in os.listdir('/proc/self/fd'):
+        try:
+            target = os.readlink('/proc/self/fd/' + fd)
+        except OSError:  # the listing's own descriptor, closed since
+            continue
+        if target.startswith('/dev/shm/mx_'):
+            names.add(target.split()[0][len('/dev/shm/'):])
+    assert names and all(name.startswith('mx_%x_' % os.getpid()) for name in names), names
+    del block
 
 
 def test_blocks_of_other_programs_are_not_counted():
@@ -697,12 +707,12 @@ def test_blocks_of_other_programs_are_not_counted():
     # nor this block for them, are miscounted.
     with open('/proc/sys/kernel/pid_max') as pid_max:
         other = int(pid_max.read()) + 1
-    stranger = '/dev/shm/mx_%d_%d' % (other, os.getpid())
-    before = _own_shm_blocks([os.getpid()])
+    stranger = '/dev/shm/mx_%x_%x' % (other, os.getpid())
+    before = len(mxnet_blocks([os.getpid()]))
     with open(stranger, 'wb'):
         try:
-            assert _own_shm_blocks([os.getpid()]) == before
-            assert _own_shm_blocks([other]) >= 1
+            assert len(mxnet_blocks([os.getpid()])) == before
+            assert len(mxnet_blocks([other])) >= 1
         finally:
             os.unlink(stranger)
 

@@ -24,6 +24,7 @@ import pytest
 from gluonbatch import DataLoader, Stack
 from gluonbatch.dataloader.pool import STRIKES
 from gluonbatch.samplers import SeededBatchSampler
+from helpers import mxnet_blocks
 
 CTX = multiprocessing.get_context('fork')
 
@@ -280,12 +281,16 @@ def _close_with_kills(num_workers, report):
     loader left behind in this process: children, descriptors, ``/dev/shm`` files, and
     what iterating after ``close()`` raised."""
     data = Gated(first_index())
-    fds, shm = _open_descriptors(), set(os.listdir('/dev/shm'))
+    fds = _open_descriptors()
     loader = DataLoader(data, batch_size=2, shuffle=True, seed=5, num_workers=num_workers)
     batches = iter(loader)
     next(batches)
     assert data.started.wait(60)
     gated = data.pid.value
+    # MXNet's files of this process and its workers; the other files of /dev/shm are
+    # other programs', the tests of another file running beside these among them
+    makers = [os.getpid(), gated, *loader.worker_pids]
+    shm = set(mxnet_blocks(makers))
     for pid in loader.worker_pids:
         if pid != gated:
             os.kill(pid, signal.SIGKILL)  # dead before close(), not yet seen
@@ -305,7 +310,7 @@ def _close_with_kills(num_workers, report):
     left = {'children': _children(),
             'descriptors': {fd: on for fd, on in _open_descriptors().items()
                             if fds.get(fd) != on},
-            'shm': sorted(set(os.listdir('/dev/shm')) - shm)}
+            'shm': sorted(set(mxnet_blocks(makers)) - shm)}
     try:
         next(iter(loader))
     except ValueError as error:
