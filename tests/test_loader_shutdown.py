@@ -313,7 +313,9 @@ def check_stuck_batch_does_not_hold_up_the_next_pass(num_workers, timeout):
                 assert not dataset.finished.value
         finally:
             dataset.release.release()
-    replaced = [str(w.message) for w in caught if 'replaces it' in str(w.message)]
+    # the stuck worker's: another test process may starve a healthy one for a second
+    replaced = [str(w.message) for w in caught if 'replaces it' in str(w.message)
+                and 'process %d ' % dataset.blocked.value in str(w.message)]
     assert len(replaced) <= 1 and all('stopped answering' in said for said in replaced)
 
 

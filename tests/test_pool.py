@@ -506,7 +506,8 @@ def test_a_batch_that_stalls_every_worker_is_a_poison_batch(num_workers):
     message = str(info.value)
     assert message.startswith('dataset samples [0, 1] are a poison batch'), message
     assert message.count('stopped answering for 1 s') == 2
-    assert len(replacement_warnings(caught)) == 2
+    # those loading the poison batch: another test process may starve a healthy worker
+    assert len([said for said in replacement_warnings(caught) if '[0, 1]' in said]) == 2
     dataset.release.value = 1
     # The loader goes on: the next pass delivers every batch.
     assert firsts(loader) == [[0, 1], [2, 3], [4]]
