@@ -684,27 +684,15 @@ def _settled_counts(workers):
                             [open_fds(worker.pid) for worker in workers]))
 
 
-def _held_mxnet_blocks():
-    """The names of the MXNet blocks this process holds descriptors of (blocks it made, and
-    blocks of workers' batches): removed from /dev/shm at once, they are seen only here."""
-    names = set()
-    for fd in os.listdir('/proc/self/fd'):
-        try:
-            target = os.readlink('/proc/self/fd/' + fd)
-        except OSError:  # the listing's own descriptor, closed since
-            continue
-        if target.startswith('/dev/shm/mx_'):
-            names.add(target.split()[0][len('/dev/shm/'):])
-    return names
-
-
 def test_mxnet_names_its_blocks_by_the_process_id_in_hex():
-    # what mxnet_blocks counts by: the name MXNet gives the block it makes here
-    before = _held_mxnet_blocks()
+    # what mxnet_blocks counts by: the name MXNet gives the block it makes here (removed
+    # from /dev/shm at once, it is seen through the block's descriptor)
+    before = loader_handles()
     block = mx.nd.zeros((4,), ctx=mx.Context('cpu_shared', 0))
     mx.nd.waitall()
-    made = _held_mxnet_blocks() - before
-    assert made and all(name.startswith('mx_%x_' % os.getpid()) for name in made), made
+    made = [target for kind, _, target, _ in loader_handles() - before if kind == 'fd']
+    assert made and all(target.startswith('/dev/shm/mx_%x_' % os.getpid())
+                        for target in made), made
     del block
 
 
