@@ -412,6 +412,13 @@ def _shm_entries(pid):
                 yield (os.makedev(major, minor), int(fields[4])), end - start
 
 
+def replacement_warnings(caught):
+    """The messages of the warnings in ``caught`` (``warnings.catch_warnings(record=True)``)
+    that say a loader replaced a worker process."""
+    return [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)
+            and 'replaces it' in str(w.message)]
+
+
 def mxnet_blocks(pids):
     """The names of the ``/dev/shm`` files MXNet made in processes ``pids``: it names them
     ``mx_<pid>_<id>``, both in hex, so files of other programs (the tests of another file

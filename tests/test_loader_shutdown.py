@@ -20,7 +20,7 @@ import pytest
 import gluonbatch
 from gluonbatch.batchify import Stack
 from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
-from helpers import mxnet_blocks, settled, shm_bytes
+from helpers import mxnet_blocks, replacement_warnings, settled, shm_bytes
 
 LOADERS = ['detection', 'random']
 
@@ -314,8 +314,8 @@ def check_stuck_batch_does_not_hold_up_the_next_pass(num_workers, timeout):
         finally:
             dataset.release.release()
     # the stuck worker's: another test process may starve a healthy one for a second
-    replaced = [str(w.message) for w in caught if 'replaces it' in str(w.message)
-                and 'process %d ' % dataset.blocked.value in str(w.message)]
+    replaced = [said for said in replacement_warnings(caught)
+                if 'process %d ' % dataset.blocked.value in said]
     assert len(replaced) <= 1 and all('stopped answering' in said for said in replaced)
 
 
@@ -377,6 +377,6 @@ def test_a_worker_that_exits_is_replaced_and_named_with_the_batch_it_was_loading
             assert firsts(loader) == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
     pid = dataset.exited.value
     assert pid > 0 and gone(pid)
-    (said,) = [str(w.message) for w in caught if 'replaces it' in str(w.message)]
+    (said,) = replacement_warnings(caught)
     assert said.startswith('DataLoader worker process %d exited with code 1 while loading '
                            'dataset samples [4, 5]' % pid), said

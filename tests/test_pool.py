@@ -20,7 +20,7 @@ from hypothesis import given, settings, strategies as st
 from gluonbatch.batchify import Stack
 from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
 from gluonbatch.memory import use_recycling
-from helpers import examples, settled, shm_bytes
+from helpers import examples, replacement_warnings, settled, shm_bytes
 from tiers import each_value
 
 
@@ -395,11 +395,6 @@ class Killing(mx.gluon.data.Dataset):
 
 
 ALL_OF_TEN = [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
-
-
-def replacement_warnings(caught):
-    return [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)
-            and 'replaces it' in str(w.message)]
 
 
 @pytest.mark.parametrize('which', LOADERS)

@@ -24,7 +24,7 @@ import pytest
 from gluonbatch import DataLoader, Stack
 from gluonbatch.dataloader.pool import STRIKES
 from gluonbatch.samplers import SeededBatchSampler
-from helpers import mxnet_blocks
+from helpers import mxnet_blocks, replacement_warnings
 
 CTX = multiprocessing.get_context('fork')
 
@@ -139,9 +139,7 @@ def campaign(num_workers, epochs, kills, seed, signals=(signal.SIGKILL,)):
         with loader:
             stream = digests(loader, epochs, maybe_kill)
             restarts = loader.restarts
-    replacements = [w for w in caught if issubclass(w.category, RuntimeWarning)
-                    and 'replaces it' in str(w.message)]
-    return stream, made, restarts, replacements
+    return stream, made, restarts, replacement_warnings(caught)
 
 
 @pytest.mark.parametrize('num_workers', [1, 2, 4])
@@ -151,9 +149,9 @@ def test_a_small_kill_campaign_leaves_the_stream_unchanged(num_workers):
     assert stream == reference(3)
     assert len(kills) >= 2 and restarts == len(kills) == len(replacements)
     # each kill is named once (two kills may be seen in either order)
-    named = [int(str(w.message).split()[3]) for w in replacements]
+    named = [int(said.split()[3]) for said in replacements]
     assert sorted(named) == sorted(kills)
-    assert all('killed by signal 9 (SIGKILL)' in str(w.message) for w in replacements)
+    assert all('killed by signal 9 (SIGKILL)' in said for said in replacements)
     assert children_left() == []
 
 
@@ -172,8 +170,8 @@ def test_a_large_kill_campaign_leaves_the_stream_unchanged():
             num_workers, epochs=10, kills=40, seed=100 + num_workers, signals=CAMPAIGN_SIGNALS)
         assert stream == want
         assert restarts == len(kills) == len(replacements)
-        said = collections.Counter(re.search(r'killed by signal \d+ \((\w+)\)',
-                                             str(w.message)).group(1) for w in replacements)
+        said = collections.Counter(re.search(r'killed by signal \d+ \((\w+)\)', message)
+                                   .group(1) for message in replacements)
         assert set(said) == {s.name for s in CAMPAIGN_SIGNALS}, said
         total += len(kills)
     assert total >= 40
@@ -223,9 +221,9 @@ def test_a_busy_worker_killed_is_replaced_and_its_batch_loaded_again(num_workers
             data.release()
             rest = [hashlib.sha256(b.asnumpy().tobytes()).hexdigest() for b in batches]
     assert first + rest == reference(1)
-    (warning,) = [w for w in caught if 'replaces it' in str(w.message)]
-    assert 'process %d killed by signal 9' % data.pid.value in str(warning.message)
-    assert str(data.index) in str(warning.message)
+    (said,) = replacement_warnings(caught)
+    assert 'process %d killed by signal 9' % data.pid.value in said
+    assert str(data.index) in said
     assert children_left() == []
 
 
@@ -257,12 +255,12 @@ def test_a_batch_sent_by_a_worker_that_died_is_still_received():
             os.kill(pid, signal.SIGKILL)
             stream += [hashlib.sha256(b.asnumpy().tobytes()).hexdigest() for b in batches]
     assert stream == reference(1)
-    (warning,) = [w for w in caught if 'replaces it' in str(w.message)]
+    (said,) = replacement_warnings(caught)
     # the batches it had sent were received, not loaded again (only one handed to it after
     # it died, before the loader saw it dead, may be)
     sampler = SeededBatchSampler(len(Noisy()), 2, seed=5)
     for number in (1, 2):
-        assert str([key.index for key in sampler.batch(0, number)]) not in str(warning.message)
+        assert str([key.index for key in sampler.batch(0, number)]) not in said
 
 
 def _open_descriptors():
@@ -350,9 +348,9 @@ def test_a_stopped_worker_is_killed_after_timeout_and_replaced(num_workers):
             stream += [hashlib.sha256(b.asnumpy().tobytes()).hexdigest() for b in batches]
     assert stream == reference(1)
     # only the stopped worker's: another test process may starve a healthy one for a second
-    (warning,) = [w for w in caught if 'replaces it' in str(w.message)
-                  and 'process %d ' % data.pid.value in str(w.message)]
-    assert 'process %d stopped answering for 1 s' % data.pid.value in str(warning.message)
+    (said,) = [said for said in replacement_warnings(caught)
+               if 'process %d ' % data.pid.value in said]
+    assert 'process %d stopped answering for 1 s' % data.pid.value in said
     assert children_left() == []
 
 
@@ -390,7 +388,7 @@ def test_a_poison_sample_raises_naming_its_indices_pids_and_signals(num_workers,
     assert str(index) in message and len(re.findall(says, message)) == STRIKES
     pids = [int(pid) for pid in re.findall(r'process (\d+)', message)]  # any size: ids wrap
     assert len(set(pids)) >= STRIKES
-    assert len([w for w in caught if 'replaces it' in str(w.message)]) == STRIKES
+    assert len(replacement_warnings(caught)) == STRIKES
     assert children_left() == []
 
 
@@ -551,5 +549,5 @@ def test_workers_killed_together_cost_no_batch_a_strike_it_did_not_earn(num_work
             stream += [hashlib.sha256(b.asnumpy().tobytes()).hexdigest() for b in batches]
             assert loader.restarts == 4
     assert stream == reference(3)
-    assert len([w for w in caught if 'replaces it' in str(w.message)]) == 4
+    assert len(replacement_warnings(caught)) == 4
     assert children_left() == []
