@@ -152,7 +152,7 @@ def test_a_small_kill_campaign_leaves_the_stream_unchanged(num_workers):
     named = [int(said.split()[3]) for said in replacements]
     assert sorted(named) == sorted(kills)
     assert all('killed by signal 9 (SIGKILL)' in said for said in replacements)
-    assert children_left() == []
+    assert children_left() == [] and mxnet_blocks(kills) == []
 
 
 #: signals whose default action ends the process, SIGKILL's that cannot be caught
@@ -174,6 +174,7 @@ def test_a_large_kill_campaign_leaves_the_stream_unchanged():
                                    .group(1) for message in replacements)
         assert set(said) == {s.name for s in CAMPAIGN_SIGNALS}, said
         total += len(kills)
+        assert mxnet_blocks(kills) == []  # whatever MXNet was making when they died
     assert total >= 40
     assert children_left() == []
 
@@ -263,6 +264,43 @@ def test_a_batch_sent_by_a_worker_that_died_is_still_received():
         assert str([key.index for key in sampler.batch(0, number)]) not in said
 
 
+def half_made(pid):
+    """Leave in ``/dev/shm`` what process ``pid`` would leave if killed while MXNet made a
+    shared array: the file, under MXNet's name for it, not yet removed."""
+    with open('/dev/shm/mx_%x_%x' % (pid, 2 ** 40 + 1), 'wb') as block:
+        block.write(bytes(64))
+
+
+class DiesMakingAnArray(Noisy):
+    """The first time a worker reads sample ``index``, it is killed while MXNet makes a
+    shared array."""
+
+    def __init__(self, index):
+        super().__init__()
+        self.index, self.died = index, CTX.Value('i', 0)
+
+    def __getitem__(self, index):
+        if index == self.index and not self.died.value:
+            self.died.value = os.getpid()
+            half_made(os.getpid())
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().__getitem__(index)
+
+
+@pytest.mark.parametrize('num_workers', [1, 2])
+def test_a_worker_killed_making_a_shared_array_leaves_no_file_in_dev_shm(num_workers):
+    data = DiesMakingAnArray(first_index())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        with DataLoader(data, batch_size=2, shuffle=True, seed=5,
+                        num_workers=num_workers) as loader:
+            assert digests(loader, 1) == reference(1)
+            (said,) = replacement_warnings(caught)
+            assert str(data.died.value) in said
+            # removed as the worker was reaped, not as the loader closed
+            assert mxnet_blocks([data.died.value]) == []
+
+
 def _open_descriptors():
     """``{descriptor: what it is open on}`` of this process."""
     opened = {}
@@ -289,6 +327,7 @@ def _close_with_kills(num_workers, report):
     # other programs', the tests of another file running beside these among them
     makers = [os.getpid(), gated, *loader.worker_pids]
     shm = set(mxnet_blocks(makers))
+    half_made(gated)  # it is killed while making a shared array
     for pid in loader.worker_pids:
         if pid != gated:
             os.kill(pid, signal.SIGKILL)  # dead before close(), not yet seen
@@ -385,7 +424,7 @@ def test_a_poison_sample_raises_naming_its_indices_pids_and_signals(num_workers,
             with pytest.raises(RuntimeError, match='poison') as raised:
                 list(loader)
     message = str(raised.value)
-    assert str(index) in message and len(re.findall(says, message)) == STRIKES
+    assert str(index) in message and len(re.findall(says, message)) == STRIKES, message
     pids = [int(pid) for pid in re.findall(r'process (\d+)', message)]  # any size: ids wrap
     assert len(set(pids)) >= STRIKES
     assert len(replacement_warnings(caught)) == STRIKES

@@ -1,9 +1,15 @@
-"""Fresh shared memory that fails safely: the free-space check and the page reservation.
+"""Shared memory that fails safely: the free-space check, the page reservation, and the
+names a dead process left.
 
 MXNet sizes a file in ``/dev/shm`` for every ``cpu_shared`` array even when the tmpfs has no
 room for it, and the first write past the free space kills the process with SIGBUS. Each
 fresh shared allocation is therefore checked against the free space and its pages reserved
 (``posix_fallocate``), so a batch that does not fit raises ``SharedMemoryError``.
+
+MXNet names the file ``mx_<pid>_<id>`` (both in hex) and removes the name as soon as the
+file is made; from then on only descriptors and mappings hold it. A process killed between
+the two leaves the name, and the file's memory, for good: :func:`remove_names_left_by`
+removes them once the process is dead.
 
 Examples
 --------
@@ -19,7 +25,8 @@ import numpy as np
 
 from .native import SHARED_CONTEXT
 
-__all__ = ['SharedMemoryError', 'SHM_MOUNT', 'check_room', 'reserve', 'fresh_shared']
+__all__ = ['SharedMemoryError', 'SHM_MOUNT', 'check_room', 'reserve', 'fresh_shared',
+           'remove_names_left_by']
 
 #: The tmpfs MXNet creates shared arrays in.
 SHM_MOUNT = '/dev/shm'
@@ -80,3 +87,22 @@ def fresh_shared(shape, dtype):
     if nbytes:
         reserve(out)
     return out
+
+
+def remove_names_left_by(pid: int) -> list[str]:
+    """Remove the ``/dev/shm`` names MXNet's process ``pid`` left half-made; the names removed.
+
+    Call it only once ``pid`` is dead and not yet reaped: a live process may be between
+    making a name and removing it, and a reaped one's pid may be another process's already.
+    """
+    prefix = 'mx_%x_' % pid
+    try:
+        names = [name for name in os.listdir(SHM_MOUNT) if name.startswith(prefix)]
+    except OSError:  # no such mount here
+        return []
+    for name in names:
+        try:
+            os.unlink(os.path.join(SHM_MOUNT, name))
+        except FileNotFoundError:
+            pass
+    return names

@@ -43,7 +43,9 @@ training process handles it) and close the channels of other workers they inheri
 worker reads the end of its channel and exits, a busy one exits when it cannot send its
 batch. Those not gone within :data:`LEAVE_SECONDS` are killed. All are reaped, so no
 child, zombie, ``/dev/shm`` file or temp directory outlives ``close()``; descriptors of
-answers never read are released by the kernel with the socket.
+answers never read are released by the kernel with the socket. A pool still open when the
+interpreter exits is closed the same way. How a worker's end is awaited and reaped, and the
+``/dev/shm`` names it left removed: :mod:`~.ending`.
 
 Examples
 --------
@@ -57,23 +59,25 @@ Examples
 [(0, True, [30, 10])]
 >>> pool.close()
 """
+import atexit
 import collections
 import multiprocessing
 import multiprocessing.connection
-import os
 import pickle
-import signal
 import socket
 import time
 import warnings
+import weakref
 from multiprocessing.process import BaseProcess
 from typing import Any
 
 import mxnet as mx
 
 from .._core.pickling import close_fds, loads_with_fds
+from .._core.process import ProcessLocal
 from .._core.threads import before_forking_workers
 from .channel import Reader, send, socket_pair
+from .ending import describe_exit, kill, reap, wait_ended
 from .worker import SEQUENCE, Batch, Job, dataset_indices, error_payload, serve
 
 __all__ = ['CONTEXT', 'LEAVE_SECONDS', 'ABANDONED_SECONDS', 'STRIKES', 'Task', 'WorkerPool']
@@ -119,22 +123,6 @@ class _Worker:
         self.answered = time.monotonic()  # when it last answered, or was given work idle
 
 
-def describe_exit(exitcode: int | None) -> str:
-    """How a process ended, from its ``exitcode``: ``'killed by signal 9 (SIGKILL)'`` or
-    ``'exited with code 3'``.
-
-    >>> describe_exit(-9), describe_exit(3)
-    ('killed by signal 9 (SIGKILL)', 'exited with code 3')
-    """
-    if exitcode is not None and exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = 'unknown'
-        return 'killed by signal %d (%s)' % (-exitcode, name)
-    return 'exited with code %s' % exitcode
-
-
 class WorkerPool:
     """Worker processes that load tasks, replaced when they die or stall.
 
@@ -159,6 +147,7 @@ class WorkerPool:
         # tasks no live worker took: given out as workers are replaced
         self._unsent: list[Task] = []
         self._workers: list[_Worker] = []
+        _OPEN.get().add(self)
         mx.nd.waitall()  # no engine operation in flight while forking
         before_forking_workers()
         for _ in range(num_workers):
@@ -227,7 +216,7 @@ class WorkerPool:
         now = time.monotonic()
         lost: list[tuple[_Worker, str | None]] = []
         for worker in list(self._workers):
-            if worker.gone or worker.reader.closed or not worker.process.is_alive():
+            if worker.gone or worker.reader.closed or wait_ended(worker.process, 0):
                 lost.append((worker, None))
             elif worker.tasks and now - worker.answered >= self._patience(worker):
                 lost.append((worker, 'stopped answering for %g s' % self._patience(worker)))
@@ -282,11 +271,11 @@ class WorkerPool:
         self._unsent = []
         for worker, stalled in lost:
             if stalled is not None:
-                _kill(worker.process)
-            worker.process.join(LEAVE_SECONDS)
-            if worker.process.exitcode is None:  # closed its channel, yet lives on
-                _kill(worker.process)
-                worker.process.join(LEAVE_SECONDS)
+                kill(worker.process)
+            if not wait_ended(worker.process, LEAVE_SECONDS):  # no channel, yet lives on
+                kill(worker.process)
+                wait_ended(worker.process, LEAVE_SECONDS)
+            reap(worker.process)
             answers.extend(self._read(worker))  # sent before it died: the kernel kept them
             worker.reader.drop_partial()
             worker.sock.close()
@@ -337,16 +326,29 @@ class WorkerPool:
         """Stop every worker (see the module); closing again does nothing."""
         workers, self._workers = self._workers, []
         self._broken = 'the loader is closed'
+        _OPEN.get().discard(self)
         for worker in workers:
             worker.sock.close()  # idle: end of file; busy: its answer cannot be sent
         deadline = time.monotonic() + LEAVE_SECONDS
         for worker in workers:
-            worker.process.join(max(0.0, deadline - time.monotonic()))
-        for worker in workers:
-            if worker.process.exitcode is None:
-                _kill(worker.process)
-                worker.process.join(LEAVE_SECONDS)  # a process in the kernel may take longer
+            if not wait_ended(worker.process, max(0.0, deadline - time.monotonic())):
+                kill(worker.process)
+                wait_ended(worker.process, LEAVE_SECONDS)  # one in the kernel may take longer
+            reap(worker.process)
             worker.reader.drop_partial()
+
+
+#: This process's pools not closed yet, closed at the interpreter's exit.
+_OPEN: ProcessLocal = ProcessLocal(weakref.WeakSet)
+
+
+@atexit.register
+def _close_open_pools():
+    """Close the pools left open, as :meth:`WorkerPool.close` does. Registered after
+    multiprocessing's exit handler, it runs before it; that handler would terminate the
+    workers wherever they are (making a shared array, say)."""
+    for pool in list(_OPEN.get()):
+        pool.close()
 
 
 def _poison_message(task):
@@ -363,10 +365,3 @@ def _holding(tasks):
         return ' while idle'
     return ' while loading dataset samples %s' % '; '.join(str(task.indices)
                                                            for task in tasks)
-
-
-def _kill(process):
-    try:
-        os.kill(process.pid, signal.SIGKILL)
-    except ProcessLookupError:  # gone already
-        pass
