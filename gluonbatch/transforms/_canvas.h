@@ -16,11 +16,13 @@ typedef struct {
     Py_ssize_t row_step, col_step, channel_step;  /* its strides in bytes, any sign */
     Py_ssize_t x, y, width, height;
     const float *values;
-    int plain;                                  /* values[c * 256 + byte] == byte */
+    int affine;             /* values[c * 256 + byte] == (float)byte - shift[c], every byte */
+    float shift[3];
 } Canvas;
 
-/* Whether `values` holds each byte itself in every channel: nothing is subtracted. */
-int plain_values(const float *values);
+/* Sets `affine` and `shift` from `values`: whether each channel's values are the bytes
+ * minus one float32, subtracted in float32 (as the crops' own conversion does). */
+void describe_values(Canvas *canvas);
 
 /* Four floats, added and multiplied lane by lane (SSE or NEON where there are, each lane
  * IEEE float arithmetic as a scalar's): a pixel's 3 channels and one spare. */

@@ -109,8 +109,8 @@ static PyObject *resize(PyObject *self, PyObject *args)
         goto release;
     }
     Canvas canvas = {src.buf, src.shape[0], src.shape[1], src.strides[0], src.strides[1],
-                     src.strides[2], x, y, width, height, values.buf,
-                     plain_values(values.buf)};
+                     src.strides[2], x, y, width, height, values.buf, 0, {0, 0, 0}};
+    describe_values(&canvas);
     Output output = {out.buf, out.shape[1], out.shape[0],
                      out.strides[0] / (Py_ssize_t)sizeof(float)};
     int status;
@@ -143,8 +143,9 @@ static PyObject *part(PyObject *self, PyObject *args)
     if (get_canvas_buffers(src_obj, values_obj, out_obj, 0, &src, &values, &out) < 0)
         return NULL;
     Canvas canvas = {src.buf, src.shape[0], src.shape[1], src.strides[0], src.strides[1],
-                     src.strides[2], x, y, out.shape[1], out.shape[0], values.buf,
-                     plain_values(values.buf)};
+                     src.strides[2], x, y, out.shape[1], out.shape[0], values.buf, 0,
+                     {0, 0, 0}};
+    describe_values(&canvas);
     Py_BEGIN_ALLOW_THREADS
     float *row = out.buf;
     for (Py_ssize_t r = 0; r < canvas.height; r++, row += 3 * canvas.width)

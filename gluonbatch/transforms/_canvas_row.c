@@ -1,12 +1,40 @@
 /* A row of a canvas part as float values (see _canvas.h). */
 #include "_canvas.h"
 
-int plain_values(const float *values)
+void describe_values(Canvas *c)
 {
-    for (int i = 0; i < 3 * 256; i++)
-        if (values[i] != (float)(i & 255))
-            return 0;
-    return 1;
+    c->affine = 1;
+    for (int ch = 0; ch < 3; ch++) {
+        const float *v = c->values + 256 * ch;
+        c->shift[ch] = -v[0];
+        for (int byte = 0; byte < 256; byte++) {
+            float value = (float)byte - c->shift[ch];
+            if (memcmp(&value, v + byte, sizeof value) != 0)  /* bits: a -0 differs */
+                c->affine = 0;
+        }
+    }
+}
+
+/* n bytes of pixels (3 channels each) into floats, minus the channels' shifts: each
+ * converted (the compiler's vector loop), then the shifts subtracted 4 pixels at a time,
+ * in 3 vectors over which the shifts repeat. */
+static void affine_bytes(const uint8_t *q, Py_ssize_t n, const float *s, float *o)
+{
+    for (Py_ssize_t k = 0; k < n; k++)
+        o[k] = (float)q[k];
+    if (s[0] == 0 && s[1] == 0 && s[2] == 0)
+        return;
+    Floats4 s0 = {s[0], s[1], s[2], s[0]}, s1 = {s[1], s[2], s[0], s[1]},
+            s2 = {s[2], s[0], s[1], s[2]};
+    Py_ssize_t i = 0;
+    for (; i + 12 <= n; i += 12) {
+        Floats4 a = load4(o + i) - s0, b = load4(o + i + 4) - s1, d = load4(o + i + 8) - s2;
+        memcpy(o + i, &a, sizeof a);
+        memcpy(o + i + 4, &b, sizeof b);
+        memcpy(o + i + 8, &d, sizeof d);
+    }
+    for (; i < n; i++)
+        o[i] -= s[i % 3];
 }
 
 void canvas_row(const Canvas *c, Py_ssize_t row, float *out)
@@ -24,14 +52,14 @@ void canvas_row(const Canvas *c, Py_ssize_t row, float *out)
     const uint8_t *q = c->pixels + image_row * c->row_step + (start - c->x) * c->col_step;
     float *o = out + 3 * start;
     Py_ssize_t count = stop - start;
-    if (c->col_step == 3 && c->channel_step == 1 && c->plain) {
-        /* the bytes of the row in order, converted: the compiler's vector loop */
-        for (Py_ssize_t i = 0; i < 3 * count; i++)
-            o[i] = (float)q[i];
+    Py_ssize_t col_step = c->col_step, channel_step = c->channel_step;
+    if (col_step == 3 && channel_step == 1 && c->affine) {
+        affine_bytes(q, 3 * count, c->shift, o);
         return;
     }
+    /* other steps (a mirrored row's, say) from the table: converting and subtracting
+     * pixel by pixel, or in order and then mirroring, was slower */
     const float *v0 = c->values, *v1 = v0 + 256, *v2 = v0 + 512;
-    Py_ssize_t col_step = c->col_step, channel_step = c->channel_step;
     for (Py_ssize_t i = 0; i < count; i++, q += col_step, o += 3) {
         o[0] = v0[q[0]];
         o[1] = v1[q[channel_step]];
