@@ -75,6 +75,18 @@ static void area_across(const float *row, const Tap *taps, const Py_ssize_t *fir
     }
 }
 
+/* sum = beta * buf (an output row's first source row), or sum += beta * buf. */
+WIDE_LOOP static void weigh_row(const float *restrict buf, float beta, Py_ssize_t count,
+                                int starts, float *restrict sum)
+{
+    if (starts)
+        for (Py_ssize_t i = 0; i < count; i++)
+            sum[i] = beta * buf[i];
+    else
+        for (Py_ssize_t i = 0; i < count; i++)
+            sum[i] += beta * buf[i];
+}
+
 int area_resize(const Canvas *canvas, double fx, double fy, Output out)
 {
     Py_ssize_t width = canvas->width, height = canvas->height;
@@ -108,15 +120,12 @@ int area_resize(const Canvas *canvas, double fx, double fy, Output out)
             }
             buffered = row;
         }
-        if (ytaps[j].out != previous) {
+        int starts = ytaps[j].out != previous;
+        if (starts) {
             memcpy(pixels + previous * out.row_step, sum, sizeof(float) * (size_t)row_floats);
-            for (Py_ssize_t i = 0; i < row_floats; i++)
-                sum[i] = beta * buf[i];
             previous = ytaps[j].out;
-        } else {
-            for (Py_ssize_t i = 0; i < row_floats; i++)
-                sum[i] += beta * buf[i];
         }
+        weigh_row(buf, beta, row_floats, starts, sum);
     }
     if (ny)
         memcpy(pixels + previous * out.row_step, sum, sizeof(float) * (size_t)row_floats);

@@ -81,8 +81,8 @@ static void across(const float *row, Py_ssize_t width, const Py_ssize_t *pixel,
 
 /* OpenCV's VResizeLanczos4 of 8 rows of `count` values: right to left in the vector loop
  * (the first count - count % lanes values), left to right in the scalar tail. */
-static void down(const float *const *r, const float *w, Py_ssize_t count, Py_ssize_t lanes,
-                 float *restrict out)
+WIDE_LOOP static void down(const float *const *r, const float *w, Py_ssize_t count,
+                           Py_ssize_t lanes, float *restrict out)
 {
     Py_ssize_t body = count - count % lanes, i;
     for (i = 0; i < body; i++)
