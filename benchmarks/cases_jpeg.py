@@ -19,15 +19,14 @@ against presets that have changed since.
 After the contenders, in the same rounds, every kind measures the CPU time per image of a
 1-worker :class:`gluonbatch.DataLoader` running the same pipeline, and of one decoding
 alone (the floor's pipeline, 1 worker too): every process and thread counted (the worker
-does all of a sample's work; this process only receives the batches). For SSD300 also the
-same work in this process, seeded alike every round, OpenCV and BLAS on one thread, split
-into the preset's public steps: ``decode`` (the dataset's item), ``draws``
-(``preset.draw``), ``geometry`` (``preset.apply``: crop and resize, the image deferred) and
-``batch`` (the batchify call: targets, colour map and CHW writes into fresh shared memory,
-on this thread as in a worker, MXNet's engine threads counted). ``plumbing`` is the
-1-worker loader's CPU per image minus that total: what running the work in a worker adds,
-negative where the worker's recycled batch memory saves more than sending the batches
-costs.
+does all of a sample's work; this process only receives the batches). For SSD300 a third
+1-worker loader does the same work split into public steps and times each in its worker
+(the thread's CPU time): ``decode`` (the dataset's item), ``draws`` (``preset.draw``),
+``geometry`` (``preset.apply``: crop and resize, the image deferred), ``targets``
+(``SSDTrainBatchify.targets``) and ``colour and batch write`` (the rest of the batchify
+call: the deferred colour map and CHW split written into the batch's shared memory, one
+pass). ``plumbing`` is the rest of that loader's CPU, every process counted: keys and
+batches sent and received, the main process, MXNet's engine threads.
 
 Goals: SSD300 at least 900 images/s with 2 workers and at most 2.0 ms of CPU per image in
 the 1-worker loader. YOLOv3 and CenterNet report their numbers without a goal (theirs is
@@ -36,29 +35,28 @@ relative to an earlier revision of gluonbatch, measured outside the bench).
 The case functions take ``(rng, rounds, quick)`` and return the case's row with its checks.
 This module imports gluoncv: the runner imports it only to run a case.
 """
-import contextlib
 import functools
+import multiprocessing
 import os
-import random
 import shutil
 import tempfile
 import time
 
 import mxnet as mx
 import numpy as np
-import threadpoolctl
 
+import gluonbatch.batchify as gb
 from gluonbatch import DataLoader
-from gluonbatch._core.write import write_on_calling_thread
 from gluonbatch.detection import make_voc_example
 from gluonbatch.detection.gluoncv_datasets import VOCDetection as FastVOCDetection
 from gluonbatch.transforms.presets import global_generators
 
 from .cases_loader import WORKERS
-from .cases_seeded import epoch_costs, process_tree_cpu_seconds
-from .cases_transforms import (BATCH_SIZE, QUICK_LOADER, preset_pair, script_batchify,
-                               seed_all, target_batchify, untargeted_preset)
-from .harness import interleave, time_epoch, wait_all
+from .cases_seeded import epoch_costs
+from .cases_transforms import (BATCH_SIZE, QUICK_LOADER, network_size, preset_pair,
+                               script_batchify, seed_all, ssd_anchors, target_batchify,
+                               untargeted_preset)
+from .harness import interleave, time_epoch
 from .rows import check_same, ms_fields, ratio_check, value_check
 
 __all__ = ['case_jpeg_loader_ssd', 'case_jpeg_loader_yolo', 'case_jpeg_loader_center_net',
@@ -70,47 +68,78 @@ SSD_IMAGES_PER_S, SSD_ONE_WORKER_MS = 900.0, 2.0
 BATCHES = 4
 #: The seed of the gluonbatch loaders.
 SEED = 0
-#: The stages of SSD's in-process split, in pipeline order.
-STAGES = ('decode', 'draws', 'geometry', 'batch')
+#: The stages of SSD's split, timed in a 1-worker loader's worker, in pipeline order.
+STAGES = ('decode', 'draws', 'geometry', 'targets', 'colour and batch write')
 #: The names of the measurements that follow the contenders in each round.
-ONE_WORKER, DECODE_ONE_WORKER, IN_PROCESS = 'one worker', 'decode, one worker', 'in process'
+ONE_WORKER, DECODE_ONE_WORKER, SPLIT = 'one worker', 'decode, one worker', 'stages timed'
 
 
-@contextlib.contextmanager
-def _one_thread():
-    """OpenCV, the BLAS libraries and gluonbatch's batch writes on one thread in this
-    process, as in a loader's worker; the settings before are restored.
+class _StageClock:
+    """CPU seconds per stage of :data:`STAGES`, added in a loader's worker and read here:
+    a shared array that the worker inherits as it forks."""
 
-    >>> import cv2
-    >>> with _one_thread():
-    ...     cv2.getNumThreads()
-    1
-    """
-    import cv2
+    def __init__(self):
+        self._seconds = multiprocessing.RawArray('d', len(STAGES))
 
-    before = cv2.getNumThreads()
-    cv2.setNumThreads(1)
-    writes_before = write_on_calling_thread()
-    try:
-        with threadpoolctl.threadpool_limits(1):
-            yield
-    finally:
-        cv2.setNumThreads(before)
-        write_on_calling_thread(writes_before)
+    def add(self, stage, seconds):
+        self._seconds[STAGES.index(stage)] += seconds
+
+    def read(self):
+        return dict(zip(STAGES, self._seconds))
 
 
 def _split_sample(preset, item, generators, clock=None):
-    """``preset(*item)`` as its two public steps on ``generators``; with ``clock`` (a dict),
-    each step's thread CPU seconds added to ``clock['draws']`` and ``clock['geometry']``."""
+    """``preset(*item)`` as its two public steps on ``generators``; with ``clock`` (a
+    :class:`_StageClock`), each step's thread CPU seconds added to its stage."""
     image, label = item
     start = time.thread_time()
     drawn = preset.draw(image.shape, label, generators)
     middle = time.thread_time()
     sample = preset.apply(item, drawn, generators)
     if clock is not None:
-        clock['draws'] += middle - start
-        clock['geometry'] += time.thread_time() - middle
+        clock.add('draws', middle - start)
+        clock.add('geometry', time.thread_time() - middle)
     return sample
+
+
+class _TimedSamples(mx.gluon.data.Dataset):
+    """``dataset``'s items through ``preset`` as :func:`_split_sample` splits it, the
+    decode's thread CPU seconds added to ``clock`` too."""
+
+    def __init__(self, dataset, preset, clock):
+        self._dataset, self._preset, self._clock = dataset, preset, clock
+
+    def __len__(self):
+        return len(self._dataset)
+
+    def __getitem__(self, index):
+        start = time.thread_time()
+        item = self._dataset[index]
+        self._clock.add('decode', time.thread_time() - start)
+        return _split_sample(self._preset, item, global_generators(), self._clock)
+
+
+class _TimedSSDBatchify(gb.SSDTrainBatchify):
+    """SSD's batchify function, its targets' thread CPU seconds and the rest's (the images'
+    colour map and CHW writes) added to ``clock``."""
+
+    def __init__(self, anchors, clock):
+        super().__init__(anchors)
+        self._clock, self._targets_seconds = clock, 0.0
+
+    def targets(self, labels):
+        start = time.thread_time()
+        out = super().targets(labels)
+        self._targets_seconds += time.thread_time() - start
+        return out
+
+    def __call__(self, data):
+        start, self._targets_seconds = time.thread_time(), 0.0
+        out = super().__call__(data)
+        self._clock.add('targets', self._targets_seconds)
+        self._clock.add('colour and batch write',
+                        time.thread_time() - start - self._targets_seconds)
+        return out
 
 
 def _check_split(dataset, preset, batchify, batch_size):
@@ -124,33 +153,18 @@ def _check_split(dataset, preset, batchify, batch_size):
     check_same('ssd preset, draw then apply', split, plain)
 
 
-def _in_process_ms(dataset, preset, batchify, batch_size, stages):
-    """CPU ms per image of decode, the preset's two steps and the batch in this process
-    (every thread counted), one thread as in a worker; each stage's share appended to
-    ``stages`` (name -> list): decode, draws and geometry in this thread's CPU time, the
-    batch (targets and writes, MXNet's engine threads counted) the rest."""
-    generators = global_generators()
-    clock = dict.fromkeys(STAGES[:-1], 0.0)
-    random.seed(0)  # every round draws the same augmentations
-    np.random.seed(0)
-    with _one_thread():
-        before = process_tree_cpu_seconds()
-        for first in range(0, len(dataset) - batch_size + 1, batch_size):
-            samples = []
-            for index in range(first, first + batch_size):
-                start = time.thread_time()
-                item = dataset[index]
-                clock['decode'] += time.thread_time() - start
-                samples.append(_split_sample(preset, item, generators, clock))
-            wait_all(batchify(samples))
-            del samples
-        mx.nd.waitall()
-        spent = process_tree_cpu_seconds() - before
-    images = len(dataset) // batch_size * batch_size
-    clock['batch'] = spent - sum(clock.values())
+def _split_ms(loader, clock, batches, batch_size, stages, plumbing):
+    """CPU ms per image of an epoch of ``loader`` (every process), whose worker adds its
+    stages' seconds to ``clock``: each stage's ms per image appended to ``stages`` (name ->
+    list), the rest to ``plumbing``."""
+    before = clock.read()
+    total = _cpu_ms_per_image(loader, batches, batch_size)
+    spent = {name: (seconds - before[name]) / (batches * batch_size) * 1e3
+             for name, seconds in clock.read().items()}
     for name in STAGES:
-        stages.setdefault(name, []).append(clock[name] / images * 1e3)
-    return spent / images * 1e3
+        stages.setdefault(name, []).append(spent[name])
+    plumbing.append(total - sum(spent.values()))
+    return total
 
 
 def _height(image, label):
@@ -200,10 +214,13 @@ def _jpeg_case(kind, rng, rounds, quick):
                   DECODE_ONE_WORKER: functools.partial(
                       _cpu_ms_per_image, loader(fast.transform(_height), list, 1),
                       batches, batch_size)}
-        stages = {}
+        stages, plumbing = {}, []
         if kind == 'ssd':
-            follow[IN_PROCESS] = functools.partial(_in_process_ms, fast, preset, batchify,
-                                                   batch_size, stages)
+            clock = _StageClock()
+            timed = loader(_TimedSamples(fast, preset, clock),
+                           _TimedSSDBatchify(ssd_anchors(*network_size(kind, quick)), clock), 1)
+            follow[SPLIT] = functools.partial(_split_ms, timed, clock, batches, batch_size,
+                                              stages, plumbing)
         medians, times = interleave({name: functools.partial(time_epoch, ld)
                                      for name, ld in loaders.items()}, rounds, follow)
         del loaders
@@ -229,10 +246,10 @@ def _jpeg_case(kind, rng, rounds, quick):
     row['checks'] = [ratio_check('%s from JPEG images/s vs gluoncv' % kind,
                                  row['ratios']['gluoncv/gluonbatch'])]
     if kind == 'ssd':
-        row['in_process_ms'] = extra[IN_PROCESS]
+        row['split_cpu_ms'] = extra[SPLIT]
         # the first of each stage's values is the warm-up's
         row['stages_ms'] = {name: float(np.median(stages[name][1:])) for name in STAGES}
-        row['plumbing_ms'] = one_worker - extra[IN_PROCESS]
+        row['plumbing_ms'] = float(np.median(plumbing[1:]))
         row['checks'] += [
             value_check('ssd from JPEG, 2 workers', images_per_s['gluonbatch'], 'rec/s',
                         ('>=', SSD_IMAGES_PER_S)),

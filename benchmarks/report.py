@@ -127,10 +127,11 @@ def _preamble(facts, rows, quick):
         if row['case'].startswith('jpeg_loader'):
             stages = ''
             if 'stages_ms' in row:
-                stages = '; in this process %.2f ms: %s; plumbing %.2f ms' % (
-                    row['in_process_ms'],
-                    ', '.join('%s %.2f' % item for item in row['stages_ms'].items()),
-                    row['plumbing_ms'])
+                stages = ('; in a 1-worker loader timing its stages, %.2f ms: %s in its '
+                          'worker, plumbing %.2f ms' % (
+                              row['split_cpu_ms'],
+                              ', '.join('%s %.2f' % item for item in row['stages_ms'].items()),
+                              row['plumbing_ms']))
             lines.append('%s: images/s %s; CPU per image, 1 worker %.2f ms, decode alone %.2f '
                          'ms (%.2fx the decode)%s'
                          % (row['case'], ', '.join('%s %.1f' % item

@@ -73,7 +73,7 @@ SHARDS_GOALS = [('x', {'op': '>=', 'bound': 1.0}), ('x', None),
 JPEG_GOALS = {'ssd': [{'op': '>=', 'bound': 900.0}, {'op': '<=', 'bound': 2.0}],
               'yolo': [], 'center_net': []}
 #: The stages of SSD300's in-process split, in pipeline order.
-JPEG_STAGES = ['decode', 'draws', 'geometry', 'batch']
+JPEG_STAGES = ['decode', 'draws', 'geometry', 'targets', 'colour and batch write']
 #: The goals of the recycling cases.
 RECYCLING_GOALS = {'loader_recycled': [{'op': '>=', 'bound': 4}, {'op': '>=', 'bound': 3}],
                    'worker_batchify': [{'op': '<=', 'bound': 1.5}],
@@ -203,12 +203,12 @@ def check_case(case):
             case['one_worker_cpu_ms'] / case['decode_cpu_ms'])
         goals = [check['goal'] for check in case['checks'] if check['goal'] is not None]
         assert goals == JPEG_GOALS[kind]
-        if kind == 'ssd':  # the in-process split, and what the worker adds (any sign)
+        if kind == 'ssd':  # the split timed in a worker, and the rest of that loader's CPU
             assert list(case['stages_ms']) == JPEG_STAGES
             assert all(ms > 0 for ms in case['stages_ms'].values())
-            assert case['in_process_ms'] > 0
-            assert case['plumbing_ms'] == pytest.approx(case['one_worker_cpu_ms']
-                                                        - case['in_process_ms'])
+            # the stages are part of what the loader's processes spent: plumbing is the rest
+            assert 0 < case['plumbing_ms'] < case['split_cpu_ms']
+            assert sum(case['stages_ms'].values()) < case['split_cpu_ms']
         else:
             assert 'stages_ms' not in case
     if case['case'] == 'webdataset':  # per record; one goal: random vs sequential reads
