@@ -164,8 +164,9 @@ def _preamble(facts, rows, quick):
         lines.append("jpeg_loader: gluonbatch and floor (decode alone) = gluonbatch.DataLoader, "
                      "seeded; gluoncv = its dataset, preset and script batchify on MXNet's "
                      'DataLoader; CPU per image = a 1-worker gluonbatch.DataLoader, every '
-                     'process and thread counted; plumbing = that minus the same work in '
-                     'this process')
+                     'process and thread counted; stages = thread CPU of each step in the '
+                     "worker of a third 1-worker loader, plumbing = the rest of that "
+                     "loader's CPU")
     if any(row['case'].startswith('batch_targets') for row in rows):
         lines.append("batch_targets: ms for one batch's training targets of the boxes the "
                      'presets give: gluonbatch = the batchify\'s targets() into fresh shared '
