@@ -131,20 +131,24 @@ def test_the_byte_values_are_what_the_crop_stores():
                                                           st.integers(1, 90)),
        place=st.tuples(st.floats(-1.2, 1.2), st.floats(-1.2, 1.2)),
        reverse=st.tuples(st.booleans(), st.booleans()),
-       shift=st.sampled_from(['none', 'zeros', 'uniform', 'table', 'signed zero']))
+       shift=st.sampled_from(['none', 'zeros', 'uniform', 'table', 'signed zero', 'nan']))
 def test_a_part_holds_the_float32_crops_values_to_the_bit(seed, size, place, reverse, shift):
     """``part`` (the crop the resizes left to OpenCV read, and ``canvas_crop``'s of a uint8
     image) for every placement, reversed views, and values with and without a shift (the
     bytes minus a shift take a vector loop of their own), and values that are no bytes
-    minus a shift, looked up in their table: any floats, or the bytes with byte 0 as -0."""
+    minus a shift, looked up in their table: any floats, the bytes with byte 0 as -0, or a
+    channel of NaN."""
     rng = np.random.default_rng(seed)
     src = image(rng, *reverse)
     offset = (int(place[0] * size[0]), int(place[1] * size[1]))
-    if shift in ('table', 'signed zero'):
+    if shift in ('table', 'signed zero', 'nan'):
         values = canvas_resize.byte_values(None)
         if shift == 'table':
             values = rng.uniform(-300, 300, values.shape).astype(np.float32)
-        values[:, 0] = -0.0
+        if shift == 'nan':
+            values[1] = np.nan
+        else:
+            values[:, 0] = -0.0
         shown = float_crop(np.ones_like(src), offset, size, None) == 1
         looked_up = values[np.arange(3), float_crop(src, offset, size, None).astype(int)]
         want = np.where(shown, looked_up, np.float32(0))

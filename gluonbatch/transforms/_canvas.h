@@ -24,11 +24,12 @@ typedef struct {
  * minus one float32, subtracted in float32 (as the crops' own conversion does). */
 void describe_values(Canvas *canvas);
 
-/* A loop over a row of values, element by element, compiled twice on x86-64 with GCC: for
- * AVX2, chosen when the processor has it, and for the baseline. Each element's arithmetic
+/* A loop over a row of values, element by element, compiled twice on x86-64 with GCC and
+ * glibc (whose loader picks one): for AVX2, chosen when the processor has it, and for the
+ * baseline. Each element's arithmetic
  * is the same in both (no fused multiply-add: the build forbids contraction); only how
  * many elements one instruction holds differs. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
 #define WIDE_LOOP __attribute__((target_clones("avx2", "default")))
 #else
 #define WIDE_LOOP

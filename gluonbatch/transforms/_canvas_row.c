@@ -1,12 +1,16 @@
 /* A row of a canvas part as float values (see _canvas.h). */
 #include "_canvas.h"
 
+#include <math.h>
+
 void describe_values(Canvas *c)
 {
     c->affine = 1;
     for (int ch = 0; ch < 3; ch++) {
         const float *v = c->values + 256 * ch;
         c->shift[ch] = -v[0];
+        if (!isfinite(v[0]))  /* a NaN's sign: the compiler may add -shift for the check */
+            c->affine = 0;
         for (int byte = 0; byte < 256; byte++) {
             float value = (float)byte - c->shift[ch];
             if (memcmp(&value, v + byte, sizeof value) != 0)  /* bits: a -0 differs */
