@@ -262,6 +262,58 @@ def test_nothing_is_left_in_the_temp_directory_or_dev_shm(tmp_path):
     assert mxnet_blocks([report['pid']] + report['workers']) == []
 
 
+_KEPT = []  # what a child keeps alive until it exits
+
+
+def _leave_a_loader_open(which, report):
+    """In a multiprocessing child: a loader left open (and alive) as the child exits, one
+    of its workers as if killed while making a shared array (see test_worker_deaths)."""
+    loader, workers = with_workers(which, Samples(), num_workers=2)
+    _KEPT.append(loader)
+    next(iter(loader))
+    pids = [worker.pid for worker in workers]
+    open('/dev/shm/mx_%x_%x' % (pids[0], 2 ** 40 + 1), 'wb').close()
+    report.send(pids)
+
+
+@pytest.mark.parametrize('which', LOADERS)
+def test_a_loader_left_open_in_a_multiprocessing_child_is_closed_as_the_child_exits(which):
+    # a child leaves through os._exit, not the interpreter's exit: multiprocessing's exit
+    # handler runs the pool's finalizer before it would terminate the workers
+    context = multiprocessing.get_context('fork')
+    receive, report = context.Pipe(duplex=False)
+    child = context.Process(target=_leave_a_loader_open, args=(which, report))
+    child.start()
+    report.close()
+    pids = receive.recv()
+    child.join()
+    assert child.exitcode == 0
+    assert all(gone(pid) for pid in pids)
+    assert mxnet_blocks(pids) == []
+
+
+def _close_a_copy(loader):
+    loader.close()  # the copy a fork inherited
+
+
+@pytest.mark.parametrize('num_workers', [1, 2])
+def test_a_fork_closing_its_copy_of_a_loader_leaves_the_workers_to_their_process(
+        num_workers):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        with make('random', Samples(), num_workers=num_workers) as loader:
+            assert firsts(loader) == EVERY_BATCH
+            pids = loader.worker_pids
+            child = multiprocessing.get_context('fork').Process(target=_close_a_copy,
+                                                                args=(loader,))
+            child.start()
+            child.join()
+            assert child.exitcode == 0
+            assert loader.worker_pids == pids and not any(gone(pid) for pid in pids)
+            assert firsts(loader) == EVERY_BATCH
+    assert replacement_warnings(caught) == []
+
+
 # --------------------------------------------------------------------------- stuck batches
 
 class BlocksOnce(Samples):

@@ -9,7 +9,9 @@ fresh shared allocation is therefore checked against the free space and its page
 MXNet names the file ``mx_<pid>_<id>`` (both in hex) and removes the name as soon as the
 file is made; from then on only descriptors and mappings hold it. A process killed between
 the two leaves the name, and the file's memory, for good: :func:`remove_names_left_by`
-removes them once the process is dead.
+removes them once the process is dead. (A ``/dev/shm`` shared with another pid namespace, a
+container's started with ``--ipc=host``, may hold names of a process there with the same
+pid, which MXNet's naming cannot tell apart; only this user's files are removed.)
 
 Examples
 --------
@@ -90,19 +92,28 @@ def fresh_shared(shape, dtype):
 
 
 def remove_names_left_by(pid: int) -> list[str]:
-    """Remove the ``/dev/shm`` names MXNet's process ``pid`` left half-made; the names removed.
+    """Remove the ``/dev/shm`` names of this user's files that MXNet's process ``pid`` left
+    half-made; the names removed.
 
     Call it only once ``pid`` is dead and not yet reaped: a live process may be between
     making a name and removing it, and a reaped one's pid may be another process's already.
+    A name that cannot be removed is left.
+
+    >>> remove_names_left_by(2 ** 40)  # no process has that id
+    []
     """
     prefix = 'mx_%x_' % pid
     try:
         names = [name for name in os.listdir(SHM_MOUNT) if name.startswith(prefix)]
     except OSError:  # no such mount here
         return []
+    removed = []
     for name in names:
+        path = os.path.join(SHM_MOUNT, name)
         try:
-            os.unlink(os.path.join(SHM_MOUNT, name))
-        except FileNotFoundError:
+            if os.lstat(path).st_uid == os.getuid():
+                os.unlink(path)
+                removed.append(name)
+        except OSError:  # gone meanwhile, or not ours to remove
             pass
-    return names
+    return removed

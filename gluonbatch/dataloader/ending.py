@@ -2,9 +2,11 @@
 without reaping it, killing it, reaping it, and saying how it ended.
 
 A worker that ended stays a zombie until it is reaped, and while it is one its pid is no
-other process's. That is when the ``/dev/shm`` names it left are removed
-(``gluonbatch._core.shm.remove_names_left_by``): one killed while MXNet made a shared
-array would otherwise keep that memory taken until the machine restarts.
+other process's in this pid namespace. That is when the ``/dev/shm`` names it left are
+removed (``gluonbatch._core.shm.remove_names_left_by``): one killed while MXNet made a
+shared array would otherwise keep that memory taken until the machine restarts. A worker
+that multiprocessing reaped first (``Process.start`` and ``active_children`` reap every
+ended child of the process) keeps what it left: its pid may be another process's by then.
 
 Examples
 --------
@@ -15,13 +17,13 @@ Examples
 True
 >>> open('/proc/%d/stat' % process.pid).read().rpartition(')')[2].split()[0]  # a zombie
 'Z'
->>> reap(process)
->>> describe_exit(process.exitcode)
+>>> describe_exit(reap(process))
 'exited with code 3'
 """
 import multiprocessing.connection
 import os
 import signal
+import time
 from multiprocessing.process import BaseProcess
 from typing import cast
 
@@ -29,33 +31,63 @@ from .._core.shm import remove_names_left_by
 
 __all__ = ['wait_ended', 'kill', 'reap', 'describe_exit']
 
+_RUNNING, _ZOMBIE, _REAPED = 'running', 'zombie', 'reaped'
+
 
 def wait_ended(process: BaseProcess, timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for ``process`` to end; whether it has. It is left
-    a zombie, not reaped."""
-    if not multiprocessing.connection.wait([process.sentinel], timeout):
-        return False
-    try:  # its descriptors, the sentinel's among them, close just before it becomes a zombie
-        os.waitid(os.P_PID, _pid(process), os.WEXITED | os.WNOWAIT)
-    except ChildProcessError:  # reaped already: multiprocessing reaps ended children too
-        pass
+    """Wait up to ``timeout`` seconds for the started ``process`` to end, leaving it
+    unreaped.
+
+    Parameters
+    ----------
+    process : multiprocessing.process.BaseProcess
+        A child process of this one.
+    timeout : float
+        Seconds at most; 0 looks once.
+
+    Returns
+    -------
+    bool
+        Whether it has ended.
+    """
+    deadline = time.monotonic() + timeout
+    if _state(process) != _RUNNING:
+        return True
+    multiprocessing.connection.wait([process.sentinel], timeout)
+    while _state(process) == _RUNNING:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        # its descriptors, the sentinel's among them, close just before it becomes a
+        # zombie; a descriptor closed early or kept by a child of its own ends no wait
+        time.sleep(min(left, 0.001))
     return True
 
 
 def kill(process: BaseProcess) -> None:
-    """Send ``process`` SIGKILL, which a stopped process obeys too."""
+    """Send the started ``process`` SIGKILL, which a stopped process obeys too."""
     try:
         os.kill(_pid(process), signal.SIGKILL)
     except ProcessLookupError:  # gone already
         pass
 
 
-def reap(process: BaseProcess) -> None:
-    """Reap ``process`` if it has ended, first removing the ``/dev/shm`` names it left.
-    (A pid multiprocessing reaped first was freed moments ago; Linux reuses pids last.)"""
-    if wait_ended(process, 0):
+def reap(process: BaseProcess) -> int | None:
+    """Reap the started ``process`` if it has ended, first removing the ``/dev/shm`` names
+    it left while it is a zombie (not once multiprocessing reaped it: see the module).
+
+    Returns
+    -------
+    int or None
+        Its exit code (minus the signal that ended it), None while it runs.
+    """
+    state = _state(process)
+    if state == _RUNNING:
+        return None
+    if state == _ZOMBIE:
         remove_names_left_by(_pid(process))
-        process.join()
+    process.join()
+    return process.exitcode
 
 
 def describe_exit(exitcode: int | None) -> str:
@@ -72,6 +104,15 @@ def describe_exit(exitcode: int | None) -> str:
             name = 'unknown'
         return 'killed by signal %d (%s)' % (-exitcode, name)
     return 'exited with code %s' % exitcode
+
+
+def _state(process):
+    """Whether ``process`` runs, is a zombie, or was reaped, without reaping it."""
+    try:
+        ended = os.waitid(os.P_PID, _pid(process), os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return _REAPED
+    return _RUNNING if ended is None else _ZOMBIE
 
 
 def _pid(process):

@@ -123,8 +123,8 @@ class DataLoader(Resumable, mx.gluon.data.DataLoader):
     error), at the batch after the last one delivered, in the same epoch; after a finished
     pass, at the next epoch's first batch (seeded loaders; :meth:`set_epoch` starts another).
     An unseeded loader's every pass is a new epoch, as MXNet's. :meth:`close`, the end of a
-    ``with`` block or garbage collection stops the workers; iterating afterwards raises
-    ``ValueError``.
+    ``with`` block, garbage collection or the exit of the process that made the loader
+    stops the workers; iterating afterwards raises ``ValueError``.
 
     Examples
     --------

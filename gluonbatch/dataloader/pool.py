@@ -42,10 +42,13 @@ training process handles it) and close the channels of other workers they inheri
 **Stop.** :meth:`WorkerPool.close` closes the main process's end of every channel: an idle
 worker reads the end of its channel and exits, a busy one exits when it cannot send its
 batch. Those not gone within :data:`LEAVE_SECONDS` are killed. All are reaped, so no
-child, zombie, ``/dev/shm`` file or temp directory outlives ``close()``; descriptors of
-answers never read are released by the kernel with the socket. A pool still open when the
-interpreter exits is closed the same way. How a worker's end is awaited and reaped, and the
-``/dev/shm`` names it left removed: :mod:`~.ending`.
+child, zombie, ``/dev/shm`` file or temp directory outlives ``close()`` (but a process the
+kernel holds for :data:`LEAVE_SECONDS` after its SIGKILL, which multiprocessing reaps
+later); descriptors of answers never read are released by the kernel with the socket. A
+pool still open when the process that made it exits (the interpreter, or a multiprocessing
+child) is closed the same way; a fork's copy of a pool closes only its own ends of the
+channels. How a worker's end is awaited and reaped, and the ``/dev/shm`` names it left
+removed: :mod:`~.ending`.
 
 Examples
 --------
@@ -59,10 +62,11 @@ Examples
 [(0, True, [30, 10])]
 >>> pool.close()
 """
-import atexit
 import collections
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.util
+import os
 import pickle
 import socket
 import time
@@ -147,6 +151,7 @@ class WorkerPool:
         # tasks no live worker took: given out as workers are replaced
         self._unsent: list[Task] = []
         self._workers: list[_Worker] = []
+        self._owner = os.getpid()  # a fork that inherits the pool does not own its workers
         _OPEN.get().add(self)
         mx.nd.waitall()  # no engine operation in flight while forking
         before_forking_workers()
@@ -275,12 +280,13 @@ class WorkerPool:
             if not wait_ended(worker.process, LEAVE_SECONDS):  # no channel, yet lives on
                 kill(worker.process)
                 wait_ended(worker.process, LEAVE_SECONDS)
-            reap(worker.process)
+            exitcode = reap(worker.process)
             answers.extend(self._read(worker))  # sent before it died: the kernel kept them
             worker.reader.drop_partial()
             worker.sock.close()
             self._workers.remove(worker)
-            cause = stalled or describe_exit(worker.process.exitcode)
+            cause = stalled or (describe_exit(exitcode) if exitcode is not None else
+                                'did not end %g s after SIGKILL' % LEAVE_SECONDS)
             held = [task for task in worker.tasks if not task.abandoned]
             if held and held[0] is worker.tasks[0]:  # what it was loading
                 held[0].strikes.append((worker.process.pid, cause))
@@ -329,6 +335,8 @@ class WorkerPool:
         _OPEN.get().discard(self)
         for worker in workers:
             worker.sock.close()  # idle: end of file; busy: its answer cannot be sent
+        if os.getpid() != self._owner:  # a copy in a fork: the workers are not its children
+            return
         deadline = time.monotonic() + LEAVE_SECONDS
         for worker in workers:
             if not wait_ended(worker.process, max(0.0, deadline - time.monotonic())):
@@ -338,17 +346,26 @@ class WorkerPool:
             worker.reader.drop_partial()
 
 
-#: This process's pools not closed yet, closed at the interpreter's exit.
-_OPEN: ProcessLocal = ProcessLocal(weakref.WeakSet)
+def _open_pools():
+    """A process's set of pools not closed yet, closed as the process exits: by
+    multiprocessing's exit handler (the interpreter's, or a multiprocessing child's), among
+    the finalizers it runs before it terminates the children it still has, which would end
+    the workers wherever they are (making a shared array, say)."""
+    pools: 'weakref.WeakSet[WorkerPool]' = weakref.WeakSet()
+    multiprocessing.util.Finalize(None, _close_all, args=(pools,), exitpriority=10)
+    return pools
 
 
-@atexit.register
-def _close_open_pools():
-    """Close the pools left open, as :meth:`WorkerPool.close` does. Registered after
-    multiprocessing's exit handler, it runs before it; that handler would terminate the
-    workers wherever they are (making a shared array, say)."""
-    for pool in list(_OPEN.get()):
-        pool.close()
+def _close_all(pools):
+    for pool in list(pools):
+        try:
+            pool.close()
+        except Exception:  # the others are closed all the same
+            pass
+
+
+#: This process's pools not closed yet (each process has its own).
+_OPEN: ProcessLocal = ProcessLocal(_open_pools)
 
 
 def _poison_message(task):
