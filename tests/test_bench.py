@@ -72,7 +72,7 @@ SHARDS_GOALS = [('x', {'op': '>=', 'bound': 1.0}), ('x', None),
 #: (the other kinds report theirs without a goal).
 JPEG_GOALS = {'ssd': [{'op': '>=', 'bound': 900.0}, {'op': '<=', 'bound': 2.0}],
               'yolo': [], 'center_net': []}
-#: The stages of SSD300's in-process split, in pipeline order.
+#: The stages SSD300's split times in a worker, in pipeline order.
 JPEG_STAGES = ['decode', 'draws', 'geometry', 'targets', 'colour and batch write']
 #: The goals of the recycling cases.
 RECYCLING_GOALS = {'loader_recycled': [{'op': '>=', 'bound': 4}, {'op': '>=', 'bound': 3}],
