@@ -41,13 +41,14 @@ EXTENSIONS = [
     Extension('gluonbatch.transforms._canvas_resize',
               ['gluonbatch/transforms/_canvas_%s.c' % part
                for part in ('resize', 'row', 'nearest', 'area', 'lanczos')],
-              depends=['gluonbatch/transforms/_canvas.h'], extra_compile_args=EXACT),
+              depends=['gluonbatch/transforms/_canvas.h', 'gluonbatch/_core/_wide_loop.h'],
+              extra_compile_args=EXACT),
     Extension('gluonbatch.transforms._colour', ['gluonbatch/transforms/_colour.c'],
               extra_compile_args=EXACT),
     Extension('gluonbatch.transforms._warp', ['gluonbatch/transforms/_warp.c'],
               extra_compile_args=EXACT),
     Extension('gluonbatch.targets._ssd_match', ['gluonbatch/targets/_ssd_match.c'],
-              extra_compile_args=EXACT),
+              depends=['gluonbatch/_core/_wide_loop.h'], extra_compile_args=EXACT),
 ]
 
 setup(

@@ -14,14 +14,17 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../_core/_wide_loop.h"
+
 /* One box against every anchor, in one loop that vectorizes: its IoUs into iou[0..n)
  * (MXNet's box_iou arithmetic), each anchor's best IoU and first best box so far updated
  * (box `b` takes an anchor only with a strictly greater IoU: the first box wins ties), and
  * the box's best IoU returned. The IoUs are finite and not negative (+0 at least), so
- * their bits order as they do. */
-static float box_pass(const float *restrict rows, const float *restrict areas, Py_ssize_t n,
-                      const float *box, int32_t b, float *restrict iou,
-                      float *restrict anchor_best, int32_t *restrict anchor_box)
+ * their bits order as they do. Compiled for AVX2 too (_wide_loop.h). */
+WIDE_LOOP static float box_pass(const float *restrict rows, const float *restrict areas,
+                                Py_ssize_t n, const float *box, int32_t b,
+                                float *restrict iou, float *restrict anchor_best,
+                                int32_t *restrict anchor_box)
 {
     const float *x1 = rows, *y1 = rows + n, *x2 = rows + 2 * n, *y2 = rows + 3 * n;
     float bx1 = box[0], by1 = box[1], bx2 = box[2], by2 = box[3];

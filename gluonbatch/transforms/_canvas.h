@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../_core/_wide_loop.h"
+
 /* A part of `width` x `height` pixels holding the image at (x, y): values[c * 256 + byte]
  * where the image shows, 0 elsewhere. */
 typedef struct {
@@ -23,17 +25,6 @@ typedef struct {
 /* Sets `affine` and `shift` from `values`: whether each channel's values are the bytes
  * minus one float32, subtracted in float32 (as the crops' own conversion does). */
 void describe_values(Canvas *canvas);
-
-/* A loop over a row of values, element by element, compiled twice on x86-64 with GCC and
- * glibc (whose loader picks one): for AVX2, chosen when the processor has it, and for the
- * baseline. Each element's arithmetic
- * is the same in both (no fused multiply-add: the build forbids contraction); only how
- * many elements one instruction holds differs. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-#define WIDE_LOOP __attribute__((target_clones("avx2", "default")))
-#else
-#define WIDE_LOOP
-#endif
 
 /* Four floats, added and multiplied lane by lane (SSE or NEON where there are, each lane
  * IEEE float arithmetic as a scalar's): a pixel's 3 channels and one spare. */
