@@ -43,7 +43,7 @@ def wait_ended(process: BaseProcess, timeout: float) -> bool:
     process : multiprocessing.process.BaseProcess
         A child process of this one.
     timeout : float
-        Seconds at most; 0 looks once.
+        Seconds at most (finite); 0 looks once.
 
     Returns
     -------
@@ -51,16 +51,15 @@ def wait_ended(process: BaseProcess, timeout: float) -> bool:
         Whether it has ended.
     """
     deadline = time.monotonic() + timeout
-    if _state(process) != _RUNNING:
-        return True
-    multiprocessing.connection.wait([process.sentinel], timeout)
     while _state(process) == _RUNNING:
         left = deadline - time.monotonic()
         if left <= 0:
             return False
-        # its descriptors, the sentinel's among them, close just before it becomes a
-        # zombie; a descriptor closed early or kept by a child of its own ends no wait
-        time.sleep(min(left, 0.001))
+        # The sentinel's descriptor closes as it exits, just before it becomes a zombie;
+        # a child of its own may keep that descriptor, or it may close it early: so the
+        # wait is in slices, the process's state looked at between them.
+        if multiprocessing.connection.wait([process.sentinel], min(left, 0.05)):
+            time.sleep(min(left, 0.001))
     return True
 
 
@@ -76,10 +75,16 @@ def reap(process: BaseProcess) -> int | None:
     """Reap the started ``process`` if it has ended, first removing the ``/dev/shm`` names
     it left while it is a zombie (not once multiprocessing reaped it: see the module).
 
+    Parameters
+    ----------
+    process : multiprocessing.process.BaseProcess
+        A child process of this one.
+
     Returns
     -------
     int or None
-        Its exit code (minus the signal that ended it), None while it runs.
+        Its exit code (minus the signal that ended it); None while it runs, or if another
+        waiter than multiprocessing reaped it.
     """
     state = _state(process)
     if state == _RUNNING:
@@ -91,8 +96,8 @@ def reap(process: BaseProcess) -> int | None:
 
 
 def describe_exit(exitcode: int | None) -> str:
-    """How a process ended, from its ``exitcode``: ``'killed by signal 9 (SIGKILL)'`` or
-    ``'exited with code 3'``.
+    """How a process ended, from its ``exitcode`` (None: unknown): ``'killed by signal 9
+    (SIGKILL)'`` or ``'exited with code 3'``.
 
     >>> describe_exit(-9), describe_exit(3)
     ('killed by signal 9 (SIGKILL)', 'exited with code 3')
@@ -103,7 +108,9 @@ def describe_exit(exitcode: int | None) -> str:
         except ValueError:
             name = 'unknown'
         return 'killed by signal %d (%s)' % (-exitcode, name)
-    return 'exited with code %s' % exitcode
+    if exitcode is None:
+        return 'ended, its exit code unknown'
+    return 'exited with code %d' % exitcode
 
 
 def _state(process):

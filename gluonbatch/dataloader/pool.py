@@ -47,7 +47,9 @@ kernel holds for :data:`LEAVE_SECONDS` after its SIGKILL, which multiprocessing 
 later); descriptors of answers never read are released by the kernel with the socket. A
 pool still open when the process that made it exits (the interpreter, or a multiprocessing
 child) is closed the same way; a fork's copy of a pool closes only its own ends of the
-channels. How a worker's end is awaited and reaped, and the ``/dev/shm`` names it left
+channels. (A child made by ``os.fork`` itself must leave with ``os._exit``, as
+multiprocessing's children do: Python's exit handler in it would terminate the children of
+the process it was forked from, the workers among them.) How a worker's end is awaited and reaped, and the ``/dev/shm`` names it left
 removed: :mod:`~.ending`.
 
 Examples
@@ -277,15 +279,16 @@ class WorkerPool:
         for worker, stalled in lost:
             if stalled is not None:
                 kill(worker.process)
-            if not wait_ended(worker.process, LEAVE_SECONDS):  # no channel, yet lives on
+            ended = wait_ended(worker.process, LEAVE_SECONDS)
+            if not ended:  # no channel, yet lives on
                 kill(worker.process)
-                wait_ended(worker.process, LEAVE_SECONDS)
+                ended = wait_ended(worker.process, LEAVE_SECONDS)
             exitcode = reap(worker.process)
             answers.extend(self._read(worker))  # sent before it died: the kernel kept them
             worker.reader.drop_partial()
             worker.sock.close()
             self._workers.remove(worker)
-            cause = stalled or (describe_exit(exitcode) if exitcode is not None else
+            cause = stalled or (describe_exit(exitcode) if ended else
                                 'did not end %g s after SIGKILL' % LEAVE_SECONDS)
             held = [task for task in worker.tasks if not task.abandoned]
             if held and held[0] is worker.tasks[0]:  # what it was loading

@@ -25,6 +25,14 @@
 /* Pixels [0, n) of one row as row_pass computes them, eight at a time with AVX2 (each
  * 128-bit half holds four pixels and goes through row_pass's steps); returns how many
  * it computed, a multiple of 8. */
+/* Four floats at `low` and four at `high`, the halves of one vector. */
+__attribute__((target("avx2,fma")))
+static inline __m256 halves(const float *low, const float *high)
+{
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(low)), _mm_loadu_ps(high),
+                                1);
+}
+
 __attribute__((target("avx2,fma")))
 static Py_ssize_t row_pass_wide(const float *src, Py_ssize_t n, Py_ssize_t width,
                                 const float *m, int diagonal, int flip, float *const *out)
@@ -35,8 +43,7 @@ static Py_ssize_t row_pass_wide(const float *src, Py_ssize_t n, Py_ssize_t width
     Py_ssize_t x = 0;
     for (; x + 8 <= n; x += 8) {
         const float *p = src + 3 * x;
-        __m256 a = _mm256_loadu2_m128(p + 12, p), b = _mm256_loadu2_m128(p + 16, p + 4),
-               c = _mm256_loadu2_m128(p + 20, p + 8);
+        __m256 a = halves(p, p + 12), b = halves(p + 4, p + 16), c = halves(p + 8, p + 20);
         __m256 t = _mm256_blend_ps(_mm256_blend_ps(a, b, 0x44), c, 0x22);
         __m256 x0 = _mm256_shuffle_ps(t, t, _MM_SHUFFLE(1, 2, 3, 0));
         t = _mm256_blend_ps(_mm256_blend_ps(a, b, 0x99), c, 0x44);
