@@ -349,17 +349,17 @@ class WorkerPool:
             worker.reader.drop_partial()
 
 
-def _open_pools():
+def _open_pools() -> 'weakref.WeakSet[WorkerPool]':
     """A process's set of pools not closed yet, closed as the process exits: by
     multiprocessing's exit handler (the interpreter's, or a multiprocessing child's), among
     the finalizers it runs before it terminates the children it still has, which would end
     the workers wherever they are (making a shared array, say)."""
-    pools: 'weakref.WeakSet[WorkerPool]' = weakref.WeakSet()
+    pools: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
     multiprocessing.util.Finalize(None, _close_all, args=(pools,), exitpriority=10)
     return pools
 
 
-def _close_all(pools):
+def _close_all(pools: 'weakref.WeakSet[WorkerPool]') -> None:
     for pool in list(pools):
         try:
             pool.close()
