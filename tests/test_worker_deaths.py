@@ -411,10 +411,13 @@ class Poison(Noisy):
 
 
 @pytest.mark.parametrize('num_workers', [1, 2])
-# MXNet's own handler turns a segfault into exit code 255 unless faulthandler runs first
+# MXNet's own handler turns a segfault into exit code 255 unless faulthandler runs first;
+# that handler calls exit(), whose clean-up in a crashed process may abort (SIGABRT: seen
+# for both strikes in a loaded CI run)
 @pytest.mark.parametrize('how, says', [('exit', r'exited with code 3'),
                                        ('segfault', r'killed by signal 11 \(SIGSEGV\)|'
-                                                    r'exited with code 255')])
+                                                    r'exited with code 255|'
+                                                    r'killed by signal 6 \(SIGABRT\)')])
 def test_a_poison_sample_raises_naming_its_indices_pids_and_signals(num_workers, how, says):
     index = first_index()
     with warnings.catch_warnings(record=True) as caught:
