@@ -794,6 +794,31 @@ def test_presets_leave_the_blas_threads_asleep():
     assert others < 0.1 * main, (main, others)
 
 
+def test_presets_invert_their_colour_maps_without_lapack(monkeypatch):
+    """What the test above measures, checked whatever the load: the presets invert their
+    colour maps (every expanded image) with no call into numpy's LAPACK functions, whose
+    call wakes the BLAS threads. (Above, a busy machine may give the control's threads no
+    time to spin, and that test then skips.)"""
+    def refuse(*args, **kwargs):
+        raise AssertionError('a preset called LAPACK')
+
+    for name in ('inv', 'solve', 'pinv', 'det', 'lstsq', 'eig', 'svd', 'qr', 'cholesky'):
+        monkeypatch.setattr(np.linalg, name, refuse)
+    inversions = []
+    invert = color.invert
+    monkeypatch.setattr(color, 'invert', lambda m: inversions.append(m) or invert(m))
+    image = np.random.RandomState(0).randint(0, 256, (120, 160, 3)).astype(np.uint8)
+    label = np.array([[10., 10., 100., 80., 1.]])
+    random.seed(0)
+    np.random.seed(0)
+    for _ in range(20):
+        for preset in (ssd.SSDDefaultTrainTransform(96, 96),
+                       yolo.YOLO3DefaultTrainTransform(96, 96)):
+            out, _ = preset(image, label)
+            assert out.shape == (3, 96, 96)
+    assert len(inversions) >= 5  # expanded images' maps were inverted, by the adjugate
+
+
 def test_reused_zero_buffer_never_serves_stale_pixels():
     """Crops with fill share the thread's zero buffer: after crops that wrote pixels
     (and one that raised), every later crop is zero wherever the image is not."""
