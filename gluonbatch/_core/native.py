@@ -14,6 +14,7 @@ Examples
 array([1., 2.], dtype=float32)
 """
 import ctypes
+import math
 
 import mxnet as mx
 import numpy as np
@@ -54,12 +55,14 @@ def numpy_view(array, readonly):
     array([5., 5.], dtype=float32)
     """
     dtype = np.dtype(array.dtype)
-    if array.size == 0:
+    shape = array.shape  # asked once: each property is a call into MXNet
+    count = math.prod(shape)
+    if count == 0:
         # Zero-size arrays may have no data pointer at all.
-        return np.empty(array.shape, dtype)
-    memory = (ctypes.c_char * (array.size * dtype.itemsize)).from_address(_data_pointer(array))
+        return np.empty(shape, dtype)
+    memory = (ctypes.c_char * (count * dtype.itemsize)).from_address(_data_pointer(array))
     memory.owner = array  # the view's base holds the NDArray, so its memory stays mapped
-    view = np.frombuffer(memory, dtype).reshape(array.shape)
+    view = np.frombuffer(memory, dtype).reshape(shape)
     view.flags.writeable = not readonly
     return view
 
