@@ -338,6 +338,7 @@ class WorkerPool:
         _OPEN.get().discard(self)
         for worker in workers:
             worker.sock.close()  # idle: end of file; busy: its answer cannot be sent
+            worker.reader.drop_partial()  # descriptors of a message read in part
         if os.getpid() != self._owner:  # a copy in a fork: the workers are not its children
             return
         deadline = time.monotonic() + LEAVE_SECONDS
@@ -346,7 +347,6 @@ class WorkerPool:
                 kill(worker.process)
                 wait_ended(worker.process, LEAVE_SECONDS)  # one in the kernel may take longer
             reap(worker.process)
-            worker.reader.drop_partial()
 
 
 def _open_pools() -> 'weakref.WeakSet[WorkerPool]':
