@@ -20,11 +20,25 @@
 #define HAVE_FMA_PATH 0
 #endif
 
+/* What the processor has for the compiled pass, asked once (it does not change): 0, no FMA
+ * (nothing is computed here); 1, FMA and SSE4.1; 2, AVX2 as well. */
+static int vector_level(void)
+{
+#if HAVE_FMA_PATH
+    static int level = -1;
+    if (level < 0) {
+        __builtin_cpu_init();
+        level = !(__builtin_cpu_supports("fma") && __builtin_cpu_supports("sse4.1")) ? 0
+                : __builtin_cpu_supports("avx2") ? 2 : 1;
+    }
+    return level;
+#else
+    return 0;
+#endif
+}
+
 #if HAVE_FMA_PATH
 
-/* Pixels [0, n) of one row as row_pass computes them, eight at a time with AVX2 (each
- * 128-bit half holds four pixels and goes through row_pass's steps); returns how many
- * it computed, a multiple of 8. */
 /* Four floats at `low` and four at `high`, the halves of one vector. */
 __attribute__((target("avx2,fma")))
 static inline __m256 halves(const float *low, const float *high)
@@ -33,6 +47,9 @@ static inline __m256 halves(const float *low, const float *high)
                                 1);
 }
 
+/* Pixels [0, n) of one row as row_pass computes them, eight at a time with AVX2 (each
+ * 128-bit half holds four pixels and goes through row_pass's steps); returns how many
+ * it computed, a multiple of 8. */
 __attribute__((target("avx2,fma")))
 static Py_ssize_t row_pass_wide(const float *src, Py_ssize_t n, Py_ssize_t width,
                                 const float *m, int diagonal, int flip, float *const *out)
@@ -72,16 +89,6 @@ static Py_ssize_t row_pass_wide(const float *src, Py_ssize_t n, Py_ssize_t width
     return x;
 }
 
-static int wide_available(void)
-{
-    static int known = -1;  /* the processor does not change: asked once */
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    return known;
-}
-
 /* Pixels [0, n) of one row (`width` pixels of 3 floats) through the map into the output
  * row, mirrored if `flip`: eight at a time where the processor has AVX2, then four at a
  * time (their channels deinterleaved into three vectors), then one at a time. A
@@ -95,7 +102,9 @@ static void row_pass(const float *src, Py_ssize_t n, Py_ssize_t width, const flo
     __m128 m3 = _mm_set1_ps(m[3]), m4 = _mm_set1_ps(m[4]), m5 = _mm_set1_ps(m[5]);
     __m128 m6 = _mm_set1_ps(m[6]), m7 = _mm_set1_ps(m[7]), m8 = _mm_set1_ps(m[8]);
     __m128 m9 = _mm_set1_ps(m[9]), m10 = _mm_set1_ps(m[10]), m11 = _mm_set1_ps(m[11]);
-    Py_ssize_t x = wide_available() ? row_pass_wide(src, n, width, m, diagonal, flip, out) : 0;
+    Py_ssize_t x = 0;
+    if (vector_level() == 2)
+        x = row_pass_wide(src, n, width, m, diagonal, flip, out);
     for (; x + 4 <= n; x += 4) {
         const float *p = src + 3 * x;
         __m128 a = _mm_loadu_ps(p), b = _mm_loadu_ps(p + 4), c = _mm_loadu_ps(p + 8);
@@ -138,23 +147,9 @@ static void row_pass(const float *src, Py_ssize_t n, Py_ssize_t width, const flo
 
 #endif
 
-static int fma_available(void)
-{
-#if HAVE_FMA_PATH
-    static int known = -1;  /* the processor does not change: asked once */
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("fma") && __builtin_cpu_supports("sse4.1");
-    }
-    return known;
-#else
-    return 0;
-#endif
-}
-
 static PyObject *available(PyObject *self, PyObject *unused)
 {
-    return PyBool_FromLong(fma_available());
+    return PyBool_FromLong(vector_level() > 0);
 }
 
 static PyObject *colour_chw(PyObject *self, PyObject *args)
@@ -168,7 +163,7 @@ static PyObject *colour_chw(PyObject *self, PyObject *args)
                           &m[4], &m[5], &m[6], &m[7], &m[8], &m[9], &m[10], &m[11], &diagonal,
                           &flip, &out_obj, &count))
         return NULL;
-    if (!fma_available()) {
+    if (vector_level() == 0) {
         PyErr_SetString(PyExc_RuntimeError, "this processor has no FMA instructions");
         return NULL;
     }
