@@ -15,6 +15,7 @@ import copy
 import gc
 import io
 import json
+import multiprocessing
 import os
 import tarfile
 import time
@@ -429,6 +430,27 @@ def mxnet_blocks(pids):
     """
     prefixes = tuple('mx_%x_' % pid for pid in pids)
     return sorted(name for name in os.listdir('/dev/shm') if name.startswith(prefixes))
+
+
+def half_made(pid):
+    """Leave in ``/dev/shm`` what process ``pid`` would leave if killed while MXNet made a
+    shared array: the file, under MXNet's name for it (see :func:`mxnet_blocks`), not yet
+    removed."""
+    with open('/dev/shm/mx_%x_%x' % (pid, 2 ** 40 + 1), 'wb') as block:
+        block.write(bytes(64))
+
+
+def run_in_fork(target, *args):
+    """Run ``target(*args, report)`` in a forked child process; what it sent through
+    ``report`` (the sending end of a pipe) and the child's exit code."""
+    context = multiprocessing.get_context('fork')
+    receive, report = context.Pipe(duplex=False)
+    child = context.Process(target=target, args=args + (report,))
+    child.start()
+    report.close()
+    sent = receive.recv()
+    child.join()
+    return sent, child.exitcode
 
 
 def shm_held(pid='self'):

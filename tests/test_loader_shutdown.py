@@ -20,7 +20,8 @@ import pytest
 import gluonbatch
 from gluonbatch.batchify import Stack
 from gluonbatch.dataloader import DetectionDataLoader, RandomTransformDataLoader
-from helpers import mxnet_blocks, replacement_warnings, settled, shm_bytes
+from helpers import (half_made, mxnet_blocks, replacement_warnings, run_in_fork, settled,
+                     shm_bytes)
 
 LOADERS = ['detection', 'random']
 
@@ -272,7 +273,7 @@ def _leave_a_loader_open(which, report):
     _KEPT.append(loader)
     next(iter(loader))
     pids = [worker.pid for worker in workers]
-    open('/dev/shm/mx_%x_%x' % (pids[0], 2 ** 40 + 1), 'wb').close()
+    half_made(pids[0])
     report.send(pids)
 
 
@@ -280,14 +281,8 @@ def _leave_a_loader_open(which, report):
 def test_a_loader_left_open_in_a_multiprocessing_child_is_closed_as_the_child_exits(which):
     # a child leaves through os._exit, not the interpreter's exit: multiprocessing's exit
     # handler runs the pool's finalizer before it would terminate the workers
-    context = multiprocessing.get_context('fork')
-    receive, report = context.Pipe(duplex=False)
-    child = context.Process(target=_leave_a_loader_open, args=(which, report))
-    child.start()
-    report.close()
-    pids = receive.recv()
-    child.join()
-    assert child.exitcode == 0
+    pids, exitcode = run_in_fork(_leave_a_loader_open, which)
+    assert exitcode == 0
     assert all(gone(pid) for pid in pids)
     assert mxnet_blocks(pids) == []
 

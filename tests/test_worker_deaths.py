@@ -24,7 +24,7 @@ import pytest
 from gluonbatch import DataLoader, Stack
 from gluonbatch.dataloader.pool import STRIKES
 from gluonbatch.samplers import SeededBatchSampler
-from helpers import mxnet_blocks, replacement_warnings
+from helpers import half_made, mxnet_blocks, replacement_warnings, run_in_fork
 
 CTX = multiprocessing.get_context('fork')
 
@@ -264,13 +264,6 @@ def test_a_batch_sent_by_a_worker_that_died_is_still_received():
         assert str([key.index for key in sampler.batch(0, number)]) not in said
 
 
-def half_made(pid):
-    """Leave in ``/dev/shm`` what process ``pid`` would leave if killed while MXNet made a
-    shared array: the file, under MXNet's name for it, not yet removed."""
-    with open('/dev/shm/mx_%x_%x' % (pid, 2 ** 40 + 1), 'wb') as block:
-        block.write(bytes(64))
-
-
 class DiesMakingAnArray(Noisy):
     """The first time a worker reads sample ``index``, it is killed while MXNet makes a
     shared array."""
@@ -359,13 +352,8 @@ def _close_with_kills(num_workers, report):
 def test_killing_workers_during_close_leaves_nothing_behind(num_workers):
     # in a fresh process: the threads other tests leave behind (a Dask client's, say) are
     # not forked, so no descriptor they open is counted as the loader's
-    receive, report = CTX.Pipe(duplex=False)
-    process = CTX.Process(target=_close_with_kills, args=(num_workers, report))
-    process.start()
-    report.close()
-    left = receive.recv()
-    process.join()
-    assert process.exitcode == 0
+    left, exitcode = run_in_fork(_close_with_kills, num_workers)
+    assert exitcode == 0
     assert left['children'] == []
     assert left['descriptors'] == {}
     assert left['shm'] == []
