@@ -83,6 +83,17 @@ static int get_canvas_buffers(PyObject *src_obj, PyObject *values_obj, PyObject 
     return 0;
 }
 
+/* The width x height part of the canvas with the image `src` at (x, y), its values those
+ * of `values` (see _canvas.h). */
+static Canvas canvas_of(const Py_buffer *src, const Py_buffer *values, Py_ssize_t x,
+                        Py_ssize_t y, Py_ssize_t width, Py_ssize_t height)
+{
+    Canvas canvas = {src->buf, src->shape[0], src->shape[1], src->strides[0], src->strides[1],
+                     src->strides[2], x, y, width, height, values->buf, 0, {0, 0, 0}};
+    describe_values(&canvas);
+    return canvas;
+}
+
 static PyObject *resize(PyObject *self, PyObject *args)
 {
     int interp;
@@ -108,9 +119,7 @@ static PyObject *resize(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "out must have at least 1 row and column");
         goto release;
     }
-    Canvas canvas = {src.buf, src.shape[0], src.shape[1], src.strides[0], src.strides[1],
-                     src.strides[2], x, y, width, height, values.buf, 0, {0, 0, 0}};
-    describe_values(&canvas);
+    Canvas canvas = canvas_of(&src, &values, x, y, width, height);
     Output output = {out.buf, out.shape[1], out.shape[0],
                      out.strides[0] / (Py_ssize_t)sizeof(float)};
     int status;
@@ -142,10 +151,7 @@ static PyObject *part(PyObject *self, PyObject *args)
     Py_buffer src, values, out;
     if (get_canvas_buffers(src_obj, values_obj, out_obj, 0, &src, &values, &out) < 0)
         return NULL;
-    Canvas canvas = {src.buf, src.shape[0], src.shape[1], src.strides[0], src.strides[1],
-                     src.strides[2], x, y, out.shape[1], out.shape[0], values.buf, 0,
-                     {0, 0, 0}};
-    describe_values(&canvas);
+    Canvas canvas = canvas_of(&src, &values, x, y, out.shape[1], out.shape[0]);
     Py_BEGIN_ALLOW_THREADS
     float *row = out.buf;
     for (Py_ssize_t r = 0; r < canvas.height; r++, row += 3 * canvas.width)
