@@ -135,3 +135,30 @@ def test_opencvs_settings_changed_after_import_keep_its_path():
         cv2.setUseOptimized(True)
     np.testing.assert_array_equal(bits(got), bits(want))
     assert pixels.opencv_state() == pixels.CHECKED_STATE
+
+
+def numpy_inverse(m):
+    """The inverse as numpy's own calls compute it, the cofactors by ``np.cross``; None
+    where the determinant is 0 or not finite (``invert`` refuses those)."""
+    rows = m[:, :3]
+    cofactors = np.cross(rows[[1, 2, 0]], rows[[2, 0, 1]])
+    det = float(rows[0] @ cofactors[0])
+    if det == 0 or not np.isfinite(det):
+        return None
+    linear = cofactors.T / det
+    return np.concatenate([linear, (-linear @ m[:, 3])[:, None]], axis=1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(-1e3, 1e3), min_size=12, max_size=12),
+       st.sampled_from([1.0, 1e-150, 1e150]))
+def test_an_inverted_colour_map_has_numpys_bits(entries, magnitude):
+    """The inverse (the fill's colour of every expanded image) is numpy's to the bit, with
+    its cofactors in Python's floats: each product and difference rounded as numpy's
+    ``cross`` rounds them, extreme magnitudes included."""
+    m = np.array(entries).reshape(3, 4) * magnitude
+    with np.errstate(all='ignore'):
+        want = numpy_inverse(m)
+    if want is None:
+        return  # a singular or overflowing map: its ValueError is tested on its own
+    np.testing.assert_array_equal(color.invert(m).view(np.uint64), want.view(np.uint64))

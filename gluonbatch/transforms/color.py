@@ -118,8 +118,12 @@ def invert(m: ArrayLike) -> np.ndarray:
     if m.shape != (3, 4):
         raise ValueError('a colour map is 3x4, got shape %s' % (m.shape,))
     rows = m[:, :3]
-    # row i of the cofactor matrix: row i+1 cross row i+2
-    cofactors = np.cross(rows[[1, 2, 0]], rows[[2, 0, 1]])
+    # row i of the cofactor matrix: row i+1 cross row i+2, in Python's floats (numpy's
+    # cross rounds each product and each difference alike, in a dozen calls more)
+    (a0, a1, a2), (b0, b1, b2), (c0, c1, c2) = rows.tolist()
+    cofactors = np.array([[b1 * c2 - b2 * c1, b2 * c0 - b0 * c2, b0 * c1 - b1 * c0],
+                          [c1 * a2 - c2 * a1, c2 * a0 - c0 * a2, c0 * a1 - c1 * a0],
+                          [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0]])
     det = float(rows[0] @ cofactors[0])
     if det == 0 or not math.isfinite(det):
         raise ValueError('the colour map is not invertible (determinant %r)' % det)
