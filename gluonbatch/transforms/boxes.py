@@ -39,6 +39,8 @@ def plain_number(value: Any) -> bool:
 
 #: Labels of more boxes than this go through numpy, whose cost per call then wins.
 PYTHON_ROWS = 16
+# the dtype of native float64 arrays (another byte order is another dtype: numpy's path)
+_FLOAT64 = np.dtype(np.float64)
 
 
 def python_rows(label: np.ndarray, numbers: Sequence[Any] = (),
@@ -55,12 +57,16 @@ def python_rows(label: np.ndarray, numbers: Sequence[Any] = (),
     >>> python_rows(np.array([[1, 2, 3, 4, 7]])) is None  # ints: numpy's arithmetic
     True
     """
-    if (type(label) is not np.ndarray or label.dtype != np.float64 or label.ndim != 2
-            or label.shape[1] < 4 or len(label) > PYTHON_ROWS
-            or not all(plain_number(n) and math.isfinite(n) for n in numbers)):
+    if (type(label) is not np.ndarray or label.dtype is not _FLOAT64 or label.ndim != 2
+            or label.shape[1] < 4 or len(label) > PYTHON_ROWS):
         return None
+    for number in numbers:
+        if not (plain_number(number) and math.isfinite(number)):
+            return None
     rows = label.tolist()
-    if finite and not all(math.isfinite(value) for row in rows for value in row[:4]):
+    # one sum is finite only if every value is (a sum too large for a double is
+    # refused too, and gets numpy's arithmetic all the same)
+    if finite and not math.isfinite(sum(map(sum, rows))):
         return None
     return rows
 
