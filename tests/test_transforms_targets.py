@@ -257,6 +257,26 @@ def test_ssd_batch_equals_per_sample(ssd_anchors, data):
             np.testing.assert_array_equal(result[1][i], box_targets)
 
 
+@settings(max_examples=examples(20), deadline=None)
+@given(data=st.data())
+def test_a_batch_with_a_nan_box_gets_each_samples_own_targets(ssd_anchors, data):
+    """One NaN coordinate sends the batch through numpy's IoU matrices, in groups, instead
+    of the compiled matching of the whole batch: each sample still gets the targets it
+    gets alone."""
+    generator = SSDTargets(ssd_anchors[300])
+    batch = data.draw(st.lists(labels(300, 300, min_boxes=1, max_boxes=12), min_size=2,
+                               max_size=5))
+    odd = data.draw(st.integers(0, len(batch) - 1))
+    batch[odd] = batch[odd].copy()
+    batch[odd][0, data.draw(st.integers(0, 3))] = np.nan
+    with np.errstate(invalid='ignore'):
+        expected = [generator.targets(label) for label in batch]
+        cls_targets, box_targets = generator.batch(batch)
+    for i, (want_cls, want_box) in enumerate(expected):
+        np.testing.assert_array_equal(cls_targets[i], want_cls)
+        np.testing.assert_array_equal(box_targets[i], want_box)
+
+
 def test_ssd_core_functions():
     anchors = np.array([[0, 0, 2, 2], [1, 1, 3, 3], [5, 5, 6, 6]], np.float32)
     boxes = np.array([[[0, 0, 2, 2], [1, 1, 3, 3], [-1, -1, -1, -1]]], np.float32)

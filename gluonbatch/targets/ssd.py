@@ -334,9 +334,13 @@ class SSDTargets:
             fill_zero(box_out)
         if valid is not None:
             valid = np.asarray(valid, bool)
-        # samples in groups whose IoU matrix stays cache-sized (a group is one sample when
-        # the sample alone is bigger), each group cut to its last real box
-        step = max(1, _GROUP_IOUS // max(1, num_boxes * self.num_anchors))
+        # Compiled, the matching holds no IoU matrix: the batch is one group. numpy's IoU
+        # matrices go in groups that stay cache-sized (one sample when it alone is bigger).
+        # Each group is cut to its last real box.
+        anchors = self._anchor_set
+        compiled = bool(_ssd_match is not None and len(anchors) and anchors.finite(boxes))
+        step = max(1, batch if compiled
+                   else _GROUP_IOUS // max(1, num_boxes * self.num_anchors))
         positives = []  # per group: (sample, anchor, size ratios) of its positives
         for start in range(0, batch, step):
             group = slice(start, start + step)
@@ -348,7 +352,8 @@ class SSDTargets:
                 group_valid = None if group_valid[:, :used].all() else group_valid[:, :used]
             if used:
                 pb, pn, ratios = self._encode(boxes[group, :used], ids[group, :used],
-                                              group_valid, cls_out[group], box_out[group])
+                                              group_valid, cls_out[group], box_out[group],
+                                              compiled)
                 positives.append((pb + start, pn, ratios))
         if positives:
             # the size columns: one call of MXNet's log for the whole batch
@@ -371,14 +376,15 @@ class SSDTargets:
                              batch, num_boxes, self.num_anchors, match)
         return match
 
-    def _encode(self, boxes, ids, valid, cls_out, box_out):
-        """Match a group of samples and write its positives (outputs already zeroed) but for
-        the log-size columns; returns their samples, anchors and size ratios."""
-        anchors = self._anchor_set
-        if _ssd_match is not None and len(anchors) and anchors.finite(boxes):
+    def _encode(self, boxes, ids, valid, cls_out, box_out, compiled):
+        """Match a group of samples, compiled or (where IoUs may be nan or infinite, or
+        without the compiled module) by numpy's IoU matrix, and write its positives
+        (outputs already zeroed) but for the log-size columns; returns their samples,
+        anchors and size ratios."""
+        if compiled:
             match = self._match_compiled(boxes, valid)
-        else:  # nan or infinite IoUs: numpy's order of them, as MXNet's
-            match = ssd_match(anchors.iou(boxes), self._iou_thresh, valid)
+        else:  # numpy's order of nan or infinite IoUs, as MXNet's
+            match = ssd_match(self._anchor_set.iou(boxes), self._iou_thresh, valid)
         pb, pn = np.nonzero(match >= 0)
         pm = match[pb, pn]
         # MultiClassEncoder: class + 1 for positives (float32), 0 for negatives
