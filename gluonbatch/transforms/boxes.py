@@ -39,8 +39,7 @@ def plain_number(value: Any) -> bool:
 
 #: Labels of more boxes than this go through numpy, whose cost per call then wins.
 PYTHON_ROWS = 16
-# the dtype of native float64 arrays (another byte order is another dtype: numpy's path)
-_FLOAT64 = np.dtype(np.float64)
+_FLOAT64 = np.dtype(np.float64)  # native byte order: another order takes numpy's path
 
 
 def python_rows(label: np.ndarray, numbers: Sequence[Any] = (),
@@ -48,16 +47,17 @@ def python_rows(label: np.ndarray, numbers: Sequence[Any] = (),
     """``label``'s rows as lists of Python floats where arithmetic on them gives numpy's
     bits: a plain float64 ``(N, 4+)`` ndarray of at most :data:`PYTHON_ROWS` rows, with
     ``numbers`` all plain (:func:`plain_number`) and finite (two NaNs give either one's
-    bits) and, with ``finite``, finite coordinates (numpy's ``maximum`` spreads a NaN,
-    Python's comparisons do not). None where numpy must do the arithmetic. numpy's
-    floating-point error settings (``np.errstate``) do not apply to Python's floats.
+    bits) and, with ``finite``, finite values, extra columns included (numpy's ``maximum``
+    spreads a NaN, Python's comparisons do not). None where numpy must do the arithmetic
+    (or may: numpy's results are the same). numpy's floating-point error settings
+    (``np.errstate``) do not apply to Python's floats.
 
     >>> python_rows(np.array([[1.0, 2.0, 3.0, 4.0, 7.0]]), (10, 0.5))
     [[1.0, 2.0, 3.0, 4.0, 7.0]]
     >>> python_rows(np.array([[1, 2, 3, 4, 7]])) is None  # ints: numpy's arithmetic
     True
     """
-    if (type(label) is not np.ndarray or label.dtype is not _FLOAT64 or label.ndim != 2
+    if (type(label) is not np.ndarray or label.dtype != _FLOAT64 or label.ndim != 2
             or label.shape[1] < 4 or len(label) > PYTHON_ROWS):
         return None
     for number in numbers:
