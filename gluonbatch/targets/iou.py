@@ -49,9 +49,9 @@ def box_areas(xmin: np.ndarray, ymin: np.ndarray, xmax: np.ndarray,
     >>> box_areas(*np.array([[0, 0, 2, 3], [4, 4, 1, 9]], np.float32).T)
     array([6., 0.], dtype=float32)
     """
-    width = xmax - xmin
-    height = ymax - ymin
     with np.errstate(over='ignore', invalid='ignore'):
+        width = xmax - xmin
+        height = ymax - ymin
         area = width * height
     return np.where((width < 0) | (height < 0), _ZERO, area)
 

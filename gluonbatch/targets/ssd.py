@@ -21,7 +21,8 @@ What gluoncv does, and this module reproduces step by step in float32:
    ``box_targets`` are the normalized center offsets ``((gx - ax) / aw / std0, ...,
    log(gw / aw) / std2, ...)`` of the matched box, 0 elsewhere.
 
-For a batch of finite boxes of finite area (the usual case), steps 1-3 run compiled
+For a batch of finite boxes of finite area (the usual case; padding rows before a sample's
+last real box count), steps 1-3 run compiled
 (``_ssd_match.c``), a sample at a time, and step 4 once for the batch; :func:`ssd_match`
 on :func:`box_iou`, in numpy, is their definition, and matches the rest (NaN or infinite
 IoUs) in groups of a few samples.
@@ -201,6 +202,15 @@ def ssd_match(ious: np.ndarray, iou_thresh: float = 0.5,
     return match
 
 
+def _rows_used(valid, num_boxes):
+    """The rows of samples up to their last real box: ``valid`` is ``(B, M)`` bool, or
+    None where every row is real."""
+    if valid is None:
+        return num_boxes
+    real = np.nonzero(valid.any(axis=0))[0]
+    return int(real[-1]) + 1 if real.size else 0
+
+
 class SSDTargets:
     """SSD targets of gluoncv's SSD train preset, in numpy.
 
@@ -339,17 +349,16 @@ class SSDTargets:
         # matrices go in groups that stay cache-sized (one sample when it alone is bigger).
         # Each group is cut to its last real box.
         anchors = self._anchor_set
-        compiled = bool(_ssd_match is not None and len(anchors) and anchors.finite(boxes))
+        compiled = bool(_ssd_match is not None and len(anchors)
+                        and anchors.finite(boxes[:, :_rows_used(valid, num_boxes)]))
         step = max(1, batch if compiled
                    else _GROUP_IOUS // max(1, num_boxes * self.num_anchors))
         positives = []  # per group: (sample, anchor, size ratios) of its positives
         for start in range(0, batch, step):
             group = slice(start, start + step)
             group_valid = None if valid is None else valid[group]
-            used = num_boxes
+            used = _rows_used(group_valid, num_boxes)
             if group_valid is not None:
-                real = np.nonzero(group_valid.any(axis=0))[0]
-                used = real[-1] + 1 if real.size else 0
                 group_valid = None if group_valid[:, :used].all() else group_valid[:, :used]
             if used:
                 pb, pn, ratios = self._encode(boxes[group, :used], ids[group, :used],
