@@ -395,7 +395,8 @@ class SSDTargets:
             match = self._match_compiled(boxes, valid)
         else:  # numpy's order of nan or infinite IoUs, as MXNet's
             match = ssd_match(self._anchor_set.iou(boxes), self._iou_thresh, valid)
-        pb, pn = np.nonzero(match >= 0)
+        # the positives in C order: numpy's 2-D nonzero takes five times a flat one and divmod
+        pb, pn = np.divmod(np.flatnonzero(match >= 0), match.shape[1])
         pm = match[pb, pn]
         # MultiClassEncoder: class + 1 for positives (float32), 0 for negatives
         cls_out[pb, pn] = ids[pb, pm] + np.float32(1)
