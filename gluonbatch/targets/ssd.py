@@ -21,11 +21,10 @@ What gluoncv does, and this module reproduces step by step in float32:
    ``box_targets`` are the normalized center offsets ``((gx - ax) / aw / std0, ...,
    log(gw / aw) / std2, ...)`` of the matched box, 0 elsewhere.
 
-For a batch of finite boxes of finite area (the usual case; padding rows before a sample's
-last real box count), steps 1-3 run compiled
-(``_ssd_match.c``), a sample at a time, and step 4 once for the batch; :func:`ssd_match`
-on :func:`box_iou`, in numpy, is their definition, and matches the rest (NaN or infinite
-IoUs) in groups of a few samples.
+For a batch of finite boxes of finite area (the usual case; padding rows count up to the
+last real row of any sample), steps 1-3 run compiled (``_ssd_match.c``), a sample at a
+time, and step 4 once for the batch; :func:`ssd_match` on :func:`box_iou`, in numpy, is
+their definition, and matches the rest (NaN or infinite IoUs) in groups of a few samples.
 
 Every value is bit-identical to gluoncv's. The ``log`` of the size ratios is MXNet's own
 float32 ``log`` operator, called once per batch on the positives' ratios: a
