@@ -49,8 +49,8 @@ pool still open when the process that made it exits (the interpreter, or a multi
 child) is closed the same way; a fork's copy of a pool closes only its own ends of the
 channels. (A child made by ``os.fork`` itself must leave with ``os._exit``, as
 multiprocessing's children do: Python's exit handler in it would terminate the children of
-the process it was forked from, the workers among them.) How a worker's end is awaited and reaped, and the ``/dev/shm`` names it left
-removed: :mod:`~.ending`.
+the process it was forked from, the workers among them.) How a worker's end is awaited
+and reaped, and the ``/dev/shm`` names it left removed: :mod:`~.ending`.
 
 Examples
 --------
