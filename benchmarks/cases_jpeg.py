@@ -19,16 +19,17 @@ against presets that have changed since.
 After the contenders, in the same rounds, every kind measures the CPU time per image of a
 1-worker :class:`gluonbatch.DataLoader` running the same pipeline, and of one decoding
 alone (the floor's pipeline, 1 worker too): every process and thread counted (the worker
-does all of a sample's work; this process only receives the batches). For SSD300 a third
-1-worker loader does the same work split into public steps and times each in its worker
-(the thread's CPU time): ``decode`` (the dataset's item), ``draws`` (``preset.draw``),
-``geometry`` (``preset.apply``: crop and resize, the image deferred), ``targets``
-(``SSDTrainBatchify.targets``) and ``colour and batch write`` (the rest of the batchify
-call: the deferred colour map and CHW split written into the batch's shared memory, one
-pass). ``plumbing`` is the rest of that loader's CPU, every process counted: keys and
-batches sent and received, the main process, MXNet's engine threads. The two public steps
-check their inputs each, where the preset's call checks them once: that loader spends a
-little more than the plain one.
+does all of a sample's work; this process only receives the batches), but not the
+benchmark's reading of those counters (:func:`~benchmarks.cases_seeded.epoch_costs`). For
+SSD300 a third 1-worker loader does the same work split into public steps and times each
+in its worker (the thread's CPU time): ``decode`` (the dataset's item), ``draws``
+(``preset.draw``), ``geometry`` (``preset.apply``: crop and resize, the image deferred),
+``targets`` (``SSDTrainBatchify.targets``) and ``colour and batch write`` (the rest of
+the batchify call: the deferred colour map and CHW split written into the batch's shared
+memory, one pass). ``plumbing`` is the rest of that loader's CPU, every process counted:
+keys and batches sent and received, the main process, MXNet's engine threads. The two
+public steps check their inputs each, where the preset's call checks them once: that
+loader spends a little more than the plain one.
 
 Goals: SSD300 at least 900 images/s with 2 workers and at most 2.0 ms of CPU per image in
 the 1-worker loader. YOLOv3 and CenterNet report their numbers without a goal (theirs is

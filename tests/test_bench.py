@@ -12,6 +12,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -305,3 +306,36 @@ def test_host_steal_is_a_share_of_the_block_where_the_system_reports_it():
         assert steal['share'] is None  # set on leaving the block
         sum(range(10 ** 6))
     assert 0 <= steal['share'] <= 1
+
+
+class _Burns:
+    """Items that each run ``seconds`` of CPU on the thread reading them."""
+
+    def __init__(self, length, seconds):
+        self.length, self.seconds = length, seconds
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, index):
+        start = time.thread_time()
+        while time.thread_time() - start < self.seconds:
+            pass
+        return index
+
+
+@pytest.mark.parametrize('workers', [0, 1, 2])
+def test_epoch_costs_count_the_workers_cpu(workers):
+    """A loader's CPU per batch counts what its workers ran (each item burns 20 ms of CPU
+    wherever it is read), and appends the epoch's wall seconds per batch."""
+    from benchmarks.cases_seeded import epoch_costs
+    from gluonbatch import DataLoader
+
+    loader = DataLoader(_Burns(8, 0.02), batch_size=4, num_workers=workers)
+    try:
+        walls = []
+        per_batch = epoch_costs(loader, 2, walls)
+    finally:
+        loader.close()
+    assert per_batch >= 4 * 0.02
+    assert len(walls) == 1 and walls[0] > 0
