@@ -27,6 +27,7 @@ import functools
 import json
 import os
 import pickle
+import resource
 import statistics
 import time
 import warnings
@@ -46,8 +47,7 @@ from .harness import interleave, time_call, time_epoch
 from .rows import ms_fields, percent_check, ratio_check, value_check
 from .voc_like import VOCLike, voc_like_samples
 
-__all__ = ['case_seeded_loader', 'case_resume', 'process_tree_cpu_seconds',
-           'children_cpu_seconds', 'epoch_costs',
+__all__ = ['case_seeded_loader', 'case_resume', 'children_cpu_seconds', 'epoch_costs',
            'SEED', 'SEEDED_COST', 'SEEDING_PERCENT', 'RESUME_SAMPLES']
 
 #: The seed of the seeded contenders.
@@ -112,28 +112,24 @@ def _children(pid):
 
 def children_cpu_seconds():
     """CPU seconds the child processes of this process (a loader's workers) have run, every
-    thread counted (MXNet's engine threads too); a process gone meanwhile counts nothing.
-    Linux only (``/proc``)."""
-    total = 0.0
+    thread counted (MXNet's engine threads too): the live ones' from ``/proc``, the reaped
+    ones' from ``getrusage``, so that a child ending between two readings counts once.
+    Linux only.
+
+    >>> import subprocess, sys
+    >>> before = children_cpu_seconds()
+    >>> _ = subprocess.run([sys.executable, '-c', 'sum(range(10 ** 7))'], check=True)
+    >>> children_cpu_seconds() > before
+    True
+    """
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = reaped.ru_utime + reaped.ru_stime
     for pid in _children(os.getpid()):
         try:
             total += _threads_cpu_seconds(pid)
         except (OSError, ValueError, IndexError):  # gone, or not ours to read
             continue
     return total
-
-
-def process_tree_cpu_seconds():
-    """CPU seconds this process and its child processes (a loader's workers) have run,
-    every thread counted (MXNet's engine threads too); a process gone meanwhile counts
-    nothing. Linux only (``/proc``).
-
-    >>> before = process_tree_cpu_seconds()
-    >>> total = sum(range(10 ** 6))
-    >>> process_tree_cpu_seconds() > before
-    True
-    """
-    return time.process_time() + children_cpu_seconds()
 
 
 def epoch_costs(loader, batches, walls):

@@ -738,13 +738,22 @@ def test_resize_crop_of_a_voc_image_expanded_four_times(interp, offset):
 
 def test_presets_invert_their_colour_maps_without_lapack(monkeypatch):
     """A LAPACK call wakes the BLAS library's threads, which spin a while after it: called
-    for every expanded image, they would never sleep and would take a core from the other
-    DataLoader workers. The presets invert their colour maps (every expanded image) with
-    no call into numpy's LAPACK functions."""
+    for every expanded image, in a process whose BLAS runs several threads, they would
+    never sleep and would take a core from the other processes. The presets invert their
+    colour maps (every expanded image) with no call into numpy's LAPACK functions, and no
+    gluonbatch module holds one of them under a name of its own."""
     def refuse(*args, **kwargs):
         raise AssertionError('a preset called LAPACK')
 
-    for name in ('inv', 'solve', 'pinv', 'det', 'lstsq', 'eig', 'svd', 'qr', 'cholesky'):
+    held = ['%s.%s' % (module_name, name)
+            for module_name, module in list(sys.modules.items())
+            if module_name.split('.')[0] == 'gluonbatch'
+            for name, value in list(vars(module).items())
+            if getattr(value, '__module__', None) == 'numpy.linalg']
+    assert held == []
+    for name in ('inv', 'solve', 'pinv', 'det', 'slogdet', 'lstsq', 'eig', 'eigh', 'eigvals',
+                 'eigvalsh', 'svd', 'qr', 'cholesky', 'matrix_rank', 'matrix_power',
+                 'tensorinv', 'tensorsolve'):
         monkeypatch.setattr(np.linalg, name, refuse)
     inversions = []
     invert = color.invert
